@@ -1,0 +1,238 @@
+package hedge
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailcut/hedge/quantile"
+)
+
+// Never is the delay that means "do not send another copy". An Estimator
+// returns it, for instance, while a percentile delay has too few samples and
+// no warm-up value.
+const Never = time.Duration(math.MaxInt64)
+
+// A Delay is the policy that says how long to wait before sending the next
+// copy of a request. It is a description, safe to copy; a Hedger builds one
+// Estimator from it for each operation class, and the simulator builds one
+// per run.
+type Delay interface {
+	// Validate reports a configuration mistake, with a message that says
+	// what to do about it.
+	Validate() error
+	// NewEstimator returns fresh state for one operation class. The Delay
+	// must be valid.
+	NewEstimator() Estimator
+}
+
+// An Estimator holds the state of a Delay for one operation class.
+//
+// Time reaches it only as arguments: now is a monotonic reading (time
+// elapsed since an arbitrary fixed origin). The live engine passes time
+// since the Hedger was made; the simulator passes virtual time. An Estimator
+// never reads the clock itself. Implementations in this package are safe for
+// concurrent use.
+type Estimator interface {
+	// Delay returns how long after a copy is sent the next copy should go,
+	// or Never.
+	Delay(now time.Duration) time.Duration
+	// Observe records the latency of one completed request, as chosen by
+	// the caller (see Percentile for what the live engine records).
+	Observe(now, latency time.Duration)
+}
+
+// Fixed is a constant delay: Fixed(20*time.Millisecond) sends the next copy
+// after 20 ms. It is both a Delay and its own Estimator.
+type Fixed time.Duration
+
+// Validate reports a negative delay.
+func (f Fixed) Validate() error {
+	if f < 0 {
+		return fmt.Errorf("hedge: Fixed delay %v is negative: use a delay >= 0 (0 sends every copy at once)", time.Duration(f))
+	}
+	return nil
+}
+
+// NewEstimator returns f itself: a fixed delay has no state.
+func (f Fixed) NewEstimator() Estimator { return f }
+
+// Delay returns f.
+func (f Fixed) Delay(time.Duration) time.Duration { return time.Duration(f) }
+
+// Observe does nothing.
+func (Fixed) Observe(time.Duration, time.Duration) {}
+
+// Percentile is a live delay: the P-th percentile of the last Window
+// latencies observed for the operation class, clamped to [Floor, Ceiling].
+// Until MinSamples latencies have been seen, Warmup is used instead.
+//
+// The zero value of each field means its default, so Percentile{} is p95
+// over the last 1,000 latencies, no hedging until 100 have been seen, and no
+// clamp.
+//
+// # What the live engine records
+//
+// A Hedger feeds the estimator the latency of the primary copy alone. That
+// is the distribution the delay is meant to be a percentile of: how long a
+// request takes when nothing rescues it. Other choices feed the policy's own
+// effects back into its input. Recording each copy's own running time (as
+// one peer library does) adds the short times of hedges and of losers cut
+// short by cancellation, which pulls the percentile down, which sends more
+// hedges. Recording the winner's latency mixes in rescues, such as copies
+// sent at once after a fast failure.
+//
+// When the primary is cancelled because a hedge won, its latency is
+// unknown, but it is at least the primary's running time when the hedge
+// won, which is at least the delay in force. The Hedger records that lower
+// bound (and counts it in Stats.PrimaryCensored). For a percentile at or
+// above the delay the lower bound has the right rank, so the estimate does
+// not sink; dropping censored samples instead would remove exactly the slow
+// ones. The price: when the delay starts below the true percentile (a
+// Warmup set too low), censored samples sit just above the delay, and the
+// estimate climbs by about one hedge latency per window of requests. Start
+// high, or leave Warmup at zero. A primary that fails is not recorded: its
+// latency says nothing about how long a success takes.
+//
+// The simulator may record other things (the study's "live p95" records
+// client-observed latencies); the estimator itself records whatever it is
+// given.
+type Percentile struct {
+	// P is the percentile, in (0, 100). Default 95. Below 50 is refused
+	// unless AllowBelowMedian is set: hedging at the median sends about
+	// half the traffic twice.
+	P float64
+	// Window is how many recent latencies the percentile is computed
+	// over. Default 1,000; at most 1<<24.
+	Window int
+	// MinSamples is how many latencies must have been seen before the
+	// percentile is trusted. Default min(100, Window).
+	MinSamples int
+	// Warmup is the delay used until MinSamples latencies were seen.
+	// Zero means Never: no hedging until the estimate exists.
+	Warmup time.Duration
+	// Floor is the smallest delay returned. Default 0.
+	Floor time.Duration
+	// Ceiling is the largest delay returned. Zero means no ceiling.
+	Ceiling time.Duration
+	// AllowBelowMedian permits P < 50. Set it only if you know why.
+	AllowBelowMedian bool
+}
+
+func (p Percentile) withDefaults() Percentile {
+	if p.P == 0 {
+		p.P = 95
+	}
+	if p.Window == 0 {
+		p.Window = 1000
+	}
+	if p.MinSamples == 0 {
+		p.MinSamples = min(100, p.Window)
+	}
+	return p
+}
+
+// Validate reports configuration mistakes.
+func (p Percentile) Validate() error {
+	p = p.withDefaults()
+	var errs []error
+	switch {
+	case math.IsNaN(p.P) || p.P <= 0 || p.P >= 100:
+		errs = append(errs, fmt.Errorf("hedge: Percentile.P = %v is outside (0, 100): use e.g. 95 for p95", p.P))
+	case p.P < 50 && !p.AllowBelowMedian:
+		errs = append(errs, fmt.Errorf("hedge: Percentile.P = %v is below the median, which sends most requests twice: use 90 to 99, or set AllowBelowMedian if this is deliberate", p.P))
+	}
+	if p.Window < 1 || p.Window > 1<<24 {
+		errs = append(errs, fmt.Errorf("hedge: Percentile.Window = %d: use 1 to %d latencies (1,000 is a good start)", p.Window, 1<<24))
+	}
+	if p.MinSamples < 1 || p.MinSamples > p.Window {
+		errs = append(errs, fmt.Errorf("hedge: Percentile.MinSamples = %d: use 1 to Window (%d)", p.MinSamples, p.Window))
+	}
+	if p.Warmup < 0 {
+		errs = append(errs, fmt.Errorf("hedge: Percentile.Warmup = %v is negative: use a delay > 0, or 0 for no hedging until warm", p.Warmup))
+	}
+	if p.Floor < 0 {
+		errs = append(errs, fmt.Errorf("hedge: Percentile.Floor = %v is negative: use 0 or more", p.Floor))
+	}
+	if p.Ceiling < 0 {
+		errs = append(errs, fmt.Errorf("hedge: Percentile.Ceiling = %v is negative: use 0 for no ceiling, or a delay", p.Ceiling))
+	}
+	if p.Ceiling > 0 && p.Ceiling < p.Floor {
+		errs = append(errs, fmt.Errorf("hedge: Percentile.Ceiling %v is below Floor %v: raise the ceiling or lower the floor", p.Ceiling, p.Floor))
+	}
+	return errors.Join(errs...)
+}
+
+// NewEstimator returns a fresh *PercentileEstimator. It panics if p is not
+// valid; call Validate first (New does).
+func (p Percentile) NewEstimator() Estimator { return p.NewPercentileEstimator() }
+
+// NewPercentileEstimator is NewEstimator with the concrete type, for callers
+// (such as the simulator) that want to skip the interface.
+func (p Percentile) NewPercentileEstimator() *PercentileEstimator {
+	if err := p.Validate(); err != nil {
+		panic(err)
+	}
+	p = p.withDefaults()
+	w, err := quantile.NewWindow(p.Window, p.P/100)
+	if err != nil {
+		panic(err) // unreachable after Validate
+	}
+	e := &PercentileEstimator{cfg: p, w: w}
+	e.cur.Store(int64(e.clamp(p.Warmup, true)))
+	return e
+}
+
+// PercentileEstimator is the state of a Percentile delay. Observe takes a
+// mutex; Delay is a single atomic load, so the hot path of a request never
+// waits on the lock.
+type PercentileEstimator struct {
+	cfg Percentile
+	cur atomic.Int64 // the delay in force, in nanoseconds
+
+	mu   sync.Mutex
+	w    *quantile.Window
+	seen int
+}
+
+func (e *PercentileEstimator) clamp(d time.Duration, warm bool) time.Duration {
+	if warm && d == 0 {
+		return Never
+	}
+	if d < e.cfg.Floor {
+		d = e.cfg.Floor
+	}
+	if e.cfg.Ceiling > 0 && d > e.cfg.Ceiling {
+		d = e.cfg.Ceiling
+	}
+	return d
+}
+
+// Delay returns the delay in force. It does not use now.
+func (e *PercentileEstimator) Delay(time.Duration) time.Duration {
+	return time.Duration(e.cur.Load())
+}
+
+// Observe records one latency and updates the delay in force. It does not
+// allocate.
+func (e *PercentileEstimator) Observe(_, latency time.Duration) {
+	e.mu.Lock()
+	e.w.Add(int64(latency))
+	if e.seen < e.cfg.MinSamples {
+		e.seen++
+	}
+	if e.seen >= e.cfg.MinSamples {
+		e.cur.Store(int64(e.clamp(time.Duration(e.w.Tracked()), false)))
+	}
+	e.mu.Unlock()
+}
+
+// Samples returns how many latencies the window holds now.
+func (e *PercentileEstimator) Samples() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.w.Len()
+}

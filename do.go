@@ -1,0 +1,465 @@
+package hedge
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Attempt tells an attempt function which copy of the request it runs.
+type Attempt struct {
+	// Index is 0 for the primary, 1 for the first hedge, and so on.
+	Index int
+	// Replica is the replica chosen for this copy, in [0, Config.Replicas),
+	// or -1 when the Hedger has no replicas and the function chooses.
+	// Never the replica of another copy of the same request.
+	Replica int
+	// Key is the request's idempotency key, or "" (see
+	// WithIdempotencyKey).
+	Key string
+}
+
+// IsHedge reports whether this copy is a hedge rather than the primary.
+func (a Attempt) IsHedge() bool { return a.Index > 0 }
+
+// Do runs attempt, and more copies of it if it is slow or fails, and
+// returns the first successful result.
+//
+// op is the operation class ("GetItem"): delay estimates and stats are kept
+// per class. Use a small fixed set of names; beyond Config.MaxOps they all
+// share OtherOp.
+//
+// The primary copy starts at once. If it has not succeeded after the delay,
+// and the budget, MaxAttempts, MaxHedgesInFlight and the caller's deadline
+// allow, a hedge copy starts on another replica, and so on up to
+// MaxAttempts copies. A copy that fails with a retryable error starts the
+// next copy at once instead of waiting for the delay. The first copy to
+// succeed wins: the contexts of all others are cancelled, and Do returns
+// once they have returned (or at once with ReapInBackground). A
+// non-retryable error, or the caller's context ending, ends the call with
+// that error. If every copy fails, the error wraps each copy's error, so
+// errors.Is and errors.As work on any of them.
+//
+// Each copy gets its own context, derived from ctx and cancelled when the
+// copy loses or when Do returns; the function must honour it. Do never
+// extends ctx's deadline. A panic in any copy is re-raised on the caller's
+// goroutine as a *PanicError, after the other copies were cancelled and
+// reaped.
+//
+// When no hedge fires, the primary runs on the caller's goroutine and a call
+// costs four small allocations (see BENCHMARKS.md).
+func Do[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error)) (T, error) {
+	st := h.op(op)
+	st.requests.Add(1)
+	c := &call[T]{h: h, st: st, parent: ctx, fn: attempt, winner: -1}
+	if v, ok := ctx.Value(idemCtxKey{}).(*idempotency); ok {
+		c.key = v.key
+		if v.write && v.key == "" {
+			st.unhedgeable.Add(1)
+			c.single = true
+		}
+	}
+	mode := h.callMode()
+	if mode == Off || h.maxAttempts == 1 {
+		c.single = true
+	}
+	c.shadow = mode == Shadow
+	if !c.single {
+		if c.shadow {
+			h.shadowBud.OnRequest()
+		} else {
+			h.budget.OnRequest()
+		}
+	}
+	c.start = time.Now()
+	c.deadline, c.hasDeadline = ctx.Deadline()
+	if !c.single {
+		c.delay = st.est.Delay(h.now())
+	}
+	return c.run()
+}
+
+// call is the state of one Do call. mu guards everything below it.
+type call[T any] struct {
+	h           *Hedger
+	st          *opState
+	parent      context.Context
+	fn          func(context.Context, Attempt) (T, error)
+	key         string
+	single      bool // never more than one copy
+	shadow      bool // decide, count, send nothing
+	start       time.Time
+	delay       time.Duration
+	deadline    time.Time
+	hasDeadline bool
+	timer       *time.Timer
+
+	mu        sync.Mutex
+	launched  int // copies started
+	virtual   int // copies Shadow mode would have started
+	running   int // copies whose function has not returned
+	decided   bool
+	decidedAt time.Duration // since start
+	winner    int           // index of the winning copy, or -1
+	val       T
+	errs      []error // of failed copies, in the order they failed
+	pnc       *PanicError
+	copies    [HardMaxAttempts]copyState
+	done      chan struct{} // made by a waiter, closed when it may go
+	closed    bool
+	returned  bool // the caller has taken the outcome
+}
+
+type copyState struct {
+	cancel  context.CancelFunc
+	replica int
+	start   time.Duration // since the call's start
+	hedge   bool          // holds a MaxHedgesInFlight slot
+}
+
+// run starts the primary, waits for the outcome and returns it.
+func (c *call[T]) run() (T, error) {
+	c.mu.Lock()
+	ctx, a := c.launch(0)
+	// Arm the timer only now, under the lock: with a zero delay it may
+	// fire at once, and it must find the primary launched.
+	if !c.single && c.delay != Never {
+		if c.hasDeadline && time.Until(c.deadline) < c.delay {
+			c.st.deadlineSkips.Add(1)
+		} else {
+			c.timer = time.AfterFunc(c.delay, c.onTimer)
+		}
+	}
+	c.mu.Unlock()
+	if c.h.bgReap {
+		go c.runCopy(ctx, a)
+	} else {
+		c.runCopy(ctx, a)
+	}
+	c.wait()
+	return c.result()
+}
+
+// launch prepares copy i: its replica, context and bookkeeping. c.mu is
+// held.
+func (c *call[T]) launch(i int) (context.Context, Attempt) {
+	a := Attempt{Index: i, Replica: -1, Key: c.key}
+	if c.h.replicas != nil {
+		var held [HardMaxAttempts]int
+		for j := range i {
+			held[j] = c.copies[j].replica
+		}
+		a.Replica = c.h.picker.Pick(len(c.h.replicas), held[:i], c.h.loadFn, nil)
+		c.h.replicas[a.Replica].Add(1)
+	}
+	ctx, cancel := context.WithCancel(c.parent)
+	c.copies[i] = copyState{cancel: cancel, replica: a.Replica, start: time.Since(c.start), hedge: i > 0 && c.h.maxInFlight > 0}
+	c.launched++
+	c.running++
+	return ctx, a
+}
+
+// runCopy runs one copy and reports its outcome. A panic that arrives after
+// the caller has returned (possible only with ReapInBackground) has nobody
+// to be re-raised to, so it is raised here, like any goroutine's panic.
+func (c *call[T]) runCopy(ctx context.Context, a Attempt) {
+	v, err, p := c.invoke(ctx, a)
+	if late := c.complete(a.Index, v, err, p); late {
+		panic(p)
+	}
+}
+
+func (c *call[T]) invoke(ctx context.Context, a Attempt) (v T, err error, p *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	v, err = c.fn(ctx, a)
+	return v, err, nil
+}
+
+// complete records the outcome of copy i. It reports whether p is a panic
+// that the caller can no longer see.
+func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late bool) {
+	h, st := c.h, c.st
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running--
+	cs := &c.copies[i]
+	ran := time.Since(c.start) - cs.start
+	if cs.hedge {
+		h.inFlight.Add(-1)
+	}
+	if cs.replica >= 0 {
+		h.replicas[cs.replica].Add(-1)
+	}
+	if i > 0 && p == nil && err == nil {
+		st.hedge.Record(int64(ran))
+	}
+	wasDecided := c.decided
+	switch {
+	case p != nil:
+		if c.pnc == nil {
+			c.pnc = p
+		}
+		c.decide(-1)
+	case wasDecided:
+	case err == nil:
+		c.val = v
+		c.decide(i)
+	default:
+		c.errs = append(c.errs, &CopyError{Index: i, Err: err})
+		switch {
+		case c.parent.Err() != nil || !h.retryable(err):
+			c.decide(-1)
+		case !c.single && c.launched+c.virtual < h.maxAttempts && c.mayHedge():
+			// A fast failure is evidence enough: the next copy goes now.
+			c.sendNext()
+		}
+		if c.running == 0 {
+			c.decide(-1)
+		}
+	}
+	if i == 0 {
+		c.observePrimary(v, err, p, ran, wasDecided)
+	}
+	if wasDecided {
+		// This copy was still running when another decided the call.
+		st.wasted.Add(int64(ran))
+	}
+	if c.done != nil && !c.closed && c.mayGo() {
+		c.closed = true
+		close(c.done)
+	}
+	cs.cancel()
+	return p != nil && c.returned
+}
+
+// sendNext starts the next copy, or in Shadow mode counts it. The caller
+// checked MaxAttempts and mayHedge. c.mu is held.
+func (c *call[T]) sendNext() {
+	if c.shadow {
+		c.virtual++
+		c.st.shadowHedges.Add(1)
+		return
+	}
+	ctx, a := c.launch(c.launched)
+	c.st.hedges.Add(1)
+	go c.runCopy(ctx, a)
+}
+
+// observePrimary feeds the primary's own latency to the stats and the delay
+// estimator (see Percentile for why the primary's and not the winner's).
+func (c *call[T]) observePrimary(_ T, err error, p *PanicError, ran time.Duration, wasDecided bool) {
+	st := c.st
+	switch {
+	case p != nil:
+	case err == nil:
+		st.primary.Record(int64(ran))
+		st.est.Observe(c.h.now(), ran)
+	case wasDecided && c.winner > 0:
+		// Cancelled because a hedge won: its latency is at least its
+		// running time when the hedge won.
+		lb := c.decidedAt - c.copies[0].start
+		st.censored.Add(1)
+		st.primary.Record(int64(lb))
+		st.est.Observe(c.h.now(), lb)
+	}
+}
+
+// decide fixes the outcome (winner -1 for an error) and cancels every other
+// copy. The winner is recorded before the cancels, so that a loser seeing
+// its context end can never be taken for the outcome. c.mu is held.
+func (c *call[T]) decide(winner int) {
+	if c.decided {
+		return
+	}
+	c.decided = true
+	c.decidedAt = time.Since(c.start)
+	c.winner = winner
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	for j := range c.launched {
+		if j != winner {
+			c.copies[j].cancel()
+		}
+	}
+}
+
+// mayGo reports whether the caller may return. c.mu is held.
+func (c *call[T]) mayGo() bool {
+	return c.decided && (c.running == 0 || c.h.bgReap)
+}
+
+// wait blocks until the caller may return.
+func (c *call[T]) wait() {
+	c.mu.Lock()
+	if c.mayGo() {
+		c.mu.Unlock()
+		return
+	}
+	c.done = make(chan struct{})
+	c.mu.Unlock()
+	if !c.h.bgReap {
+		<-c.done
+		return
+	}
+	// Returning early is the point of ReapInBackground, so the caller's
+	// context ending also ends the wait.
+	select {
+	case <-c.done:
+	case <-c.parent.Done():
+		c.mu.Lock()
+		if !c.decided {
+			c.errs = append(c.errs, c.parent.Err())
+			c.decide(-1)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// result turns the outcome into Do's return values and records the call's
+// stats. The caller may return: c.decided is true and no copy will change
+// winner, val, errs or pnc any more.
+func (c *call[T]) result() (T, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, st := c.h, c.st
+	c.returned = true
+	if c.pnc != nil {
+		panic(c.pnc)
+	}
+	st.latency.Record(int64(c.decidedAt))
+	if c.winner >= 0 {
+		if c.winner == 0 {
+			st.primaryWins.Add(1)
+		} else {
+			st.hedgeWins.Add(1)
+		}
+		if !c.single {
+			h.budget.OnSuccess()
+		}
+		return c.val, nil
+	}
+	st.failures.Add(1)
+	if !c.single {
+		h.budget.OnFailure()
+	}
+	var zero T
+	if len(c.errs) == 1 {
+		if ce, ok := c.errs[0].(*CopyError); ok {
+			return zero, ce.Err
+		}
+		return zero, c.errs[0]
+	}
+	return zero, &AttemptsError{Errs: c.errs}
+}
+
+// mayHedge applies the caps and the budget to one more copy, counting a
+// refusal. c.mu is held; the caller checked MaxAttempts.
+func (c *call[T]) mayHedge() bool {
+	h, st := c.h, c.st
+	if c.hasDeadline {
+		if left := time.Until(c.deadline); left <= 0 || (c.delay != Never && left < c.delay) {
+			st.deadlineSkips.Add(1)
+			return false
+		}
+	}
+	if c.h.replicas != nil && c.launched+c.virtual >= len(h.replicas) {
+		st.noReplica.Add(1)
+		return false
+	}
+	bud := h.budget
+	if c.shadow {
+		bud = h.shadowBud
+	}
+	if h.maxInFlight > 0 && !c.shadow {
+		for {
+			n := h.inFlight.Load()
+			if n >= h.maxInFlight {
+				st.inFlightDenied.Add(1)
+				return false
+			}
+			if h.inFlight.CompareAndSwap(n, n+1) {
+				break
+			}
+		}
+	}
+	if !bud.TryHedge() {
+		if h.maxInFlight > 0 && !c.shadow {
+			h.inFlight.Add(-1)
+		}
+		st.budgetDenied.Add(1)
+		return false
+	}
+	return true
+}
+
+// onTimer runs when the delay since the last copy has passed.
+func (c *call[T]) onTimer() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.launched + c.virtual
+	if c.decided || n >= c.h.maxAttempts || !c.mayHedge() {
+		return
+	}
+	c.sendNext()
+	if c.launched+c.virtual < c.h.maxAttempts {
+		c.timer.Reset(c.delay)
+	}
+}
+
+// PanicError is what Do panics with when a copy panicked: the copy's panic
+// value and the stack of the goroutine that panicked.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+// Error describes the panic with its stack.
+func (p *PanicError) Error() string {
+	return fmt.Sprintf("hedge: attempt panicked: %v\n\n%s", p.Value, p.Stack)
+}
+
+// Unwrap returns the panic value if it is an error.
+func (p *PanicError) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}
+
+// CopyError is the failure of one copy, in an AttemptsError.
+type CopyError struct {
+	Index int // the copy's Attempt.Index
+	Err   error
+}
+
+// Error names the copy and its error.
+func (e *CopyError) Error() string { return fmt.Sprintf("copy %d: %v", e.Index, e.Err) }
+
+// Unwrap returns the copy's error.
+func (e *CopyError) Unwrap() error { return e.Err }
+
+// AttemptsError is returned when more than one copy failed and none
+// succeeded. Errs holds each copy's error as a *CopyError, in the order they
+// failed (with ReapInBackground, the caller's context error may close the
+// list).
+type AttemptsError struct {
+	Errs []error
+}
+
+// Error lists the copies' errors.
+func (e *AttemptsError) Error() string {
+	parts := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		parts[i] = err.Error()
+	}
+	return fmt.Sprintf("hedge: all %d copies failed: %s", len(e.Errs), strings.Join(parts, "; "))
+}
+
+// Unwrap returns the copies' errors, for errors.Is and errors.As.
+func (e *AttemptsError) Unwrap() []error { return e.Errs }

@@ -1,0 +1,314 @@
+package hedge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// HardMaxAttempts is the most copies of one request a Hedger will ever send,
+// as in gRPC.
+const HardMaxAttempts = 5
+
+// OtherOp is the operation class that absorbs operations beyond
+// Config.MaxOps, so that a caller passing raw paths or IDs as operation
+// names cannot grow a Hedger's memory without bound.
+const OtherOp = "(other)"
+
+// Config configures a Hedger. The zero Config is valid and means: a live
+// p95 delay per operation class, at most 2 copies per request, hedges
+// budgeted to 10% of requests with a burst of 10, every error except
+// Permanent ones and context errors retryable, losers reaped before Do
+// returns, mode On for every request.
+type Config struct {
+	// Delay says when to send the next copy. Nil means Percentile{}: the
+	// p95 of the last 1,000 primary latencies of the operation class, and
+	// no hedging until 100 were seen.
+	Delay Delay
+
+	// Budget limits hedges relative to requests and is shared by every
+	// operation class of the Hedger (and by Hedgers given the same one).
+	// Nil means a fresh NewBudget(0.1, 10) unless NoBudget is set.
+	Budget *Budget
+	// NoBudget removes the default budget. Hedges are then limited only
+	// by MaxAttempts and MaxHedgesInFlight: this is the configuration that
+	// doubles a backend's load when everything is slow at once.
+	NoBudget bool
+
+	// MaxAttempts is the most copies of one request, the primary included:
+	// 1 to HardMaxAttempts. Zero means 2.
+	MaxAttempts int
+	// MaxHedgesInFlight caps hedge copies running at once across the
+	// Hedger. Zero means no cap.
+	MaxHedgesInFlight int
+
+	// Replicas, if positive, is the number of replicas the Hedger chooses
+	// among for each copy (Attempt.Replica), using Picker. Zero means the
+	// attempt function chooses, and Attempt.Replica is -1.
+	Replicas int
+	// Picker chooses replicas by their in-flight copies. Its Zones, if
+	// set, must have Replicas entries.
+	Picker Picker
+
+	// Retryable reports whether a failed copy may be followed by another
+	// copy at once. Nil means every error is retryable except those
+	// marked Permanent. Errors from the caller's own context ending are
+	// always final, whatever Retryable says.
+	Retryable func(err error) bool
+
+	// ReapInBackground makes Do return as soon as the outcome is known,
+	// leaving losers to finish on their own goroutines (they are still
+	// cancelled). By default Do returns only after every copy has returned,
+	// so nothing it started outlives the call. With this set the primary
+	// also runs on its own goroutine, which costs allocations.
+	ReapInBackground bool
+
+	// MaxOps bounds the number of operation classes with their own state.
+	// Zero means 100. Further classes share the state of OtherOp.
+	MaxOps int
+
+	// Mode is the initial mode (see SetMode). The zero value is On.
+	Mode Mode
+	// Rollout is the initial fraction of requests hedged in mode On; the
+	// rest run in Shadow (see SetRollout). Zero means 1: all of them.
+	Rollout float64
+}
+
+// Hedger sends hedged requests: see Do. It is safe for concurrent use and
+// keeps per-operation-class state (delay estimate and stats). Make one with
+// New and share it.
+type Hedger struct {
+	delay       Delay
+	budget      *Budget
+	shadowBud   *Budget // decisions of Shadow requests spend from a twin, never from the real budget
+	maxAttempts int
+	maxInFlight int64
+	inFlight    atomic.Int64
+	replicas    []atomic.Int64
+	loadFn      func(int) int
+	picker      Picker
+	retryable   func(error) bool
+	bgReap      bool
+	maxOps      int
+	epoch       time.Time
+	sw          switchboard
+
+	opsMu sync.Mutex
+	ops   atomic.Pointer[map[string]*opState]
+}
+
+// New validates cfg and returns a Hedger. The error lists every mistake
+// found, each with what to do about it.
+func New(cfg Config) (*Hedger, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	h := &Hedger{
+		delay:       cfg.Delay,
+		budget:      cfg.Budget,
+		maxAttempts: cfg.MaxAttempts,
+		maxInFlight: int64(cfg.MaxHedgesInFlight),
+		picker:      cfg.Picker,
+		retryable:   cfg.Retryable,
+		bgReap:      cfg.ReapInBackground,
+		maxOps:      cfg.MaxOps,
+		epoch:       time.Now(),
+	}
+	if h.delay == nil {
+		h.delay = Percentile{}
+	}
+	if h.maxAttempts == 0 {
+		h.maxAttempts = 2
+	}
+	if h.maxOps == 0 {
+		h.maxOps = 100
+	}
+	if h.budget == nil && !cfg.NoBudget {
+		h.budget, _ = NewBudget(0.1, 10)
+	}
+	h.shadowBud = h.budget.twin()
+	if cfg.Replicas > 0 {
+		h.replicas = make([]atomic.Int64, cfg.Replicas)
+		h.loadFn = func(i int) int { return int(h.replicas[i].Load()) }
+	}
+	if h.retryable == nil {
+		h.retryable = func(err error) bool { return !errors.Is(err, errPermanent) }
+	}
+	h.sw.mode.Store(int32(cfg.Mode))
+	rollout := cfg.Rollout
+	if rollout == 0 {
+		rollout = 1
+	}
+	_ = h.sw.setRollout(rollout) // validated above
+	m := map[string]*opState{}
+	h.ops.Store(&m)
+	return h, nil
+}
+
+func (cfg *Config) validate() error {
+	var errs []error
+	if cfg.Delay != nil {
+		if err := cfg.Delay.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cfg.Budget != nil && cfg.NoBudget {
+		errs = append(errs, errors.New("hedge: Config sets both Budget and NoBudget: keep one"))
+	}
+	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > HardMaxAttempts {
+		errs = append(errs, fmt.Errorf("hedge: Config.MaxAttempts = %d: use 1 to %d copies per request (2 is the usual choice; 0 means 2)", cfg.MaxAttempts, HardMaxAttempts))
+	}
+	if cfg.MaxHedgesInFlight < 0 {
+		errs = append(errs, fmt.Errorf("hedge: Config.MaxHedgesInFlight = %d is negative: use 0 for no cap, or a positive cap", cfg.MaxHedgesInFlight))
+	}
+	if cfg.Replicas < 0 {
+		errs = append(errs, fmt.Errorf("hedge: Config.Replicas = %d is negative: use 0 to let the attempt function choose, or the number of replicas", cfg.Replicas))
+	}
+	if cfg.Picker.Zones != nil && len(cfg.Picker.Zones) != cfg.Replicas {
+		errs = append(errs, fmt.Errorf("hedge: Config.Picker.Zones has %d entries for %d replicas: give one zone per replica", len(cfg.Picker.Zones), cfg.Replicas))
+	}
+	if cfg.MaxOps < 0 {
+		errs = append(errs, fmt.Errorf("hedge: Config.MaxOps = %d is negative: use 0 for the default of 100", cfg.MaxOps))
+	}
+	if cfg.Mode < On || cfg.Mode > Off {
+		errs = append(errs, fmt.Errorf("hedge: Config.Mode = %d is not a mode: use hedge.On, hedge.Shadow or hedge.Off", cfg.Mode))
+	}
+	if math.IsNaN(cfg.Rollout) || cfg.Rollout < 0 || cfg.Rollout > 1 {
+		errs = append(errs, fmt.Errorf("hedge: Config.Rollout = %v is outside [0, 1]: use e.g. 0.01 to hedge 1%% of requests (0 means all)", cfg.Rollout))
+	}
+	return errors.Join(errs...)
+}
+
+// twin returns a full bucket with the same parameters, or nil for nil.
+func (b *Budget) twin() *Budget {
+	if b == nil {
+		return nil
+	}
+	t := &Budget{throttle: b.throttle, credit: b.credit, max: b.max}
+	t.tokens.Store(t.max)
+	return t
+}
+
+// SetMode switches the Hedger's mode at run time. Calls already started
+// keep the mode they started with. It is a single atomic store.
+func (h *Hedger) SetMode(m Mode) error {
+	if m < On || m > Off {
+		return fmt.Errorf("hedge: %v is not a mode: use hedge.On, hedge.Shadow or hedge.Off", m)
+	}
+	h.sw.mode.Store(int32(m))
+	return nil
+}
+
+// Mode returns the current mode.
+func (h *Hedger) Mode() Mode { return Mode(h.sw.mode.Load()) }
+
+// SetRollout sets the fraction of requests, in [0, 1], that hedge for real
+// in mode On; the others run in Shadow. It is a single atomic store.
+func (h *Hedger) SetRollout(f float64) error { return h.sw.setRollout(f) }
+
+// Rollout returns the fraction set by SetRollout.
+func (h *Hedger) Rollout() float64 { return math.Float64frombits(h.sw.rollout.Load()) }
+
+// Budget returns the budget in force (nil when unlimited).
+func (h *Hedger) Budget() *Budget { return h.budget }
+
+// now is the monotonic reading passed to policies.
+func (h *Hedger) now() time.Duration { return time.Since(h.epoch) }
+
+// callMode snapshots the mode for one call, applying the rollout.
+func (h *Hedger) callMode() Mode {
+	m := Mode(h.sw.mode.Load())
+	if m == On {
+		if f := math.Float64frombits(h.sw.rollout.Load()); f < 1 && rand.Float64() >= f {
+			return Shadow
+		}
+	}
+	return m
+}
+
+// op returns the state of operation class name, creating it if needed.
+// The lookup is a lock-free map read; creation copies the map under a lock,
+// which happens at most MaxOps times.
+func (h *Hedger) op(name string) *opState {
+	if st, ok := (*h.ops.Load())[name]; ok {
+		return st
+	}
+	h.opsMu.Lock()
+	defer h.opsMu.Unlock()
+	old := *h.ops.Load()
+	if st, ok := old[name]; ok {
+		return st
+	}
+	if len(old) >= h.maxOps {
+		if st, ok := old[OtherOp]; ok {
+			return st
+		}
+		name = OtherOp
+	}
+	st := &opState{name: name, est: h.delay.NewEstimator()}
+	m := make(map[string]*opState, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[name] = st
+	h.ops.Store(&m)
+	return st
+}
+
+// idempotency is what WithIdempotencyKey and NotIdempotent attach to a
+// context.
+type idempotency struct {
+	key   string
+	write bool
+}
+
+type idemCtxKey struct{}
+
+// WithIdempotencyKey attaches an idempotency key to the request: every copy
+// sees it in Attempt.Key and should send it, so that the server applies the
+// request once however many copies arrive. A request marked NotIdempotent
+// is hedged only if it carries a key.
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	in, _ := ctx.Value(idemCtxKey{}).(*idempotency)
+	v := &idempotency{key: key}
+	if in != nil {
+		v.write = in.write
+	}
+	return context.WithValue(ctx, idemCtxKey{}, v)
+}
+
+// NotIdempotent marks the request as unsafe to repeat (a write). Do sends it
+// once, unhedged, unless it also carries an idempotency key, and counts it
+// in Stats.Unhedgeable.
+func NotIdempotent(ctx context.Context) context.Context {
+	in, _ := ctx.Value(idemCtxKey{}).(*idempotency)
+	v := &idempotency{write: true}
+	if in != nil {
+		v.key = in.key
+	}
+	return context.WithValue(ctx, idemCtxKey{}, v)
+}
+
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+func (p permanent) Is(target error) bool {
+	return target == errPermanent
+}
+
+var errPermanent = errors.New("hedge: permanent error")
+
+// Permanent marks err as not worth another copy: with the default
+// Retryable, a copy failing with it ends the call at once. errors.Is and
+// errors.As see through the mark to err.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanent{err}
+}

@@ -1,0 +1,142 @@
+package hedge
+
+import (
+	"math/rand/v2"
+	"slices"
+)
+
+// Picker chooses the replica each copy of a request goes to. It never
+// returns a replica that already holds a copy of the request.
+//
+// By default it uses "two choices": it draws two distinct eligible replicas
+// uniformly at random and takes the less loaded one. Because the two draws
+// are exchangeable, taking the first on a tie already breaks ties uniformly
+// at random. With Random set it takes one uniform draw instead.
+//
+// With Zones set (Zones[i] is replica i's failure domain), it prefers
+// replicas in a zone that holds no copy of the request yet, and falls back
+// to any other replica when every zone holds one.
+//
+// A Picker is a plain value with no state; the load of each replica is
+// passed in, so the live engine uses its in-flight counts and the simulator
+// its queue lengths.
+type Picker struct {
+	// Random picks uniformly instead of by two choices.
+	Random bool
+	// Zones, if not nil, has one entry per replica.
+	Zones []string
+}
+
+// maxHeld bounds how many replicas a request can hold: MaxAttempts is at
+// most 5, so a pick sees at most 4 held replicas.
+const maxHeld = 8
+
+// Pick returns the replica in [0, n) for the next copy, or -1 if every
+// replica already holds a copy. held lists the replicas holding a copy (at
+// most 7); load(i) is replica i's current load and may be nil with Random.
+// r is the random source; nil uses the package-level generator of
+// math/rand/v2.
+func (p *Picker) Pick(n int, held []int, load func(i int) int, r *rand.Rand) int {
+	var buf [maxHeld]int
+	ex := append(buf[:0], held...) // sorted, deduplicated, in range
+	slices.Sort(ex)
+	ex = slices.Compact(ex)
+	for len(ex) > 0 && ex[0] < 0 {
+		ex = ex[1:]
+	}
+	for len(ex) > 0 && ex[len(ex)-1] >= n {
+		ex = ex[:len(ex)-1]
+	}
+	if len(p.Zones) == n && len(held) > 0 {
+		if i := p.pickZone(n, ex, load, r); i >= 0 {
+			return i
+		}
+	}
+	free := n - len(ex)
+	if free <= 0 {
+		return -1
+	}
+	a := nth(intN(r, free), ex)
+	if p.Random || free == 1 || load == nil {
+		return a
+	}
+	// Draw b among the eligible replicas other than a.
+	ex2 := append(buf2(ex), a)
+	slices.Sort(ex2)
+	b := nth(intN(r, free-1), ex2)
+	if load(b) < load(a) {
+		return b
+	}
+	return a
+}
+
+func buf2(ex []int) []int {
+	var b [maxHeld + 1]int
+	return append(b[:0], ex...)
+}
+
+// nth returns the j-th integer (from 0) that is not in the sorted list ex.
+func nth(j int, ex []int) int {
+	for _, e := range ex {
+		if e <= j {
+			j++
+		} else {
+			break
+		}
+	}
+	return j
+}
+
+func intN(r *rand.Rand, n int) int {
+	if r == nil {
+		return rand.IntN(n)
+	}
+	return r.IntN(n)
+}
+
+// pickZone picks among replicas whose zone holds no copy yet, or returns -1
+// if there are none. It scans all n replicas: zones are for the live engine,
+// where replica lists are short.
+func (p *Picker) pickZone(n int, ex []int, load func(int) int, r *rand.Rand) int {
+	usedZone := func(i int) bool {
+		for _, h := range ex {
+			if p.Zones[h] == p.Zones[i] {
+				return true
+			}
+		}
+		return false
+	}
+	count := 0
+	for i := range n {
+		if !usedZone(i) {
+			count++
+		}
+	}
+	if count == 0 {
+		return -1
+	}
+	kth := func(k int) int {
+		for i := range n {
+			if !usedZone(i) {
+				if k == 0 {
+					return i
+				}
+				k--
+			}
+		}
+		return -1
+	}
+	ka := intN(r, count)
+	a := kth(ka)
+	if p.Random || count == 1 || load == nil {
+		return a
+	}
+	kb := intN(r, count-1)
+	if kb >= ka {
+		kb++
+	}
+	if b := kth(kb); load(b) < load(a) {
+		return b
+	}
+	return a
+}

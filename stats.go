@@ -1,0 +1,171 @@
+package hedge
+
+import (
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailcut/hedge/quantile"
+)
+
+// opState is the per-operation-class state of a Hedger.
+type opState struct {
+	name string
+	est  Estimator
+
+	requests       atomic.Int64
+	hedges         atomic.Int64
+	hedgeWins      atomic.Int64
+	primaryWins    atomic.Int64
+	budgetDenied   atomic.Int64
+	inFlightDenied atomic.Int64
+	deadlineSkips  atomic.Int64
+	noReplica      atomic.Int64
+	shadowHedges   atomic.Int64
+	unhedgeable    atomic.Int64
+	failures       atomic.Int64
+	censored       atomic.Int64
+	wasted         atomic.Int64 // nanoseconds
+
+	latency quantile.Histogram // winner's latency: what the caller saw
+	primary quantile.Histogram // the primary alone; censored at cancellation
+	hedge   quantile.Histogram // hedge copies on their own, from send to success
+}
+
+// Stats is a snapshot of one operation class. Counters are exact: each is
+// one atomic integer. A snapshot taken while calls run may see one counter
+// updated and a related one not yet.
+type Stats struct {
+	Op string // operation class
+
+	Requests     int64 // calls of Do
+	Hedges       int64 // hedge copies sent (copies beyond the primary)
+	HedgeWins    int64 // calls won by a hedge copy
+	PrimaryWins  int64 // calls won by the primary
+	Failures     int64 // calls that returned an error
+	BudgetDenied int64 // hedges the budget refused
+	// InFlightDenied counts hedges refused by MaxHedgesInFlight.
+	InFlightDenied int64
+	// DeadlineSkipped counts hedges not sent because the time left before
+	// the caller's deadline was shorter than the delay.
+	DeadlineSkipped int64
+	// NoReplica counts hedges not sent because every replica already held
+	// a copy.
+	NoReplica int64
+	// ShadowHedges counts hedges that Shadow mode would have sent.
+	ShadowHedges int64
+	// Unhedgeable counts calls marked NotIdempotent without a key, sent
+	// once.
+	Unhedgeable int64
+	// WastedWork is the running time of copies that did not win, from
+	// their start until they returned, in calls that sent more than one
+	// copy.
+	WastedWork time.Duration
+
+	// Latency is what callers saw: the winner's latency, or the time to
+	// the final error.
+	Latency Distribution
+	// Primary is the primary copy on its own: what latency would have
+	// been without hedging. A primary cancelled because a hedge won is
+	// recorded at its running time when cancelled, a lower bound; there
+	// were PrimaryCensored of them, so quantiles of Primary above
+	// 1 - PrimaryCensored/Primary.Count are lower bounds too. Failed
+	// primaries are not recorded.
+	Primary         Distribution
+	PrimaryCensored int64
+	// HedgePath is hedge copies on their own, from the moment each was
+	// sent to its success, whether it won or not. A hedge path far slower
+	// than the primary (another zone, a cold cache) holds resources longer
+	// than the hedge rate suggests.
+	HedgePath Distribution
+
+	// Delay is the delay in force now (Never while warming up).
+	Delay time.Duration
+}
+
+// HedgeRate returns hedges sent per request.
+func (s Stats) HedgeRate() float64 { return ratio(s.Hedges, s.Requests) }
+
+// WinRate returns the share of hedges sent that won their call.
+func (s Stats) WinRate() float64 { return ratio(s.HedgeWins, s.Hedges) }
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// Distribution summarises latencies, each quantile within
+// quantile.RelativeError of the exact one.
+type Distribution struct {
+	Count                     int64
+	Mean, P50, P90, P99, P999 time.Duration
+	Max                       time.Duration
+}
+
+func distribution(h *quantile.Histogram) Distribution {
+	s := h.Snapshot()
+	return Distribution{
+		Count: s.Count,
+		Mean:  time.Duration(s.Mean()),
+		P50:   time.Duration(s.Quantile(0.50)),
+		P90:   time.Duration(s.Quantile(0.90)),
+		P99:   time.Duration(s.Quantile(0.99)),
+		P999:  time.Duration(s.Quantile(0.999)),
+		Max:   time.Duration(s.Max),
+	}
+}
+
+func (st *opState) stats(now time.Duration) Stats {
+	return Stats{
+		Op:              st.name,
+		Requests:        st.requests.Load(),
+		Hedges:          st.hedges.Load(),
+		HedgeWins:       st.hedgeWins.Load(),
+		PrimaryWins:     st.primaryWins.Load(),
+		Failures:        st.failures.Load(),
+		BudgetDenied:    st.budgetDenied.Load(),
+		InFlightDenied:  st.inFlightDenied.Load(),
+		DeadlineSkipped: st.deadlineSkips.Load(),
+		NoReplica:       st.noReplica.Load(),
+		ShadowHedges:    st.shadowHedges.Load(),
+		Unhedgeable:     st.unhedgeable.Load(),
+		WastedWork:      time.Duration(st.wasted.Load()),
+		Latency:         distribution(&st.latency),
+		Primary:         distribution(&st.primary),
+		PrimaryCensored: st.censored.Load(),
+		HedgePath:       distribution(&st.hedge),
+		Delay:           st.est.Delay(now),
+	}
+}
+
+// Stats returns a snapshot of every operation class seen so far, sorted by
+// name.
+func (h *Hedger) Stats() []Stats {
+	ops := *h.ops.Load()
+	out := make([]Stats, 0, len(ops))
+	now := h.now()
+	for _, st := range ops {
+		out = append(out, st.stats(now))
+	}
+	slices.SortFunc(out, func(a, b Stats) int {
+		switch {
+		case a.Op < b.Op:
+			return -1
+		case a.Op > b.Op:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// OpStats returns a snapshot of one operation class (zero counts if it was
+// never used).
+func (h *Hedger) OpStats(op string) Stats {
+	if st, ok := (*h.ops.Load())[op]; ok {
+		return st.stats(h.now())
+	}
+	return Stats{Op: op, Delay: Never}
+}
