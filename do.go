@@ -54,7 +54,7 @@ func (a Attempt) IsHedge() bool { return a.Index > 0 }
 func Do[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error)) (T, error) {
 	st := h.op(op)
 	st.requests.Add(1)
-	c := &call[T]{h: h, st: st, parent: ctx, fn: attempt, winner: -1}
+	c := &call[T]{h: h, st: st, parent: ctx, fn: attempt, winner: -1, slot: -1}
 	if v, ok := ctx.Value(idemCtxKey{}).(*idempotency); ok {
 		c.key = v.key
 		if v.write && v.key == "" {
@@ -74,10 +74,10 @@ func Do[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx conte
 			h.budget.OnRequest()
 		}
 	}
-	c.start = time.Now()
+	c.start = h.now()
 	c.deadline, c.hasDeadline = ctx.Deadline()
 	if !c.single {
-		c.delay = st.est.Delay(h.now())
+		c.delay = st.est.Delay(c.start)
 	}
 	return c.run()
 }
@@ -89,21 +89,21 @@ type call[T any] struct {
 	parent      context.Context
 	fn          func(context.Context, Attempt) (T, error)
 	key         string
-	single      bool // never more than one copy
-	shadow      bool // decide, count, send nothing
-	start       time.Time
+	single      bool          // never more than one copy
+	shadow      bool          // decide, count, send nothing
+	start       time.Duration // since the Hedger's epoch, like every time below
 	delay       time.Duration
 	deadline    time.Time
 	hasDeadline bool
-	timer       *time.Timer
+	slot        int // in the Hedger's timer queue, guarded by its lock; -1 if none
 
 	mu        sync.Mutex
 	launched  int // copies started
 	virtual   int // copies Shadow mode would have started
 	running   int // copies whose function has not returned
 	decided   bool
-	decidedAt time.Duration // since start
-	winner    int           // index of the winning copy, or -1
+	decidedAt time.Duration
+	winner    int // index of the winning copy, or -1
 	val       T
 	errs      []error // of failed copies, in the order they failed
 	pnc       *PanicError
@@ -114,23 +114,23 @@ type call[T any] struct {
 }
 
 type copyState struct {
-	cancel  context.CancelFunc
-	replica int
-	start   time.Duration // since the call's start
-	hedge   bool          // holds a MaxHedgesInFlight slot
+	cancel  context.CancelFunc // nil for a lone copy
+	start   time.Duration
+	replica int32
+	hedge   bool // holds a MaxHedgesInFlight slot
 }
 
 // run starts the primary, waits for the outcome and returns it.
 func (c *call[T]) run() (T, error) {
 	c.mu.Lock()
-	ctx, a := c.launch(0)
+	ctx, a := c.launch(0, c.start)
 	// Arm the timer only now, under the lock: with a zero delay it may
 	// fire at once, and it must find the primary launched.
 	if !c.single && c.delay != Never {
 		if c.hasDeadline && time.Until(c.deadline) < c.delay {
 			c.st.deadlineSkips.Add(1)
 		} else {
-			c.timer = time.AfterFunc(c.delay, c.onTimer)
+			c.h.timers.add(c, c.start+c.delay, &c.slot)
 		}
 	}
 	c.mu.Unlock()
@@ -143,20 +143,25 @@ func (c *call[T]) run() (T, error) {
 	return c.result()
 }
 
-// launch prepares copy i: its replica, context and bookkeeping. c.mu is
-// held.
-func (c *call[T]) launch(i int) (context.Context, Attempt) {
+// launch prepares copy i, sent at now: its replica, context and
+// bookkeeping. c.mu is held.
+func (c *call[T]) launch(i int, now time.Duration) (context.Context, Attempt) {
 	a := Attempt{Index: i, Replica: -1, Key: c.key}
 	if c.h.replicas != nil {
 		var held [HardMaxAttempts]int
 		for j := range i {
-			held[j] = c.copies[j].replica
+			held[j] = int(c.copies[j].replica)
 		}
 		a.Replica = c.h.picker.Pick(len(c.h.replicas), held[:i], c.h.loadFn, nil)
 		c.h.replicas[a.Replica].Add(1)
 	}
-	ctx, cancel := context.WithCancel(c.parent)
-	c.copies[i] = copyState{cancel: cancel, replica: a.Replica, start: time.Since(c.start), hedge: i > 0 && c.h.maxInFlight > 0}
+	ctx, cancel := c.parent, context.CancelFunc(nil)
+	if !c.single {
+		// A lone copy is never cancelled by Do: it can use the caller's
+		// context as it is.
+		ctx, cancel = context.WithCancel(c.parent)
+	}
+	c.copies[i] = copyState{cancel: cancel, replica: int32(a.Replica), start: now, hedge: i > 0 && c.h.maxInFlight > 0}
 	c.launched++
 	c.running++
 	return ctx, a
@@ -186,11 +191,12 @@ func (c *call[T]) invoke(ctx context.Context, a Attempt) (v T, err error, p *Pan
 // that the caller can no longer see.
 func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late bool) {
 	h, st := c.h, c.st
+	now := h.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.running--
 	cs := &c.copies[i]
-	ran := time.Since(c.start) - cs.start
+	ran := now - cs.start
 	if cs.hedge {
 		h.inFlight.Add(-1)
 	}
@@ -206,26 +212,26 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late bool) {
 		if c.pnc == nil {
 			c.pnc = p
 		}
-		c.decide(-1)
+		c.decide(-1, now)
 	case wasDecided:
 	case err == nil:
 		c.val = v
-		c.decide(i)
+		c.decide(i, now)
 	default:
 		c.errs = append(c.errs, &CopyError{Index: i, Err: err})
 		switch {
 		case c.parent.Err() != nil || !h.retryable(err):
-			c.decide(-1)
+			c.decide(-1, now)
 		case !c.single && c.launched+c.virtual < h.maxAttempts && c.mayHedge():
 			// A fast failure is evidence enough: the next copy goes now.
-			c.sendNext()
+			c.sendNext(now)
 		}
 		if c.running == 0 {
-			c.decide(-1)
+			c.decide(-1, now)
 		}
 	}
 	if i == 0 {
-		c.observePrimary(v, err, p, ran, wasDecided)
+		c.observePrimary(now, err, p, ran, wasDecided)
 	}
 	if wasDecided {
 		// This copy was still running when another decided the call.
@@ -235,58 +241,58 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late bool) {
 		c.closed = true
 		close(c.done)
 	}
-	cs.cancel()
+	if cs.cancel != nil {
+		cs.cancel()
+	}
 	return p != nil && c.returned
 }
 
 // sendNext starts the next copy, or in Shadow mode counts it. The caller
 // checked MaxAttempts and mayHedge. c.mu is held.
-func (c *call[T]) sendNext() {
+func (c *call[T]) sendNext(now time.Duration) {
 	if c.shadow {
 		c.virtual++
 		c.st.shadowHedges.Add(1)
 		return
 	}
-	ctx, a := c.launch(c.launched)
+	ctx, a := c.launch(c.launched, now)
 	c.st.hedges.Add(1)
 	go c.runCopy(ctx, a)
 }
 
 // observePrimary feeds the primary's own latency to the stats and the delay
 // estimator (see Percentile for why the primary's and not the winner's).
-func (c *call[T]) observePrimary(_ T, err error, p *PanicError, ran time.Duration, wasDecided bool) {
+func (c *call[T]) observePrimary(now time.Duration, err error, p *PanicError, ran time.Duration, wasDecided bool) {
 	st := c.st
 	switch {
 	case p != nil:
 	case err == nil:
 		st.primary.Record(int64(ran))
-		st.est.Observe(c.h.now(), ran)
+		st.est.Observe(now, ran)
 	case wasDecided && c.winner > 0:
 		// Cancelled because a hedge won: its latency is at least its
 		// running time when the hedge won.
 		lb := c.decidedAt - c.copies[0].start
 		st.censored.Add(1)
 		st.primary.Record(int64(lb))
-		st.est.Observe(c.h.now(), lb)
+		st.est.Observe(now, lb)
 	}
 }
 
 // decide fixes the outcome (winner -1 for an error) and cancels every other
 // copy. The winner is recorded before the cancels, so that a loser seeing
 // its context end can never be taken for the outcome. c.mu is held.
-func (c *call[T]) decide(winner int) {
+func (c *call[T]) decide(winner int, now time.Duration) {
 	if c.decided {
 		return
 	}
 	c.decided = true
-	c.decidedAt = time.Since(c.start)
+	c.decidedAt = now
 	c.winner = winner
-	if c.timer != nil {
-		c.timer.Stop()
-	}
+	c.h.timers.remove(&c.slot)
 	for j := range c.launched {
-		if j != winner {
-			c.copies[j].cancel()
+		if cancel := c.copies[j].cancel; j != winner && cancel != nil {
+			cancel()
 		}
 	}
 }
@@ -317,7 +323,7 @@ func (c *call[T]) wait() {
 		c.mu.Lock()
 		if !c.decided {
 			c.errs = append(c.errs, c.parent.Err())
-			c.decide(-1)
+			c.decide(-1, c.h.now())
 		}
 		c.mu.Unlock()
 	}
@@ -334,7 +340,7 @@ func (c *call[T]) result() (T, error) {
 	if c.pnc != nil {
 		panic(c.pnc)
 	}
-	st.latency.Record(int64(c.decidedAt))
+	st.latency.Record(int64(c.decidedAt - c.start))
 	if c.winner >= 0 {
 		if c.winner == 0 {
 			st.primaryWins.Add(1)
@@ -400,17 +406,18 @@ func (c *call[T]) mayHedge() bool {
 	return true
 }
 
-// onTimer runs when the delay since the last copy has passed.
-func (c *call[T]) onTimer() {
+// fire runs when the delay since the last copy has passed.
+func (c *call[T]) fire() {
+	now := c.h.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.launched + c.virtual
 	if c.decided || n >= c.h.maxAttempts || !c.mayHedge() {
 		return
 	}
-	c.sendNext()
+	c.sendNext(now)
 	if c.launched+c.virtual < c.h.maxAttempts {
-		c.timer.Reset(c.delay)
+		c.h.timers.add(c, now+c.delay, &c.slot)
 	}
 }
 

@@ -83,6 +83,10 @@ func (s *script) events() map[int]event {
 	return m
 }
 
+// settle lets a Hedger's timer goroutine, which lingers briefly after its
+// last timer, exit before a synctest bubble ends (fake time: instant).
+func settle() { time.Sleep(time.Second) }
+
 func mustNew(t *testing.T, cfg hedge.Config) *hedge.Hedger {
 	t.Helper()
 	h, err := hedge.New(cfg)
@@ -226,6 +230,7 @@ func TestDoRules(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				defer settle()
 				h := mustNew(t, tc.cfg)
 				s := newScript(tc.copies...)
 				ctx := context.Background()
@@ -307,6 +312,7 @@ func equalInts(a, b []int) bool {
 // failed.
 func TestDoAllFailedWrapsEach(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer settle()
 		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms)})
 		errA, errB := errors.New("a"), errors.New("b")
 		s := newScript(behaviour{after: ms, err: errA}, behaviour{after: ms, err: errB})
@@ -333,6 +339,7 @@ func TestDoPanics(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				defer settle()
 				h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms)})
 				s := newScript(tc.copies...)
 				var got any
@@ -363,6 +370,7 @@ func TestDoPanics(t *testing.T) {
 // loser that ignores cancellation goes on, and that it is still reaped.
 func TestDoReapInBackground(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer settle()
 		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), ReapInBackground: true})
 		s := newScript(behaviour{after: 100 * ms, deaf: true, val: 1}, behaviour{after: 5 * ms, val: 2})
 		v, err := hedge.Do(context.Background(), h, "op", s.attempt)
@@ -388,6 +396,7 @@ func TestDoReapInBackground(t *testing.T) {
 // caller's context ending returns at once even if no copy listens.
 func TestDoReapInBackgroundCallerCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer settle()
 		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), ReapInBackground: true})
 		s := newScript(behaviour{after: 100 * ms, deaf: true}, behaviour{after: 100 * ms, deaf: true})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*ms)
@@ -405,6 +414,7 @@ func TestDoReapInBackgroundCallerCancel(t *testing.T) {
 // ten.
 func TestBudgetLimitsHedges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer settle()
 		b, err := hedge.NewBudget(0.1, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -431,6 +441,7 @@ func TestBudgetLimitsHedges(t *testing.T) {
 // hedge in flight.
 func TestMaxHedgesInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer settle()
 		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), MaxHedgesInFlight: 1, NoBudget: true})
 		var wg sync.WaitGroup
 		for range 2 {
@@ -456,6 +467,7 @@ func TestMaxHedgesInFlight(t *testing.T) {
 // decision, budget included, and sends nothing.
 func TestShadowCountsWithoutSending(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer settle()
 		b, _ := hedge.NewBudget(0.5, 1)
 		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Mode: hedge.Shadow, Budget: b})
 		for range 4 {
@@ -487,6 +499,7 @@ func TestShadowCountsWithoutSending(t *testing.T) {
 // requests and shadows the rest.
 func TestRollout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer settle()
 		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Rollout: 0.25})
 		const n = 2000
 		for range n {
@@ -508,6 +521,7 @@ func TestRollout(t *testing.T) {
 // write with a key is hedged, carrying the key on every copy.
 func TestIdempotency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer settle()
 		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms)})
 		ctx := hedge.NotIdempotent(context.Background())
 		s := newScript(behaviour{after: 50 * ms, val: 1}, behaviour{after: 1 * ms, val: 2})
@@ -535,6 +549,7 @@ func TestIdempotency(t *testing.T) {
 func TestReplicasDistinct(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		synctest.Test(t, func(t *testing.T) {
+			defer settle()
 			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3, Replicas: n, NoBudget: true})
 			for range 50 {
 				s := newScript(behaviour{after: 50 * ms}, behaviour{after: 50 * ms}, behaviour{after: 1 * ms})
@@ -577,6 +592,7 @@ func TestOpCardinalityBounded(t *testing.T) {
 // that the counters add up.
 func TestCountersExactUnderConcurrency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer settle()
 		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 4})
 		var wg sync.WaitGroup
 		const n = 400
@@ -613,6 +629,7 @@ func TestCountersExactUnderConcurrency(t *testing.T) {
 // bound of its latency is known.
 func TestPercentileDelayRecordsPrimaries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer settle()
 		h := mustNew(t, hedge.Config{
 			Delay:    hedge.Percentile{P: 95, Window: 1000, MinSamples: 100},
 			NoBudget: true,
@@ -641,6 +658,7 @@ func TestPercentileDelayRecordsPrimaries(t *testing.T) {
 // there is no warm-up delay.
 func TestPercentileWarmup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer settle()
 		h := mustNew(t, hedge.Config{Delay: hedge.Percentile{MinSamples: 10}})
 		for range 10 {
 			s := newScript(behaviour{after: 50 * ms, val: 1}, behaviour{after: 1 * ms, val: 2})

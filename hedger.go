@@ -96,6 +96,7 @@ type Hedger struct {
 	bgReap      bool
 	maxOps      int
 	epoch       time.Time
+	timers      *timerQueue
 	sw          switchboard
 
 	opsMu sync.Mutex
@@ -119,6 +120,7 @@ func New(cfg Config) (*Hedger, error) {
 		maxOps:      cfg.MaxOps,
 		epoch:       time.Now(),
 	}
+	h.timers = newTimerQueue(h.epoch)
 	if h.delay == nil {
 		h.delay = Percentile{}
 	}

@@ -1,0 +1,273 @@
+package hedge_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge"
+)
+
+// TestBudgetRatio walks a ratio bucket through a fixed sequence: r is a
+// request (credit), h a hedge attempt (true if allowed).
+func TestBudgetRatio(t *testing.T) {
+	b, err := hedge.NewBudget(0.25, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		op     byte
+		want   bool
+		tokens float64
+	}{
+		{'h', true, 1}, {'h', true, 0}, {'h', false, 0}, // starts full at 2
+		{'r', false, 0.25}, {'h', false, 0.25},
+		{'r', false, 0.5}, {'r', false, 0.75}, {'r', false, 1}, {'h', true, 0},
+		{'r', false, 0.25}, {'r', false, 0.5}, {'r', false, 0.75}, {'r', false, 1},
+		{'r', false, 1.25}, {'r', false, 1.5}, {'r', false, 1.75}, {'r', false, 2},
+		{'r', false, 2}, // capped at burst
+	}
+	for i, s := range steps {
+		switch s.op {
+		case 'r':
+			b.OnRequest()
+		case 'h':
+			if got := b.TryHedge(); got != s.want {
+				t.Fatalf("step %d: TryHedge = %v, want %v", i, got, s.want)
+			}
+		}
+		b.OnSuccess() // no effect on a ratio bucket
+		b.OnFailure()
+		if got := b.Tokens(); got != s.tokens {
+			t.Fatalf("step %d: %v tokens, want %v", i, got, s.tokens)
+		}
+	}
+	b.Refund()
+	if b.Tokens() != 2 {
+		t.Fatalf("Refund above burst: %v tokens, want 2", b.Tokens())
+	}
+}
+
+// TestBudgetLongRun checks the defining property: over many requests,
+// hedges <= ratio*requests + burst, and a bucket that is always asked
+// reaches that bound.
+func TestBudgetLongRun(t *testing.T) {
+	b, _ := hedge.NewBudget(0.05, 10)
+	hedges := 0
+	for range 100_000 {
+		b.OnRequest()
+		if b.TryHedge() {
+			hedges++
+		}
+	}
+	if hedges != 5000+10-1 && hedges != 5000+10 {
+		t.Fatalf("%d hedges for 100,000 requests at 5%% with burst 10", hedges)
+	}
+}
+
+// TestBudgetThrottle walks gRPC A6 semantics: hedges allowed while tokens >
+// max/2; failures debit one, successes credit tokenRatio; hedges spend none.
+func TestBudgetThrottle(t *testing.T) {
+	b, err := hedge.NewThrottle(4, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.TryHedge() || !b.TryHedge() || b.Tokens() != 4 {
+		t.Fatal("a full throttle must allow hedges without spending")
+	}
+	b.OnFailure() // 3
+	if !b.TryHedge() {
+		t.Fatal("3 > 2: hedge allowed")
+	}
+	b.OnFailure() // 2
+	if b.TryHedge() {
+		t.Fatal("2 is not > 2: hedge refused")
+	}
+	b.OnRequest() // no effect on a throttle
+	b.OnSuccess() // 2.5
+	if !b.TryHedge() || b.Tokens() != 2.5 {
+		t.Fatalf("after a success: %v tokens, want 2.5 and hedging allowed", b.Tokens())
+	}
+	for range 10 {
+		b.OnFailure()
+	}
+	if b.Tokens() != 0 {
+		t.Fatalf("tokens %v, want floor 0", b.Tokens())
+	}
+	for range 20 {
+		b.OnSuccess()
+	}
+	if b.Tokens() != 4 {
+		t.Fatalf("tokens %v, want cap 4", b.Tokens())
+	}
+}
+
+func TestNilBudgetAllowsEverything(t *testing.T) {
+	var b *hedge.Budget
+	b.OnRequest()
+	b.OnFailure()
+	if !b.TryHedge() || !math.IsInf(b.Tokens(), 1) || b.String() != "unlimited" {
+		t.Fatal("a nil budget must allow every hedge")
+	}
+}
+
+func TestBudgetRejectsBadArguments(t *testing.T) {
+	for _, c := range []struct{ ratio, burst float64 }{
+		{0, 10}, {-0.1, 10}, {1.5, 10}, {math.NaN(), 10}, {0.0001, 10}, {0.1, 0.5}, {0.1, math.Inf(1)},
+	} {
+		if _, err := hedge.NewBudget(c.ratio, c.burst); err == nil {
+			t.Errorf("NewBudget(%v, %v) succeeded", c.ratio, c.burst)
+		}
+	}
+	for _, c := range []struct{ max, ratio float64 }{{0, 0.1}, {1001, 0.1}, {10, 0}, {10, 11}} {
+		if _, err := hedge.NewThrottle(c.max, c.ratio); err == nil {
+			t.Errorf("NewThrottle(%v, %v) succeeded", c.max, c.ratio)
+		}
+	}
+}
+
+func TestPickerNeverPicksHeld(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, p := range []hedge.Picker{{}, {Random: true}, {Zones: []string{"a", "a", "b", "b", "c"}}} {
+		for range 2000 {
+			n := 1 + r.IntN(5)
+			var held []int
+			for i := range n {
+				if r.IntN(2) == 0 {
+					held = append(held, i)
+				}
+			}
+			got := p.Pick(n, held, func(i int) int { return r.IntN(3) }, r)
+			if len(held) == n {
+				if got != -1 {
+					t.Fatalf("all %d held, Pick = %d, want -1", n, got)
+				}
+				continue
+			}
+			if got < 0 || got >= n || contains(held, got) {
+				t.Fatalf("Pick(%d, held %v) = %d", n, held, got)
+			}
+		}
+	}
+}
+
+func contains(s []int, x int) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPickerTwoChoices checks the defining property of two choices: the
+// most loaded replica is never chosen while others are eligible, and among
+// equal loads the choice is uniform.
+func TestPickerTwoChoices(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var p hedge.Picker
+	load := []int{0, 0, 0, 9}
+	count := make([]int, 4)
+	const n = 30000
+	for range n {
+		count[p.Pick(4, nil, func(i int) int { return load[i] }, r)]++
+	}
+	if count[3] != 0 {
+		t.Fatalf("the loaded replica was chosen %d times", count[3])
+	}
+	for i := range 3 {
+		// Each of three equal replicas: n/3 expected, sd about 82.
+		if math.Abs(float64(count[i])-n/3) > 500 {
+			t.Fatalf("choices %v are not uniform over the idle replicas", count)
+		}
+	}
+	// With one held, the other two of equal load share the picks.
+	count = make([]int, 4)
+	for range n {
+		count[p.Pick(4, []int{0}, func(i int) int { return load[i] }, r)]++
+	}
+	if count[0] != 0 || count[3] != 0 || math.Abs(float64(count[1]-count[2])) > 1000 {
+		t.Fatalf("with replica 0 held: choices %v", count)
+	}
+}
+
+// TestPickerZones checks that a copy prefers a zone that holds no copy.
+func TestPickerZones(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	p := hedge.Picker{Zones: []string{"a", "a", "a", "b"}}
+	for range 1000 {
+		if got := p.Pick(4, []int{0}, func(int) int { return 0 }, r); got != 3 {
+			t.Fatalf("held in zone a: Pick = %d, want 3 (zone b)", got)
+		}
+		// Every zone holds a copy: fall back to any other replica.
+		if got := p.Pick(4, []int{0, 3}, func(int) int { return 0 }, r); got != 1 && got != 2 {
+			t.Fatalf("every zone held: Pick = %d, want 1 or 2", got)
+		}
+	}
+}
+
+// TestConfigValidation checks that each mistake is refused with a message
+// naming the field.
+func TestConfigValidation(t *testing.T) {
+	bud, _ := hedge.NewBudget(0.1, 10)
+	cases := []struct {
+		name string
+		cfg  hedge.Config
+		want string
+	}{
+		{"negative fixed delay", hedge.Config{Delay: hedge.Fixed(-time.Second)}, "negative"},
+		{"percentile 0<", hedge.Config{Delay: hedge.Percentile{P: -1}}, "Percentile.P"},
+		{"percentile 100", hedge.Config{Delay: hedge.Percentile{P: 100}}, "Percentile.P"},
+		{"percentile NaN", hedge.Config{Delay: hedge.Percentile{P: math.NaN()}}, "Percentile.P"},
+		{"median refused", hedge.Config{Delay: hedge.Percentile{P: 40}}, "AllowBelowMedian"},
+		{"window", hedge.Config{Delay: hedge.Percentile{Window: -5}}, "Percentile.Window"},
+		{"min samples", hedge.Config{Delay: hedge.Percentile{Window: 10, MinSamples: 11}}, "MinSamples"},
+		{"warmup", hedge.Config{Delay: hedge.Percentile{Warmup: -1}}, "Warmup"},
+		{"floor", hedge.Config{Delay: hedge.Percentile{Floor: -1}}, "Floor"},
+		{"ceiling below floor", hedge.Config{Delay: hedge.Percentile{Floor: 2, Ceiling: 1}}, "Ceiling"},
+		{"max attempts", hedge.Config{MaxAttempts: 6}, "MaxAttempts"},
+		{"max attempts negative", hedge.Config{MaxAttempts: -1}, "MaxAttempts"},
+		{"in flight", hedge.Config{MaxHedgesInFlight: -1}, "MaxHedgesInFlight"},
+		{"replicas", hedge.Config{Replicas: -1}, "Replicas"},
+		{"zones", hedge.Config{Replicas: 3, Picker: hedge.Picker{Zones: []string{"a"}}}, "Zones"},
+		{"budget and none", hedge.Config{Budget: bud, NoBudget: true}, "NoBudget"},
+		{"mode", hedge.Config{Mode: 7}, "Mode"},
+		{"rollout", hedge.Config{Rollout: 2}, "Rollout"},
+		{"max ops", hedge.Config{MaxOps: -1}, "MaxOps"},
+	}
+	for _, c := range cases {
+		_, err := hedge.New(c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want a message mentioning %q", c.name, err, c.want)
+		}
+	}
+	if _, err := hedge.New(hedge.Config{Delay: hedge.Percentile{P: 40, AllowBelowMedian: true}}); err != nil {
+		t.Errorf("forced p40 refused: %v", err)
+	}
+	// Several mistakes are reported together.
+	_, err := hedge.New(hedge.Config{MaxAttempts: 9, Replicas: -2})
+	if err == nil || !strings.Contains(err.Error(), "MaxAttempts") || !strings.Contains(err.Error(), "Replicas") {
+		t.Errorf("err = %v, want both mistakes", err)
+	}
+}
+
+func TestModes(t *testing.T) {
+	for _, m := range []hedge.Mode{hedge.On, hedge.Shadow, hedge.Off} {
+		got, err := hedge.ParseMode(m.String())
+		if err != nil || got != m {
+			t.Fatalf("ParseMode(%q) = %v, %v", m.String(), got, err)
+		}
+	}
+	if _, err := hedge.ParseMode("maybe"); err == nil {
+		t.Fatal("ParseMode accepted maybe")
+	}
+	h, _ := hedge.New(hedge.Config{})
+	if err := h.SetMode(9); err == nil || h.Mode() != hedge.On {
+		t.Fatal("SetMode accepted a bad mode")
+	}
+	if err := h.SetRollout(-1); err == nil || h.Rollout() != 1 {
+		t.Fatal("SetRollout accepted -1")
+	}
+}
