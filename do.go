@@ -126,12 +126,17 @@ func (c *call[T]) run() (T, error) {
 	ctx, a := c.launch(0, c.start)
 	// Arm the timer only now, under the lock: with a zero delay it may
 	// fire at once, and it must find the primary launched.
-	if !c.single && c.delay != Never {
-		if c.hasDeadline && time.Until(c.deadline) < c.delay {
-			c.st.deadlineSkips.Add(1)
-		} else {
-			c.h.timers.add(c, c.start+c.delay, &c.slot)
+	switch {
+	case c.single || c.delay == Never:
+	case c.delay == 0:
+		// No delay: every copy goes now, as far as the caps allow.
+		for c.launched+c.virtual < c.h.maxAttempts && c.mayHedge() {
+			c.sendNext(c.start)
 		}
+	case c.hasDeadline && time.Until(c.deadline) < c.delay:
+		c.st.deadlineSkips.Add(1)
+	default:
+		c.h.timers.add(c, c.start+c.delay, &c.slot)
 	}
 	c.mu.Unlock()
 	if c.h.bgReap {

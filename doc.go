@@ -1,0 +1,72 @@
+// Package hedge sends hedged requests: when a request has outlived the
+// normal latency of its kind, it sends a copy to another replica and takes
+// the first answer. Done with care this cuts the tail for a few percent more
+// requests; done naively it doubles the load on a backend exactly when it
+// is slowest. Everything here is about the care.
+//
+// # Using it
+//
+// Make one Hedger per backend and share it:
+//
+//	h, err := hedge.New(hedge.Config{Replicas: 3})
+//	...
+//	item, err := hedge.Do(ctx, h, "GetItem", func(ctx context.Context, a hedge.Attempt) (*Item, error) {
+//		return replicas[a.Replica].GetItem(ctx, id)
+//	})
+//
+// The zero Config is a safe start: the delay is the live p95 of the
+// operation's own latency, hedges are budgeted to 10% of requests, at most
+// two copies are sent, and the loser is cancelled and waited for.
+//
+// # One policy, two clocks
+//
+// Every decision lives in a small policy value that never reads the clock:
+// Delay (Fixed, or a live Percentile) says when to send the next copy,
+// Budget says whether we may, Picker says where to, and Mode says whether to
+// send at all. The live engine (Do) drives them on the wall clock; the
+// simulator in package sim drives the very same values on virtual time, so
+// a policy tuned in the simulator is the code that runs in production.
+//
+// # The rules of a call
+//
+//   - The first successful copy wins; the others are cancelled, and by
+//     default Do returns only after they have returned, so nothing it
+//     started outlives it (Config.ReapInBackground returns at once).
+//   - A copy that fails with a retryable error starts the next copy at once:
+//     a fast failure is better evidence than any delay. A non-retryable error
+//     (Permanent, or Config.Retryable) or the caller's context ending ends
+//     the call. When all copies fail, the error wraps each of them.
+//   - A hedge never outlives the caller's deadline, and none is sent when
+//     the time left is shorter than the delay.
+//   - A panic in any copy is re-raised on the caller's goroutine.
+//   - A request marked NotIdempotent is never copied unless it carries an
+//     idempotency key (WithIdempotencyKey), which every copy sees.
+//
+// # Design choices
+//
+// The percentile delay is fed the primary copy's own latency, never the
+// winner's, and a primary cancelled because a hedge won is recorded at its
+// running time then, a lower bound; see Percentile for why.
+//
+// Shadow mode makes every decision, spends from a twin of the budget so that
+// the real one is untouched, and counts "would have hedged"; SetMode and
+// SetRollout switch at run time with one atomic store, and a call takes a
+// snapshot when it starts.
+//
+// Hedge timers of a Hedger are served by one goroutine and a heap, rather
+// than one runtime timer per call: the timer is armed on every call and
+// fires on few, so arming must be cheap. That goroutine exists only while
+// timers are pending and for 50 ms after, so an idle Hedger runs nothing and
+// needs no Close. Inside a testing/synctest bubble, let fake time pass that
+// linger before the bubble ends.
+//
+// When no hedge fires, the primary runs on the caller's goroutine: no
+// goroutine is started, and the call costs three allocations (see
+// BENCHMARKS.md).
+//
+// # What it is not
+//
+// Package hedge does not retry with backoff, shed load or break circuits:
+// it races copies of a request that is slow. Transports for net/http, gRPC
+// and Redis build on Do in their own packages.
+package hedge
