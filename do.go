@@ -307,15 +307,15 @@ func (c *call[T]) mayGo() bool {
 	return c.decided && (c.running == 0 || c.h.bgReap)
 }
 
-// wait blocks until the caller may return.
+// wait blocks until the caller may return, and returns with c.mu held.
 func (c *call[T]) wait() {
 	c.mu.Lock()
 	if c.mayGo() {
-		c.mu.Unlock()
 		return
 	}
 	c.done = make(chan struct{})
 	c.mu.Unlock()
+	defer c.mu.Lock()
 	if !c.h.bgReap {
 		<-c.done
 		return
@@ -337,8 +337,8 @@ func (c *call[T]) wait() {
 // result turns the outcome into Do's return values and records the call's
 // stats. The caller may return: c.decided is true and no copy will change
 // winner, val, errs or pnc any more.
+// c.mu is held, and released on return.
 func (c *call[T]) result() (T, error) {
-	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, st := c.h, c.st
 	c.returned = true
