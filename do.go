@@ -52,6 +52,28 @@ func (a Attempt) IsHedge() bool { return a.Index > 0 }
 // When no hedge fires, the primary runs on the caller's goroutine and a call
 // costs four small allocations (see BENCHMARKS.md).
 func Do[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error)) (T, error) {
+	return newCall(ctx, h, op, attempt).run()
+}
+
+// DoHeld is Do for results that stay tied to the winning copy's context
+// after the call, such as an HTTP response whose body is yet to be read.
+//
+// The winner's context is not cancelled when its function returns; it stays
+// alive until the caller calls release (always non-nil; call it once the
+// result is no longer used, on every path). Copies that succeed after
+// another won are handed to discard, which must free them (close the body);
+// discard may be nil when results hold nothing. Everything else is as in
+// Do.
+func DoHeld[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error), discard func(T)) (v T, release func(), err error) {
+	c := newCall(ctx, h, op, attempt)
+	c.keep, c.discard = true, discard
+	v, err = c.run()
+	return v, c.release, err
+}
+
+func noRelease() {}
+
+func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error)) *call[T] {
 	st := h.op(op)
 	st.requests.Add(1)
 	c := &call[T]{h: h, st: st, parent: ctx, fn: attempt, winner: -1, slot: -1}
@@ -79,7 +101,7 @@ func Do[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx conte
 	if !c.single {
 		c.delay = st.est.Delay(c.start)
 	}
-	return c.run()
+	return c
 }
 
 // call is the state of one Do call. mu guards everything below it.
@@ -89,6 +111,9 @@ type call[T any] struct {
 	parent      context.Context
 	fn          func(context.Context, Attempt) (T, error)
 	key         string
+	keep        bool          // DoHeld: the winner's context outlives the call
+	discard     func(T)       // DoHeld: frees a result that lost
+	release     func()        // DoHeld: cancels the winner's context
 	single      bool          // never more than one copy
 	shadow      bool          // decide, count, send nothing
 	start       time.Duration // since the Hedger's epoch, like every time below
@@ -177,7 +202,11 @@ func (c *call[T]) launch(i int, now time.Duration) (context.Context, Attempt) {
 // to be re-raised to, so it is raised here, like any goroutine's panic.
 func (c *call[T]) runCopy(ctx context.Context, a Attempt) {
 	v, err, p := c.invoke(ctx, a)
-	if late := c.complete(a.Index, v, err, p); late {
+	late, lost := c.complete(a.Index, v, err, p)
+	if lost && c.discard != nil {
+		c.discard(v)
+	}
+	if late {
 		panic(p)
 	}
 }
@@ -193,8 +222,8 @@ func (c *call[T]) invoke(ctx context.Context, a Attempt) (v T, err error, p *Pan
 }
 
 // complete records the outcome of copy i. It reports whether p is a panic
-// that the caller can no longer see.
-func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late bool) {
+// that the caller can no longer see, and whether v is a success that lost.
+func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost bool) {
 	h, st := c.h, c.st
 	now := h.now()
 	c.mu.Lock()
@@ -246,10 +275,10 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late bool) {
 		c.closed = true
 		close(c.done)
 	}
-	if cs.cancel != nil {
+	if cs.cancel != nil && !(c.keep && c.winner == i) {
 		cs.cancel()
 	}
-	return p != nil && c.returned
+	return p != nil && c.returned, wasDecided && err == nil && p == nil
 }
 
 // sendNext starts the next copy, or in Shadow mode counts it. The caller
@@ -346,6 +375,10 @@ func (c *call[T]) result() (T, error) {
 		panic(c.pnc)
 	}
 	st.latency.Record(int64(c.decidedAt - c.start))
+	c.release = noRelease
+	if c.winner >= 0 && c.keep && c.copies[c.winner].cancel != nil {
+		c.release = c.copies[c.winner].cancel
+	}
 	if c.winner >= 0 {
 		if c.winner == 0 {
 			st.primaryWins.Add(1)

@@ -670,3 +670,50 @@ func TestPercentileWarmup(t *testing.T) {
 		}
 	})
 }
+
+// TestDoHeldKeepsWinnerContext checks DoHeld's contract: the winner's
+// context lives until release, and a copy that succeeds after losing is
+// handed to discard.
+func TestDoHeldKeepsWinnerContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer settle()
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms)})
+		type res struct {
+			ctx  context.Context
+			copy int
+		}
+		var discarded []int
+		// The primary is deaf to cancellation and succeeds late; the hedge
+		// wins.
+		v, release, err := hedge.DoHeld(context.Background(), h, "op", func(ctx context.Context, a hedge.Attempt) (res, error) {
+			if a.Index == 0 {
+				time.Sleep(30 * ms)
+			} else {
+				time.Sleep(5 * ms)
+			}
+			return res{ctx, a.Index}, nil
+		}, func(r res) { discarded = append(discarded, r.copy) })
+		if err != nil || v.copy != 1 {
+			t.Fatalf("DoHeld = copy %d, %v; want copy 1", v.copy, err)
+		}
+		if v.ctx.Err() != nil {
+			t.Fatal("the winner's context was cancelled before release")
+		}
+		if len(discarded) != 1 || discarded[0] != 0 {
+			t.Fatalf("discarded %v, want the late primary [0]", discarded)
+		}
+		release()
+		if v.ctx.Err() == nil {
+			t.Fatal("release did not cancel the winner's context")
+		}
+	})
+}
+
+func TestDoHeldSingleCopy(t *testing.T) {
+	h := mustNew(t, hedge.Config{Mode: hedge.Off})
+	_, release, err := hedge.DoHeld(context.Background(), h, "op", trivial, nil)
+	if err != nil || release == nil {
+		t.Fatalf("release %v, err %v", release, err)
+	}
+	release()
+}
