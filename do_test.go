@@ -713,7 +713,7 @@ func TestDoHeldSingleCopy(t *testing.T) {
 	h := mustNew(t, hedge.Config{Mode: hedge.Off})
 	_, release, err := hedge.DoHeld(context.Background(), h, "op", trivial, nil)
 	if err != nil || release == nil {
-		t.Fatalf("release %v, err %v", release, err)
+		t.Fatalf("release is nil: %v, err %v", release == nil, err)
 	}
 	release()
 }
