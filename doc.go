@@ -58,7 +58,11 @@
 // fires on few, so arming must be cheap. That goroutine exists only while
 // timers are pending and for 50 ms after, so an idle Hedger runs nothing and
 // needs no Close. Inside a testing/synctest bubble, let fake time pass that
-// linger before the bubble ends.
+// linger before the bubble ends. The runtime's timers fire up to about a
+// millisecond late on many Linux machines, which matters for sub-millisecond
+// delays (an in-memory store's p95); Config.PreciseTimers spins for the last
+// stretch before each timer instead, for CPU (see BENCHMARKS.md). A spinning
+// queue never blocks, so it cannot run inside a synctest bubble.
 //
 // When no hedge fires, the primary runs on the caller's goroutine: no
 // goroutine is started, and the call costs three allocations (see

@@ -68,6 +68,14 @@ type Config struct {
 	// also runs on its own goroutine, which costs allocations.
 	ReapInBackground bool
 
+	// PreciseTimers makes hedge timers fire within tens of microseconds
+	// instead of the runtime timer's granularity (about a millisecond on
+	// many Linux machines), by spinning for the last stretch before each
+	// timer. It costs CPU: up to one core while timers are due within
+	// that stretch. Use it for delays under a few milliseconds, such as
+	// hedging an in-memory store.
+	PreciseTimers bool
+
 	// MaxOps bounds the number of operation classes with their own state.
 	// Zero means 100. Further classes share the state of OtherOp.
 	MaxOps int
@@ -121,6 +129,7 @@ func New(cfg Config) (*Hedger, error) {
 		epoch:       time.Now(),
 	}
 	h.timers = newTimerQueue(h.epoch)
+	h.timers.precise = cfg.PreciseTimers
 	if h.delay == nil {
 		h.delay = Percentile{}
 	}

@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"runtime"
 	"sync"
 	"time"
 )
@@ -40,7 +41,12 @@ type timerQueue struct {
 	// sleepUntil is when the loop will look next; an earlier timer wakes it.
 	sleepUntil time.Duration
 	wake       chan struct{} // buffered(1)
+	precise    bool          // spin for the last spinWindow before a timer
 }
+
+// spinWindow is how far ahead of a timer a precise queue stops sleeping and
+// starts spinning: a little more than the runtime timer's usual overshoot.
+const spinWindow = 1500 * time.Microsecond
 
 // linger is how long the serving goroutine waits for new timers before it
 // exits.
@@ -164,7 +170,8 @@ func (q *timerQueue) loop() {
 		}
 		q.added = false
 		wait := linger
-		if len(q.items) > 0 {
+		pending := len(q.items) > 0
+		if pending {
 			wait = min(wait, q.items[0].at-now)
 		}
 		q.sleepUntil = now + wait
@@ -175,6 +182,24 @@ func (q *timerQueue) loop() {
 				due[i] = nil
 			}
 			continue // firing took time and may have queued more
+		}
+		if q.precise && pending && wait <= spinWindow {
+			// Spin, yielding the processor, until the timer is due or an
+			// earlier one arrives. Checking the heap takes the lock, so
+			// peek at the clock alone and look again when it is time.
+			until := now + wait
+			for time.Since(q.epoch) < until {
+				select {
+				case <-q.wake:
+					until = 0
+				default:
+					runtime.Gosched()
+				}
+			}
+			continue
+		}
+		if q.precise && pending {
+			wait -= spinWindow
 		}
 		sleep.Reset(wait)
 		select {
