@@ -50,7 +50,7 @@ func (a Attempt) IsHedge() bool { return a.Index > 0 }
 // reaped.
 //
 // When no hedge fires, the primary runs on the caller's goroutine and a call
-// costs four small allocations (see BENCHMARKS.md).
+// costs three small allocations (see BENCHMARKS.md).
 func Do[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error)) (T, error) {
 	return newCall(ctx, h, op, attempt).run()
 }
