@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tailcut/hedge/sim"
+)
+
+func init() { register(simCommand) }
+
+var simCommand = &command{
+	name:    "sim",
+	summary: "simulate one point (world, routing, strategy, load) and print its measures",
+	run:     runSim,
+}
+
+// simFlags are the flags of "hedge sim", parsed into a sim.Config.
+type simFlags struct {
+	world, routing, strategy string
+	runs, workers            int
+	json                     bool
+	cancel                   bool
+	c                        sim.Config
+}
+
+func runSim(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("sim", "--world W --routing R --strategy S --load L [flags]", stderr)
+	d := sim.DefaultConfig()
+	f := simFlags{c: d}
+	fs.StringVar(&f.world, "world", "noise", "why requests are slow: "+list(sim.Worlds()))
+	fs.StringVar(&f.routing, "routing", "two-choice", "how copies choose a server: "+list(sim.Routings()))
+	fs.StringVar(&f.strategy, "strategy", "none", "when copies are sent: "+list(sim.Strategies()))
+	fs.Float64Var(&f.c.Load, "load", d.Load, "arrival rate over total service rate, in (0, 1)")
+	fs.IntVar(&f.c.Requests, "requests", d.Requests, "requests per run, warm-up included")
+	fs.IntVar(&f.runs, "runs", 4, "independent runs (the standard errors are across runs)")
+	fs.IntVar(&f.c.Warmup, "warmup", -1, "requests discarded at the start of each run (-1: requests/10)")
+	fs.Float64Var(&f.c.Delay, "delay", 0, "hedge delay in time units (hedge-fixed; for the p95 strategies it skips calibration)")
+	fs.Float64Var(&f.c.Budget, "budget", d.Budget, "hedges per request allowed by hedge-quiet-budget")
+	fs.Float64Var(&f.c.StallMean, "stall-mean", d.StallMean, "mean stalled stretch in time units (stalls, mixed)")
+	fs.Float64Var(&f.c.SCV, "scv", d.SCV, "squared coefficient of variation of big-job sizes (bigjobs, mixed)")
+	fs.Float64Var(&f.c.Sigma, "sigma", d.Sigma, "log-standard-deviation of sizes (lognormal)")
+	fs.BoolVar(&f.c.SameSize, "same-size", false, "lognormal: copies share the request's size instead of a fresh draw")
+	fs.BoolVar(&f.cancel, "cancel", true, "cancel the losers (false: they run to completion)")
+	fs.Float64Var(&f.c.CancelDelay, "cancel-delay", 0, "tied: delay before a starting copy cancels the others")
+	fs.IntVar(&f.c.MaxAttempts, "max-attempts", d.MaxAttempts, fmt.Sprintf("copies per request, 1 to %d", sim.MaxAttempts))
+	fs.IntVar(&f.c.Servers, "servers", d.Servers, "number of servers")
+	fs.IntVar(&f.c.Fanout, "fanout", 1, "sub-requests per request")
+	fs.IntVar(&f.c.FanoutNeed, "fanout-need", 0, "sub-requests a request waits for (0: all)")
+	fs.Uint64Var(&f.c.Seed, "seed", 1, "seed of the first run; later runs derive theirs from it")
+	fs.BoolVar(&f.json, "json", false, "print the measures as a JSON object")
+	fs.IntVar(&f.workers, "workers", 0, "parallel runs (0: GOMAXPROCS)")
+	if code := parseFlags(fs, args, stderr); code >= 0 {
+		return code
+	}
+	c, err := f.config(fs)
+	if err != nil {
+		return usageError(stderr, "sim", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	if c.Strategy.NeedsCalibration() && !flagSet(fs, "delay") {
+		cc := sim.CalibrationConfig(c)
+		cc.Seed = sim.DeriveSeed(c.Seed, "calibration")
+		s, err := sim.RunPoint(ctx, cc, 1, f.workers)
+		if err != nil {
+			return failed(stderr, err)
+		}
+		c.Delay = s.UnitP95.Value
+		if !f.json {
+			fmt.Fprintf(stdout, "calibration: p95 of unhedged latency at load %g = %.4g time units\n", cc.Load, c.Delay)
+		}
+	}
+	s, err := sim.RunPoint(ctx, c, f.runs, f.workers)
+	if err != nil {
+		return failed(stderr, err)
+	}
+	el := time.Since(start)
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(s.Result()); err != nil {
+			return failed(stderr, err)
+		}
+		return exitOK
+	}
+	printSummary(stdout, s, el)
+	return exitOK
+}
+
+// config validates the flags and builds the configuration, before any work.
+func (f *simFlags) config(fs *flag.FlagSet) (sim.Config, error) {
+	c := f.c
+	var errs []error
+	var err error
+	if c.World, err = sim.ParseWorld(f.world); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Routing, err = sim.ParseRouting(f.routing); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Strategy, err = sim.ParseStrategy(f.strategy); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return c, errors.Join(errs...)
+	}
+	c.NoCancel = !f.cancel
+	if c.Warmup == -1 {
+		c.Warmup = c.Requests / 10
+	}
+	if f.runs < 1 {
+		errs = append(errs, fmt.Errorf("--runs %d: use at least 1", f.runs))
+	}
+	if f.workers < 0 {
+		errs = append(errs, fmt.Errorf("--workers %d: use 0 (all cores) or more", f.workers))
+	}
+	if c.Strategy == sim.HedgeFixed && !flagSet(fs, "delay") {
+		errs = append(errs, errors.New("hedge-fixed needs --delay D (in mean service times)"))
+	}
+	if err := c.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return c, errors.Join(errs...)
+}
+
+func failed(stderr io.Writer, err error) int {
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "hedge sim: interrupted")
+		return exitInterrupted
+	}
+	fmt.Fprintf(stderr, "hedge sim: %v\n", err)
+	return exitFailure
+}
+
+func list(names []string) string { return strings.Join(names, ", ") }
+
+func printSummary(w io.Writer, s sim.Summary, el time.Duration) {
+	c := s.Config
+	fmt.Fprintln(w, c.String())
+	fmt.Fprintf(w, "%d runs x %d requests (%d warm-up) in %s; time unit = mean service time\n\n",
+		len(s.Runs), c.Requests, c.Warmup, el.Round(time.Millisecond))
+	row := func(name string, e sim.Estimate, pct bool) {
+		if pct {
+			fmt.Fprintf(w, "  %-18s %10.3f%%  ± %.3f%%\n", name, 100*e.Value, 100*e.SE)
+			return
+		}
+		fmt.Fprintf(w, "  %-18s %10.4g   ± %.2g\n", name, e.Value, e.SE)
+	}
+	fmt.Fprintf(w, "  %-18s %10s   %s\n", "measure", "value", "SE across runs")
+	row("mean", s.Mean, false)
+	row("p50", s.P50, false)
+	row("p95", s.P95, false)
+	row("p99", s.P99, false)
+	row("p99.9", s.P999, false)
+	if c.Strategy != sim.None {
+		row("hedged fraction", s.HedgedFraction, true)
+	}
+	row("extra work", s.ExtraWork, true)
+	row("utilisation", s.Utilisation, true)
+	if c.World.HasStalls() {
+		row("stalled fraction", s.StalledFraction, true)
+	}
+	switch {
+	case c.Strategy == sim.HedgeP95Live:
+		row("delay (mean)", s.Delay, false)
+	case c.Strategy.Hedges():
+		row("delay", sim.Estimate{Value: c.Delay}, false)
+	}
+	if c.Strategy != sim.None {
+		row("both copies ran", s.MultiStarted, true)
+	}
+}

@@ -1,0 +1,82 @@
+package sim
+
+import (
+	"testing"
+)
+
+// BenchmarkRunNoiseHedgeFixed measures the engine on the headline case of
+// the brief: noise world, two-choice routing, hedge after a fixed delay,
+// load 0.9, exact percentile bookkeeping included. One b.N iteration is one
+// simulated request; the metric requests/s is what BENCHMARKS.md quotes.
+func BenchmarkRunNoiseHedgeFixed(b *testing.B) {
+	benchRun(b, func(c *Config) {
+		c.Strategy = HedgeFixed
+		c.Delay = 4.3 // about the unhedged p95 at this load
+	})
+}
+
+// BenchmarkRunNoiseNone is the same without hedging.
+func BenchmarkRunNoiseNone(b *testing.B) { benchRun(b, func(c *Config) {}) }
+
+// BenchmarkRunStallsLive is the stalls world with the live p95 delay.
+func BenchmarkRunStallsLive(b *testing.B) {
+	benchRun(b, func(c *Config) {
+		c.World = Stalls
+		c.Strategy = HedgeP95Live
+	})
+}
+
+// BenchmarkRunBigJobsTied is the big-jobs world with tied requests.
+func BenchmarkRunBigJobsTied(b *testing.B) {
+	benchRun(b, func(c *Config) {
+		c.World = BigJobs
+		c.Strategy = Tied
+	})
+}
+
+func benchRun(b *testing.B, set func(*Config)) {
+	c := DefaultConfig()
+	c.Load = 0.9
+	set(&c)
+	const perRun = 1_000_000
+	var s Simulator
+	b.ReportAllocs()
+	b.ResetTimer()
+	done := 0
+	for done < b.N {
+		n := min(perRun, b.N-done)
+		c.Requests = max(n, 2)
+		c.Warmup = c.Requests / 10
+		c.Seed = uint64(done + 1)
+		if _, err := s.Run(c); err != nil {
+			b.Fatal(err)
+		}
+		done += n
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+}
+
+// BenchmarkPicker measures hedge.Picker.Pick as the engine calls it: ten
+// servers, the queue lengths as the load, for a primary (nothing held) and
+// for a hedge (one server held).
+func BenchmarkPicker(b *testing.B) {
+	var e engine
+	e.init(DefaultConfig())
+	for i := range e.qs {
+		e.qs[i].busy = i % 4
+	}
+	for _, held := range [][]int{nil, {3}} {
+		name := "primary"
+		if held != nil {
+			name = "hedge"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			s := 0
+			for b.Loop() {
+				s += e.picker.Pick(10, held, e.load, e.rM)
+			}
+			_ = s
+		})
+	}
+}

@@ -1,0 +1,402 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Unit is the wall-clock duration that one simulated time unit (one mean
+// service time) stands for when simulated times are handed to the hedge
+// policy types, which speak time.Duration: 1 unit = 1 ms = 1e6 ns. The
+// choice only matters for resolution; the quantile window that backs a
+// live percentile delay keeps about 0.8% relative error for values up to
+// about 8.8 million units at this scale.
+const Unit = time.Millisecond
+
+// toDuration converts simulated time to a Duration for the hedge policies.
+func toDuration(x float64) time.Duration { return time.Duration(math.Round(x * float64(Unit))) }
+
+// fromDuration converts a Duration from a hedge policy back to simulated
+// time.
+func fromDuration(d time.Duration) float64 { return float64(d) / float64(Unit) }
+
+// MaxAttempts is the largest number of copies one request may have, the
+// same cap the hedge package's Picker is built for.
+const MaxAttempts = 5
+
+// World says why requests are slow: how sizes are drawn and whether servers
+// stall.
+type World int
+
+// The worlds of the study, plus lognormal for the lab.
+const (
+	// Noise: every copy needs a fresh Exp(1) amount of work.
+	Noise World = iota
+	// Stalls: Exp(1) sizes shared by all copies; servers stall.
+	Stalls
+	// BigJobs: hyperexponential sizes (mean 1, SCV Config.SCV) shared by
+	// all copies; no stalls.
+	BigJobs
+	// Mixed: BigJobs sizes on stalling servers.
+	Mixed
+	// LogNormal: lognormal sizes with mean 1 and log-sd Config.Sigma;
+	// fresh per copy unless Config.SameSize.
+	LogNormal
+)
+
+var worldNames = []string{"noise", "stalls", "bigjobs", "mixed", "lognormal"}
+
+// String returns the world's name as used on the command line and in
+// results.json.
+func (w World) String() string { return name(worldNames, int(w)) }
+
+// ParseWorld parses a world name.
+func ParseWorld(s string) (World, error) {
+	i, err := parse("world", worldNames, s)
+	return World(i), err
+}
+
+// HasStalls reports whether servers in the world stall.
+func (w World) HasStalls() bool { return w == Stalls || w == Mixed }
+
+// Routing says how a copy chooses its server.
+type Routing int
+
+// Routings.
+const (
+	// TwoChoice: the less busy of two distinct random servers not holding a
+	// copy of the request (hedge.Picker's default).
+	TwoChoice Routing = iota
+	// Random: a uniformly random server not holding a copy
+	// (hedge.Picker{Random: true}).
+	Random
+	// LeastLoaded: the least busy server not holding a copy, ties at
+	// random. hedge.Picker has no such mode, so the simulator scans.
+	LeastLoaded
+	// Pool: all servers share one FCFS queue (an M/G/c system); a free
+	// server takes the head of the queue. Placement is trivial.
+	Pool
+)
+
+var routingNames = []string{"two-choice", "random", "least-loaded", "pool"}
+
+// String returns the routing's name.
+func (r Routing) String() string { return name(routingNames, int(r)) }
+
+// ParseRouting parses a routing name.
+func ParseRouting(s string) (Routing, error) {
+	i, err := parse("routing", routingNames, s)
+	return Routing(i), err
+}
+
+// Strategy says when further copies are sent.
+type Strategy int
+
+// Strategies.
+const (
+	// None sends one copy.
+	None Strategy = iota
+	// HedgeFixed hedges after Config.Delay.
+	HedgeFixed
+	// HedgeP95PerLoad hedges after the p95 of unhedged latency at the
+	// same world, routing and load. The study runner (or Calibrate) fills
+	// Config.Delay with it.
+	HedgeP95PerLoad
+	// HedgeP95Quiet hedges after the p95 of unhedged latency at load 0.1,
+	// filled into Config.Delay by the runner.
+	HedgeP95Quiet
+	// HedgeP95Live hedges after the live percentile of the last
+	// Config.LiveWindow client-observed latencies.
+	HedgeP95Live
+	// HedgeQuietBudget is HedgeP95Quiet with a token-bucket budget of
+	// Config.Budget hedges per request (burst Config.BudgetBurst).
+	HedgeQuietBudget
+	// Tied sends all copies at arrival; a copy starting service cancels
+	// the others still waiting (after Config.CancelDelay).
+	Tied
+)
+
+var strategyNames = []string{"none", "hedge-fixed", "hedge-p95-per-load", "hedge-p95-quiet", "hedge-p95-live", "hedge-quiet-budget", "tied"}
+
+// String returns the strategy's name.
+func (s Strategy) String() string { return name(strategyNames, int(s)) }
+
+// ParseStrategy parses a strategy name.
+func ParseStrategy(s string) (Strategy, error) {
+	i, err := parse("strategy", strategyNames, s)
+	return Strategy(i), err
+}
+
+// Hedges reports whether the strategy sends delayed copies.
+func (s Strategy) Hedges() bool { return s >= HedgeFixed && s <= HedgeQuietBudget }
+
+// NeedsCalibration reports whether Config.Delay is a calibrated p95 that
+// must be measured by an unhedged run first (see Calibrate).
+func (s Strategy) NeedsCalibration() bool {
+	return s == HedgeP95PerLoad || s == HedgeP95Quiet || s == HedgeQuietBudget
+}
+
+// CalibrationLoad returns the load whose unhedged p95 the strategy uses as
+// its delay when running at load: the load itself for per-load, QuietLoad
+// for the quiet-day strategies.
+func (s Strategy) CalibrationLoad(load float64) float64 {
+	if s == HedgeP95Quiet || s == HedgeQuietBudget {
+		return QuietLoad
+	}
+	return load
+}
+
+// QuietLoad is the load of the "quiet day" on which hedge-p95-quiet and
+// hedge-quiet-budget are calibrated.
+const QuietLoad = 0.1
+
+func name(names []string, i int) string {
+	if i >= 0 && i < len(names) {
+		return names[i]
+	}
+	return fmt.Sprintf("unknown(%d)", i)
+}
+
+func parse(kind string, names []string, s string) (int, error) {
+	for i, n := range names {
+		if n == s {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown %s %q: use one of %s", kind, s, strings.Join(names, ", "))
+}
+
+// Worlds, Routings and Strategies list the valid names, for usage texts.
+func Worlds() []string { return append([]string(nil), worldNames...) }
+
+// Routings lists the valid routing names.
+func Routings() []string { return append([]string(nil), routingNames...) }
+
+// Strategies lists the valid strategy names.
+func Strategies() []string { return append([]string(nil), strategyNames...) }
+
+// Config describes one simulation run. Start from DefaultConfig, which holds
+// the study's values; the zero Config is not valid.
+type Config struct {
+	// World, Routing and Strategy select the model (see their types).
+	World    World
+	Routing  Routing
+	Strategy Strategy
+	// Load is the arrival rate of requests (not copies) divided by the
+	// total nominal service rate, in (0, 1). With Fanout k each request
+	// sends k sub-requests, and Load counts sub-requests.
+	Load float64
+	// Servers is the number of servers (10 in the study).
+	Servers int
+	// Requests is the number of requests per run, warm-up included.
+	Requests int
+	// Warmup is how many of the first requests are not measured.
+	Warmup int
+	// Seed seeds the run. Runs of a point use Seed, RunSeed(Seed, 1), ...
+	Seed uint64
+
+	// Delay is the hedge delay in time units for HedgeFixed, and the
+	// calibrated p95 for HedgeP95PerLoad, HedgeP95Quiet and
+	// HedgeQuietBudget (filled by Calibrate or the study runner).
+	Delay float64
+	// Budget is the token ratio of HedgeQuietBudget (0.05 in the study).
+	Budget float64
+	// BudgetBurst is the bucket size of HedgeQuietBudget (10).
+	BudgetBurst float64
+	// LiveP and LiveWindow configure HedgeP95Live: percentile and window
+	// (95 and 2,000).
+	LiveP      float64
+	LiveWindow int
+
+	// StallShare is the long-run fraction of time a server is stalled
+	// (0.02), StallMean the mean stalled stretch (50 units) and
+	// StallSlowdown the factor by which a stalled server is slower (20).
+	StallShare    float64
+	StallMean     float64
+	StallSlowdown float64
+	// SCV is the squared coefficient of variation of big-job sizes (10).
+	SCV float64
+	// Sigma is the log-standard-deviation of lognormal sizes (1).
+	Sigma float64
+	// SameSize makes lognormal copies share the request's size instead of
+	// drawing fresh ones.
+	SameSize bool
+
+	// NoCancel turns cancellation off: losers run to completion (and, for
+	// Tied, no copy is cancelled when another starts).
+	NoCancel bool
+	// CancelDelay delays Tied's start-of-service cancellation by this many
+	// units. Zero cancels instantly.
+	CancelDelay float64
+	// MaxAttempts is the most copies per request, 1 to 5 (2). Tied sends
+	// all of them at arrival; hedging sends each after another delay.
+	MaxAttempts int
+	// Fanout is how many sub-requests a request sends (1). Each is
+	// routed, hedged and measured for hedging purposes independently.
+	Fanout int
+	// FanoutNeed is how many sub-requests must finish for the request to
+	// finish; 0 means all of them.
+	FanoutNeed int
+}
+
+// DefaultConfig returns the study's defaults: noise world, two-choice
+// routing, no hedging, load 0.5, 10 servers, 1,000,000 requests with
+// 100,000 warm-up, and every parameter at the spec's value.
+func DefaultConfig() Config {
+	return Config{
+		World:         Noise,
+		Routing:       TwoChoice,
+		Strategy:      None,
+		Load:          0.5,
+		Servers:       10,
+		Requests:      1_000_000,
+		Warmup:        100_000,
+		Seed:          1,
+		Budget:        0.05,
+		BudgetBurst:   10,
+		LiveP:         95,
+		LiveWindow:    2000,
+		StallShare:    0.02,
+		StallMean:     50,
+		StallSlowdown: 20,
+		SCV:           10,
+		Sigma:         1,
+		MaxAttempts:   2,
+		Fanout:        1,
+	}
+}
+
+// Capacity returns the largest sustainable load of the world: 1 without
+// stalls, and the servers' mean speed 1 - share*(1-1/slowdown) with them
+// (0.981 with the defaults).
+func (c Config) Capacity() float64 {
+	if !c.World.HasStalls() {
+		return 1
+	}
+	return 1 - c.StallShare*(1-1/c.StallSlowdown)
+}
+
+// ErrInvalid is wrapped by every error Validate returns.
+var ErrInvalid = errors.New("invalid simulation config")
+
+// Validate reports every mistake in c, each with what to do about it.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.World < 0 || int(c.World) >= len(worldNames) {
+		bad("unknown world %d: use one of %s", c.World, strings.Join(worldNames, ", "))
+	}
+	if c.Routing < 0 || int(c.Routing) >= len(routingNames) {
+		bad("unknown routing %d: use one of %s", c.Routing, strings.Join(routingNames, ", "))
+	}
+	if c.Strategy < 0 || int(c.Strategy) >= len(strategyNames) {
+		bad("unknown strategy %d: use one of %s", c.Strategy, strings.Join(strategyNames, ", "))
+	}
+	if !(c.Servers >= 1 && c.Servers <= 1<<20) {
+		bad("servers = %d: use 1 to %d", c.Servers, 1<<20)
+	}
+	if c.Requests < 1 {
+		bad("requests = %d: use at least 1", c.Requests)
+	}
+	if c.Warmup < 0 || c.Warmup >= c.Requests {
+		bad("warmup = %d: use 0 to requests-1 (%d)", c.Warmup, c.Requests-1)
+	}
+	if c.World.HasStalls() {
+		if !(c.StallShare >= 0 && c.StallShare < 1) {
+			bad("stall share %v is outside [0, 1)", c.StallShare)
+		}
+		if !(c.StallMean > 0) || math.IsInf(c.StallMean, 0) {
+			bad("stall mean %v: use a positive number of time units, e.g. 50", c.StallMean)
+		}
+		if !(c.StallSlowdown >= 1) || math.IsInf(c.StallSlowdown, 0) {
+			bad("stall slowdown %v: use a factor >= 1, e.g. 20", c.StallSlowdown)
+		}
+	}
+	if !(c.Load > 0 && c.Load < 1) {
+		bad("load %v is outside (0, 1): load is the arrival rate over the servers' total service rate", c.Load)
+	} else if capa := c.Capacity(); c.World.HasStalls() && c.Load >= capa {
+		bad("load %v is at or above the %s world's capacity %.4g (stalled servers work at 1/%g speed %g%% of the time): use a load below %.4g",
+			c.Load, c.World, capa, c.StallSlowdown, 100*c.StallShare, capa)
+	}
+	if (c.World == BigJobs || c.World == Mixed) && (!(c.SCV >= 1) || math.IsInf(c.SCV, 0)) {
+		bad("scv %v: the hyperexponential needs a squared coefficient of variation >= 1, e.g. 10", c.SCV)
+	}
+	if c.World == LogNormal && !(c.Sigma >= 0 && c.Sigma <= 10) {
+		bad("sigma %v: use a log-standard-deviation in [0, 10]", c.Sigma)
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > MaxAttempts {
+		bad("max attempts = %d: use 1 to %d", c.MaxAttempts, MaxAttempts)
+	}
+	if !(c.CancelDelay >= 0) || math.IsInf(c.CancelDelay, 0) {
+		bad("cancel delay %v: use 0 (instant) or a positive number of time units", c.CancelDelay)
+	}
+	if c.Fanout < 1 || c.Fanout > 1<<16 {
+		bad("fanout = %d: use 1 to %d", c.Fanout, 1<<16)
+	}
+	if c.FanoutNeed < 0 || c.FanoutNeed > c.Fanout {
+		bad("fanout need = %d: use 0 (all) to fanout (%d)", c.FanoutNeed, c.Fanout)
+	}
+	switch c.Strategy {
+	case HedgeFixed, HedgeP95PerLoad, HedgeP95Quiet, HedgeQuietBudget:
+		if !(c.Delay >= 0) || math.IsInf(c.Delay, 0) {
+			bad("delay %v: use a hedge delay >= 0 time units", c.Delay)
+		}
+	}
+	if c.Strategy == HedgeQuietBudget {
+		if !(c.Budget >= 0.001 && c.Budget <= 1) {
+			bad("budget %v: use a fraction of requests in [0.001, 1], e.g. 0.05", c.Budget)
+		}
+		if !(c.BudgetBurst >= 1 && c.BudgetBurst <= 1e9) {
+			bad("budget burst %v: use 1 to 1e9 tokens, e.g. 10", c.BudgetBurst)
+		}
+	}
+	if c.Strategy == HedgeP95Live {
+		if !(c.LiveP >= 50 && c.LiveP < 100) {
+			bad("live percentile %v: use 50 to 99.99, e.g. 95", c.LiveP)
+		}
+		if c.LiveWindow < 1 || c.LiveWindow > 1<<24 {
+			bad("live window %d: use 1 to %d latencies, e.g. 2000", c.LiveWindow, 1<<24)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+}
+
+// String describes c on one line, with the parameters that matter for its
+// world and strategy.
+func (c Config) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "world=%s routing=%s strategy=%s load=%g servers=%d requests=%d warmup=%d seed=%d",
+		c.World, c.Routing, c.Strategy, c.Load, c.Servers, c.Requests, c.Warmup, c.Seed)
+	if c.World.HasStalls() {
+		fmt.Fprintf(&b, " stall-mean=%g stall-share=%g stall-slowdown=%g", c.StallMean, c.StallShare, c.StallSlowdown)
+	}
+	if c.World == BigJobs || c.World == Mixed {
+		fmt.Fprintf(&b, " scv=%g", c.SCV)
+	}
+	if c.World == LogNormal {
+		fmt.Fprintf(&b, " sigma=%g same-size=%v", c.Sigma, c.SameSize)
+	}
+	switch c.Strategy {
+	case HedgeFixed, HedgeP95PerLoad, HedgeP95Quiet:
+		fmt.Fprintf(&b, " delay=%.4g", c.Delay)
+	case HedgeQuietBudget:
+		fmt.Fprintf(&b, " delay=%.4g budget=%g burst=%g", c.Delay, c.Budget, c.BudgetBurst)
+	case HedgeP95Live:
+		fmt.Fprintf(&b, " live-p=%g live-window=%d", c.LiveP, c.LiveWindow)
+	case Tied:
+		fmt.Fprintf(&b, " cancel-delay=%g", c.CancelDelay)
+	}
+	if c.Strategy != None {
+		fmt.Fprintf(&b, " max-attempts=%d cancel=%v", c.MaxAttempts, !c.NoCancel)
+	}
+	if c.Fanout > 1 {
+		fmt.Fprintf(&b, " fanout=%d need=%d", c.Fanout, c.FanoutNeed)
+	}
+	return b.String()
+}

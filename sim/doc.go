@@ -1,0 +1,191 @@
+// Package sim is the discrete-event simulator of hedged and tied requests,
+// and the runner of the hedging study (see shared/study-spec.md).
+//
+// It drives the hedge package's own policy values on a virtual clock: a
+// hedge delay is a hedge.Fixed or a hedge.Percentile estimator, the budget
+// is a hedge.Budget, and two-choice and random placement go through
+// hedge.Picker. What is measured here is the code that runs in production.
+//
+// # The model
+//
+// Servers (10 by default) are first-come-first-served queues with one
+// service slot each. Requests arrive as a Poisson process. Time is in units
+// of the mean service time (mean size 1). Load is the arrival rate of
+// requests (not copies) over the servers' total nominal service rate, so
+// load 0.9 on 10 servers is 9 arrivals per unit.
+//
+// Worlds (Config.World):
+//
+//   - noise: every copy needs a fresh Exp(1) amount of work.
+//   - stalls: a request's size is Exp(1), shared by its copies. Each server
+//     alternates independently between normal and stalled stretches, both
+//     exponential; stalled stretches average StallMean (50) units, normal
+//     ones StallMean*(1-StallShare)/StallShare (2,450), so a server is
+//     stalled StallShare (2%) of the time, at 1/StallSlowdown (1/20) speed.
+//     A copy's remaining work progresses at the current speed: when a
+//     server's speed changes its completion is rescheduled. Servers start in
+//     the stationary state (stalled with probability StallShare).
+//   - bigjobs: sizes are a balanced-means two-phase hyperexponential with
+//     mean 1 and squared coefficient of variation SCV (10), shared by
+//     copies (see H2Params).
+//   - mixed: bigjobs sizes on stalling servers.
+//   - lognormal: sizes lognormal with mean 1 and log-sd Sigma; each copy
+//     draws a fresh size unless SameSize.
+//
+// The stalling worlds' capacity is the servers' mean speed,
+// 1 - 0.02*(1 - 1/20) = 0.981: Validate refuses a load at or above it. The
+// study's highest load, 0.95, is below it and runs (at utilisation near
+// 0.97 of nominal; hedging that adds more than about 3% work there makes the
+// system unstable, which is one of the things the study shows).
+//
+// Routing (Config.Routing): two-choice takes the less busy of two distinct
+// uniformly drawn servers (busy = waiting + in service; the Picker takes the
+// first on a tie, which is a uniform tie break because the draws are
+// exchangeable); random takes one uniform draw; least-loaded scans for the
+// minimum (ties at random; hedge.Picker has no such mode); pool makes all
+// servers share one FCFS queue (an M/G/c system; a free server takes the
+// head, and an arriving copy goes to a uniformly chosen idle server). A copy
+// never goes to a server that holds a copy of the same request: the held
+// servers are passed to the Picker, which excludes them.
+//
+// Strategies (Config.Strategy): none; hedge-fixed (Config.Delay);
+// hedge-p95-per-load and hedge-p95-quiet (Config.Delay is the p95 of an
+// unhedged calibration run at the same load, or at load 0.1: see Calibrate);
+// hedge-p95-live (hedge.Percentile over the last LiveWindow client-observed
+// latencies); hedge-quiet-budget (quiet-day delay plus hedge.NewBudget(
+// Budget, BudgetBurst): OnRequest for every request, TryHedge before every
+// hedge); tied (all copies at arrival, the second placed like a hedge).
+// Up to MaxAttempts copies (2); each further hedge goes one more delay
+// after the previous one, the delay read from the estimator at that time.
+//
+// A request's latency is from its arrival to the completion of its first
+// finished copy. When that copy finishes, the others are cancelled at once,
+// whether waiting or running (NoCancel turns this off: losers run to
+// completion and their work counts).
+//
+// # Choices where the spec is open
+//
+//   - Tied cancellation. When a tied copy starts service, each other copy of
+//     the request that is still waiting is cancelled, instantly by default or
+//     CancelDelay later. A copy that has started service by the time the
+//     cancellation arrives is not stopped by it (servers cancel queued work,
+//     as in Dean and Barroso's tied requests): both copies then run, and the
+//     first to finish cancels the other as usual. With instant cancellation
+//     both copies are enqueued before either can start, so when both chosen
+//     servers are idle exactly one copy runs. NoCancel also disables tied
+//     cancellation (every copy runs to completion).
+//   - Budget. A hedge refused by the budget is not retried later: that
+//     request sends no further copies. A hedge that finds no eligible server
+//     gives its token back (Budget.Refund).
+//   - Live percentile. It observes the latency of every completed request
+//     (client-observed, the winner's, as the spec says; the hedge package's
+//     live engine records primaries instead, see hedge.Percentile). Warm-up:
+//     MinSamples = Window and no Warmup delay, so no request is hedged until
+//     the window holds 2,000 latencies; in the study that happens long
+//     before the 100,000 warm-up requests are over. The "delay" reported is
+//     the mean of the delay in force at the arrival of the measured requests.
+//   - Calibration. One unhedged run of the point's size (1,000,000 requests,
+//     100,000 warm-up) with its own seed, at the same world, world
+//     parameters and routing; its p95 is the delay. The quiet-day delay is
+//     the calibration at load 0.1 of the same world and routing.
+//   - Extra work. Work processed on all copies of the measured requests,
+//     including the partial work of cancelled copies, divided by the sum of
+//     their sizes, minus 1. Where copies draw fresh sizes (noise, lognormal
+//     without SameSize) "the size of one copy" is the primary's size. In the
+//     noise world with cancellation the expected work per request is exactly
+//     1 at any load and strategy (memorylessness: while n copies run the
+//     request completes at rate n, which is also the rate of work), so extra
+//     work is 0 up to noise there; the tests check this.
+//   - Utilisation is the fraction of server-time with a copy in service,
+//     integrated from the arrival of the first measured request to the
+//     arrival of the first request after the last measured one. In the
+//     stalling worlds it exceeds load x work because stalled service is slow.
+//   - Measured requests. Requests warmup..requests-1 are measured; arrivals
+//     continue (unmeasured) until every measured request has finished and
+//     all its copies are gone, so the last measured requests see the same
+//     load as the others.
+//   - Percentiles are exact nearest-rank percentiles over the measured
+//     requests of a run (a linear-time selection, no sketch). A point's
+//     value is the mean over its runs, and its standard error is the
+//     standard deviation across runs over sqrt(runs).
+//   - Fan-out (Config.Fanout k): a request sends k sub-requests at once, and
+//     Load counts sub-requests (the request rate is load*servers/k). Each
+//     sub-request is routed and hedged on its own (sub-requests of one
+//     request may share a server; only copies of one sub-request may not),
+//     the live percentile and the calibration use sub-request latencies, and
+//     the budget is shared: one bucket, credited for each sub-request. The
+//     request finishes when FanoutNeed (default all) have finished; with
+//     cancellation on, the rest are then cancelled.
+//
+// # The study
+//
+// RunStudy runs the spec's grid: worlds noise, stalls and bigjobs (and,
+// separately, mixed) x strategies none, hedge-p95-per-load,
+// hedge-p95-quiet, hedge-p95-live, hedge-quiet-budget and tied x the ten
+// loads, two-choice routing, 4 runs of 1,000,000 requests with 100,000
+// discarded. The variations, each a group of points (a point in two groups
+// runs once):
+//
+//   - random routing: none and hedge-p95-per-load, worlds noise, stalls,
+//     bigjobs, all loads ("with and without hedging"; the other strategies
+//     are left out to keep the study within its time budget);
+//   - budget: hedge-quiet-budget at 5% and 15%, the same three worlds, all
+//     loads;
+//   - stall length: mean stall 2, 5, 20, 50, 200, 1000 (2% stalled), none
+//     and hedge-p95-live at loads 0.3 and 0.7;
+//   - cancel delay: tied with instant cancellation and with 0.1, the three
+//     worlds, loads 0.8, 0.9 and 0.95 ("high load");
+//   - mixed world: the full strategy x load grid.
+//
+// Calibration runs (one per world, world parameters, routing and load that
+// a calibrated strategy needs) run first, on all workers; then all runs of
+// all points. The stalls world at 0.95 runs like any other point: it is
+// below capacity. Some hedged points there are not: hedging on a quiet-day
+// delay at high load adds more work than the servers have spare, the
+// queues grow without bound, and their numbers grow with the run length
+// rather than converging. They are reported as measured; the utilisation
+// column (near 1) shows which they are.
+//
+// The tables and plots use p99.9 for the stalling worlds (stalls and mixed)
+// and p99 for the others; results.json has every percentile. Quick mode
+// (StudyOptions.Quick) keeps the grid's shape with 2 runs of 100,000
+// requests at loads 0.1, 0.3, 0.5, 0.7, 0.9 and 0.95.
+//
+// # Time mapping
+//
+// The hedge policies take time.Duration. One simulated time unit is Unit
+// (1 ms): a delay of 4.3 units is hedge.Fixed(4.3 ms), and latencies are
+// observed in nanoseconds, where hedge's quantile window keeps 0.8%
+// relative error. Delays read back are converted with the same scale.
+//
+// # Seeds and determinism
+//
+// A run is a pure function of its Config (Seed included). Each run draws
+// from three PCG streams derived from its seed: arrivals and request sizes;
+// stall processes; and routing, fresh copy sizes and tie breaks. The study
+// derives a point's seed from the master seed and the point's scenario
+// (world, world parameters, load and sizes; see DeriveSeed), and run i's
+// seed from that (RunSeed). Routing and strategy are deliberately not part
+// of the seed: run i of every strategy at a point sees the same arrivals,
+// sizes and stalls (common random numbers), which makes the ratios to
+// "none" far less noisy; their standard error uses the paired runs (see
+// Ratio). Results never depend on the number of workers or on scheduling.
+//
+// # Performance
+//
+// The event loop allocates nothing per event: events are value structs in a
+// hand-written 4-ary heap, hedge timers (which a fixed delay produces in
+// time order) go to a FIFO that needs no sifting, request records and queue
+// rings are reused, and stale events (a completion rescheduled by a stall,
+// a timer of a finished request) are recognised by generation counters
+// instead of being removed. See BenchmarkRunNoiseHedgeFixed.
+//
+// # What this package does not do
+//
+// It does not model networks, message delays (other than the tied
+// cancellation delay), failures, retries of failed requests, client-side
+// concurrency limits, per-class delays, or servers of different speeds. It
+// does not run the live engine (hedge.Do) or real goroutines: it reuses the
+// policy values only. The study writes files; plotting is by hand-written
+// SVG with no dependencies.
+package sim

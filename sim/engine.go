@@ -1,0 +1,673 @@
+package sim
+
+import (
+	"math/rand/v2"
+
+	"github.com/tailcut/hedge"
+)
+
+// Copy states.
+const (
+	cWaiting uint8 = iota + 1
+	cRunning
+	cDone
+	cCancelled
+)
+
+// copyRec is one copy (attempt) of a request.
+type copyRec struct {
+	size  float64 // work it needs
+	q     int32   // queue it was placed on
+	srv   int32   // server running it, while cRunning
+	state uint8
+}
+
+// request is a slot in the engine's request table: a plain request, or one
+// sub-request of a fan-out request. Slots are reused; gen tells a reused
+// slot from the request an old event or queue entry refers to.
+type request struct {
+	arrival  float64
+	size     float64 // size of the primary copy: the extra-work denominator
+	work     float64 // work processed on all copies so far
+	parent   int32   // fan-out parent, or -1
+	gen      uint32
+	n        uint8 // copies placed
+	live     uint8 // copies waiting or running
+	ran      uint8 // copies that started service
+	done     bool  // a copy finished (or the parent no longer needs it)
+	measured bool
+	copies   [MaxAttempts]copyRec
+}
+
+// qent is a queue entry. Cancelled copies are not removed from their queue
+// (the queue's busy count drops at once); the entry is skipped when popped.
+type qent struct {
+	slot int32
+	gen  uint32
+	k    uint8
+}
+
+// fifo is a growable ring buffer of queue entries.
+type fifo struct {
+	buf  []qent // length a power of two
+	head int
+	n    int
+	busy int // live copies waiting here or in service from here: the routing load
+}
+
+func (f *fifo) push(x qent) {
+	if f.n == len(f.buf) {
+		nb := make([]qent, max(8, 2*len(f.buf)))
+		for i := range f.n {
+			nb[i] = f.buf[(f.head+i)&(len(f.buf)-1)]
+		}
+		f.buf, f.head = nb, 0
+	}
+	f.buf[(f.head+f.n)&(len(f.buf)-1)] = x
+	f.n++
+}
+
+func (f *fifo) pop() qent {
+	x := f.buf[f.head]
+	f.head = (f.head + 1) & (len(f.buf) - 1)
+	f.n--
+	return x
+}
+
+// server is one service slot. Its current copy has rem work left as of
+// time last, and progresses at speed.
+type server struct {
+	rem, last, speed float64
+	cur              int32 // slot of the copy in service, or -1
+	q                int32 // the queue it serves
+	gen              uint32
+	k                uint8
+	stalled          bool
+}
+
+// parentRec is a fan-out request.
+type parentRec struct {
+	arrival  float64
+	got      int32 // sub-requests finished
+	alive    int32 // sub-request slots not yet freed
+	measured bool
+	done     bool
+}
+
+type subRef struct {
+	slot int32
+	gen  uint32
+}
+
+// engine is the state of one run. A Simulator keeps one and reuses its
+// buffers from run to run.
+type engine struct {
+	c      Config
+	now    float64
+	rA     *rand.Rand // arrival times and request sizes (common to all strategies)
+	rS     *rand.Rand // stall processes (common to all strategies)
+	rM     *rand.Rand // routing, fresh copy sizes, tie breaks
+	ev     eventHeap
+	timers timerFIFO // hedge timers in time order (see timerFIFO)
+	srv    []server
+	qs     []fifo
+	idle   []int32 // idle servers, Pool routing only
+	pool   bool
+	slots  []request
+	free   []int32
+	par    []parentRec
+	pfree  []int32
+	subs   []subRef // Fanout entries per parent
+	sz     sizer
+	picker hedge.Picker
+	load   func(int) int
+
+	hedges bool
+	tied   bool
+	cancel bool
+	est    hedge.Estimator
+	live   *hedge.PercentileEstimator // non-nil for HedgeP95Live
+	budget *hedge.Budget
+	need   int32 // fan-out sub-requests needed
+
+	lambda    float64
+	nextArr   float64
+	arrived   int
+	pending   int // measured slots not yet freed + measured parents not done
+	stallMean [2]float64
+	slowSpeed float64
+
+	measuring          bool
+	lastT              float64
+	tStart, tEnd       float64
+	nRunning, nStalled int
+	busyInt, stallInt  float64
+
+	lat, unitLat      []float64
+	units, hedged     int64
+	multiRan          int64
+	workSum, sizeSum  float64
+	delaySum          float64
+	delayN            int64
+	events            int64
+	maxAtt            uint8
+	serversN          int
+	leastLoaded, full bool
+}
+
+func (e *engine) init(c Config) {
+	e.c = c
+	e.now = 0
+	e.rA = newRand(c.Seed, 0xA)
+	e.rS = newRand(c.Seed, 0x5)
+	e.rM = newRand(c.Seed, 0x3)
+	e.ev.reset()
+	e.timers.reset()
+	e.serversN = c.Servers
+	e.pool = c.Routing == Pool
+	e.leastLoaded = c.Routing == LeastLoaded
+	e.picker = hedge.Picker{Random: c.Routing == Random}
+	if e.load == nil {
+		e.load = func(i int) int { return e.qs[i].busy }
+	}
+	nq := c.Servers
+	if e.pool {
+		nq = 1
+	}
+	e.srv = resize(e.srv, c.Servers)
+	e.qs = resize(e.qs, nq)
+	for i := range e.qs {
+		e.qs[i].head, e.qs[i].n, e.qs[i].busy = 0, 0, 0
+	}
+	e.idle = e.idle[:0]
+	for i := range e.srv {
+		q := int32(i)
+		if e.pool {
+			q = 0
+			e.idle = append(e.idle, int32(i))
+		}
+		e.srv[i] = server{cur: -1, q: q, speed: 1}
+	}
+	e.slots = e.slots[:0]
+	e.free = e.free[:0]
+	e.par = e.par[:0]
+	e.pfree = e.pfree[:0]
+	e.subs = e.subs[:0]
+	e.sz = newSizer(c)
+
+	e.hedges = c.Strategy.Hedges() && c.MaxAttempts > 1
+	e.tied = c.Strategy == Tied
+	e.cancel = !c.NoCancel
+	e.maxAtt = uint8(c.MaxAttempts)
+	e.est, e.live, e.budget = nil, nil, nil
+	switch c.Strategy {
+	case HedgeFixed, HedgeP95PerLoad, HedgeP95Quiet, HedgeQuietBudget:
+		e.est = hedge.Fixed(toDuration(c.Delay)).NewEstimator()
+	case HedgeP95Live:
+		// Warm-up: no hedging until the window is full (MinSamples =
+		// Window, Warmup = 0 meaning Never). In the study the window
+		// fills long before the warm-up requests are over.
+		e.live = hedge.Percentile{P: c.LiveP, Window: c.LiveWindow, MinSamples: c.LiveWindow}.NewPercentileEstimator()
+		e.est = e.live
+	}
+	if c.Strategy == HedgeQuietBudget {
+		b, err := hedge.NewBudget(c.Budget, c.BudgetBurst)
+		if err != nil {
+			panic(err) // unreachable after Validate
+		}
+		e.budget = b
+	}
+	e.need = int32(c.Fanout)
+	if c.FanoutNeed > 0 {
+		e.need = int32(c.FanoutNeed)
+	}
+
+	e.lambda = c.Load * float64(c.Servers) / float64(c.Fanout)
+	e.nextArr = e.rA.ExpFloat64() / e.lambda
+	e.arrived = 0
+	e.pending = 0
+
+	e.measuring = false
+	e.lastT, e.tStart, e.tEnd = 0, 0, 0
+	e.nRunning, e.nStalled = 0, 0
+	e.busyInt, e.stallInt = 0, 0
+	nm := c.Requests - c.Warmup
+	if cap(e.lat) < nm {
+		e.lat = make([]float64, 0, nm)
+	}
+	e.lat = e.lat[:0]
+	e.unitLat = e.unitLat[:0]
+	e.units, e.hedged, e.multiRan = 0, 0, 0
+	e.workSum, e.sizeSum = 0, 0
+	e.delaySum, e.delayN = 0, 0
+	e.events = 0
+
+	if c.World.HasStalls() && c.StallShare > 0 {
+		e.stallMean[1] = c.StallMean
+		e.stallMean[0] = c.StallMean * (1 - c.StallShare) / c.StallShare
+		e.slowSpeed = 1 / c.StallSlowdown
+		for i := range e.srv {
+			s := &e.srv[i]
+			// Start in the stationary state: stalled with probability
+			// StallShare, with an exponential (memoryless) residual.
+			if e.rS.Float64() < c.StallShare {
+				s.stalled = true
+				s.speed = e.slowSpeed
+				e.nStalled++
+			}
+			e.ev.push(event{t: e.rS.ExpFloat64() * e.stallMean[b2i(s.stalled)], a: int32(i), kind: evStall})
+		}
+	}
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// run is the event loop. The next event is the earliest of the next
+// arrival, the heap's head and the timer queue's head; ties go to the
+// arrival, then the heap.
+func (e *engine) run() {
+	for e.arrived <= e.c.Requests || e.pending > 0 {
+		e.events++
+		t := e.nextArr
+		src := 0
+		if e.ev.len() > 0 && e.ev.minT() < t {
+			t, src = e.ev.minT(), 1
+		}
+		if e.timers.len() > 0 && e.timers.minT() < t {
+			src = 2
+		}
+		var ev event
+		switch src {
+		case 0:
+			e.advance(e.nextArr)
+			e.arrive()
+			continue
+		case 1:
+			ev = e.ev.pop()
+		default:
+			ev = e.timers.pop()
+		}
+		e.advance(ev.t)
+		switch ev.kind {
+		case evComplete:
+			e.onComplete(ev)
+		case evHedge:
+			e.onHedge(ev)
+		case evStall:
+			e.onStall(ev.a)
+		case evTiedCancel:
+			r := &e.slots[ev.a]
+			if r.gen == ev.gen && r.copies[ev.k].state == cWaiting {
+				e.cancelWaiting(r, ev.k)
+			}
+		}
+	}
+}
+
+// schedule queues a timer event: in the timer queue when that keeps it
+// ordered, else in the heap.
+func (e *engine) schedule(ev event) {
+	if e.timers.accepts(ev.t) {
+		e.timers.push(ev)
+		return
+	}
+	e.ev.push(ev)
+}
+
+// advance moves the clock, integrating busy and stalled server-time over
+// the measurement window.
+func (e *engine) advance(t float64) {
+	if e.measuring {
+		dt := t - e.lastT
+		e.busyInt += dt * float64(e.nRunning)
+		e.stallInt += dt * float64(e.nStalled)
+		e.lastT = t
+	}
+	e.now = t
+}
+
+func (e *engine) arrive() {
+	idx := e.arrived
+	e.arrived++
+	if idx == e.c.Warmup {
+		e.measuring = true
+		e.lastT, e.tStart = e.now, e.now
+	}
+	if idx == e.c.Requests {
+		e.measuring = false
+		e.tEnd = e.now
+	}
+	measured := idx >= e.c.Warmup && idx < e.c.Requests
+	if e.c.Fanout == 1 {
+		e.newUnit(-1, measured)
+	} else {
+		e.newParent(measured)
+	}
+	e.nextArr = e.now + e.rA.ExpFloat64()/e.lambda
+}
+
+func (e *engine) alloc() int32 {
+	if n := len(e.free); n > 0 {
+		s := e.free[n-1]
+		e.free = e.free[:n-1]
+		return s
+	}
+	e.slots = append(e.slots, request{})
+	return int32(len(e.slots) - 1)
+}
+
+// newUnit starts a request (or sub-request) and returns its slot.
+func (e *engine) newUnit(parent int32, measured bool) int32 {
+	slot := e.alloc()
+	r := &e.slots[slot]
+	r.arrival = e.now
+	r.size = e.sz.draw(e.rA)
+	r.work = 0
+	r.parent = parent
+	r.n, r.live, r.ran = 0, 0, 0
+	r.done = false
+	r.measured = measured
+	if measured {
+		e.pending++
+	}
+	switch {
+	case e.tied:
+		var qs [MaxAttempts]int32
+		n := 0
+		for range e.maxAtt {
+			q := e.addCopy(slot, r)
+			if q < 0 {
+				break
+			}
+			qs[n] = q
+			n++
+		}
+		for _, q := range qs[:n] {
+			e.kick(q)
+		}
+	default:
+		e.kick(e.addCopy(slot, r))
+		if e.hedges {
+			e.budget.OnRequest()
+			if d, ok := e.hedgeDelay(); ok {
+				e.schedule(event{t: e.now + d, a: slot, gen: r.gen, kind: evHedge})
+				if measured {
+					e.delaySum += d
+					e.delayN++
+				}
+			}
+		}
+	}
+	return slot
+}
+
+func (e *engine) hedgeDelay() (float64, bool) {
+	d := e.est.Delay(toDuration(e.now))
+	if d == hedge.Never {
+		return 0, false
+	}
+	return fromDuration(d), true
+}
+
+// addCopy places the request's next copy on a queue and returns the queue,
+// or -1 if no eligible server is left.
+func (e *engine) addCopy(slot int32, r *request) int32 {
+	q := e.place(r)
+	if q < 0 {
+		return -1
+	}
+	size := r.size
+	if r.n > 0 && e.sz.fresh {
+		size = e.sz.draw(e.rM)
+	}
+	k := r.n
+	r.n++
+	r.copies[k] = copyRec{size: size, q: q, srv: -1, state: cWaiting}
+	r.live++
+	f := &e.qs[q]
+	f.push(qent{slot: slot, gen: r.gen, k: k})
+	f.busy++
+	return q
+}
+
+// kick starts service on queue q's idle server(s), if any.
+func (e *engine) kick(q int32) {
+	if !e.pool {
+		if e.srv[q].cur < 0 {
+			if ent, ok := e.popValid(q); ok {
+				e.start(q, ent)
+			}
+		}
+		return
+	}
+	for len(e.idle) > 0 {
+		ent, ok := e.popValid(q)
+		if !ok {
+			return
+		}
+		// A uniformly random idle server takes the copy.
+		last := len(e.idle) - 1
+		i := 0
+		if last > 0 {
+			i = e.rM.IntN(last + 1)
+		}
+		s := e.idle[i]
+		e.idle[i] = e.idle[last]
+		e.idle = e.idle[:last]
+		e.start(s, ent)
+	}
+}
+
+func (e *engine) popValid(q int32) (qent, bool) {
+	f := &e.qs[q]
+	for f.n > 0 {
+		ent := f.pop()
+		r := &e.slots[ent.slot]
+		if r.gen == ent.gen && r.copies[ent.k].state == cWaiting {
+			return ent, true
+		}
+	}
+	return qent{}, false
+}
+
+func (e *engine) start(s int32, ent qent) {
+	r := &e.slots[ent.slot]
+	c := &r.copies[ent.k]
+	c.state = cRunning
+	c.srv = s
+	r.ran++
+	sv := &e.srv[s]
+	sv.cur, sv.k = ent.slot, ent.k
+	sv.rem, sv.last = c.size, e.now
+	sv.gen++
+	e.ev.push(event{t: e.now + c.size/sv.speed, a: s, gen: sv.gen, kind: evComplete})
+	e.nRunning++
+	if e.tied && e.cancel && r.n > 1 {
+		for j := range r.n {
+			if j == ent.k || r.copies[j].state != cWaiting {
+				continue
+			}
+			if e.c.CancelDelay == 0 {
+				e.cancelWaiting(r, j)
+			} else {
+				e.schedule(event{t: e.now + e.c.CancelDelay, a: ent.slot, gen: r.gen, k: j, kind: evTiedCancel})
+			}
+		}
+	}
+}
+
+// cancelWaiting removes a waiting copy. Its queue entry stays and is
+// skipped later; the queue's load drops now.
+func (e *engine) cancelWaiting(r *request, k uint8) {
+	c := &r.copies[k]
+	c.state = cCancelled
+	e.qs[c.q].busy--
+	r.live--
+}
+
+// cancelRunning stops a copy in service, counting the work it got, and
+// lets its server take the next copy.
+func (e *engine) cancelRunning(r *request, k uint8) {
+	c := &r.copies[k]
+	sv := &e.srv[c.srv]
+	rem := sv.rem - (e.now-sv.last)*sv.speed
+	if rem < 0 {
+		rem = 0
+	}
+	r.work += c.size - rem
+	c.state = cCancelled
+	r.live--
+	e.qs[c.q].busy--
+	e.release(c.srv)
+}
+
+// release makes server s idle and lets it take the next copy.
+func (e *engine) release(s int32) {
+	sv := &e.srv[s]
+	sv.cur = -1
+	sv.gen++
+	e.nRunning--
+	if e.pool {
+		e.idle = append(e.idle, s)
+	}
+	e.kick(sv.q)
+}
+
+func (e *engine) onComplete(ev event) {
+	sv := &e.srv[ev.a]
+	if sv.gen != ev.gen || sv.cur < 0 {
+		return // rescheduled by a speed change, or cancelled
+	}
+	slot := sv.cur
+	r := &e.slots[slot]
+	c := &r.copies[sv.k]
+	r.work += c.size
+	c.state = cDone
+	r.live--
+	e.qs[c.q].busy--
+	if !r.done {
+		e.finish(slot, r)
+	}
+	e.release(ev.a)
+	e.maybeFree(slot)
+}
+
+// finish records the first finished copy of a unit and cancels the others.
+func (e *engine) finish(slot int32, r *request) {
+	r.done = true
+	lat := e.now - r.arrival
+	if e.live != nil {
+		e.live.Observe(toDuration(e.now), toDuration(lat))
+	}
+	if e.cancel {
+		e.cancelAll(r)
+	}
+	if r.parent < 0 {
+		if r.measured {
+			e.lat = append(e.lat, lat)
+		}
+		return
+	}
+	if r.measured {
+		e.unitLat = append(e.unitLat, lat)
+	}
+	e.subDone(r.parent)
+}
+
+func (e *engine) cancelAll(r *request) {
+	for j := range r.n {
+		switch r.copies[j].state {
+		case cWaiting:
+			e.cancelWaiting(r, j)
+		case cRunning:
+			e.cancelRunning(r, j)
+		}
+	}
+}
+
+// maybeFree returns a slot whose request is done and has no live copy
+// left, accounting its work.
+func (e *engine) maybeFree(slot int32) {
+	r := &e.slots[slot]
+	if !r.done || r.live > 0 {
+		return
+	}
+	if r.measured {
+		e.units++
+		if r.n > 1 {
+			e.hedged++
+		}
+		if r.ran > 1 {
+			e.multiRan++
+		}
+		e.workSum += r.work
+		e.sizeSum += r.size
+		e.pending--
+	}
+	r.gen++
+	e.free = append(e.free, slot)
+	if r.parent >= 0 {
+		p := &e.par[r.parent]
+		p.alive--
+		if p.alive == 0 {
+			e.pfree = append(e.pfree, r.parent)
+		}
+	}
+}
+
+func (e *engine) onHedge(ev event) {
+	r := &e.slots[ev.a]
+	if r.gen != ev.gen || r.done || r.n >= e.maxAtt {
+		return
+	}
+	if !e.budget.TryHedge() {
+		return // no token: this request is not hedged further
+	}
+	q := e.addCopy(ev.a, r)
+	if q < 0 {
+		e.budget.Refund()
+		return
+	}
+	e.kick(q)
+	if r.n < e.maxAtt {
+		if d, ok := e.hedgeDelay(); ok {
+			e.schedule(event{t: e.now + d, a: ev.a, gen: r.gen, kind: evHedge})
+		}
+	}
+}
+
+func (e *engine) onStall(s int32) {
+	sv := &e.srv[s]
+	if sv.cur >= 0 {
+		sv.rem -= (e.now - sv.last) * sv.speed
+		if sv.rem < 0 {
+			sv.rem = 0
+		}
+		sv.last = e.now
+	}
+	sv.stalled = !sv.stalled
+	if sv.stalled {
+		sv.speed = e.slowSpeed
+		e.nStalled++
+	} else {
+		sv.speed = 1
+		e.nStalled--
+	}
+	if sv.cur >= 0 {
+		sv.gen++
+		e.ev.push(event{t: e.now + sv.rem/sv.speed, a: s, gen: sv.gen, kind: evComplete})
+	}
+	e.ev.push(event{t: e.now + e.rS.ExpFloat64()*e.stallMean[b2i(sv.stalled)], a: s, kind: evStall})
+}

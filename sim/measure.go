@@ -1,0 +1,274 @@
+package sim
+
+import (
+	"math"
+)
+
+// RunResult holds the measures of one run, over its measured requests
+// (those after the warm-up).
+type RunResult struct {
+	// Requests is how many requests were measured.
+	Requests int
+	// Mean and the nearest-rank percentiles of request latency, exact
+	// over the measured requests.
+	Mean, P50, P95, P99, P999 float64
+	// UnitP95 is the p95 latency of the unit that is hedged: the
+	// sub-request with Fanout > 1, else the request (equal to P95).
+	UnitP95 float64
+	// HedgedFraction is the share of units that sent a second copy.
+	HedgedFraction float64
+	// MultiStarted is the share of units of which more than one copy
+	// started service (0 for tied with instant cancellation).
+	MultiStarted float64
+	// ExtraWork is the work processed on all copies of the measured units,
+	// partial work of cancelled copies included, divided by the total size
+	// of their primary copies, minus 1.
+	ExtraWork float64
+	// Utilisation is the fraction of server-time with a copy in service,
+	// over the measurement window (from the arrival of the first measured
+	// request to the arrival of the first request after the last measured
+	// one).
+	Utilisation float64
+	// Load is the load realised over that window: requests that arrived
+	// in it per unit time, times Fanout, over Servers.
+	Load float64
+	// StalledFraction is the fraction of server-time spent stalled over
+	// the same window.
+	StalledFraction float64
+	// Delay is the mean hedge delay in force when the measured units
+	// arrived (0 when the strategy does not hedge, or when no measured
+	// unit had a finite delay).
+	Delay float64
+	// Events is how many events the run processed.
+	Events int64
+}
+
+// Simulator runs simulations, reusing its memory from one run to the next.
+// A Simulator is not safe for concurrent use; use one per goroutine. The
+// zero value is ready to use.
+type Simulator struct {
+	e engine
+}
+
+// Run validates c and runs it once with seed c.Seed.
+func (s *Simulator) Run(c Config) (RunResult, error) {
+	if err := c.Validate(); err != nil {
+		return RunResult{}, err
+	}
+	e := &s.e
+	e.init(c)
+	e.run()
+	return e.result(), nil
+}
+
+// Run runs c once on a fresh Simulator.
+func Run(c Config) (RunResult, error) {
+	var s Simulator
+	return s.Run(c)
+}
+
+func (e *engine) result() RunResult {
+	var r RunResult
+	r.Requests = len(e.lat)
+	sum := 0.0
+	for _, x := range e.lat {
+		sum += x
+	}
+	if len(e.lat) > 0 {
+		r.Mean = sum / float64(len(e.lat))
+	}
+	q := quantiles(e.lat, []float64{0.5, 0.95, 0.99, 0.999})
+	r.P50, r.P95, r.P99, r.P999 = q[0], q[1], q[2], q[3]
+	r.UnitP95 = r.P95
+	if e.c.Fanout > 1 {
+		r.UnitP95 = quantiles(e.unitLat, []float64{0.95})[0]
+	}
+	if e.units > 0 {
+		r.HedgedFraction = float64(e.hedged) / float64(e.units)
+		r.MultiStarted = float64(e.multiRan) / float64(e.units)
+	}
+	if e.sizeSum > 0 {
+		r.ExtraWork = e.workSum/e.sizeSum - 1
+	}
+	if span := e.tEnd - e.tStart; span > 0 {
+		r.Utilisation = e.busyInt / (span * float64(e.c.Servers))
+		r.StalledFraction = e.stallInt / (span * float64(e.c.Servers))
+		r.Load = float64(e.c.Requests-e.c.Warmup) * float64(e.c.Fanout) / (span * float64(e.c.Servers))
+	}
+	if e.delayN > 0 {
+		r.Delay = e.delaySum / float64(e.delayN)
+	}
+	r.Events = e.events
+	return r
+}
+
+// quantiles returns the nearest-rank quantiles qs (ascending fractions) of
+// xs, exactly, reordering xs. It runs in linear expected time: each
+// quantile is selected in the part above the previous one.
+func quantiles(xs []float64, qs []float64) []float64 {
+	out := make([]float64, len(qs))
+	n := len(xs)
+	if n == 0 {
+		return out
+	}
+	lo := 0
+	for i, q := range qs {
+		k := int(math.Ceil(q*float64(n))) - 1
+		k = min(max(k, lo), n-1)
+		selectK(xs[lo:], k-lo)
+		out[i] = xs[k]
+		lo = k
+	}
+	return out
+}
+
+// selectK reorders a so that a[k] is the value of rank k (from 0), with no
+// larger value before it and no smaller one after it. Quickselect with a
+// median-of-three pivot; the data here are random, so the expected linear
+// time is what it gets.
+func selectK(a []float64, k int) {
+	lo, hi := 0, len(a)-1
+	for hi > lo {
+		if hi-lo < 16 {
+			// insertion sort the small range
+			for i := lo + 1; i <= hi; i++ {
+				x := a[i]
+				j := i - 1
+				for j >= lo && a[j] > x {
+					a[j+1] = a[j]
+					j--
+				}
+				a[j+1] = x
+			}
+			return
+		}
+		mid := int(uint(lo+hi) >> 1)
+		if a[mid] < a[lo] {
+			a[mid], a[lo] = a[lo], a[mid]
+		}
+		if a[hi] < a[lo] {
+			a[hi], a[lo] = a[lo], a[hi]
+		}
+		if a[hi] < a[mid] {
+			a[hi], a[mid] = a[mid], a[hi]
+		}
+		p := a[mid]
+		i, j := lo, hi
+		for i <= j {
+			for a[i] < p {
+				i++
+			}
+			for a[j] > p {
+				j--
+			}
+			if i <= j {
+				a[i], a[j] = a[j], a[i]
+				i++
+				j--
+			}
+		}
+		// Now a[lo..j] <= p <= a[i..hi], and a[j+1..i-1] == p.
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return
+		}
+	}
+}
+
+// Estimate is a mean across runs and its standard error (the standard
+// deviation across runs divided by the square root of their number; 0 for
+// a single run).
+type Estimate struct {
+	Value float64 `json:"value"`
+	SE    float64 `json:"se"`
+}
+
+func estimate(xs []float64) Estimate {
+	n := float64(len(xs))
+	if n == 0 {
+		return Estimate{}
+	}
+	m := 0.0
+	for _, x := range xs {
+		m += x
+	}
+	m /= n
+	if n < 2 {
+		return Estimate{Value: m}
+	}
+	v := 0.0
+	for _, x := range xs {
+		v += (x - m) * (x - m)
+	}
+	return Estimate{Value: m, SE: math.Sqrt(v/(n-1)) / math.Sqrt(n)}
+}
+
+// Summary aggregates the runs of one point.
+type Summary struct {
+	Config Config
+	Runs   []RunResult
+	// Mean, the percentiles and the other measures: the mean across runs
+	// and its standard error.
+	Mean, P50, P95, P99, P999 Estimate
+	UnitP95                   Estimate
+	HedgedFraction            Estimate
+	MultiStarted              Estimate
+	ExtraWork                 Estimate
+	Utilisation               Estimate
+	StalledFraction           Estimate
+	Delay                     Estimate
+	Events                    int64
+}
+
+// Summarize aggregates runs of the point c.
+func Summarize(c Config, runs []RunResult) Summary {
+	s := Summary{Config: c, Runs: runs}
+	col := func(f func(*RunResult) float64) Estimate {
+		xs := make([]float64, len(runs))
+		for i := range runs {
+			xs[i] = f(&runs[i])
+		}
+		return estimate(xs)
+	}
+	s.Mean = col(func(r *RunResult) float64 { return r.Mean })
+	s.P50 = col(func(r *RunResult) float64 { return r.P50 })
+	s.P95 = col(func(r *RunResult) float64 { return r.P95 })
+	s.P99 = col(func(r *RunResult) float64 { return r.P99 })
+	s.P999 = col(func(r *RunResult) float64 { return r.P999 })
+	s.UnitP95 = col(func(r *RunResult) float64 { return r.UnitP95 })
+	s.HedgedFraction = col(func(r *RunResult) float64 { return r.HedgedFraction })
+	s.MultiStarted = col(func(r *RunResult) float64 { return r.MultiStarted })
+	s.ExtraWork = col(func(r *RunResult) float64 { return r.ExtraWork })
+	s.Utilisation = col(func(r *RunResult) float64 { return r.Utilisation })
+	s.StalledFraction = col(func(r *RunResult) float64 { return r.StalledFraction })
+	s.Delay = col(func(r *RunResult) float64 { return r.Delay })
+	for _, r := range runs {
+		s.Events += r.Events
+	}
+	return s
+}
+
+// Ratio returns a/b for two per-run measures of paired points (run i of
+// each shares its seed) and the standard error of the ratio by the delta
+// method on the paired differences a_i - R b_i, which is valid whether or
+// not the pairs are correlated.
+func Ratio(a, b []float64) Estimate {
+	if len(a) != len(b) || len(a) == 0 {
+		return Estimate{Value: math.NaN()}
+	}
+	ea, eb := estimate(a), estimate(b)
+	if eb.Value == 0 {
+		return Estimate{Value: math.NaN()}
+	}
+	R := ea.Value / eb.Value
+	d := make([]float64, len(a))
+	for i := range a {
+		d[i] = a[i] - R*b[i]
+	}
+	ed := estimate(d)
+	return Estimate{Value: R, SE: ed.SE / eb.Value}
+}

@@ -1,0 +1,427 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// PointResult is one object of results.json: a point of the study grid and
+// its measures (means across runs, with standard errors).
+type PointResult struct {
+	World    string  `json:"world"`
+	Routing  string  `json:"routing"`
+	Strategy string  `json:"strategy"`
+	Load     float64 `json:"load"`
+	// Parameters, present where they apply: the budget fraction of
+	// hedge-quiet-budget, the mean stall of the stalling worlds, the
+	// cancellation delay of tied, the SCV of big-job sizes.
+	Budget      *float64 `json:"budget,omitempty"`
+	StallMean   *float64 `json:"stall_mean,omitempty"`
+	CancelDelay *float64 `json:"cancel_delay,omitempty"`
+	SCV         *float64 `json:"scv,omitempty"`
+	// Groups lists the parts of the study the point belongs to (main,
+	// mixed, random, budget, stall-length, cancel-delay).
+	Groups   []string `json:"groups"`
+	Runs     int      `json:"runs"`
+	Requests int      `json:"requests"`
+	Warmup   int      `json:"warmup"`
+	Servers  int      `json:"servers"`
+	Seed     uint64   `json:"seed"`
+
+	Mean   float64 `json:"mean"`
+	MeanSE float64 `json:"mean_se"`
+	P50    float64 `json:"p50"`
+	P50SE  float64 `json:"p50_se"`
+	P95    float64 `json:"p95"`
+	P95SE  float64 `json:"p95_se"`
+	P99    float64 `json:"p99"`
+	P99SE  float64 `json:"p99_se"`
+	P999   float64 `json:"p999"`
+	P999SE float64 `json:"p999_se"`
+
+	// Ratios to "none" at the same world, routing, load and world
+	// parameters (absent if that point did not finish). Runs are paired
+	// (same seeds), and the SE is the paired delta-method one.
+	RatioMean   *float64 `json:"ratio_mean,omitempty"`
+	RatioMeanSE *float64 `json:"ratio_mean_se,omitempty"`
+	RatioP50    *float64 `json:"ratio_p50,omitempty"`
+	RatioP50SE  *float64 `json:"ratio_p50_se,omitempty"`
+	RatioP95    *float64 `json:"ratio_p95,omitempty"`
+	RatioP95SE  *float64 `json:"ratio_p95_se,omitempty"`
+	RatioP99    *float64 `json:"ratio_p99,omitempty"`
+	RatioP99SE  *float64 `json:"ratio_p99_se,omitempty"`
+	RatioP999   *float64 `json:"ratio_p999,omitempty"`
+	RatioP999SE *float64 `json:"ratio_p999_se,omitempty"`
+
+	HedgedFraction   float64 `json:"hedged_fraction"`
+	HedgedFractionSE float64 `json:"hedged_fraction_se"`
+	ExtraWork        float64 `json:"extra_work"`
+	ExtraWorkSE      float64 `json:"extra_work_se"`
+	Utilisation      float64 `json:"utilisation"`
+	UtilisationSE    float64 `json:"utilisation_se"`
+	StalledFraction  float64 `json:"stalled_fraction"`
+	// MultiStarted is the share of requests of which more than one copy
+	// started service.
+	MultiStarted float64 `json:"multi_started"`
+	// Delay is the hedge delay used: the calibrated p95 for the calibrated
+	// strategies, the mean delay in force for hedge-p95-live, 0 otherwise.
+	Delay   float64 `json:"delay"`
+	DelaySE float64 `json:"delay_se"`
+	// CalibrationLoad is the load of the calibration run whose p95 is the
+	// delay (calibrated strategies only).
+	CalibrationLoad *float64 `json:"calibration_load,omitempty"`
+	// Headline names the percentile the tables and plots use for this
+	// world: "p999" for the stalling worlds, "p99" otherwise.
+	Headline string `json:"headline"`
+}
+
+func fptr(x float64) *float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	return &x
+}
+
+// Headline returns the percentile the study's tables report for a world:
+// p99.9 where servers stall (the stall tail sits beyond p99), p99
+// otherwise.
+func Headline(w World) string {
+	if w.HasStalls() {
+		return "p999"
+	}
+	return "p99"
+}
+
+func collect(p *studyPlan) []PointResult {
+	var out []PointResult
+	for _, sp := range p.points {
+		if sp.done {
+			out = append(out, sp.result())
+		}
+	}
+	return out
+}
+
+// Result converts the summary into a results.json record, without groups
+// or ratios (which need the rest of the study).
+func (s Summary) Result() PointResult {
+	c := s.Config
+	r := PointResult{
+		World: c.World.String(), Routing: c.Routing.String(), Strategy: c.Strategy.String(), Load: c.Load,
+		Groups: []string{}, Runs: len(s.Runs), Requests: c.Requests, Warmup: c.Warmup,
+		Servers: c.Servers, Seed: c.Seed,
+		Mean: s.Mean.Value, MeanSE: s.Mean.SE, P50: s.P50.Value, P50SE: s.P50.SE,
+		P95: s.P95.Value, P95SE: s.P95.SE, P99: s.P99.Value, P99SE: s.P99.SE,
+		P999: s.P999.Value, P999SE: s.P999.SE,
+		HedgedFraction: s.HedgedFraction.Value, HedgedFractionSE: s.HedgedFraction.SE,
+		ExtraWork: s.ExtraWork.Value, ExtraWorkSE: s.ExtraWork.SE,
+		Utilisation: s.Utilisation.Value, UtilisationSE: s.Utilisation.SE,
+		StalledFraction: s.StalledFraction.Value, MultiStarted: s.MultiStarted.Value,
+		Delay: s.Delay.Value, DelaySE: s.Delay.SE,
+		Headline: Headline(c.World),
+	}
+	if c.Strategy.NeedsCalibration() || c.Strategy == HedgeFixed {
+		r.Delay, r.DelaySE = c.Delay, 0
+	}
+	if c.Strategy.NeedsCalibration() {
+		r.CalibrationLoad = fptr(c.Strategy.CalibrationLoad(c.Load))
+	}
+	if c.Strategy == HedgeQuietBudget {
+		r.Budget = fptr(c.Budget)
+	}
+	if c.World.HasStalls() {
+		r.StallMean = fptr(c.StallMean)
+	}
+	if c.Strategy == Tied {
+		r.CancelDelay = fptr(c.CancelDelay)
+	}
+	if c.World == BigJobs || c.World == Mixed {
+		r.SCV = fptr(c.SCV)
+	}
+	return r
+}
+
+func (sp *studyPoint) result() PointResult {
+	r := sp.sum.Result()
+	r.Groups = slices.Clone(sp.groups)
+	ref := sp
+	if sp.ref != nil {
+		ref = sp.ref
+	}
+	if ref.done {
+		ratio := func(f func(*RunResult) float64) (v, se *float64) {
+			a := make([]float64, len(sp.runs))
+			b := make([]float64, len(ref.runs))
+			for i := range sp.runs {
+				a[i] = f(&sp.runs[i])
+			}
+			for i := range ref.runs {
+				b[i] = f(&ref.runs[i])
+			}
+			e := Ratio(a, b)
+			return fptr(e.Value), fptr(e.SE)
+		}
+		r.RatioMean, r.RatioMeanSE = ratio(func(x *RunResult) float64 { return x.Mean })
+		r.RatioP50, r.RatioP50SE = ratio(func(x *RunResult) float64 { return x.P50 })
+		r.RatioP95, r.RatioP95SE = ratio(func(x *RunResult) float64 { return x.P95 })
+		r.RatioP99, r.RatioP99SE = ratio(func(x *RunResult) float64 { return x.P99 })
+		r.RatioP999, r.RatioP999SE = ratio(func(x *RunResult) float64 { return x.P999 })
+	}
+	return r
+}
+
+// headlineOf returns the point's headline percentile, its ratio to none
+// (nil if unknown) and the percentile's label.
+func headlineOf(r *PointResult) (abs float64, ratio *float64, label string) {
+	if r.Headline == "p999" {
+		return r.P999, r.RatioP999, "p99.9"
+	}
+	return r.P99, r.RatioP99, "p99"
+}
+
+func writeResultsJSON(dir string, res []PointResult) error {
+	if res == nil {
+		res = []PointResult{}
+	}
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(dir, "results.json", append(data, '\n'))
+}
+
+// writeReport writes table.md and the plots.
+func writeReport(dir string, res []PointResult) error {
+	if err := writeAtomic(dir, "table.md", []byte(Table(res))); err != nil {
+		return err
+	}
+	for name, svg := range Plots(res) {
+		if err := writeAtomic(dir, name, []byte(svg)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resultIndex finds points by their coordinates.
+type resultIndex map[string]*PointResult
+
+func indexResults(res []PointResult) resultIndex {
+	ix := resultIndex{}
+	for i := range res {
+		r := &res[i]
+		ix[ixKey(r.World, r.Routing, r.Strategy, r.Load, r.Budget, r.StallMean, r.CancelDelay)] = r
+	}
+	return ix
+}
+
+func ixKey(w, ro, s string, load float64, budget, stall, cd *float64) string {
+	f := func(p *float64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprint(*p)
+	}
+	return fmt.Sprintf("%s|%s|%s|%g|%s|%s|%s", w, ro, s, load, f(budget), f(stall), f(cd))
+}
+
+// get finds a point with the study's default parameters unless overridden.
+func (ix resultIndex) get(w World, ro Routing, s Strategy, load float64, mod func(budget, stall, cd *float64) (*float64, *float64, *float64)) *PointResult {
+	def := DefaultConfig()
+	var budget, stall, cd *float64
+	if s == HedgeQuietBudget {
+		budget = fptr(def.Budget)
+	}
+	if w.HasStalls() {
+		stall = fptr(def.StallMean)
+	}
+	if s == Tied {
+		cd = fptr(0)
+	}
+	if mod != nil {
+		budget, stall, cd = mod(budget, stall, cd)
+	}
+	return ix[ixKey(w.String(), ro.String(), s.String(), load, budget, stall, cd)]
+}
+
+func loadsOf(res []PointResult, keep func(*PointResult) bool) []float64 {
+	var ls []float64
+	for i := range res {
+		if keep(&res[i]) && !slices.Contains(ls, res[i].Load) {
+			ls = append(ls, res[i].Load)
+		}
+	}
+	slices.Sort(ls)
+	return ls
+}
+
+func fmtAbs(r *PointResult, abs float64) string {
+	if r == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.3g", abs)
+}
+
+// cell formats a ratio and, after it, the extra work.
+func cell(r *PointResult) string {
+	if r == nil {
+		return "–"
+	}
+	_, ratio, _ := headlineOf(r)
+	rs := "?"
+	if ratio != nil {
+		rs = fmt.Sprintf("%.2f", *ratio)
+	}
+	w := math.Round(1000*r.ExtraWork) / 10
+	if w == 0 {
+		w = 0 // no "-0.0%"
+	}
+	return fmt.Sprintf("%s (%+.1f%%)", rs, w)
+}
+
+// Table renders the headline table and the variation tables as Markdown.
+func Table(res []PointResult) string {
+	ix := indexResults(res)
+	var b bytes.Buffer
+	b.WriteString("# Hedging study results\n\n")
+	if len(res) > 0 {
+		fmt.Fprintf(&b, "%d runs of %d requests per point (first %d discarded), %d servers. ",
+			res[0].Runs, res[0].Requests, res[0].Warmup, res[0].Servers)
+	}
+	b.WriteString("Time unit: the mean service time. Cells: the percentile for `none` in time units, " +
+		"for the others its ratio to `none` at the same point (below 1 is better), with the extra work in parentheses. " +
+		"Means across runs; standard errors are in results.json. Routing is two-choice unless stated.\n\n")
+
+	for _, w := range []World{Noise, Stalls, BigJobs, Mixed} {
+		rows := loadsOf(res, func(r *PointResult) bool {
+			return r.World == w.String() && r.Routing == "two-choice" && slices.Contains(r.Groups, groupOf(w))
+		})
+		if len(rows) == 0 {
+			continue
+		}
+		_, _, label := headlineOf(&PointResult{Headline: Headline(w)})
+		fmt.Fprintf(&b, "## %s world: %s\n\n| load | none %s |", w, label, label)
+		for _, s := range StudyStrategies[1:] {
+			fmt.Fprintf(&b, " %s |", s)
+		}
+		b.WriteString("\n|---:|---:|")
+		for range StudyStrategies[1:] {
+			b.WriteString("---:|")
+		}
+		b.WriteString("\n")
+		for _, l := range rows {
+			none := ix.get(w, TwoChoice, None, l, nil)
+			abs := 0.0
+			if none != nil {
+				abs, _, _ = headlineOf(none)
+			}
+			fmt.Fprintf(&b, "| %g | %s |", l, fmtAbs(none, abs))
+			for _, s := range StudyStrategies[1:] {
+				fmt.Fprintf(&b, " %s |", cell(ix.get(w, TwoChoice, s, l, nil)))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+
+	// Random versus two-choice routing.
+	if rows := loadsOf(res, func(r *PointResult) bool { return slices.Contains(r.Groups, GroupRandom) }); len(rows) > 0 {
+		b.WriteString("## Routing: random versus two-choice\n\n" +
+			"Headline percentile of `none` under each routing, and `hedge-p95-per-load` as a ratio to `none` under the same routing.\n\n")
+		for _, w := range []World{Noise, Stalls, BigJobs} {
+			_, _, label := headlineOf(&PointResult{Headline: Headline(w)})
+			fmt.Fprintf(&b, "### %s (%s)\n\n| load | none two-choice | none random | hedge-p95-per-load two-choice | hedge-p95-per-load random |\n|---:|---:|---:|---:|---:|\n", w, label)
+			for _, l := range rows {
+				n2, nr := ix.get(w, TwoChoice, None, l, nil), ix.get(w, Random, None, l, nil)
+				a2, ar := 0.0, 0.0
+				if n2 != nil {
+					a2, _, _ = headlineOf(n2)
+				}
+				if nr != nil {
+					ar, _, _ = headlineOf(nr)
+				}
+				fmt.Fprintf(&b, "| %g | %s | %s | %s | %s |\n", l, fmtAbs(n2, a2), fmtAbs(nr, ar),
+					cell(ix.get(w, TwoChoice, HedgeP95PerLoad, l, nil)), cell(ix.get(w, Random, HedgeP95PerLoad, l, nil)))
+			}
+			b.WriteString("\n")
+		}
+	}
+
+	// Budget 5% versus 15%.
+	if rows := loadsOf(res, func(r *PointResult) bool { return slices.Contains(r.Groups, GroupBudget) }); len(rows) > 0 {
+		b.WriteString("## Hedge budget: 5% versus 15% (quiet-day delay)\n\nRatio to `none` (extra work); hedged fraction after the slash.\n\n")
+		for _, w := range []World{Noise, Stalls, BigJobs} {
+			fmt.Fprintf(&b, "### %s\n\n| load | quiet, no budget | budget 5%% | budget 15%% |\n|---:|---:|---:|---:|\n", w)
+			for _, l := range rows {
+				fmt.Fprintf(&b, "| %g | %s |", l, cellHedged(ix.get(w, TwoChoice, HedgeP95Quiet, l, nil)))
+				for _, bu := range []float64{0.05, 0.15} {
+					r := ix.get(w, TwoChoice, HedgeQuietBudget, l, func(_, s, c *float64) (*float64, *float64, *float64) { return fptr(bu), s, c })
+					fmt.Fprintf(&b, " %s |", cellHedged(r))
+				}
+				b.WriteString("\n")
+			}
+			b.WriteString("\n")
+		}
+	}
+
+	// Stall length.
+	if slices.ContainsFunc(res, func(r PointResult) bool { return slices.Contains(r.Groups, GroupStallLength) }) {
+		b.WriteString("## Stall length (stalls world, 2% of the time stalled): hedge-p95-live\n\n" +
+			"| mean stall | none p99.9 at 0.3 | live at 0.3 | none p99.9 at 0.7 | live at 0.7 |\n|---:|---:|---:|---:|---:|\n")
+		for _, m := range StudyStallMeans {
+			fmt.Fprintf(&b, "| %g |", m)
+			for _, l := range []float64{0.3, 0.7} {
+				mod := func(bu, _, c *float64) (*float64, *float64, *float64) { return bu, fptr(m), c }
+				n := ix.get(Stalls, TwoChoice, None, l, mod)
+				a := 0.0
+				if n != nil {
+					a = n.P999
+				}
+				fmt.Fprintf(&b, " %s | %s |", fmtAbs(n, a), cell(ix.get(Stalls, TwoChoice, HedgeP95Live, l, mod)))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+
+	// Tied cancellation delay.
+	if slices.ContainsFunc(res, func(r PointResult) bool { return slices.Contains(r.Groups, GroupCancelDelay) }) {
+		b.WriteString("## Tied requests: instant cancellation versus a 0.1 delay\n\n" +
+			"Ratio to `none` (extra work); after the slash, the share of requests of which both copies started.\n\n" +
+			"| world | load | tied, instant | tied, delay 0.1 |\n|---|---:|---:|---:|\n")
+		for _, w := range []World{Noise, Stalls, BigJobs} {
+			for _, l := range []float64{0.8, 0.9, 0.95} {
+				fmt.Fprintf(&b, "| %s | %g |", w, l)
+				for _, d := range []float64{0, 0.1} {
+					r := ix.get(w, TwoChoice, Tied, l, func(bu, s, _ *float64) (*float64, *float64, *float64) { return bu, s, fptr(d) })
+					m := ""
+					if r != nil {
+						m = fmt.Sprintf(" / %.1f%%", 100*r.MultiStarted)
+					}
+					fmt.Fprintf(&b, " %s%s |", cell(r), m)
+				}
+				b.WriteString("\n")
+			}
+		}
+		b.WriteString("\n")
+	}
+	return strings.TrimRight(b.String(), "\n") + "\n"
+}
+
+func groupOf(w World) string {
+	if w == Mixed {
+		return GroupMixed
+	}
+	return GroupMain
+}
+
+func cellHedged(r *PointResult) string {
+	if r == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%s / %.1f%%", cell(r), 100*r.HedgedFraction)
+}

@@ -1,0 +1,47 @@
+package sim
+
+// place chooses the queue for the request's next copy, never one that
+// already holds a copy of it. It returns -1 if every server holds one.
+//
+// Two-choice and random routing go through hedge.Picker, the same code the
+// live engine uses, with the queues' busy counts (waiting plus in service)
+// as the load. Least-loaded is not a Picker mode, so it is a scan here.
+func (e *engine) place(r *request) int32 {
+	if e.pool {
+		return 0
+	}
+	if e.leastLoaded {
+		return e.leastLoadedPick(r)
+	}
+	var buf [MaxAttempts]int
+	held := buf[:0]
+	for j := range r.n {
+		held = append(held, int(r.copies[j].q))
+	}
+	return int32(e.picker.Pick(e.serversN, held, e.load, e.rM))
+}
+
+// leastLoadedPick scans every server not holding a copy for the smallest
+// busy count, breaking ties uniformly at random (reservoir sampling).
+func (e *engine) leastLoadedPick(r *request) int32 {
+	best, bestLoad, ties := int32(-1), 0, 0
+outer:
+	for i := range e.qs {
+		for j := range r.n {
+			if r.copies[j].q == int32(i) {
+				continue outer
+			}
+		}
+		l := e.qs[i].busy
+		switch {
+		case best < 0 || l < bestLoad:
+			best, bestLoad, ties = int32(i), l, 1
+		case l == bestLoad:
+			ties++
+			if e.rM.IntN(ties) == 0 {
+				best = int32(i)
+			}
+		}
+	}
+	return best
+}

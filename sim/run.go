@@ -1,0 +1,81 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// RunPoint runs c runs times, run i with seed RunSeed(c.Seed, i), on up to
+// workers goroutines (GOMAXPROCS if workers < 1), and summarizes them. The
+// result does not depend on workers. It stops early with ctx's error if ctx
+// is cancelled.
+func RunPoint(ctx context.Context, c Config, runs, workers int) (Summary, error) {
+	if runs < 1 {
+		return Summary{}, fmt.Errorf("%w: runs = %d: use at least 1", ErrInvalid, runs)
+	}
+	if err := c.Validate(); err != nil {
+		return Summary{}, err
+	}
+	if workers < 1 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, runs)
+	res := make([]RunResult, runs)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			var s Simulator
+			for i := range next {
+				rc := c
+				rc.Seed = RunSeed(c.Seed, i)
+				res[i], _ = s.Run(rc) // valid: checked above
+			}
+		})
+	}
+	var err error
+feed:
+	for i := range runs {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			err = ctx.Err()
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err != nil {
+		return Summary{}, err
+	}
+	return Summarize(c, res), nil
+}
+
+// Calibrate returns the delay a calibrated strategy uses for c: the mean
+// across runs of the p95 latency of the hedged unit, measured by runs
+// unhedged runs of c at the strategy's calibration load (c.Load for
+// hedge-p95-per-load, QuietLoad for the quiet-day strategies), seeded with
+// c.Seed. Other strategies get c.Delay back unchanged.
+func Calibrate(ctx context.Context, c Config, runs, workers int) (float64, error) {
+	if !c.Strategy.NeedsCalibration() {
+		return c.Delay, nil
+	}
+	cc := CalibrationConfig(c)
+	s, err := RunPoint(ctx, cc, runs, workers)
+	if err != nil {
+		return 0, err
+	}
+	return s.UnitP95.Value, nil
+}
+
+// CalibrationConfig returns the unhedged configuration whose p95 is the
+// delay of c's calibrated strategy.
+func CalibrationConfig(c Config) Config {
+	cc := c
+	cc.Load = c.Strategy.CalibrationLoad(c.Load)
+	cc.Strategy = None
+	cc.Delay = 0
+	return cc
+}

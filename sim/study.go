@@ -1,0 +1,479 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// StudyLoads are the loads of the study grid.
+var StudyLoads = []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95}
+
+// StudyStrategies are the strategies of the study grid, in table order.
+var StudyStrategies = []Strategy{None, HedgeP95PerLoad, HedgeP95Quiet, HedgeP95Live, HedgeQuietBudget, Tied}
+
+// StudyStallMeans are the mean stall lengths of the stall-length variation.
+var StudyStallMeans = []float64{2, 5, 20, 50, 200, 1000}
+
+// Groups a point can belong to (a point shared by two groups is run once).
+const (
+	GroupMain        = "main"         // worlds noise, stalls, bigjobs x all strategies, two-choice
+	GroupMixed       = "mixed"        // the mixed world x all strategies
+	GroupRandom      = "random"       // random routing, with and without hedging
+	GroupBudget      = "budget"       // hedge-quiet-budget at 5% and 15%
+	GroupStallLength = "stall-length" // stall means with hedge-p95-live at loads 0.3 and 0.7
+	GroupCancelDelay = "cancel-delay" // tied with cancel delay 0.1 at high load
+)
+
+// StudyOptions configures RunStudy. The zero value runs the full study with
+// seed 0 on GOMAXPROCS workers and writes nothing.
+type StudyOptions struct {
+	// Seed is the master seed. Each run's seed is derived from it and the
+	// point's identity (see DeriveSeed), never from scheduling order.
+	Seed uint64
+	// Quick runs the reduced grid: 2 runs of 100,000 requests (10,000
+	// warm-up) at loads 0.1, 0.3, 0.5, 0.7, 0.9 and 0.95, with the same
+	// strategies and variations.
+	Quick bool
+	// Workers is how many runs execute in parallel; < 1 means GOMAXPROCS.
+	// Results do not depend on it.
+	Workers int
+	// OutDir, if not empty, receives results.json (rewritten atomically
+	// after every finished point), table.md and the SVG plots.
+	OutDir string
+	// Progress, if not nil, receives a progress bar.
+	Progress io.Writer
+	// Runs, Requests and Warmup override the mode's values when > 0 (tests
+	// use them). Loads, if not nil, overrides the loads.
+	Runs, Requests, Warmup int
+	Loads                  []float64
+}
+
+type studyPoint struct {
+	idx    int
+	cfg    Config // Seed is the point's base seed
+	key    string
+	groups []string
+	ref    *studyPoint // "none" at the same world, routing, load and world parameters
+	calib  *studyCalib // nil unless the strategy is calibrated
+	// delaySet records that cfg.Delay holds the calibrated delay.
+	delaySet bool
+	runs     []RunResult
+	left     int
+	done     bool
+	sum      Summary
+}
+
+type studyCalib struct {
+	key  string
+	cfg  Config
+	res  RunResult
+	done bool
+}
+
+type studyPlan struct {
+	points []*studyPoint
+	byKey  map[string]*studyPoint
+	calibs []*studyCalib
+	cbyKey map[string]*studyCalib
+	runs   int
+	seed   uint64
+	base   Config
+}
+
+// scenarioKey identifies what the run's common random streams depend on:
+// the world, its parameters and the load. Strategy and routing are left
+// out on purpose, so that run i of every strategy at a point sees the same
+// arrivals, sizes and stalls (common random numbers: ratios to "none" are
+// then much less noisy; see Ratio for their standard error).
+func scenarioKey(c Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|load=%g|servers=%d|n=%d|w=%d", c.World, c.Load, c.Servers, c.Requests, c.Warmup)
+	if c.World.HasStalls() {
+		fmt.Fprintf(&b, "|stall=%g", c.StallMean)
+	}
+	if c.World == BigJobs || c.World == Mixed {
+		fmt.Fprintf(&b, "|scv=%g", c.SCV)
+	}
+	return b.String()
+}
+
+// pointKey identifies a point: scenario, routing, strategy and the
+// strategy's parameters.
+func pointKey(c Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%s", scenarioKey(c), c.Routing, c.Strategy)
+	switch c.Strategy {
+	case HedgeQuietBudget:
+		fmt.Fprintf(&b, "|budget=%g", c.Budget)
+	case Tied:
+		fmt.Fprintf(&b, "|cancel-delay=%g", c.CancelDelay)
+	}
+	return b.String()
+}
+
+func (p *studyPlan) add(c Config, group string) *studyPoint {
+	c.Seed = DeriveSeed(p.seed, scenarioKey(c))
+	key := pointKey(c)
+	if sp, ok := p.byKey[key]; ok {
+		if !slices.Contains(sp.groups, group) {
+			sp.groups = append(sp.groups, group)
+		}
+		return sp
+	}
+	sp := &studyPoint{idx: len(p.points), cfg: c, key: key, groups: []string{group}, left: p.runs}
+	p.points = append(p.points, sp)
+	p.byKey[key] = sp
+	if c.Strategy != None {
+		rc := c
+		rc.Strategy, rc.Delay, rc.CancelDelay = None, 0, 0
+		sp.ref = p.add(rc, group)
+	}
+	if c.Strategy.NeedsCalibration() {
+		cc := CalibrationConfig(c)
+		cc.Seed = DeriveSeed(p.seed, scenarioKey(cc)+"|calibration")
+		ck := pointKey(cc)
+		cal, ok := p.cbyKey[ck]
+		if !ok {
+			cal = &studyCalib{key: ck, cfg: cc}
+			p.calibs = append(p.calibs, cal)
+			p.cbyKey[ck] = cal
+		}
+		sp.calib = cal
+	}
+	return sp
+}
+
+// planStudy lays out the grid of the spec (or the quick grid).
+func planStudy(o StudyOptions) *studyPlan {
+	base := DefaultConfig()
+	runs, loads := 4, StudyLoads
+	if o.Quick {
+		runs = 2
+		base.Requests, base.Warmup = 100_000, 10_000
+		loads = []float64{0.1, 0.3, 0.5, 0.7, 0.9, 0.95}
+	}
+	if o.Runs > 0 {
+		runs = o.Runs
+	}
+	if o.Requests > 0 {
+		base.Requests = o.Requests
+		base.Warmup = o.Requests / 10
+	}
+	if o.Warmup > 0 {
+		base.Warmup = o.Warmup
+	}
+	if o.Loads != nil {
+		loads = o.Loads
+	}
+	p := &studyPlan{byKey: map[string]*studyPoint{}, cbyKey: map[string]*studyCalib{}, runs: runs, seed: o.Seed, base: base}
+	at := func(w World, r Routing, s Strategy, load float64) Config {
+		c := base
+		c.World, c.Routing, c.Strategy, c.Load = w, r, s, load
+		return c
+	}
+	// The headline grid, then the mixed world.
+	for _, w := range []World{Noise, Stalls, BigJobs, Mixed} {
+		g := GroupMain
+		if w == Mixed {
+			g = GroupMixed
+		}
+		for _, s := range StudyStrategies {
+			for _, l := range loads {
+				p.add(at(w, TwoChoice, s, l), g)
+			}
+		}
+	}
+	// Random routing, with and without hedging.
+	for _, w := range []World{Noise, Stalls, BigJobs} {
+		for _, s := range []Strategy{None, HedgeP95PerLoad} {
+			for _, l := range loads {
+				p.add(at(w, Random, s, l), GroupRandom)
+			}
+		}
+	}
+	// Budget 5% versus 15% (quiet-day delay).
+	for _, w := range []World{Noise, Stalls, BigJobs} {
+		for _, b := range []float64{0.05, 0.15} {
+			for _, l := range loads {
+				c := at(w, TwoChoice, HedgeQuietBudget, l)
+				c.Budget = b
+				p.add(c, GroupBudget)
+			}
+		}
+	}
+	// Stall length, with the live p95 delay at loads 0.3 and 0.7.
+	for _, m := range StudyStallMeans {
+		for _, s := range []Strategy{None, HedgeP95Live} {
+			for _, l := range []float64{0.3, 0.7} {
+				c := at(Stalls, TwoChoice, s, l)
+				c.StallMean = m
+				p.add(c, GroupStallLength)
+			}
+		}
+	}
+	// Tied with a cancellation delay of 0.1 at high load, next to instant.
+	for _, w := range []World{Noise, Stalls, BigJobs} {
+		for _, d := range []float64{0, 0.1} {
+			for _, l := range []float64{0.8, 0.9, 0.95} {
+				c := at(w, TwoChoice, Tied, l)
+				c.CancelDelay = d
+				p.add(c, GroupCancelDelay)
+			}
+		}
+	}
+	return p
+}
+
+// StudySize returns how many points and runs (calibrations included) the
+// study with these options has.
+func StudySize(o StudyOptions) (points, runs int) {
+	p := planStudy(o)
+	return len(p.points), len(p.points)*p.runs + len(p.calibs)
+}
+
+type studyJob struct {
+	p   *studyPoint
+	c   *studyCalib
+	run int
+}
+
+type studyDone struct {
+	job studyJob
+	res RunResult
+}
+
+// RunStudy runs the study grid of the spec on o.Workers goroutines and
+// returns the results of the finished points in grid order. Calibration
+// runs (one unhedged run per calibration point) go first, then the runs of
+// the points that need no calibration, then those of the calibrated points. With o.OutDir set, results.json is rewritten atomically after each
+// finished point, and table.md and the plots are written at the end, also
+// when ctx is cancelled (with the points finished by then; RunStudy then
+// returns ctx's error along with them).
+func RunStudy(ctx context.Context, o StudyOptions) ([]PointResult, error) {
+	p := planStudy(o)
+	workers := o.Workers
+	if workers < 1 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if o.OutDir != "" {
+		if err := CheckOutDir(o.OutDir); err != nil {
+			return nil, err
+		}
+	}
+	total := len(p.calibs) + len(p.points)*p.runs
+	bar := newProgress(o.Progress, total)
+
+	jobs := make(chan studyJob)
+	results := make(chan studyDone)
+	for range workers {
+		go func() {
+			var s Simulator
+			for j := range jobs {
+				var c Config
+				if j.c != nil {
+					c = j.c.cfg
+				} else {
+					c = j.p.cfg
+					c.Seed = RunSeed(c.Seed, j.run)
+				}
+				res, err := s.Run(c)
+				if err != nil {
+					panic(fmt.Sprintf("sim: study point %q is invalid: %v", c.String(), err)) // a bug in planStudy
+				}
+				results <- studyDone{j, res}
+			}
+		}()
+	}
+
+	var writeErr error
+	flush := func() {
+		if o.OutDir == "" || writeErr != nil {
+			return
+		}
+		writeErr = writeResultsJSON(o.OutDir, collect(p))
+	}
+
+	// One stream of jobs: the calibrations first, then the points that
+	// need none (so that an interrupted study has kept points early), then
+	// the calibrated points, each held back until its calibration is done
+	// (by then it always is, except in tiny studies).
+	var list []studyJob
+	for _, c := range p.calibs {
+		list = append(list, studyJob{c: c})
+	}
+	for _, calibrated := range []bool{false, true} {
+		for _, sp := range p.points {
+			if (sp.calib != nil) != calibrated {
+				continue
+			}
+			sp.runs = make([]RunResult, p.runs)
+			for r := range p.runs {
+				list = append(list, studyJob{p: sp, run: r})
+			}
+		}
+	}
+	ready := func(j studyJob) bool {
+		if j.p == nil || j.p.calib == nil {
+			return true
+		}
+		if !j.p.calib.done {
+			return false
+		}
+		if !j.p.delaySet {
+			// Set once, before the point's first run is sent: the send
+			// publishes it to the workers, which only read it.
+			j.p.cfg.Delay = j.p.calib.res.UnitP95
+			j.p.delaySet = true
+		}
+		return true
+	}
+	sent, got := 0, 0
+	var err error
+	cancelled := ctx.Done()
+	for got < sent || (sent < len(list) && err == nil) {
+		var feed chan studyJob
+		var next studyJob
+		if sent < len(list) && err == nil && ready(list[sent]) {
+			feed, next = jobs, list[sent]
+		}
+		select {
+		case feed <- next:
+			sent++
+		case d := <-results:
+			got++
+			bar.step()
+			if d.job.c != nil {
+				d.job.c.res, d.job.c.done = d.res, true
+				continue
+			}
+			sp := d.job.p
+			sp.runs[d.job.run] = d.res
+			sp.left--
+			if sp.left == 0 {
+				sp.done = true
+				sp.sum = Summarize(sp.cfg, sp.runs)
+				flush()
+			}
+		case <-cancelled:
+			err = ctx.Err()
+			cancelled = nil // stop selecting it; drain the runs in flight
+		}
+	}
+	close(jobs)
+	bar.finish()
+	out := collect(p)
+	if o.OutDir != "" {
+		flush()
+		if writeErr == nil {
+			writeErr = writeReport(o.OutDir, out)
+		}
+	}
+	return out, errors.Join(err, writeErr)
+}
+
+// CheckOutDir creates dir if needed and checks that a file can be written
+// in it.
+func CheckOutDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("output directory %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("output directory %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// writeAtomic writes data to dir/name through a temporary file and a
+// rename, so a reader (or an interruption) never sees half a file.
+func writeAtomic(dir, name string, data []byte) error {
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, name))
+}
+
+// progress draws a one-line progress bar on a terminal, redrawn at most
+// five times a second; on anything else (a log, CI) it prints a plain line
+// at every tenth of the work.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	total int
+	done  int
+	tenth int
+	start time.Time
+	last  time.Time
+}
+
+func newProgress(w io.Writer, total int) *progress {
+	b := &progress{w: w, total: total, start: time.Now()}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			b.tty = true
+		}
+	}
+	return b
+}
+
+func (b *progress) step() {
+	b.done++
+	if b.w == nil {
+		return
+	}
+	now := time.Now()
+	if !b.tty {
+		if t := 10 * b.done / max(b.total, 1); t > b.tenth {
+			b.tenth = t
+			fmt.Fprintf(b.w, "%d/%d runs (%d%%), elapsed %s\n", b.done, b.total, 10*t, now.Sub(b.start).Round(time.Second))
+		}
+		return
+	}
+	if now.Sub(b.last) < 200*time.Millisecond && b.done < b.total {
+		return
+	}
+	b.last = now
+	b.draw(now)
+}
+
+func (b *progress) draw(now time.Time) {
+	const width = 30
+	frac := float64(b.done) / float64(max(b.total, 1))
+	n := int(frac * width)
+	el := now.Sub(b.start)
+	eta := "?"
+	if b.done > 0 {
+		eta = (time.Duration(float64(el)/frac) - el).Round(time.Second).String()
+	}
+	fmt.Fprintf(b.w, "\r[%s%s] %d/%d runs %3.0f%%  elapsed %s  eta %s   ",
+		strings.Repeat("=", n), strings.Repeat(" ", width-n), b.done, b.total, 100*frac, el.Round(time.Second), eta)
+}
+
+func (b *progress) finish() {
+	if b.w == nil || !b.tty {
+		return
+	}
+	b.draw(time.Now())
+	fmt.Fprintln(b.w)
+}
