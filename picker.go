@@ -33,10 +33,38 @@ const maxHeld = 8
 
 // Pick returns the replica in [0, n) for the next copy, or -1 if every
 // replica already holds a copy. held lists the replicas holding a copy (at
-// most 7); load(i) is replica i's current load and may be nil with Random.
+// most 7, distinct); load(i) is replica i's current load and may be nil with Random.
 // r is the random source; nil uses the package-level generator of
 // math/rand/v2.
 func (p *Picker) Pick(n int, held []int, load func(i int) int, r *rand.Rand) int {
+	// Fast paths for the common cases (the simulator's inner loop): no
+	// zones, at most one copy held, replicas in range.
+	if p.Zones == nil && len(held) <= 1 && n >= 2 && (len(held) == 0 || (held[0] >= 0 && held[0] < n)) {
+		free := n - len(held)
+		a := intN(r, free)
+		if len(held) == 1 && a >= held[0] {
+			a++
+		}
+		if p.Random || free == 1 || load == nil {
+			return a
+		}
+		// b is uniform over the free replicas other than a.
+		b := intN(r, free-1)
+		lo, hi := a, -1
+		if len(held) == 1 {
+			lo, hi = min(a, held[0]), max(a, held[0])
+		}
+		if b >= lo {
+			b++
+		}
+		if hi >= 0 && b >= hi {
+			b++
+		}
+		if load(b) < load(a) {
+			return b
+		}
+		return a
+	}
 	var buf [maxHeld]int
 	ex := append(buf[:0], held...) // sorted, deduplicated, in range
 	slices.Sort(ex)
