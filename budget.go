@@ -23,7 +23,9 @@ const tokenScale = 1000
 //   - NewThrottle(maxTokens, tokenRatio): gRPC's retryThrottling (gRFC A6).
 //     Each successful request credits tokenRatio, each failed one debits 1,
 //     and hedges are allowed only while the bucket holds more than
-//     maxTokens/2. Hedges themselves spend nothing. It starts full.
+//     maxTokens/2. Hedges themselves spend nothing. It starts full. Do
+//     debits each copy that fails before the call is decided, and credits
+//     each call that succeeds.
 //
 // An empty bucket means "no hedge", never an error. A nil *Budget allows
 // every hedge. Methods are safe for concurrent use and never block: they

@@ -253,6 +253,9 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 		c.decide(i, now)
 	default:
 		c.errs = append(c.errs, &CopyError{Index: i, Err: err})
+		if !c.single && !c.shadow {
+			h.budget.OnFailure() // a throttle debits each failed copy, as gRPC's does
+		}
 		switch {
 		case c.parent.Err() != nil || !h.retryable(err):
 			c.decide(-1, now)
@@ -385,15 +388,12 @@ func (c *call[T]) result() (T, error) {
 		} else {
 			st.hedgeWins.Add(1)
 		}
-		if !c.single {
+		if !c.single && !c.shadow {
 			h.budget.OnSuccess()
 		}
 		return c.val, nil
 	}
 	st.failures.Add(1)
-	if !c.single {
-		h.budget.OnFailure()
-	}
 	var zero T
 	if len(c.errs) == 1 {
 		if ce, ok := c.errs[0].(*CopyError); ok {

@@ -717,3 +717,39 @@ func TestDoHeldSingleCopy(t *testing.T) {
 	}
 	release()
 }
+
+// TestThrottleInDo checks gRPC A6 semantics through Do: every failed copy
+// debits a token, and a copy may follow a failure only while the bucket
+// holds more than half its tokens.
+func TestThrottleInDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer settle()
+		b, _ := hedge.NewThrottle(4, 1)
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: b})
+		fail := func() *script {
+			return newScript(behaviour{after: ms, err: errBoom}, behaviour{after: ms, err: errBoom})
+		}
+		// 4 tokens: the primary fails (3 > 2: a copy may follow), the copy fails (2).
+		s := fail()
+		hedge.Do(context.Background(), h, "op", s.attempt)
+		if s.calls.Load() != 2 || b.Tokens() != 2 {
+			t.Fatalf("first call: %d copies, %v tokens; want 2 copies, 2 tokens", s.calls.Load(), b.Tokens())
+		}
+		// 2 tokens: the primary fails (1): no copy may follow.
+		s = fail()
+		hedge.Do(context.Background(), h, "op", s.attempt)
+		if s.calls.Load() != 1 || b.Tokens() != 1 {
+			t.Fatalf("second call: %d copies, %v tokens; want 1 copy, 1 token", s.calls.Load(), b.Tokens())
+		}
+		// Successes credit tokenRatio each.
+		for range 3 {
+			hedge.Do(context.Background(), h, "op", trivial)
+		}
+		if b.Tokens() != 4 {
+			t.Fatalf("after 3 successes: %v tokens, want 4", b.Tokens())
+		}
+		if st := h.OpStats("op"); st.BudgetDenied != 1 || st.Hedges != 1 {
+			t.Fatalf("hedges %d, denials %d; want 1, 1", st.Hedges, st.BudgetDenied)
+		}
+	})
+}

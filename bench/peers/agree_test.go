@@ -14,6 +14,7 @@ import (
 	"github.com/failsafe-go/failsafe-go"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/hedgehttp"
 )
 
 // TestPeersAgree checks that each benchmark's setup does what the benchmark
@@ -223,6 +224,16 @@ func TestPeersAgree(t *testing.T) {
 			if calls, hedged := inner.calls.Load(), inner.hedged.Load(); calls != n || hedged != 0 {
 				t.Errorf("%s: inner transport saw %d requests, %d hedged; want %d, 0", c.name, calls, hedged, n)
 			}
+			// Ours went through the Hedger, which armed the hour's timer
+			// on every request and sent no hedge.
+			if ht, ok := rt.(*hedgehttp.Transport); ok {
+				st := ht.Hedger().OpStats(http.MethodGet)
+				if st.Delay != noHedgeDelay || st.Requests != n || st.PrimaryWins != n || st.Hedges != 0 || st.DeadlineSkipped != 0 {
+					t.Errorf("%s: stats %+v, want %d requests won by the primary, no hedge, delay %v", c.name, st, n, noHedgeDelay)
+				}
+			} else if c.name == "hedgehttp" {
+				t.Errorf("hedgehttp: RoundTripper is %T, want *hedgehttp.Transport", rt)
+			}
 		}
 	})
 }
@@ -272,7 +283,7 @@ type countingTransport struct {
 
 func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.calls.Add(1)
-	if hedgedhttp.IsHedgedRequest(req) {
+	if hedgedhttp.IsHedgedRequest(req) || req.Header.Get(hedgehttp.AttemptHeader) != "" {
 		c.hedged.Add(1)
 	}
 	c.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"github.com/failsafe-go/failsafe-go/hedgepolicy"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/hedgehttp"
 )
 
 // The setups below are shared by the benchmarks and by TestPeersAgree, so
@@ -286,12 +287,20 @@ type httpCase struct {
 	wrap func(inner http.RoundTripper) http.RoundTripper
 }
 
-// httpCases are the RoundTrippers compared. Our own hedged RoundTripper
-// goes here as a third case once it exists.
+// httpCases are the RoundTrippers compared.
 var httpCases = []httpCase{
 	{"plain", func(inner http.RoundTripper) http.RoundTripper { return inner }},
 	{"hedgedhttp", func(inner http.RoundTripper) http.RoundTripper {
 		rt, err := hedgedhttp.NewRoundTripper(noHedgeDelay, 2, inner)
+		if err != nil {
+			panic(err)
+		}
+		return rt
+	}},
+	// Ours: the same Hedger as BenchmarkNoHedge (1-hour delay, 2 copies,
+	// default budget), over hedge.DoHeld.
+	{"hedgehttp", func(inner http.RoundTripper) http.RoundTripper {
+		rt, err := hedgehttp.New(inner, newNoHedgeHedger(), hedgehttp.Config{})
 		if err != nil {
 			panic(err)
 		}
