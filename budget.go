@@ -24,8 +24,9 @@ const tokenScale = 1000
 //     Each successful request credits tokenRatio, each failed one debits 1,
 //     and hedges are allowed only while the bucket holds more than
 //     maxTokens/2. Hedges themselves spend nothing. It starts full. Do
-//     debits each copy that fails before the call is decided, and credits
-//     each call that succeeds.
+//     debits each copy that fails with a retryable error before the call is
+//     decided (not final errors, nor the caller's own context ending), and
+//     credits each call that succeeds.
 //
 // An empty bucket means "no hedge", never an error. A nil *Budget allows
 // every hedge. Methods are safe for concurrent use and never block: they

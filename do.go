@@ -155,7 +155,7 @@ func (c *call[T]) run() (T, error) {
 	case c.single || c.delay == Never:
 	case c.delay == 0:
 		// No delay: every copy goes now, as far as the caps allow.
-		for c.launched+c.virtual < c.h.maxAttempts && c.mayHedge() {
+		for c.launched+c.virtual < c.h.maxAttempts && c.mayHedge(false) {
 			c.sendNext(c.start)
 		}
 	case c.hasDeadline && time.Until(c.deadline) < c.delay:
@@ -253,15 +253,21 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 		c.decide(i, now)
 	default:
 		c.errs = append(c.errs, &CopyError{Index: i, Err: err})
-		if !c.single && !c.shadow {
-			h.budget.OnFailure() // a throttle debits each failed copy, as gRPC's does
-		}
 		switch {
 		case c.parent.Err() != nil || !h.retryable(err):
 			c.decide(-1, now)
-		case !c.single && c.launched+c.virtual < h.maxAttempts && c.mayHedge():
-			// A fast failure is evidence enough: the next copy goes now.
-			c.sendNext(now)
+		case c.single:
+		default:
+			if !c.shadow {
+				// A throttle debits each copy that failed in a way another
+				// copy could fix, as gRPC's does: not for final errors,
+				// which say nothing about the servers' health.
+				h.budget.OnFailure()
+			}
+			if c.launched+c.virtual < h.maxAttempts && c.mayHedge(true) {
+				// A fast failure is evidence enough: the next copy goes now.
+				c.sendNext(now)
+			}
 		}
 		if c.running == 0 {
 			c.decide(-1, now)
@@ -405,11 +411,13 @@ func (c *call[T]) result() (T, error) {
 }
 
 // mayHedge applies the caps and the budget to one more copy, counting a
-// refusal. c.mu is held; the caller checked MaxAttempts.
-func (c *call[T]) mayHedge() bool {
+// refusal. afterFailure is set for a copy that replaces a failed one: it is
+// not a bet on slowness, so only an expired deadline stops it, not one
+// shorter than the delay. c.mu is held; the caller checked MaxAttempts.
+func (c *call[T]) mayHedge(afterFailure bool) bool {
 	h, st := c.h, c.st
 	if c.hasDeadline {
-		if left := time.Until(c.deadline); left <= 0 || (c.delay != Never && left < c.delay) {
+		if left := time.Until(c.deadline); left <= 0 || (!afterFailure && c.delay != Never && left < c.delay) {
 			st.deadlineSkips.Add(1)
 			return false
 		}
@@ -450,7 +458,7 @@ func (c *call[T]) fire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.launched + c.virtual
-	if c.decided || n >= c.h.maxAttempts || !c.mayHedge() {
+	if c.decided || n >= c.h.maxAttempts || !c.mayHedge(false) {
 		return
 	}
 	c.sendNext(now)

@@ -203,6 +203,15 @@ func TestDoRules(t *testing.T) {
 			want:   want{err: context.DeadlineExceeded, elapsed: 25 * ms, started: []time.Duration{0, 10 * ms}, winner: -1, hedges: 1, canceled: []int{0, 1}},
 		},
 		{
+			name: "a copy after a failure is not held back by a deadline shorter than the delay",
+			cfg:  hedge.Config{Delay: hedge.Fixed(time.Hour)},
+			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeout(ctx, 50*ms)
+			},
+			copies: []behaviour{{after: 2 * ms, err: errBoom}, {after: 5 * ms, val: 2}},
+			want:   want{val: 2, elapsed: 7 * ms, started: []time.Duration{0, 2 * ms}, winner: 1, hedges: 1},
+		},
+		{
 			name:   "zero delay sends every copy at once",
 			cfg:    hedge.Config{Delay: hedge.Fixed(0), MaxAttempts: 3},
 			copies: []behaviour{{after: 9 * ms, val: 1}, {after: 8 * ms, val: 2}, {after: 7 * ms, val: 3}},

@@ -225,6 +225,13 @@ func (h *Hedger) SetRollout(f float64) error { return h.sw.setRollout(f) }
 // Rollout returns the fraction set by SetRollout.
 func (h *Hedger) Rollout() float64 { return math.Float64frombits(h.sw.rollout.Load()) }
 
+// Replicas returns Config.Replicas: how many replicas the Hedger picks
+// among (0 when the attempt function chooses).
+func (h *Hedger) Replicas() int { return len(h.replicas) }
+
+// MaxAttempts returns the most copies of one request the Hedger sends.
+func (h *Hedger) MaxAttempts() int { return h.maxAttempts }
+
 // Budget returns the budget in force (nil when unlimited).
 func (h *Hedger) Budget() *Budget { return h.budget }
 

@@ -1,0 +1,119 @@
+// Package hedgegrpc hedges unary gRPC calls with package hedge: a client
+// interceptor that runs each call through hedge.Do, so that a slow call
+// gets a copy on another backend and the first answer wins, under the
+// Hedger's delay, budget and caps.
+//
+// # Using it
+//
+// With a Hedger of your own:
+//
+//	h, _ := hedge.New(hedge.Config{Retryable: hedgegrpc.NonFatal(codes.Unavailable)})
+//	ic, _ := hedgegrpc.New(h)
+//	conn, _ := grpc.NewClient(target, grpc.WithUnaryInterceptor(ic.Unary), ...)
+//
+// or from gRPC's own service config, the same JSON you may give
+// grpc.WithDefaultServiceConfig:
+//
+//	sc, err := hedgegrpc.ParseServiceConfig(js) // every mistake, each naming its field
+//	ic, err := hedgegrpc.NewFromServiceConfig(sc, hedge.Config{})
+//
+// The operation class of a call (the op of hedge.Do: delay estimates and
+// stats) is its full method name, "/package.Service/Method"; WithOpName
+// changes that. Interceptor.Hedger(method).OpStats(method) gives the stats.
+// A call whose context is marked hedge.NotIdempotent (without an
+// idempotency key) is sent once.
+//
+// # The service config
+//
+// ParseServiceConfig reads each methodConfig's name list and hedgingPolicy
+// and the top-level retryThrottling, and ignores everything else.
+// NewFromServiceConfig makes one Hedger per methodConfig entry that has a
+// hedgingPolicy, all sharing one Budget:
+//
+//	gRPC service config             hedge                                 differs from gRPC (grpc-java) in
+//	-------------------             -----                                 --------------------------------
+//	methodConfig[].name             Interceptor.Hedger(method)            nothing: method > service > default entry
+//	hedgingPolicy.maxAttempts       Config.MaxAttempts                    nothing: required, >= 2, capped at 5; with
+//	                                                                        WithReplicas, also at most one copy per conn
+//	hedgingPolicy.hedgingDelay      Config.Delay = hedge.Fixed(d)         no hedge is sent when the time left before the
+//	                                                                        caller's deadline is shorter than the delay
+//	hedgingPolicy.nonFatalStatus-   Config.Retryable = NonFatal(codes...) nothing: non-fatal sends the next copy now (while
+//	  Codes                                                                 the deadline has not passed); any other code
+//	                                                                        cancels the rest and is returned
+//	retryThrottling                 Config.Budget = hedge.NewThrottle     one bucket per Interceptor, not per server
+//	(no retryThrottling)            one hedge.NewBudget(0.1, 10)          gRPC hedges without limit: set
+//	                                                                        hedge.Config{NoBudget: true} for that
+//
+// The throttle works as in gRPC: it starts full, each copy that fails
+// debits one token before the next copy is decided, each successful call
+// credits tokenRatio, and hedges go only while the bucket holds more than
+// maxTokens/2. As in grpc-java, only failures with a non-fatal code debit
+// (so INVALID_ARGUMENT from bad requests does not stop hedging), and a copy
+// ended by the caller's own deadline does not.
+//
+// Also unlike grpc-java: a copy wins only when it completes with OK (gRPC
+// commits an attempt as soon as response headers arrive, which for a unary
+// call matters only if the server sends headers and then fails); server
+// pushback (grpc-retry-pushback-ms) is ignored. When every copy fails, the
+// last copy's status is returned. A method config may set retryPolicy or
+// hedgingPolicy, not both, as in gRPC; gRPC-Go itself ignores hedgingPolicy,
+// so giving the same JSON to grpc.WithDefaultServiceConfig does not hedge
+// twice. Do not give a hedged method a retryPolicy in a config gRPC-Go
+// applies: each copy would then also be retried by gRPC.
+//
+// Each hedge copy carries the metadata PreviousAttemptsKey
+// ("grpc-previous-rpc-attempts") with its attempt index, as in gRPC, so a
+// server can tell hedges from primaries; the primary carries none.
+//
+// # Reply isolation
+//
+// Copies of a call run at once, so they must not share the caller's reply:
+// a losing copy that completes after the winner would overwrite, or race
+// with, the answer the caller is reading. Each copy unmarshals into its own
+// new message of the reply's type (for replies that are not proto messages,
+// a new value of the type the reply points to), and only after hedge.Do has
+// returned is the winner's copied into the caller's reply (proto.Reset,
+// then proto.Merge; a plain assignment for non-proto replies). Header,
+// Trailer and Peer call options get per-copy targets too, and the winner's
+// (or, on failure, the returned error's copy's) values are delivered; an
+// OnFinish callback runs once per call. This holds even with
+// hedge.Config.ReapInBackground, where losers outlive the call; the request
+// message is shared read-only by all copies, so with ReapInBackground do not
+// modify it after the call either.
+//
+// # Where the copies go
+//
+// With a single ClientConn every copy is a new RPC on that conn, and the
+// conn's balancer picks a backend for each. Under round_robin consecutive
+// RPCs go to different subconns, so copies usually reach different
+// backends, but that is not guaranteed: other calls interleave, the picker
+// knows nothing of which backend holds the primary, and pick_first sends
+// every copy to the same backend. gRPC's own hedging design passes the
+// previously used addresses to the balancer; an interceptor has no way
+// to.
+//
+// For a guarantee, dial one ClientConn per backend and pass them with
+// WithReplicas: the Hedger (Config.Replicas = number of conns) picks a
+// replica for each copy that holds no other copy of the call, preferring
+// the less busy, and the copy is invoked on that conn, never on the conn
+// the call was made on. See the WithReplicas example for the wiring.
+//
+// # Deadlines and cancellation
+//
+// Every copy's context derives from the caller's, so the caller's deadline
+// (sent to servers as grpc-timeout) and cancellation bound all copies. When
+// one copy wins, the others are cancelled, and by default the call returns
+// only after they have returned: no copy outlives the call.
+//
+// # What it does not do
+//
+//   - Streaming calls are not hedged: there is no stream interceptor, and
+//     gRPC never hands a stream to a unary interceptor, so streams are
+//     passed through untouched, once, on the conn they were made on, also
+//     when WithReplicas is used.
+//   - Transparent retries (an RPC that never reached the server
+//     application) are left to gRPC-Go, which does them for each copy on
+//     its own; they do not count as copies.
+//   - It does not retry with backoff (gRPC's retryPolicy does), honour
+//     pushback, or shed load.
+package hedgegrpc

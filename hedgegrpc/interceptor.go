@@ -1,0 +1,450 @@
+package hedgegrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tailcut/hedge"
+)
+
+// PreviousAttemptsKey is the metadata key that marks hedge copies, as in
+// gRPC's A6: copy i (i > 0) carries the value i, the number of copies sent
+// before it; the primary does not carry it.
+const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
+
+// prevAttempts[i] is the key's value for copy i.
+var prevAttempts = [hedge.HardMaxAttempts]string{"0", "1", "2", "3", "4"}
+
+// Option configures an Interceptor.
+type Option func(*options)
+
+type options struct {
+	conns  []*grpc.ClientConn
+	opName func(string) string
+	errs   []error
+}
+
+// WithReplicas sends each copy of a call on conns[a.Replica], where
+// a.Replica is the replica the Hedger picked for it (hedge.Attempt), and
+// never on the ClientConn the call was made on. The Hedger must have
+// Config.Replicas == len(conns) (NewFromServiceConfig sets it); the
+// Hedger's Picker then never sends two copies of a call to the same conn,
+// so with one conn per backend every copy reaches a different backend.
+//
+// A copy whose conn is the one the call was made on continues down that
+// conn's interceptor chain; a copy on another conn goes through that conn's
+// Invoke and so through that conn's own interceptors (once per copy). The
+// Interceptor recognises the copies, so it may be installed on every conn
+// of the set (see the example); it then passes them through.
+//
+// Streaming calls are not affected: they go to the conn they were made on.
+func WithReplicas(conns ...*grpc.ClientConn) Option {
+	return func(o *options) {
+		if len(conns) == 0 {
+			o.errs = append(o.errs, errors.New("hedgegrpc: WithReplicas without conns: pass one ClientConn per replica"))
+			return
+		}
+		for i, c := range conns {
+			if c == nil {
+				o.errs = append(o.errs, fmt.Errorf("hedgegrpc: WithReplicas: conn %d is nil", i))
+				return
+			}
+		}
+		o.conns = append([]*grpc.ClientConn(nil), conns...)
+	}
+}
+
+// WithOpName sets the operation class (the op of hedge.Do, which keys
+// delay estimates and stats) of a full method name. The default is the full
+// method name itself, which is bounded because method names are static.
+// f must map to a small fixed set of names too.
+func WithOpName(f func(fullMethod string) string) Option {
+	return func(o *options) {
+		if f == nil {
+			o.errs = append(o.errs, errors.New("hedgegrpc: WithOpName(nil): pass a function, or leave the option out for full method names"))
+			return
+		}
+		o.opName = f
+	}
+}
+
+// Interceptor hedges unary gRPC calls with hedge.Do. Install its Unary
+// method with grpc.WithUnaryInterceptor or grpc.WithChainUnaryInterceptor.
+// It is safe for concurrent use.
+type Interceptor struct {
+	all    *hedge.Hedger            // New: every method
+	byKey  map[string]*hedge.Hedger // NewFromServiceConfig; nil values mean "not hedged"
+	conns  []*grpc.ClientConn
+	opName func(string) string
+}
+
+// New returns an Interceptor that hedges every unary method with h.
+//
+// h's Config.Retryable decides which failures send the next copy at once;
+// its default retries every error except hedge.Permanent ones. For gRPC,
+// set it to NonFatal(codes.Unavailable) or similar, so that a failure such
+// as INVALID_ARGUMENT ends the call instead.
+//
+// Without WithReplicas every copy goes on the conn the call was made on,
+// and Attempt.Replica is ignored (a Hedger with Config.Replicas still
+// sends at most that many copies).
+func New(h *hedge.Hedger, opts ...Option) (*Interceptor, error) {
+	o, err := collect(opts)
+	if h == nil {
+		err = errors.Join(err, errors.New("hedgegrpc: New(nil): pass a *hedge.Hedger made with hedge.New"))
+	} else if o.conns != nil && h.Replicas() != len(o.conns) {
+		err = errors.Join(err, fmt.Errorf("hedgegrpc: the Hedger has Config.Replicas = %d but WithReplicas has %d conns: make it with Config.Replicas = %d", h.Replicas(), len(o.conns), len(o.conns)))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Interceptor{all: h, conns: o.conns, opName: o.opName}, nil
+}
+
+// NewFromServiceConfig returns an Interceptor that hedges the methods sc
+// gives a hedgingPolicy, each as its entry says, and passes every other
+// method through.
+//
+// Each methodConfig entry with a hedging policy gets its own Hedger, made
+// with hedge.New(policy.Config(base)): MaxAttempts, Delay and Retryable
+// come from the policy, everything else from base. All of them share one
+// Budget: hedge.NewThrottle from retryThrottling if sc has one (base must
+// then set neither Budget nor NoBudget); otherwise base.Budget, or none
+// with base.NoBudget, or else one hedge.NewBudget(0.1, 10), the engine's
+// default, shared across methods. With WithReplicas, base.Replicas is set
+// to the number of conns (if base sets it, it must match).
+//
+// Every mistake, in sc or base, is reported here, not at the first call.
+func NewFromServiceConfig(sc *ServiceConfig, base hedge.Config, opts ...Option) (*Interceptor, error) {
+	o, err := collect(opts)
+	if err != nil {
+		return nil, err
+	}
+	if sc == nil {
+		return nil, errors.New("hedgegrpc: NewFromServiceConfig(nil, ...): pass the result of ParseServiceConfig")
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	if o.conns != nil {
+		if base.Replicas != 0 && base.Replicas != len(o.conns) {
+			return nil, fmt.Errorf("hedgegrpc: base Config.Replicas = %d but WithReplicas has %d conns: leave Replicas at 0 and it is set for you", base.Replicas, len(o.conns))
+		}
+		base.Replicas = len(o.conns)
+	}
+	switch {
+	case sc.RetryThrottling != nil && (base.Budget != nil || base.NoBudget):
+		return nil, errors.New("hedgegrpc: the service config sets retryThrottling and base Config sets Budget or NoBudget: keep one")
+	case sc.RetryThrottling != nil:
+		b, err := sc.RetryThrottling.Budget()
+		if err != nil {
+			return nil, err
+		}
+		base.Budget = b
+	case base.Budget == nil && !base.NoBudget:
+		base.Budget, _ = hedge.NewBudget(0.1, 10)
+	}
+	ic := &Interceptor{byKey: map[string]*hedge.Hedger{}, conns: o.conns, opName: o.opName}
+	var errs []error
+	for i, mc := range sc.MethodConfigs {
+		var h *hedge.Hedger
+		if mc.Hedging != nil {
+			var err error
+			if h, err = hedge.New(mc.Hedging.Config(base)); err != nil {
+				errs = append(errs, fmt.Errorf("hedgegrpc: methodConfig[%d]: %w", i, err))
+				continue
+			}
+		}
+		for _, n := range mc.Names {
+			ic.byKey[n.key()] = h
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return ic, nil
+}
+
+func collect(opts []Option) (options, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o, errors.Join(o.errs...)
+}
+
+// Hedger returns the Hedger that hedges fullMethod ("/package.Service/
+// Method"), or nil if the method is passed through. Use it for Stats.
+func (ic *Interceptor) Hedger(fullMethod string) *hedge.Hedger {
+	if ic.byKey == nil {
+		return ic.all
+	}
+	if h, ok := ic.byKey[fullMethod]; ok {
+		return h
+	}
+	if i := strings.LastIndexByte(fullMethod, '/'); i > 0 {
+		if h, ok := ic.byKey[fullMethod[:i+1]]; ok {
+			return h
+		}
+	}
+	return ic.byKey[""]
+}
+
+// copyKey marks the context of a copy sent on another conn, so that an
+// Interceptor installed there too passes it through instead of hedging a
+// copy again.
+type copyKey struct{}
+
+// Unary is the interceptor; its signature is grpc.UnaryClientInterceptor.
+//
+// It runs the call through hedge.Do. Each copy unmarshals into a reply of
+// its own, a new message of reply's type, and only the winner's is copied
+// into reply (proto.Reset, then proto.Merge), after hedge.Do returned: a
+// losing copy never writes to reply, even one that completes later. Header,
+// Trailer and Peer call options get the same treatment, and an OnFinish
+// callback runs once, with the call's outcome. Hedge copies carry
+// PreviousAttemptsKey metadata. Every copy's context derives from ctx, so
+// the caller's deadline and cancellation bound all of them.
+//
+// When every copy fails, the error returned is the last copy's, as gRPC
+// reports it (status.Code works on it). When the caller's context ends the
+// call, the error has code DeadlineExceeded or Canceled.
+//
+// Calls pass straight to invoker, unhedged, when the method has no Hedger,
+// when reply is nil, a nil pointer or not a pointer, or when the call is a
+// copy that an Interceptor with WithReplicas sent on another conn.
+func (ic *Interceptor) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	h := ic.Hedger(method)
+	if h == nil || ctx.Value(copyKey{}) != nil {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	c := &call{ic: ic, method: method, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts}
+	if pm, ok := reply.(proto.Message); ok && pm.ProtoReflect().IsValid() {
+		c.pm = pm
+	} else if ok {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	} else if rt := reflect.TypeOf(reply); rt != nil && rt.Kind() == reflect.Pointer && !reflect.ValueOf(reply).IsNil() {
+		c.rt = rt.Elem()
+	} else {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	for _, o := range opts {
+		switch o.(type) {
+		case grpc.HeaderCallOption, *grpc.HeaderCallOption,
+			grpc.TrailerCallOption, *grpc.TrailerCallOption,
+			grpc.PeerCallOption, *grpc.PeerCallOption,
+			grpc.OnFinishCallOption, *grpc.OnFinishCallOption:
+			c.special = true
+		}
+	}
+	op := method
+	if ic.opName != nil {
+		op = ic.opName(method)
+	}
+	i, err := hedge.Do(ctx, h, op, c.attempt)
+	return c.finish(i, err)
+}
+
+// call is one intercepted call.
+type call struct {
+	ic      *Interceptor
+	method  string
+	req     any
+	reply   any
+	pm      proto.Message // reply, if it is a proto message
+	rt      reflect.Type  // otherwise the type reply points to
+	cc      *grpc.ClientConn
+	invoker grpc.UnaryInvoker
+	opts    []grpc.CallOption
+	special bool // opts hold Header, Trailer, Peer or OnFinish options
+	copies  [hedge.HardMaxAttempts]copyState
+}
+
+// copyState is what one copy owns. Its copy writes it; the caller reads it
+// only after seeing done, or after hedge.Do returned its index.
+type copyState struct {
+	reply any
+	out   *callOutputs // nil unless the call has special options
+	err   error
+	done  atomic.Bool
+}
+
+// callOutputs receive what Header, Trailer and Peer options would write.
+type callOutputs struct {
+	header, trailer metadata.MD
+	peer            peer.Peer
+}
+
+// attempt sends copy a.Index.
+func (c *call) attempt(ctx context.Context, a hedge.Attempt) (int, error) {
+	s := &c.copies[a.Index]
+	if c.pm != nil {
+		s.reply = c.pm.ProtoReflect().New().Interface()
+	} else {
+		s.reply = reflect.New(c.rt).Interface()
+	}
+	opts := c.opts
+	if c.special {
+		s.out = new(callOutputs)
+		opts = s.out.redirect(c.opts)
+	}
+	if a.Index > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, prevAttempts[a.Index])
+	}
+	var err error
+	switch conn := c.cc; {
+	case c.ic.conns == nil:
+		err = c.invoker(ctx, c.method, c.req, s.reply, c.cc, opts...)
+	case a.Replica < 0 || a.Replica >= len(c.ic.conns):
+		err = status.Errorf(codes.Internal, "hedgegrpc: the Hedger picked replica %d but WithReplicas has %d conns: make the Hedger with Config.Replicas = %d", a.Replica, len(c.ic.conns), len(c.ic.conns))
+	case c.ic.conns[a.Replica] == conn:
+		err = c.invoker(ctx, c.method, c.req, s.reply, c.cc, opts...)
+	default:
+		ctx = context.WithValue(ctx, copyKey{}, true)
+		err = c.ic.conns[a.Replica].Invoke(ctx, c.method, c.req, s.reply, opts...)
+	}
+	s.err = err
+	s.done.Store(true)
+	return a.Index, err
+}
+
+// redirect returns opts with Header, Trailer and Peer options pointed at
+// out and OnFinish options removed (finish runs them once).
+func (out *callOutputs) redirect(opts []grpc.CallOption) []grpc.CallOption {
+	r := make([]grpc.CallOption, 0, len(opts))
+	for _, o := range opts {
+		switch o.(type) {
+		case grpc.HeaderCallOption, *grpc.HeaderCallOption:
+			r = append(r, grpc.Header(&out.header))
+		case grpc.TrailerCallOption, *grpc.TrailerCallOption:
+			r = append(r, grpc.Trailer(&out.trailer))
+		case grpc.PeerCallOption, *grpc.PeerCallOption:
+			r = append(r, grpc.Peer(&out.peer))
+		case grpc.OnFinishCallOption, *grpc.OnFinishCallOption:
+		default:
+			r = append(r, o)
+		}
+	}
+	return r
+}
+
+// finish turns hedge.Do's outcome into the call's: the winner's reply and
+// outputs, or the final error and the outputs of the copy that returned it.
+func (c *call) finish(i int, err error) error {
+	var from *copyState
+	if err == nil {
+		from = &c.copies[i]
+		if c.pm != nil {
+			proto.Reset(c.pm)
+			proto.Merge(c.pm, from.reply.(proto.Message))
+		} else {
+			reflect.ValueOf(c.reply).Elem().Set(reflect.ValueOf(from.reply).Elem())
+		}
+	} else {
+		err, from = c.failure(err)
+	}
+	if c.special {
+		c.deliver(from, err)
+	}
+	return err
+}
+
+// failure picks the error to return: the last copy's when several failed,
+// as a gRPC status error, and the copy it came from (nil if none).
+func (c *call) failure(err error) (error, *copyState) {
+	var from *copyState
+	if ae, ok := err.(*hedge.AttemptsError); ok && len(ae.Errs) > 0 {
+		err = ae.Errs[len(ae.Errs)-1]
+		if ce, ok := err.(*hedge.CopyError); ok {
+			err = ce.Err
+			if s := &c.copies[ce.Index]; s.done.Load() {
+				from = s
+			}
+		}
+	} else {
+		for j := range c.copies {
+			if s := &c.copies[j]; s.done.Load() && sameError(s.err, err) {
+				from = s
+				break
+			}
+		}
+	}
+	if _, ok := err.(interface{ GRPCStatus() *status.Status }); !ok &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		err = status.FromContextError(err).Err()
+	}
+	return err, from
+}
+
+// sameError reports whether a and b are the same error value, without
+// panicking on uncomparable ones.
+func sameError(a, b error) bool {
+	if a == nil || b == nil || reflect.TypeOf(a) != reflect.TypeOf(b) {
+		return false
+	}
+	if !reflect.ValueOf(a).Comparable() || !reflect.ValueOf(b).Comparable() {
+		return false
+	}
+	return a == b
+}
+
+// deliver writes the outputs of copy from (nil: none) to the caller's
+// Header, Trailer and Peer options and runs OnFinish callbacks once.
+func (c *call) deliver(from *copyState, err error) {
+	var out callOutputs
+	if from != nil && from.out != nil {
+		out = *from.out
+	}
+	for _, o := range c.opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			*o.HeaderAddr = out.header
+		case *grpc.HeaderCallOption:
+			*o.HeaderAddr = out.header
+		case grpc.TrailerCallOption:
+			*o.TrailerAddr = out.trailer
+		case *grpc.TrailerCallOption:
+			*o.TrailerAddr = out.trailer
+		case grpc.PeerCallOption:
+			*o.PeerAddr = out.peer
+		case *grpc.PeerCallOption:
+			*o.PeerAddr = out.peer
+		}
+	}
+	for _, o := range c.opts {
+		switch o := o.(type) {
+		case grpc.OnFinishCallOption:
+			o.OnFinish(err)
+		case *grpc.OnFinishCallOption:
+			o.OnFinish(err)
+		}
+	}
+}
+
+// NonFatal returns a hedge.Config.Retryable that treats a failure as
+// non-fatal, so that the next copy goes at once, when its gRPC status code
+// is one of cs; any other failure ends the call. It is what a
+// hedgingPolicy's nonFatalStatusCodes maps to.
+func NonFatal(cs ...codes.Code) func(err error) bool {
+	var set uint64
+	for _, c := range cs {
+		if c < 64 {
+			set |= 1 << c
+		}
+	}
+	return func(err error) bool {
+		c := status.Code(err)
+		return c < 64 && set&(1<<c) != 0
+	}
+}
