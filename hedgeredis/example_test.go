@@ -1,0 +1,42 @@
+package hedgeredis_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/hedgeredis"
+)
+
+// A Client over a primary and two replicas. Reads on the allow-list are
+// hedged; everything else goes to the primary once. (Compile-only: it
+// needs servers.)
+func Example() {
+	opts := []*redis.Options{
+		{Addr: "10.0.0.1:6379", PoolSize: 32, ReadTimeout: 500 * time.Millisecond, MaxRetries: -1}, // the primary
+		{Addr: "10.0.0.2:6379", PoolSize: 32, ReadTimeout: 500 * time.Millisecond},
+		{Addr: "10.0.0.3:6379", PoolSize: 32, ReadTimeout: 500 * time.Millisecond},
+	}
+	c, err := hedgeredis.NewFromOptions(opts, hedgeredis.Config{
+		// Hedge after the live p95 of each command, never later than 20 ms.
+		Hedge: hedge.Config{Delay: hedge.Percentile{Ceiling: 20 * time.Millisecond}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	if err := c.Do(ctx, "SET", "greeting", "hello").Err(); err != nil { // primary, once
+		log.Fatal(err)
+	}
+	v, err := c.Get(ctx, "greeting").Result() // hedged across the three
+	fmt.Println(v, err)
+
+	for _, r := range c.Stats().Replicas {
+		fmt.Printf("%s: %d wins, %d in flight, %v waiting for connections\n", r.Addr, r.Wins, r.InFlight, r.PoolWait())
+	}
+}
