@@ -65,7 +65,14 @@ type Config struct {
 	// leaving losers to finish on their own goroutines (they are still
 	// cancelled). By default Do returns only after every copy has returned,
 	// so nothing it started outlives the call. With this set the primary
-	// also runs on its own goroutine, which costs allocations.
+	// also runs on its own goroutine, which costs allocations and a
+	// goroutine wake-up per call.
+	//
+	// It is required for clients that do not stop a request when its
+	// context is cancelled (go-redis v9, once a command holds a connection,
+	// waits for the reply whatever the context says): without it, a hedge
+	// that wins still waits for the stalled loser. Losers keep their
+	// connections until they return.
 	ReapInBackground bool
 
 	// PreciseTimers makes hedge timers fire within tens of microseconds
