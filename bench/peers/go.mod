@@ -1,6 +1,6 @@
 module github.com/tailcut/hedge/bench/peers
 
-go 1.26
+go 1.26.0
 
 replace github.com/tailcut/hedge => ../..
 

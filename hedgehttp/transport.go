@@ -1,0 +1,462 @@
+package hedgehttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/tailcut/hedge"
+)
+
+// AttemptHeader is the header that marks a hedge copy: "Hedge-Attempt: N",
+// where N is the copy's hedge.Attempt.Index (1 for the first hedge). The
+// primary copy never carries it, even if the caller's request did.
+const AttemptHeader = "Hedge-Attempt"
+
+// DefaultMaxBodyBuffer is how many bytes of a request body without GetBody
+// are buffered for replay when Config.MaxBodyBuffer is zero: 1 MiB.
+const DefaultMaxBodyBuffer = 1 << 20
+
+// Config configures a Transport. The zero Config is valid and means: hedge
+// copies go to the request's own host on a separate connection pool, only
+// GET, HEAD, OPTIONS and TRACE are hedged, bodies without GetBody are
+// buffered up to 1 MiB, and the operation class is the method alone.
+type Config struct {
+	// Replicas, if not empty, lists the base URLs ("https://10.0.0.7:8443")
+	// of interchangeable backends. Every copy of a request, the primary
+	// included, goes to the replica the Hedger picks for it
+	// (hedge.Attempt.Replica): the request URL's scheme and host are
+	// replaced, its path and query kept. The Hedger must be made with
+	// hedge.Config{Replicas: len(Replicas)} (New checks it). At least two
+	// entries, each a scheme (http or https) and a host, nothing else, no
+	// duplicates.
+	// Empty means single-host mode: every copy goes to the request's own
+	// URL, hedges through HedgeTransport.
+	Replicas []string
+
+	// SameService declares that the Replicas are one service, trusted
+	// with the same credentials. Without it, a copy sent to an origin
+	// (scheme, host, port) other than the request's own is stripped of
+	// the Authorization, Proxy-Authorization and Cookie headers. It needs
+	// Replicas.
+	SameService bool
+
+	// HedgeTransport is the RoundTripper that hedge copies (not primaries)
+	// go through. Nil means: a Clone of base when base is an
+	// *http.Transport and there are no Replicas, so that a hedge gets a
+	// connection of its own instead of queueing behind the slow primary's
+	// (or sharing its HTTP/2 connection); base itself otherwise. With an
+	// opaque base in single-host mode, pass a second, independent
+	// instance here to get the same separation.
+	HedgeTransport http.RoundTripper
+
+	// MaxBodyBuffer is how many bytes of a request body are buffered for
+	// replay when the request has no GetBody. Zero means
+	// DefaultMaxBodyBuffer; negative means never buffer. A body that
+	// does not fit is sent once, unhedged, and counted in
+	// Stats.Unreplayable.
+	MaxBodyBuffer int64
+
+	// HedgeKeyedWrites lets requests of methods other than GET, HEAD,
+	// OPTIONS and TRACE be hedged when they carry a non-empty
+	// Idempotency-Key (or X-Idempotency-Key) header; every copy carries
+	// the same key. Without it, such requests are always sent once.
+	HedgeKeyedWrites bool
+
+	// Route returns the route template of a request ("/items/{id}"),
+	// never its raw path: the operation class is the method, a space and
+	// the route, and classes must stay few. A route set with WithRoute on
+	// the request's context takes precedence. Nil, or "", means the
+	// operation class is the method alone.
+	Route func(*http.Request) string
+}
+
+// Transport is an http.RoundTripper that hedges requests with a
+// *hedge.Hedger: see the package doc for the rules. It is safe for
+// concurrent use. Make one with New.
+type Transport struct {
+	base, hedgeRT http.RoundTripper
+	h             *hedge.Hedger
+	replicas      []replica
+	sameService   bool
+	maxBody       int64
+	keyedWrites   bool
+	route         func(*http.Request) string
+
+	unreplayable atomic.Int64
+	writesOnce   atomic.Int64
+	pushbacks    atomic.Int64
+	retryStatus  atomic.Int64
+	stripped     atomic.Int64
+}
+
+// replica is one parsed entry of Config.Replicas.
+type replica struct {
+	scheme, host string // as written in the URL
+	hostname     string
+	port         string // explicit or the scheme's default
+}
+
+// New returns a Transport that hedges requests sent through base (nil
+// means http.DefaultTransport) with h. The error lists every mistake in
+// cfg, each with what to do about it.
+func New(base http.RoundTripper, h *hedge.Hedger, cfg Config) (*Transport, error) {
+	var errs []error
+	if h == nil {
+		errs = append(errs, errors.New("hedgehttp: the *hedge.Hedger is nil: make one with hedge.New (one per backend) and pass it"))
+	}
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &Transport{
+		base:        base,
+		hedgeRT:     cfg.HedgeTransport,
+		h:           h,
+		sameService: cfg.SameService,
+		maxBody:     cfg.MaxBodyBuffer,
+		keyedWrites: cfg.HedgeKeyedWrites,
+		route:       cfg.Route,
+	}
+	if t.maxBody == 0 {
+		t.maxBody = DefaultMaxBodyBuffer
+	}
+	switch len(cfg.Replicas) {
+	case 0:
+		if cfg.SameService {
+			errs = append(errs, errors.New("hedgehttp: Config.SameService is set but Config.Replicas is empty: it only declares a replica list to be one service; drop it, or list the replicas"))
+		}
+	case 1:
+		errs = append(errs, fmt.Errorf("hedgehttp: Config.Replicas has a single entry %q: a hedge needs another replica; list at least two, or none to hedge to the request's own host", cfg.Replicas[0]))
+	}
+	seen := map[string]bool{}
+	for i, s := range cfg.Replicas {
+		r, err := parseReplica(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("hedgehttp: Config.Replicas[%d]: %w", i, err))
+			continue
+		}
+		k := r.scheme + "://" + strings.ToLower(r.hostname) + ":" + r.port
+		if seen[k] {
+			errs = append(errs, fmt.Errorf("hedgehttp: Config.Replicas[%d] = %q repeats an earlier entry: a hedge could land on the same backend; list each replica once", i, s))
+		}
+		seen[k] = true
+		t.replicas = append(t.replicas, r)
+	}
+	if h != nil && h.Replicas() != len(cfg.Replicas) {
+		if n := len(cfg.Replicas); n == 0 {
+			errs = append(errs, fmt.Errorf("hedgehttp: the Hedger picks among %d replicas but Config.Replicas is empty: make the Hedger with hedge.Config{Replicas: 0}, or list the replicas' base URLs", h.Replicas()))
+		} else {
+			errs = append(errs, fmt.Errorf("hedgehttp: Config.Replicas lists %d base URLs but the Hedger has %d replicas: make it with hedge.Config{Replicas: %d}", n, h.Replicas(), n))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if t.hedgeRT == nil {
+		t.hedgeRT = base
+		if b, ok := base.(*http.Transport); ok && len(t.replicas) == 0 {
+			t.hedgeRT = b.Clone()
+		}
+	}
+	return t, nil
+}
+
+func parseReplica(s string) (replica, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return replica{}, fmt.Errorf("%q is not a URL (%v): write a base URL such as https://10.0.0.7:8443", s, err)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" {
+		return replica{}, fmt.Errorf("%q has scheme %q: use http:// or https:// followed by the replica's host[:port]", s, u.Scheme)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return replica{}, fmt.Errorf("%q has no host: write scheme://host[:port]", s)
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Opaque != "" {
+		return replica{}, fmt.Errorf("%q has more than a scheme and a host: give only scheme://host[:port]; the request's own path and query are kept", s)
+	}
+	return replica{scheme: scheme, host: u.Host, hostname: u.Hostname(), port: portOr(u, scheme)}, nil
+}
+
+// portOr returns u's port, or the default port of scheme.
+func portOr(u *url.URL, scheme string) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch {
+	case strings.EqualFold(scheme, "https"):
+		return "443"
+	case strings.EqualFold(scheme, "http"):
+		return "80"
+	}
+	return ""
+}
+
+// sameOrigin reports whether u and r are the same scheme, host and port.
+func (r *replica) sameOrigin(u *url.URL) bool {
+	return strings.EqualFold(u.Scheme, r.scheme) && strings.EqualFold(u.Hostname(), r.hostname) && portOr(u, u.Scheme) == r.port
+}
+
+// Hedger returns the Hedger the Transport was made with, whose Stats hold
+// the per-operation counters and latencies of its requests.
+func (t *Transport) Hedger() *hedge.Hedger { return t.h }
+
+// Stats counts what the Transport decided on its own, beside the Hedger's
+// per-operation Stats. Counters only grow.
+type Stats struct {
+	// Unreplayable counts requests sent once because their body could
+	// not be replayed: no GetBody, and larger than MaxBodyBuffer (or
+	// buffering disabled). The Hedger counts them in Unhedgeable too.
+	Unreplayable int64
+	// WritesOnce counts requests of other methods than GET, HEAD, OPTIONS
+	// and TRACE sent once: no Idempotency-Key, or HedgeKeyedWrites unset.
+	// The Hedger counts them in Unhedgeable too.
+	WritesOnce int64
+	// Pushbacks counts copies answered with pushback (429, or a 5xx with
+	// Retry-After), which ended hedging of their request.
+	Pushbacks int64
+	// RetryableStatus counts copies answered 502, 503 or 504 without
+	// Retry-After (and a body of at most 64 KiB), which the Hedger may
+	// follow with another copy at once.
+	RetryableStatus int64
+	// CredentialsStripped counts copies sent to another origin than the
+	// request's own without their Authorization, Proxy-Authorization and
+	// Cookie headers (see Config.SameService).
+	CredentialsStripped int64
+}
+
+// Stats returns a snapshot of the Transport's own counters.
+func (t *Transport) Stats() Stats {
+	return Stats{
+		Unreplayable:        t.unreplayable.Load(),
+		WritesOnce:          t.writesOnce.Load(),
+		Pushbacks:           t.pushbacks.Load(),
+		RetryableStatus:     t.retryStatus.Load(),
+		CredentialsStripped: t.stripped.Load(),
+	}
+}
+
+// CloseIdleConnections closes the idle connections of the base transport
+// and of the hedge transport, if they have such a method. http.Client's
+// CloseIdleConnections calls it.
+func (t *Transport) CloseIdleConnections() {
+	type closer interface{ CloseIdleConnections() }
+	if c, ok := t.base.(closer); ok {
+		c.CloseIdleConnections()
+	}
+	if t.hedgeRT != t.base {
+		if c, ok := t.hedgeRT.(closer); ok {
+			c.CloseIdleConnections()
+		}
+	}
+}
+
+type routeKey struct{}
+
+// WithRoute attaches the route template of a request ("/items/{id}") to
+// ctx, for the operation class (see Config.Route). Pass a template, never a
+// raw path: every distinct route is a class with its own state, up to the
+// Hedger's MaxOps.
+func WithRoute(ctx context.Context, route string) context.Context {
+	return context.WithValue(ctx, routeKey{}, route)
+}
+
+// AttemptIndex returns the hedge attempt index a server sees in a request's
+// Hedge-Attempt header: 0 for a primary copy (no header, or a header that
+// is not a positive number), N for the N-th hedge.
+func AttemptIndex(r *http.Request) int {
+	n, err := strconv.Atoi(r.Header.Get(AttemptHeader))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// op returns the operation class of req.
+func (t *Transport) op(req *http.Request) string {
+	m := req.Method
+	if m == "" {
+		m = http.MethodGet
+	}
+	route, _ := req.Context().Value(routeKey{}).(string)
+	if route == "" && t.route != nil {
+		route = t.route(req)
+	}
+	if route == "" {
+		return m
+	}
+	return m + " " + route
+}
+
+// safeMethod reports whether m may be hedged without a key.
+func safeMethod(m string) bool {
+	switch m {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// idempotencyKey returns the request's idempotency key header, or "".
+func idempotencyKey(h http.Header) string {
+	if k := h.Get("Idempotency-Key"); k != "" {
+		return k
+	}
+	return h.Get("X-Idempotency-Key")
+}
+
+// sendOnce marks ctx so that the Hedger sends one copy, whatever key an
+// outer caller may have attached with hedge.WithIdempotencyKey.
+func sendOnce(ctx context.Context) context.Context {
+	return hedge.NotIdempotent(hedge.WithIdempotencyKey(ctx, ""))
+}
+
+// RoundTrip sends req, and hedge copies of it when it is slow, as the
+// package doc describes. It never modifies req and always closes its body.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		closeBody(req.Body)
+		return nil, errors.New("hedgehttp: nil Request.URL")
+	}
+	if req.Header["Upgrade"] != nil {
+		// A protocol switch (WebSocket) is one connection, never copied,
+		// and its response body must stay writable: hand it over whole.
+		return t.base.RoundTrip(req)
+	}
+	ctx := req.Context()
+	once := false
+	if !safeMethod(req.Method) {
+		if key := idempotencyKey(req.Header); key != "" && t.keyedWrites {
+			ctx = hedge.WithIdempotencyKey(hedge.NotIdempotent(ctx), key)
+		} else {
+			ctx, once = sendOnce(ctx), true
+			t.writesOnce.Add(1)
+		}
+	}
+
+	// How each copy gets its body: the primary takes body (nil: the
+	// request's own), hedges call getBody.
+	var body io.ReadCloser
+	getBody := req.GetBody
+	contentLength := req.ContentLength
+	if !once && req.Body != nil && req.Body != http.NoBody && getBody == nil {
+		buf, rest, err := t.buffer(req)
+		switch {
+		case err != nil:
+			return nil, err
+		case rest != nil:
+			// Too large: sent once, with what was read put back in front.
+			body = rest
+			ctx = sendOnce(ctx)
+			t.unreplayable.Add(1)
+		default:
+			getBody = func() (io.ReadCloser, error) { return bufferBody(buf), nil }
+			body = bufferBody(buf)
+			contentLength = int64(len(buf))
+		}
+	}
+
+	attempt := func(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
+		out, err := t.copyRequest(ctx, req, a, body, getBody, contentLength)
+		if err != nil {
+			return nil, err
+		}
+		rt := t.base
+		if a.Index > 0 {
+			rt = t.hedgeRT
+		}
+		resp, err := rt.RoundTrip(out)
+		if err != nil {
+			if resp != nil {
+				closeBody(resp.Body)
+			}
+			return nil, err
+		}
+		return t.classify(resp)
+	}
+	resp, release, err := hedge.DoHeld(ctx, t.h, t.op(req), attempt, discard)
+	if err != nil {
+		release()
+		if req.Context().Err() == nil {
+			if fr := lastFailedResponse(err); fr != nil {
+				return fr, nil
+			}
+		}
+		return nil, err
+	}
+	resp.Body = &heldBody{rc: resp.Body, release: release}
+	return resp, nil
+}
+
+// copyRequest builds the request of one copy. The primary is a shallow
+// copy with its own context (req.WithContext), deep-copying only what it
+// changes; a hedge is a full req.Clone with a fresh body from getBody.
+func (t *Transport) copyRequest(ctx context.Context, req *http.Request, a hedge.Attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error), contentLength int64) (*http.Request, error) {
+	var rep *replica
+	if len(t.replicas) > 0 {
+		rep = &t.replicas[a.Replica] // New checked h.Replicas() == len(t.replicas)
+	}
+	var out *http.Request
+	if a.Index == 0 {
+		out = req.WithContext(ctx)
+		if body != nil {
+			out.Body = body
+		}
+	} else {
+		out = req.Clone(ctx)
+		if req.Body != nil && req.Body != http.NoBody {
+			if getBody == nil {
+				// Not reachable: the Hedger sends hedges only for
+				// requests with a replayable body.
+				return nil, errors.New("hedgehttp: request body cannot be replayed for a hedge")
+			}
+			b, err := getBody()
+			if err != nil {
+				return nil, fmt.Errorf("hedgehttp: GetBody for hedge %d: %w", a.Index, err)
+			}
+			out.Body = b
+		}
+	}
+	out.GetBody = getBody
+	out.ContentLength = contentLength
+
+	strip := false
+	if rep != nil {
+		strip = !t.sameService && !rep.sameOrigin(req.URL) && hasCredentials(req.Header)
+		u := *req.URL
+		u.Scheme, u.Host = rep.scheme, rep.host
+		out.URL = &u
+		if req.Host == "" || req.Host == req.URL.Host {
+			out.Host = "" // follow the URL; an explicit override is kept
+		}
+	}
+	switch {
+	case a.Index > 0:
+		if out.Header == nil {
+			out.Header = make(http.Header)
+		}
+		out.Header.Set(AttemptHeader, strconv.Itoa(a.Index))
+	case strip || req.Header[AttemptHeader] != nil:
+		// The primary shares the caller's header map until it changes it.
+		out.Header = req.Header.Clone()
+		delete(out.Header, AttemptHeader)
+	}
+	if strip {
+		out.Header.Del("Authorization")
+		out.Header.Del("Proxy-Authorization")
+		out.Header.Del("Cookie")
+		t.stripped.Add(1)
+	}
+	return out, nil
+}
+
+func hasCredentials(h http.Header) bool {
+	return h["Authorization"] != nil || h["Proxy-Authorization"] != nil || h["Cookie"] != nil
+}
