@@ -2,6 +2,7 @@ package hedge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -254,6 +255,11 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 	default:
 		c.errs = append(c.errs, &CopyError{Index: i, Err: err})
 		switch {
+		case errors.Is(err, errPushback):
+			if !c.single && !c.shadow {
+				h.budget.OnFailure()
+			}
+			c.decide(-1, now)
 		case c.parent.Err() != nil || !h.retryable(err):
 			c.decide(-1, now)
 		case c.single:

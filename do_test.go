@@ -762,3 +762,21 @@ func TestThrottleInDo(t *testing.T) {
 		}
 	})
 }
+
+// TestPushback checks that a pushback ends the call even when the classifier
+// calls everything retryable, and debits a throttle.
+func TestPushback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer settle()
+		b, _ := hedge.NewThrottle(10, 1)
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: b, Retryable: func(error) bool { return true }})
+		s := newScript(behaviour{after: 2 * ms, err: hedge.Pushback(errBoom)}, behaviour{after: ms, val: 2})
+		_, err := hedge.Do(context.Background(), h, "op", s.attempt)
+		if !errors.Is(err, errBoom) || s.calls.Load() != 1 {
+			t.Fatalf("err %v after %d copies; want boom after 1", err, s.calls.Load())
+		}
+		if b.Tokens() != 9 {
+			t.Fatalf("%v tokens, want 9: a pushback debits the throttle", b.Tokens())
+		}
+	})
+}

@@ -328,6 +328,27 @@ func (p permanent) Is(target error) bool {
 
 var errPermanent = errors.New("hedge: permanent error")
 
+type pushback struct{ error }
+
+func (p pushback) Unwrap() error { return p.error }
+
+var errPushback = errors.New("hedge: pushback")
+
+func (p pushback) Is(target error) bool { return target == errPushback }
+
+// Pushback marks err as the server asking for less traffic (HTTP 429 or a
+// Retry-After, gRPC's grpc-retry-pushback-ms): the call ends at once with
+// it, whatever Config.Retryable says, the other copies are cancelled, and a
+// throttle budget (NewThrottle) is debited as for any failure that says
+// something about the servers' health. errors.Is and errors.As see through
+// the mark to err.
+func Pushback(err error) error {
+	if err == nil {
+		return nil
+	}
+	return pushback{err}
+}
+
 // Permanent marks err as not worth another copy: with the default
 // Retryable, a copy failing with it ends the call at once. errors.Is and
 // errors.As see through the mark to err.

@@ -88,11 +88,10 @@
 //     allow, instead of waiting for the delay.
 //   - Pushback, 429 or any 5xx with a Retry-After header, ends the
 //     request: no further copy is sent, the others are cancelled, and that
-//     response is returned. The copy fails with a hedge.Permanent error:
-//     the Hedger counts a failed call, but does not debit a throttle
-//     budget (NewThrottle), which package hedge debits only for retryable
-//     failures. Retry-After is not otherwise acted on: waiting and
-//     retrying is the caller's business.
+//     response is returned. The copy fails with a hedge.Pushback error:
+//     the Hedger counts a failed call and debits a throttle budget
+//     (NewThrottle), as gRPC does for server pushback. Retry-After is not
+//     otherwise acted on: waiting and retrying is the caller's business.
 //   - A transport error is a retryable failed copy.
 //
 // A failed copy's body is read (up to 64 KiB, which drains a typical error

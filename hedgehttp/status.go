@@ -24,7 +24,7 @@ func discard(resp *http.Response) {
 }
 
 // failedResponse is a response that counts as a failed copy: a retryable
-// status, or pushback (then wrapped in hedge.Permanent). Its body was read
+// status, or pushback (then wrapped in hedge.Pushback). Its body was read
 // into memory, so that it can be returned after its copy's context ended.
 type failedResponse struct {
 	resp *http.Response
@@ -60,7 +60,7 @@ func (t *Transport) classify(resp *http.Response) (*http.Response, error) {
 	resp.Body = bufferBody(buf)
 	fr := &failedResponse{resp}
 	if pushback {
-		return nil, hedge.Permanent(fr)
+		return nil, hedge.Pushback(fr)
 	}
 	t.retryStatus.Add(1)
 	return nil, fr
