@@ -56,7 +56,7 @@ func ExampleParseServiceConfig() {
 // client's, and the Interceptor passes its own copies through on the
 // others.
 func ExampleWithReplicas() {
-	addrs := []string{"10.0.0.1:50051", "10.0.0.2:50051", "10.0.0.3:50051"}
+	addrs := []string{"replica-a.example:50051", "replica-b.example:50051", "replica-c.example:50051"}
 	h, err := hedge.New(hedge.Config{
 		Replicas:  len(addrs),
 		Retryable: hedgegrpc.NonFatal(codes.Unavailable),

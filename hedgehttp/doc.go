@@ -7,7 +7,7 @@
 //
 //	h, _ := hedge.New(hedge.Config{Replicas: 2})
 //	t, err := hedgehttp.New(nil, h, hedgehttp.Config{
-//		Replicas: []string{"http://10.0.0.7:8080", "http://10.0.0.8:8080"},
+//		Replicas: []string{"http://replica-a.example:8080", "http://replica-b.example:8080"},
 //	})
 //	client := &http.Client{Transport: t}
 //

@@ -28,7 +28,7 @@ const DefaultMaxBodyBuffer = 1 << 20
 // GET, HEAD, OPTIONS and TRACE are hedged, bodies without GetBody are
 // buffered up to 1 MiB, and the operation class is the method alone.
 type Config struct {
-	// Replicas, if not empty, lists the base URLs ("https://10.0.0.7:8443")
+	// Replicas, if not empty, lists the base URLs ("https://replica-a.example:8443")
 	// of interchangeable backends. Every copy of a request, the primary
 	// included, goes to the replica the Hedger picks for it
 	// (hedge.Attempt.Replica): the request URL's scheme and host are
@@ -170,7 +170,7 @@ func New(base http.RoundTripper, h *hedge.Hedger, cfg Config) (*Transport, error
 func parseReplica(s string) (replica, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return replica{}, fmt.Errorf("%q is not a URL (%v): write a base URL such as https://10.0.0.7:8443", s, err)
+		return replica{}, fmt.Errorf("%q is not a URL (%v): write a base URL such as https://replica-a.example:8443", s, err)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != "http" && scheme != "https" {

@@ -16,9 +16,9 @@ import (
 // needs servers.)
 func Example() {
 	opts := []*redis.Options{
-		{Addr: "10.0.0.1:6379", PoolSize: 32, ReadTimeout: 500 * time.Millisecond, MaxRetries: -1}, // the primary
-		{Addr: "10.0.0.2:6379", PoolSize: 32, ReadTimeout: 500 * time.Millisecond},
-		{Addr: "10.0.0.3:6379", PoolSize: 32, ReadTimeout: 500 * time.Millisecond},
+		{Addr: "replica-a.example:6379", PoolSize: 32, ReadTimeout: 500 * time.Millisecond, MaxRetries: -1}, // the primary
+		{Addr: "replica-b.example:6379", PoolSize: 32, ReadTimeout: 500 * time.Millisecond},
+		{Addr: "replica-c.example:6379", PoolSize: 32, ReadTimeout: 500 * time.Millisecond},
 	}
 	c, err := hedgeredis.NewFromOptions(opts, hedgeredis.Config{
 		// Hedge after the live p95 of each command, never later than 20 ms.
