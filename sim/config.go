@@ -197,6 +197,10 @@ type Config struct {
 	Warmup int
 	// Seed seeds the run. Runs of a point use Seed, RunSeed(Seed, 1), ...
 	Seed uint64
+	// Tail makes each run also report its latency at every probability of
+	// TailLevels (RunResult.Tail), for drawing a latency CCDF. It costs
+	// two more selections over the run's latencies; the study leaves it off.
+	Tail bool
 
 	// Delay is the hedge delay in time units for HedgeFixed, and the
 	// calibrated p95 for HedgeP95PerLoad, HedgeP95Quiet and

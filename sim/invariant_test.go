@@ -171,12 +171,12 @@ func TestDeterminism(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a != b {
+	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("same seed, different results:\n%+v\n%+v", a, b)
 	}
 	c.Seed++
 	d, _ := Run(c)
-	if d == a {
+	if reflect.DeepEqual(d, a) {
 		t.Fatal("different seeds gave identical results")
 	}
 	s1, err := RunPoint(context.Background(), c, 4, 1)

@@ -41,7 +41,15 @@ type RunResult struct {
 	Delay float64
 	// Events is how many events the run processed.
 	Events int64
+	// Tail, with Config.Tail, holds the latency at each tail probability
+	// of TailLevels: Tail[i] is the nearest-rank quantile 1 - TailLevels[i].
+	Tail []float64
 }
+
+// TailLevels are the tail probabilities P(latency > t) at which a run
+// reports t when Config.Tail is set: enough points, spaced evenly on a log
+// scale, to draw a CCDF from the median down to one request in 10,000.
+var TailLevels = []float64{0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001, 0.0005, 0.0003, 0.0002, 0.0001}
 
 // Simulator runs simulations, reusing its memory from one run to the next.
 // A Simulator is not safe for concurrent use; use one per goroutine. The
@@ -80,6 +88,13 @@ func (e *engine) result() RunResult {
 	q := quantiles(e.lat, []float64{0.5, 0.95, 0.99, 0.999})
 	r.P50, r.P95, r.P99, r.P999 = q[0], q[1], q[2], q[3]
 	r.UnitP95 = r.P95
+	if e.c.Tail {
+		qs := make([]float64, len(TailLevels))
+		for i, l := range TailLevels {
+			qs[i] = 1 - l
+		}
+		r.Tail = quantiles(e.lat, qs)
+	}
 	if e.c.Fanout > 1 {
 		r.UnitP95 = quantiles(e.unitLat, []float64{0.95})[0]
 	}
@@ -222,6 +237,8 @@ type Summary struct {
 	StalledFraction           Estimate
 	Delay                     Estimate
 	Events                    int64
+	// Tail, with Config.Tail, is the mean across runs of RunResult.Tail.
+	Tail []Estimate
 }
 
 // Summarize aggregates runs of the point c.
@@ -248,6 +265,12 @@ func Summarize(c Config, runs []RunResult) Summary {
 	s.Delay = col(func(r *RunResult) float64 { return r.Delay })
 	for _, r := range runs {
 		s.Events += r.Events
+	}
+	if c.Tail && len(runs) > 0 {
+		s.Tail = make([]Estimate, len(TailLevels))
+		for i := range TailLevels {
+			s.Tail[i] = col(func(r *RunResult) float64 { return r.Tail[i] })
+		}
 	}
 	return s
 }

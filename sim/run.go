@@ -38,6 +38,11 @@ func RunPoint(ctx context.Context, c Config, runs, workers int) (Summary, error)
 	var err error
 feed:
 	for i := range runs {
+		// A select picks at random among ready cases: check first, so
+		// that a cancelled context starts no more runs.
+		if err = ctx.Err(); err != nil {
+			break
+		}
 		select {
 		case next <- i:
 		case <-ctx.Done():

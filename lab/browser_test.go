@@ -1,0 +1,370 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+)
+
+// chromiumPath is where Debian's chromium package installs the browser.
+const chromiumPath = "/usr/bin/chromium"
+
+var screenshots = flag.Bool("screenshots", false, "browser test: save docs/lab-explorer.png, lab-study.png and lab-drill.png")
+
+// browser is a headless Chromium tab on a test lab server.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	url string
+}
+
+// TestBrowser drives the served page in headless Chromium and checks what
+// a person sees. It needs /usr/bin/chromium (apt-get install -y chromium)
+// and is skipped without it. With -screenshots it saves the views to docs/.
+func TestBrowser(t *testing.T) {
+	exe := chromiumPath
+	if p := os.Getenv("HEDGE_CHROMIUM"); p != "" {
+		exe = p
+	}
+	if _, err := os.Stat(exe); err != nil {
+		t.Skipf("browser tests need Chromium at %s (apt-get install -y chromium, or set HEDGE_CHROMIUM): %v", exe, err)
+	}
+	start := time.Now()
+	// Small simulations keep the test quick, also under -race; the
+	// screenshots show the lab's real default size.
+	size := 20000
+	if *screenshots {
+		size = 0
+	}
+	s, err := New(Options{DefaultRequests: size, MaxConcurrent: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelTab := chromedp.NewContext(actx)
+	defer cancelTab()
+	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTime()
+	if err := chromedp.Do(ctx); err != nil { // start the browser
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+
+	// Collect console errors and uncaught exceptions from the start.
+	var mu sync.Mutex
+	var consoleErrs []string
+	msgs := chromedp.Console(ctx)
+	consoleDone := make(chan struct{})
+	go func() {
+		defer close(consoleDone)
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() || m.Type == chromedp.ConsoleWarning {
+				mu.Lock()
+				consoleErrs = append(consoleErrs, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+
+	b := &browser{t: t, ctx: ctx, url: ts.URL}
+	t.Run("explorer", b.explorer)
+	t.Run("keyboard tabs and study", b.study)
+	t.Run("drill", b.drill)
+	t.Run("every control has a label", func(t *testing.T) {
+		b.t = t
+		unlabelled := eval[[]string](b, `[...document.querySelectorAll('input, select, button')]
+			.filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.getAttribute('aria-labelledby') && !e.textContent.trim())
+			.map(e => e.outerHTML.slice(0, 80))`)
+		for _, u := range unlabelled {
+			t.Errorf("control without a label: %s", u)
+		}
+		if n := eval[int](b, `document.querySelectorAll('input, select, button').length`); n < 40 {
+			t.Errorf("only %d controls found", n)
+		}
+	})
+
+	cancelTime()
+	<-consoleDone
+	mu.Lock()
+	defer mu.Unlock()
+	refusals := 0
+	for _, e := range consoleErrs {
+		// The explorer step that types runs=9 provokes one 400 on purpose;
+		// Chromium logs every 4xx response.
+		if strings.Contains(e, "status of 400") && refusals == 0 {
+			refusals++
+			continue
+		}
+		t.Errorf("console: %s", e)
+	}
+	t.Logf("browser test took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// do runs actions or fails the test.
+func (b *browser) do(actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, actions...); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// eval evaluates a JavaScript expression.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("%s: %v", expr, err)
+	}
+	return v
+}
+
+// text returns the visible text of the element with the id.
+func (b *browser) text(id string) string {
+	b.t.Helper()
+	return eval[string](b, fmt.Sprintf(`document.getElementById(%q).innerText`, id))
+}
+
+// waitFor polls a JavaScript condition until it holds.
+func (b *browser) waitFor(what, cond string) {
+	b.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](cond))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) || errors.Is(b.ctx.Err(), context.DeadlineExceeded) {
+			state, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`['ex-verdict', 'ex-status', 'dr-preview', 'dr-p95', 'dr-time-out']
+				.map(id => id + ': ' + document.getElementById(id).innerText.replace(/\s+/g, ' ')).join('\n')`))
+			b.t.Fatalf("timed out waiting for %s (%s): %v\npage state:\n%s", what, cond, err, state)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+}
+
+// updates is how many explorer results the page has shown.
+func (b *browser) updates() int {
+	return eval[int](b, `+(document.getElementById('ex-results').dataset.updates || 0)`)
+}
+
+// waitUpdate waits for the explorer to show a result newer than n with
+// no request in flight.
+func (b *browser) waitUpdate(n int) {
+	b.t.Helper()
+	b.waitFor("an explorer update", fmt.Sprintf(`+(document.getElementById('ex-results').dataset.updates||0) > %d && document.getElementById('ex-results').getAttribute('aria-busy') === 'false'`, n))
+	// Debounced input may still schedule a newer request; let it settle.
+	time.Sleep(250 * time.Millisecond)
+	b.waitFor("the explorer to settle", `document.getElementById('ex-results').getAttribute('aria-busy') === 'false'`)
+}
+
+func (b *browser) key(id string, keys ...string) {
+	b.t.Helper()
+	b.do(chromedp.Focus(chromedp.ID(id)))
+	for _, k := range keys {
+		b.do(chromedp.KeyEvent(k))
+	}
+}
+
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	if !*screenshots {
+		return
+	}
+	b.do(chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	path := filepath.Join("..", "docs", name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("wrote %s", path)
+}
+
+func (b *browser) explorer(t *testing.T) {
+	b.t = t
+	b.do(chromedp.Navigate(b.url + "/#explorer"))
+	b.waitUpdate(0)
+	if v := b.text("ex-verdict-title"); !strings.Contains(v, "Worth it") {
+		t.Errorf("opening verdict %q, want a gain at the quiet-day p95", v)
+	}
+	if s := b.text("ex-status"); !strings.Contains(s, ",000 requests") {
+		t.Errorf("status %q does not state the simulation size", s)
+	}
+	p99 := b.text("ex-table")
+	b.shot("lab-explorer.png")
+
+	// Keyboard only: move the utilisation slider with the arrow keys.
+	n := b.updates()
+	b.key("ex-load", kb.ArrowRight, kb.ArrowRight)
+	b.waitUpdate(n)
+	if out := b.text("ex-load-out"); out != "60%" {
+		t.Errorf("after two ArrowRight presses the load reads %q, want 60%%", out)
+	}
+	if after := b.text("ex-table"); after == p99 {
+		t.Errorf("numbers did not change when the slider moved:\n%s", after)
+	}
+
+	// A mouse click on the tail-heaviness slider's far end changes sigma.
+	n = b.updates()
+	box, err := chromedp.Run(b.ctx, chromedp.Dimensions(chromedp.ID("ex-sigma")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := box.Content
+	b.do(chromedp.MouseClickXY((q[0]+q[2])/2+(q[2]-q[0])*0.3, (q[1]+q[5])/2))
+	b.waitUpdate(n)
+	if out := b.text("ex-sigma-out"); out == "σ 1.0" {
+		t.Errorf("clicking the sigma slider left it at %q", out)
+	}
+
+	// Cancellation off at high utilisation: the collapse warning.
+	n = b.updates()
+	b.do(chromedp.Click(chromedp.ID("ex-cancel")))
+	b.key("ex-load", kb.ArrowRight, kb.ArrowRight, kb.ArrowRight, kb.ArrowRight, kb.ArrowRight) // 60% -> 85%
+	b.waitUpdate(n)
+	if out := b.text("ex-load-out"); out != "85%" {
+		t.Errorf("load reads %q, want 85%%", out)
+	}
+	b.waitFor("the collapse verdict", `document.getElementById('ex-verdict').dataset.tone === 'collapse'`)
+	if w := b.text("ex-warnings"); !strings.Contains(w, "Warning") || !strings.Contains(w, "worse with hedging") {
+		t.Errorf("collapse warning missing: %q", w)
+	}
+	if h := b.text("ex-headsup"); !strings.Contains(h, "Cancellation is off above 60% utilisation") {
+		t.Errorf("rule-based heads-up missing: %q", h)
+	}
+	if v := b.text("ex-verdict-title"); !strings.Contains(v, "Collapse") {
+		t.Errorf("verdict %q", v)
+	}
+
+	// A bad value typed into a field gets the server's reason, not a hang.
+	n = b.updates()
+	b.do(chromedp.SetValue(chromedp.ID("ex-runs"), "9"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('ex-runs').dispatchEvent(new Event('input', {bubbles: true}))`))
+	b.waitFor("the refusal", `document.getElementById('ex-status').classList.contains('err')`)
+	if s := b.text("ex-status"); !strings.Contains(s, "runs: 9 is out of range") {
+		t.Errorf("status after runs=9: %q", s)
+	}
+
+	// Back to the opening settings with a preset button.
+	b.do(chromedp.SetValue(chromedp.ID("ex-runs"), "2"), chromedp.Click(chromedp.CSS(`[data-preset="default"]`)))
+	b.waitUpdate(n)
+	b.waitFor("the good verdict again", `document.getElementById('ex-verdict').dataset.tone === 'good'`)
+}
+
+func (b *browser) study(t *testing.T) {
+	b.t = t
+	// Keyboard: from the Explorer tab, ArrowRight selects Study.
+	b.key("tab-explorer", kb.ArrowRight)
+	b.waitFor("the study tab", `document.getElementById('tab-study').getAttribute('aria-selected') === 'true' && !document.getElementById('view-study').hidden && document.activeElement.id === 'tab-study'`)
+	b.waitFor("the study plot", `document.querySelectorAll('#st-ratio circle').length > 30`)
+	if title := b.text("st-ratio-title"); !strings.HasPrefix(title, "p99 ratio") {
+		t.Errorf("noise title %q", title)
+	}
+	b.do(chromedp.Click(chromedp.CSS(`input[name="st-world"][value="stalls"] + span`)))
+	b.waitFor("the stalls plot", `document.getElementById('st-ratio-title').textContent.startsWith('p99.9')`)
+	if note := b.text("st-note"); !strings.Contains(note, "worse") {
+		t.Errorf("stalls note should name the quiet-day collapse: %q", note)
+	}
+	b.shot("lab-study.png")
+}
+
+func (b *browser) drill(t *testing.T) {
+	b.t = t
+	b.key("tab-study", kb.ArrowRight)
+	b.waitFor("the drill", `document.getElementById('dr-preview').dataset.outcome === 'EXCESS LOAD'`)
+	check := func(outcome, p95 string, more ...string) {
+		t.Helper()
+		cond := fmt.Sprintf(`document.getElementById('dr-preview').dataset.outcome === %q && document.getElementById('dr-p95').innerText.includes(%q)`, outcome, p95)
+		for _, m := range more {
+			cond += fmt.Sprintf(` && document.getElementById('view-drill').innerText.includes(%q)`, m)
+		}
+		b.waitFor(outcome+" "+strings.Join(more, ", "), cond)
+		if got := b.text("dr-outcome"); got != outcome {
+			t.Errorf("outcome badge %q, want %q", got, outcome)
+		}
+		if got := b.text("dr-p95"); !strings.Contains(got, p95) {
+			t.Errorf("%s: p95 card %q, want %s", outcome, got, p95)
+		}
+		all := b.text("view-drill")
+		for _, m := range more {
+			if !strings.Contains(all, m) {
+				t.Errorf("%s: page lacks %q", outcome, m)
+			}
+		}
+	}
+	// Opens at 50 ms, 100% budget.
+	check("EXCESS LOAD", "146 ms", "+100%", "20 hedges")
+	// Keyboard: eight ArrowRight presses take the delay from 50 to 130 ms.
+	b.key("dr-delay", kb.ArrowRight, kb.ArrowRight, kb.ArrowRight, kb.ArrowRight, kb.ArrowRight, kb.ArrowRight, kb.ArrowRight, kb.ArrowRight)
+	check("TAIL CUT", "226 ms", "640 ms to 226 ms for 15% extra", "3 hedges: 6, 12, 17", "684 ms")
+
+	// Replay: Play moves the clock; Next event steps; Restart rewinds.
+	b.do(chromedp.Click(chromedp.ID("dr-play")))
+	b.waitFor("playback", `parseFloat(document.getElementById('dr-time-out').textContent) > 20`)
+	b.do(chromedp.Click(chromedp.ID("dr-play"))) // pause
+	b.do(chromedp.Click(chromedp.ID("dr-restart")))
+	b.waitFor("rewind", `document.getElementById('dr-time-out').textContent === '0 ms'`)
+	for range 21 {
+		b.do(chromedp.Click(chromedp.ID("dr-next")))
+	}
+	if cur := eval[string](b, `document.querySelector('#dr-trace li.current').innerText`); !strings.Contains(cur, "primary answers") {
+		t.Errorf("21st event %q, want the first answer", cur)
+	}
+	// Seek with the slider to 226 ms: request 12's backup has won.
+	b.do(chromedp.SetValue(chromedp.ID("dr-time"), "226"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('dr-time').dispatchEvent(new Event('input', {bubbles: true}))`))
+	if cur := eval[string](b, `document.querySelector('#dr-trace li.current').innerText`); !strings.Contains(cur, "#12") {
+		t.Errorf("event at 226 ms %q, want request 12", cur)
+	}
+	if speeds := eval[string](b, `[...document.getElementById('dr-speed').options].map(o => o.value).join(' ')`); speeds != "0.25 0.5 1 1.5 2" {
+		t.Errorf("speeds %q", speeds)
+	}
+	b.shot("lab-drill.png")
+
+	b.do(chromedp.Click(chromedp.CSS(`input[name="op"][value="write"]`)))
+	check("DUPLICATE WRITES", "226 ms", "requests 6, 12, 17 wrote twice")
+	b.do(chromedp.Click(chromedp.CSS(`input[name="op"][value="write-key"]`)))
+	check("TAIL CUT", "226 ms", "3 second commits deduplicated")
+	b.do(chromedp.Click(chromedp.CSS(`input[name="op"][value="read"]`)), chromedp.Click(chromedp.ID("dr-cancel")))
+	check("TAIL CUT", "226 ms", "1990 ms")
+	b.do(chromedp.Click(chromedp.ID("dr-cancel")), chromedp.Click(chromedp.CSS(`[data-drill="budget"]`)))
+	check("NO TAIL GAIN", "640 ms", "requests 1 and 2")
+	b.do(chromedp.Click(chromedp.CSS(`[data-drill="50"]`)))
+	check("EXCESS LOAD", "146 ms")
+	b.key("dr-delay", kb.End) // 1000 ms: nothing outlives it
+	b.key("dr-delay", kb.Home)
+	check("EXCESS LOAD", "ms", "20 hedges") // delay 0 hedges everything
+}

@@ -1,0 +1,111 @@
+// Package lab is the hedge toolkit's interactive lab: an HTTP server with a
+// page embedded in the binary, started by "hedge lab".
+//
+// The page has three views, all hand-written HTML, CSS and JavaScript with
+// SVG charts drawn by its own code (no framework, no CDN, nothing fetched
+// from elsewhere: it works offline):
+//
+//   - Explorer: choose a world (noise, stalls, big jobs, mixed, or
+//     log-normal sizes with tail heaviness sigma), the utilisation before
+//     hedging, a strategy (none, fixed delay, a percentile delay measured
+//     on a quiet day or at this load, live percentile, or a percentile
+//     delay with a budget), cancel the loser, tied requests and routing.
+//     Every change reruns the simulator (debounced, the previous request
+//     aborted) and shows a verdict, the p50/p95/p99/p99.9 side by side with
+//     the gap, extra attempts and extra work, and a CCDF on log axes.
+//   - Study: ratio to no hedging and extra work against load, per world and
+//     strategy, from the results.json of "hedge study".
+//   - Drill: the twenty-request replay of package drill, with Play/Pause,
+//     Next event, Restart, speed and a time slider.
+//
+// # Why the simulation runs on the server
+//
+// The numbers come from package sim, the same discrete-event simulator and
+// the same hedge policy values as "hedge sim" and "hedge study". Running it
+// in the browser would mean either a second simulator written in
+// JavaScript, which would drift from the measured one and would need its
+// own tests to prove agreement, or the Go simulator compiled to WebAssembly,
+// a multi-megabyte download and a second build step for no gain: the lab
+// is a local tool, started from the binary that holds the simulator. On
+// the server the simulator runs natively (about 2 million simulated
+// requests per second per core), the page stays small, and there is one
+// source of truth. The price is that the page needs the "hedge lab"
+// process; it cannot be served as static files. The drill is computed on
+// the server for the same reason: the page draws and replays what package
+// drill returns, so the terminal command, the API and the page cannot
+// disagree.
+//
+// # API
+//
+// All endpoints are GET and answer JSON; every error is an ErrorResponse
+// with a message that says what to do.
+//
+//   - /api/explore?world=&sigma=&load=&routing=&strategy=&delay=&p=&calib=
+//     &livep=&budget=&cancel=&tied=&runs=&requests=&seed= runs the chosen
+//     strategy and "none" at the same point (same seeds, so the runs are
+//     paired) and returns an ExploreResponse. Parameters are described on
+//     ExploreParams; all are optional.
+//   - /api/drill?hedge=&delay=&budget=&cancel=&op= returns a DrillResponse
+//     (delay in milliseconds, "130", or as a duration, "130ms").
+//   - /api/study returns the study's results.json.
+//
+// # Bounds
+//
+// One visitor cannot pin the machine:
+//
+//   - Size: at most 4 runs and Options.MaxRequests (200,000) requests per
+//     run, and at most Options.MaxWork (400,000) simulated requests per
+//     point. The page asks for 2 runs of 100,000. On a shared 2-core
+//     machine the server answers a new point in 50 to 150 ms (a calibration
+//     run when needed, the baseline and the hedged run), a point in the
+//     collapse regime in 0.4 to 1.4 s (an unstable queue takes longer to
+//     drain), and a repeated one from its cache in well under a millisecond.
+//   - Time: each request's simulations run under Options.Timeout (10 s).
+//     sim.RunPoint checks its context between runs, not within one, so a
+//     run in progress when the time is up finishes (it is bounded by the
+//     size cap) and the request gets 503.
+//   - Concurrency: a semaphore admits Options.MaxConcurrent (2) simulating
+//     requests; the next waits up to Options.QueueWait (0.5 s) and then
+//     gets 503 with Retry-After. The drill and the study need no slot.
+//   - Validation: every parameter is checked against its range before any
+//     work starts; each bad one is named in a 400 (unknown parameters
+//     too, so that a typo is not silently ignored).
+//
+// Results are cached by their canonical parameters (an LRU of 512 entries,
+// also holding the baseline and calibration summaries, which a change of
+// strategy reuses).
+//
+// # The CCDF
+//
+// Every run is made with sim.Config.Tail, so it reports its exact
+// nearest-rank latency at each of sim.TailLevels (from the median down to
+// one request in 10,000); the CCDF is drawn through the means of those
+// across runs, with each run's curve shown faintly, and leaves out levels
+// that fewer than 10 measured requests exceed. ExploreResponse.CCDFSource
+// says "tail".
+//
+// # Verdicts and warnings
+//
+// The verdict compares the headline percentile (p99.9 in the stalling
+// worlds, p99 otherwise, as in the study): better below a ratio of 0.95,
+// worse above 1.05, collapse above 2. Warnings come from the measured
+// numbers only: collapse (ratio above 2, with the hedged fraction when it is
+// near 100%), many hedged (half the requests or more), saturated
+// (utilisation at or above 97%). Heads-ups are rules on the settings alone,
+// shown before anything is measured: cancellation off above 60%
+// utilisation, a zero delay, a percentile below p90, a budget of 50% or
+// more, tied without cancellation, stalling worlds near capacity.
+//
+// # Study data
+//
+// The Study view reads a copy of docs/study/results.json embedded at build
+// time (study.json; "go generate ./lab" refreshes it and a test fails when
+// the two differ). "hedge lab --study path" serves another results.json
+// instead, for example one just written by "hedge study --quick".
+//
+// # What this package is not
+//
+// It is not a hosted service: it binds to 127.0.0.1 by default, has no
+// authentication and keeps no state beyond its cache. It does not run the
+// live engine (hedge.Do) against real servers; that is "hedge bench".
+package lab

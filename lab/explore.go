@@ -1,0 +1,603 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tailcut/hedge/sim"
+)
+
+// Explorer parameter values.
+var (
+	exploreWorlds     = []string{"noise", "stalls", "bigjobs", "mixed", "lognormal"}
+	exploreRoutings   = sim.Routings()
+	exploreStrategies = []string{"none", "fixed", "percentile", "live", "budget"}
+	explorePcts       = []string{"50", "95", "99", "99.9"}
+	exploreCalibs     = []string{"quiet", "load"}
+)
+
+// Explorer parameter ranges (see ExploreParams).
+const (
+	minLoad, maxLoad   = 0.05, 0.95
+	maxSigma           = 3
+	maxDelay           = 50
+	minLiveP, maxLiveP = 50, 99.9
+	minBudget          = 0.1
+	maxRuns            = 4
+	minRequests        = 1000
+)
+
+// ExploreParams are the explorer's controls, as /api/explore reads them
+// from the query string (names in parentheses; defaults are the page's).
+type ExploreParams struct {
+	// World (world): noise, stalls, bigjobs, mixed or lognormal (the
+	// default). Sigma (sigma) is the log-normal tail heaviness, 0 to 3
+	// (1).
+	World string  `json:"world"`
+	Sigma float64 `json:"sigma"`
+	// Load (load) is the utilisation before hedging, 0.05 to 0.95 (0.5).
+	Load float64 `json:"load"`
+	// Routing (routing): two-choice, random, least-loaded or pool (the
+	// default).
+	Routing string `json:"routing"`
+	// Strategy (strategy): none, fixed (Delay), percentile (the unhedged
+	// Percentile measured at Calibration), live (the live LiveP
+	// percentile of recent latencies) or budget (the percentile delay
+	// plus a token-bucket budget of Budget percent). Default percentile.
+	Strategy string `json:"strategy"`
+	// Delay (delay) is the fixed delay in mean service times, 0 to 50 (2).
+	Delay float64 `json:"delay"`
+	// Percentile (p) is 50, 95 (default), 99 or 99.9; Calibration (calib)
+	// is quiet (default: measured unhedged at load 0.1, a quiet day) or
+	// load (measured unhedged at this load).
+	Percentile  string `json:"percentile"`
+	Calibration string `json:"calibration"`
+	// LiveP (livep) is the live strategy's percentile, 50 to 99.9 (95).
+	LiveP float64 `json:"live_p"`
+	// Budget (budget) is the budget strategy's hedges per 100 requests,
+	// 0.1 to 100 (5).
+	Budget float64 `json:"budget"`
+	// Cancel (cancel) cancels the loser (true); Tied (tied) sends both
+	// copies at arrival instead of hedging (false).
+	Cancel bool `json:"cancel"`
+	Tied   bool `json:"tied"`
+	// Runs (runs, 1 to 4, default 2), Requests (requests per run, 1,000
+	// to Options.MaxRequests, default 100,000) and Seed (seed, 1) size
+	// and seed the simulation; runs x requests is capped by
+	// Options.MaxWork.
+	Runs     int    `json:"runs"`
+	Requests int    `json:"requests"`
+	Seed     uint64 `json:"seed"`
+}
+
+// DefaultExploreParams returns the explorer's opening settings: the
+// log-normal pool at sigma 1 and half load, hedging at the quiet-day p95
+// with cancellation.
+func DefaultExploreParams() ExploreParams {
+	return ExploreParams{
+		World: "lognormal", Sigma: 1, Load: 0.5, Routing: "pool",
+		Strategy: "percentile", Delay: 2, Percentile: "95", Calibration: "quiet",
+		LiveP: 95, Budget: 5, Cancel: true,
+		Runs: 2, Requests: 100_000, Seed: 1,
+	}
+}
+
+// hedges reports whether the parameters send extra copies.
+func (p ExploreParams) hedges() bool { return p.Tied || p.Strategy != "none" }
+
+// key is the canonical form of the parameters that matter.
+func (p ExploreParams) key() string {
+	k := fmt.Sprintf("w=%s l=%g r=%s c=%v n=%dx%d s=%d", p.World, p.Load, p.Routing, p.Cancel, p.Runs, p.Requests, p.Seed)
+	if p.World == "lognormal" {
+		k += fmt.Sprintf(" sigma=%g", p.Sigma)
+	}
+	switch {
+	case p.Tied:
+		k += " tied"
+	case p.Strategy == "fixed":
+		k += fmt.Sprintf(" fixed=%g", p.Delay)
+	case p.Strategy == "percentile":
+		k += " pct=" + p.Percentile + "@" + p.Calibration
+	case p.Strategy == "live":
+		k += fmt.Sprintf(" live=%g", p.LiveP)
+	case p.Strategy == "budget":
+		k += fmt.Sprintf(" budget=%g pct=%s@%s", p.Budget, p.Percentile, p.Calibration)
+	}
+	return k
+}
+
+func (s *Server) parseExplore(r *http.Request) (ExploreParams, []ParamError) {
+	d := DefaultExploreParams()
+	f := newForm(r.URL.Query())
+	p := ExploreParams{
+		World:       f.choice("world", d.World, exploreWorlds),
+		Sigma:       f.float("sigma", d.Sigma, 0, maxSigma),
+		Load:        f.float("load", d.Load, minLoad, maxLoad),
+		Routing:     f.choice("routing", d.Routing, exploreRoutings),
+		Strategy:    f.choice("strategy", d.Strategy, exploreStrategies),
+		Delay:       f.float("delay", d.Delay, 0, maxDelay),
+		Percentile:  f.choice("p", d.Percentile, explorePcts),
+		Calibration: f.choice("calib", d.Calibration, exploreCalibs),
+		LiveP:       f.float("livep", d.LiveP, minLiveP, maxLiveP),
+		Budget:      f.float("budget", d.Budget, minBudget, 100),
+		Cancel:      f.boolean("cancel", d.Cancel),
+		Tied:        f.boolean("tied", d.Tied),
+		Runs:        f.integer("runs", d.Runs, 1, maxRuns),
+		Requests:    f.integer("requests", s.o.DefaultRequests, minRequests, s.o.MaxRequests),
+		Seed:        f.uint("seed", d.Seed),
+	}
+	f.unknown()
+	if len(f.errs) == 0 && p.Runs*p.Requests > s.o.MaxWork {
+		f.bad("requests", "runs x requests = %d x %d exceeds the lab's limit of %d simulated requests per point: lower requests or runs",
+			p.Runs, p.Requests, s.o.MaxWork)
+	}
+	return p, f.errs
+}
+
+// Note is one warning or heads-up shown beside the verdict.
+type Note struct {
+	// Kind names the rule ("collapse", "saturated", "no-cancel", ...).
+	Kind string `json:"kind"`
+	// Text is the message.
+	Text string `json:"text"`
+}
+
+// Verdict is the explorer's plain-language conclusion.
+type Verdict struct {
+	// Tone is baseline, good, neutral, bad or collapse.
+	Tone string `json:"tone"`
+	// Title is a short headline and Text the explanation.
+	Title string `json:"title"`
+	Text  string `json:"text"`
+}
+
+// Point is one point of a CCDF: P(latency > T) = P.
+type Point struct {
+	T float64 `json:"t"`
+	P float64 `json:"p"`
+}
+
+// Measures are the summary numbers of one simulated point: means across
+// runs, latencies in mean service times.
+type Measures struct {
+	// Mean and the nearest-rank percentiles of latency, with the
+	// standard errors of the percentiles.
+	Mean   float64 `json:"mean"`
+	P50    float64 `json:"p50"`
+	P95    float64 `json:"p95"`
+	P99    float64 `json:"p99"`
+	P999   float64 `json:"p999"`
+	P50SE  float64 `json:"p50_se"`
+	P95SE  float64 `json:"p95_se"`
+	P99SE  float64 `json:"p99_se"`
+	P999SE float64 `json:"p999_se"`
+	// HedgedFraction is the share of requests that sent a second copy,
+	// MultiStarted the share of which more than one copy started service.
+	HedgedFraction float64 `json:"hedged_fraction"`
+	MultiStarted   float64 `json:"multi_started"`
+	// ExtraWork is the work beyond one copy per request, as a fraction;
+	// Utilisation the share of server time busy; MeanDelay the mean hedge
+	// delay in force.
+	ExtraWork   float64 `json:"extra_work"`
+	Utilisation float64 `json:"utilisation"`
+	MeanDelay   float64 `json:"mean_delay"`
+	// CCDF is the latency CCDF through the measured tail curve (see
+	// ExploreResponse.CCDFSource), and RunCCDFs the same for each run.
+	CCDF     []Point   `json:"ccdf"`
+	RunCCDFs [][]Point `json:"run_ccdfs"`
+}
+
+// Gap holds the ratios hedged / unhedged of each percentile (below 1 is
+// better), paired by run.
+type Gap struct {
+	P50  float64 `json:"p50"`
+	P95  float64 `json:"p95"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	// Headline is the ratio of the headline percentile and HeadlineSE its
+	// standard error.
+	Headline   float64 `json:"headline"`
+	HeadlineSE float64 `json:"headline_se"`
+}
+
+// ExploreResponse is the body of a successful /api/explore.
+type ExploreResponse struct {
+	// Params echo the request with defaults filled in.
+	Params ExploreParams `json:"params"`
+	// Config describes the hedged simulation as sim.Config.String does.
+	Config string `json:"config"`
+	// Baseline is the same point without hedging (same seeds), Hedged the
+	// chosen strategy.
+	Baseline Measures `json:"baseline"`
+	Hedged   Measures `json:"hedged"`
+	Gap      Gap      `json:"gap"`
+	// Headline is the percentile the verdict uses: "p999" in the stalling
+	// worlds, "p99" otherwise (as in the study).
+	Headline string `json:"headline"`
+	// Delay is the hedge delay used, in mean service times (the mean
+	// delay in force for live), and DelayNote says where it came from.
+	Delay     float64 `json:"delay"`
+	DelayNote string  `json:"delay_note"`
+	// ExtraAttempts is the share of requests that sent a second copy;
+	// ExtraWork the work done beyond one copy per request, as a fraction.
+	ExtraAttempts float64 `json:"extra_attempts"`
+	ExtraWork     float64 `json:"extra_work"`
+	Verdict       Verdict `json:"verdict"`
+	// Warnings come from the measured numbers; HeadsUp from rules on the
+	// settings alone.
+	Warnings []Note `json:"warnings"`
+	HeadsUp  []Note `json:"heads_up"`
+	// CCDFSource is "tail": the CCDF is drawn through the latency at each
+	// of sim.TailLevels, measured exactly per run.
+	CCDFSource string `json:"ccdf_source"`
+	// ServerMillis is the time the server spent on this response, Cached
+	// whether it came from the cache, and Simulated the requests simulated
+	// for it (calibration included, 0 when cached).
+	ServerMillis float64 `json:"server_ms"`
+	Cached       bool    `json:"cached"`
+	Simulated    int     `json:"simulated_requests"`
+}
+
+func (s *Server) handleExplore(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	p, errs := s.parseExplore(r)
+	if len(errs) > 0 {
+		writeParamErrors(w, errs)
+		return
+	}
+	if v, ok := s.cache.get("explore " + p.key()); ok {
+		resp := v.(ExploreResponse)
+		resp.Params, resp.Cached, resp.Simulated = p, true, 0
+		resp.ServerMillis = millis(time.Since(start))
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	release, err := s.acquire(r.Context())
+	if err != nil {
+		if errors.Is(err, errBusy) {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf(
+				"the lab is already running %d simulations, its limit: try again in a moment", cap(s.sem)), nil)
+		}
+		return // the client has gone
+	}
+	defer release()
+	if s.testHook != nil {
+		s.testHook()
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.o.Timeout)
+	defer cancel()
+	resp, err := s.explore(ctx, p)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf(
+			"the simulation took longer than the lab's limit of %v and was stopped: lower requests or runs", s.o.Timeout), nil)
+		return
+	case errors.Is(err, context.Canceled):
+		return // the client has gone
+	case errors.Is(err, sim.ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error(), nil)
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error(), nil)
+		return
+	}
+	s.cache.put("explore "+p.key(), resp)
+	resp.ServerMillis = millis(time.Since(start))
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func millis(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
+
+// baseConfig is the unhedged configuration of p's point.
+func (p ExploreParams) baseConfig() sim.Config {
+	c := sim.DefaultConfig()
+	c.World, _ = sim.ParseWorld(p.World)
+	c.Routing, _ = sim.ParseRouting(p.Routing)
+	c.Load = p.Load
+	c.Sigma = p.Sigma
+	c.Requests = p.Requests
+	c.Warmup = p.Requests / 10
+	c.Seed = p.Seed
+	c.Tail = true // the CCDF
+	return c
+}
+
+// point runs c (or takes it from the cache) and reports how many requests
+// it simulated.
+func (s *Server) point(ctx context.Context, c sim.Config, runs int, simulated *int) (sim.Summary, error) {
+	key := fmt.Sprintf("point %s runs=%d", c, runs)
+	if v, ok := s.cache.get(key); ok {
+		return v.(sim.Summary), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return sim.Summary{}, err // RunPoint might start a run anyway
+	}
+	sum, err := sim.RunPoint(ctx, c, runs, s.o.Workers)
+	if err != nil {
+		return sim.Summary{}, err
+	}
+	*simulated += runs * c.Requests
+	s.cache.put(key, sum)
+	return sum, nil
+}
+
+func (s *Server) explore(ctx context.Context, p ExploreParams) (ExploreResponse, error) {
+	resp := ExploreResponse{Params: p, CCDFSource: "tail"}
+	base := p.baseConfig()
+	baseSum, err := s.point(ctx, base, p.Runs, &resp.Simulated)
+	if err != nil {
+		return resp, err
+	}
+	hc := base
+	hc.NoCancel = !p.Cancel
+	switch {
+	case p.Tied:
+		hc.Strategy = sim.Tied
+	case p.Strategy == "none":
+		hc.Strategy = sim.None
+	case p.Strategy == "fixed":
+		hc.Strategy, hc.Delay = sim.HedgeFixed, p.Delay
+		resp.DelayNote = fmt.Sprintf("a fixed delay of %.3g mean service times", p.Delay)
+	case p.Strategy == "live":
+		hc.Strategy, hc.LiveP = sim.HedgeP95Live, p.LiveP
+	case p.Strategy == "percentile", p.Strategy == "budget":
+		cc := base
+		cc.Strategy, cc.Delay = sim.None, 0
+		where := "this load"
+		if p.Calibration == "quiet" {
+			cc.Load = sim.QuietLoad
+			where = fmt.Sprintf("a quiet day (load %g)", sim.QuietLoad)
+		}
+		cc.Seed = sim.DeriveSeed(p.Seed, "calibration")
+		cal, err := s.point(ctx, cc, p.Runs, &resp.Simulated)
+		if err != nil {
+			return resp, err
+		}
+		hc.Delay = map[string]float64{"50": cal.P50.Value, "95": cal.P95.Value, "99": cal.P99.Value, "99.9": cal.P999.Value}[p.Percentile]
+		hc.Strategy = sim.HedgeFixed
+		resp.DelayNote = fmt.Sprintf("the p%s of unhedged latency measured on %s", p.Percentile, where)
+		if p.Strategy == "budget" {
+			hc.Strategy, hc.Budget = sim.HedgeQuietBudget, p.Budget/100
+			resp.DelayNote += fmt.Sprintf(", with a budget of %g hedges per 100 requests", p.Budget)
+		}
+	}
+	hedgedSum := baseSum
+	if p.hedges() {
+		if hedgedSum, err = s.point(ctx, hc, p.Runs, &resp.Simulated); err != nil {
+			return resp, err
+		}
+	}
+	resp.Config = hc.String()
+	resp.Baseline, resp.Hedged = measures(baseSum), measures(hedgedSum)
+	switch {
+	case p.Strategy == "live" && !p.Tied:
+		resp.Delay = hedgedSum.Delay.Value
+		resp.DelayNote = fmt.Sprintf("the live p%g of the last %d latencies; %.3g on average", p.LiveP, hc.LiveWindow, resp.Delay)
+	case p.hedges() && !p.Tied:
+		resp.Delay = hc.Delay
+	}
+	resp.Headline = sim.Headline(base.World)
+	resp.Gap = gap(baseSum, hedgedSum, resp.Headline)
+	resp.ExtraAttempts = hedgedSum.HedgedFraction.Value
+	resp.ExtraWork = hedgedSum.ExtraWork.Value
+	resp.Verdict, resp.Warnings = judge(p, &resp)
+	resp.HeadsUp = headsUp(p)
+	return resp, nil
+}
+
+func measures(s sim.Summary) Measures {
+	m := Measures{
+		Mean: s.Mean.Value, P50: s.P50.Value, P95: s.P95.Value, P99: s.P99.Value, P999: s.P999.Value,
+		P50SE: s.P50.SE, P95SE: s.P95.SE, P99SE: s.P99.SE, P999SE: s.P999.SE,
+		HedgedFraction: s.HedgedFraction.Value, MultiStarted: s.MultiStarted.Value,
+		ExtraWork: s.ExtraWork.Value, Utilisation: s.Utilisation.Value, MeanDelay: s.Delay.Value,
+	}
+	measured := 0
+	if len(s.Runs) > 0 {
+		measured = s.Runs[0].Requests
+	}
+	tail := make([]float64, len(s.Tail))
+	for i, e := range s.Tail {
+		tail[i] = e.Value
+	}
+	m.CCDF = ccdf(tail, measured)
+	for _, r := range s.Runs {
+		m.RunCCDFs = append(m.RunCCDFs, ccdf(r.Tail, r.Requests))
+	}
+	return m
+}
+
+// ccdf returns the CCDF through the simulator's tail curve
+// (sim.TailLevels): P(latency > tail[i]) = TailLevels[i]. Levels that fewer
+// than 10 of the n measured requests exceed are left out: their quantile is
+// the noise of a handful of requests.
+func ccdf(tail []float64, n int) []Point {
+	var pts []Point
+	for i, l := range sim.TailLevels {
+		if i < len(tail) && l*float64(n) >= 10 {
+			pts = append(pts, Point{tail[i], l})
+		}
+	}
+	return pts
+}
+
+func gap(base, hedged sim.Summary, headline string) Gap {
+	col := func(s sim.Summary, f func(sim.RunResult) float64) []float64 {
+		xs := make([]float64, len(s.Runs))
+		for i, r := range s.Runs {
+			xs[i] = f(r)
+		}
+		return xs
+	}
+	ratio := func(f func(sim.RunResult) float64) sim.Estimate {
+		e := sim.Ratio(col(hedged, f), col(base, f))
+		if math.IsNaN(e.Value) || math.IsInf(e.Value, 0) {
+			return sim.Estimate{}
+		}
+		return e
+	}
+	p50 := ratio(func(r sim.RunResult) float64 { return r.P50 })
+	p95 := ratio(func(r sim.RunResult) float64 { return r.P95 })
+	p99 := ratio(func(r sim.RunResult) float64 { return r.P99 })
+	p999 := ratio(func(r sim.RunResult) float64 { return r.P999 })
+	g := Gap{P50: p50.Value, P95: p95.Value, P99: p99.Value, P999: p999.Value, Headline: p99.Value, HeadlineSE: p99.SE}
+	if headline == "p999" {
+		g.Headline, g.HeadlineSE = p999.Value, p999.SE
+	}
+	return g
+}
+
+// Thresholds of the measured warnings.
+const (
+	collapseRatio   = 2    // the tail at least twice as bad as not hedging
+	allHedged       = 0.9  // nearly every request sent a second copy
+	saturated       = 0.97 // utilisation at which queues grow without bound
+	manyHedged      = 0.5  // half the requests hedged
+	betterThreshold = 0.95 // ratio below this: hedging helps
+	worseThreshold  = 1.05 // ratio above this: hedging hurts
+)
+
+// pctName returns "p99" or "p99.9" for a headline key.
+func pctName(headline string) string {
+	if headline == "p999" {
+		return "p99.9"
+	}
+	return headline
+}
+
+// times formats a ratio as "1.3x" (from the better side).
+func times(r float64) string {
+	if r < 1 && r > 0 {
+		r = 1 / r
+	}
+	switch {
+	case r >= 100:
+		return strconv.FormatFloat(math.Round(r), 'f', 0, 64) + "×"
+	case r >= 10:
+		return strconv.FormatFloat(r, 'f', 0, 64) + "×"
+	}
+	return strconv.FormatFloat(r, 'f', 1, 64) + "×"
+}
+
+// num formats a latency in mean service times: three significant digits,
+// whole numbers with thousands separators from 1,000 up.
+func num(x float64) string {
+	if math.Abs(x) < 1000 {
+		return strconv.FormatFloat(x, 'g', 3, 64)
+	}
+	s := strconv.FormatFloat(math.Round(x), 'f', 0, 64)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// percent formats a fraction as a percentage: one decimal below 10%.
+func percent(x float64) string {
+	p := 100 * x
+	switch {
+	case math.Abs(p) < 0.05:
+		return "0%"
+	case math.Abs(p) < 10:
+		return strconv.FormatFloat(p, 'f', 1, 64) + "%"
+	}
+	return strconv.FormatFloat(p, 'f', 0, 64) + "%"
+}
+
+// judge writes the verdict and the measured warnings.
+func judge(p ExploreParams, r *ExploreResponse) (Verdict, []Note) {
+	warn := []Note{}
+	name := pctName(r.Headline)
+	b, h := r.Baseline, r.Hedged
+	bv, hv := b.P99, h.P99
+	if r.Headline == "p999" {
+		bv, hv = b.P999, h.P999
+	}
+	ratio := r.Gap.Headline
+	what := "hedging"
+	if p.Tied {
+		what = "tied requests"
+	}
+	if !p.hedges() {
+		return Verdict{Tone: "baseline", Title: "No hedging: the baseline",
+			Text: fmt.Sprintf("One copy per request. The %s is %s mean service times at %s utilisation; pick a strategy to compare.", name, num(bv), percent(b.Utilisation))}, warn
+	}
+	cost := fmt.Sprintf("%s extra attempts and %s extra work", percent(r.ExtraAttempts), percent(r.ExtraWork))
+	if r.ExtraWork <= -0.0005 {
+		// Fresh copy sizes: winning backups can be shorter than the
+		// primaries they replace.
+		cost = fmt.Sprintf("%s extra attempts and %s less work", percent(r.ExtraAttempts), percent(-r.ExtraWork))
+	}
+	var v Verdict
+	switch {
+	case ratio > collapseRatio:
+		v = Verdict{Tone: "collapse", Title: fmt.Sprintf("Collapse: the %s is %s worse than not hedging", name, times(ratio)),
+			Text: fmt.Sprintf("With %s the %s goes from %s to %s mean service times, for %s. The extra copies are the load that causes the queueing that triggers them.", what, name, num(bv), num(hv), cost)}
+	case ratio > worseThreshold:
+		v = Verdict{Tone: "bad", Title: fmt.Sprintf("Worse: %s makes the %s %s worse", what, name, times(ratio)),
+			Text: fmt.Sprintf("The %s goes from %s to %s mean service times, and it costs %s.", name, num(bv), num(hv), cost)}
+	case ratio < betterThreshold && ratio > 0:
+		v = Verdict{Tone: "good", Title: fmt.Sprintf("Worth it: %s cuts the %s %s", what, name, times(ratio)),
+			Text: fmt.Sprintf("The %s falls from %s to %s mean service times for %s.", name, num(bv), num(hv), cost)}
+	default:
+		v = Verdict{Tone: "neutral", Title: fmt.Sprintf("No real gain: the %s barely moves", name),
+			Text: fmt.Sprintf("The %s goes from %s to %s mean service times (within 5%%), for %s.", name, num(bv), num(hv), cost)}
+	}
+	if ratio > collapseRatio {
+		t := fmt.Sprintf("Measured: the %s is %s worse with %s (%s → %s).", name, times(ratio), what, num(bv), num(hv))
+		if h.HedgedFraction >= allHedged && !p.Tied {
+			t += fmt.Sprintf(" %s of requests sent a second copy: ordinary latency now exceeds the hedge delay, so every request earns a hedge.", percent(h.HedgedFraction))
+		}
+		if !p.Cancel {
+			t += " Cancellation is off, so every hedge is a whole extra request."
+		}
+		warn = append(warn, Note{Kind: "collapse", Text: t})
+	} else if h.HedgedFraction >= manyHedged && !p.Tied {
+		warn = append(warn, Note{Kind: "many-hedged", Text: fmt.Sprintf("Measured: %s of requests were hedged. The delay is below the latency of most requests; this is close to sending everything twice.", percent(h.HedgedFraction))})
+	}
+	if h.Utilisation >= saturated {
+		warn = append(warn, Note{Kind: "saturated", Text: fmt.Sprintf("Measured: the servers were busy %s of the time. The queues grow for as long as the run lasts, so a longer run would show an even worse tail.", percent(h.Utilisation))})
+	}
+	return v, warn
+}
+
+// headsUp returns the rule-based notes on the settings, which need no
+// measurement.
+func headsUp(p ExploreParams) []Note {
+	notes := []Note{}
+	if !p.hedges() {
+		return notes
+	}
+	const collapseLoad = 0.6
+	switch {
+	case !p.Cancel && p.Load > collapseLoad:
+		notes = append(notes, Note{Kind: "no-cancel-high-load", Text: fmt.Sprintf(
+			"Cancellation is off above %g%% utilisation: this is the regime where hedging collapses. Each hedge costs a whole extra request, and once queueing pushes ordinary requests past the threshold every request is hedged.", 100*collapseLoad)})
+	case !p.Cancel:
+		notes = append(notes, Note{Kind: "no-cancel", Text: "Cancellation is off: each hedge costs a whole extra request instead of at most the delay's worth of work. Push utilisation above 60% to see what that does."})
+	}
+	switch {
+	case p.Tied:
+		if !p.Cancel {
+			notes = append(notes, Note{Kind: "tied-no-cancel", Text: "Tied requests without cancellation run every request twice."})
+		}
+	case p.Strategy == "fixed" && p.Delay == 0:
+		notes = append(notes, Note{Kind: "zero-delay", Text: "A delay of 0 sends every request twice: a retry loop with no delay is the same bug."})
+	case (p.Strategy == "percentile" || p.Strategy == "budget") && p.Percentile == "50",
+		p.Strategy == "live" && p.LiveP < 90:
+		notes = append(notes, Note{Kind: "low-percentile", Text: "A hedge below p90 is not a hedge: at p50 half the requests go out twice."})
+	}
+	if p.Strategy == "budget" && !p.Tied && p.Budget >= 50 {
+		notes = append(notes, Note{Kind: "loose-budget", Text: fmt.Sprintf("A budget of %g hedges per 100 requests caps almost nothing.", p.Budget)})
+	}
+	if (p.World == "stalls" || p.World == "mixed") && p.Load >= 0.9 {
+		notes = append(notes, Note{Kind: "stall-capacity", Text: "Stalling servers have 98.1% capacity: at this load hedging that adds more than a few percent of work makes the queues unstable."})
+	}
+	return notes
+}

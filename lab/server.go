@@ -1,0 +1,217 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// Default limits; see Options.
+const (
+	DefaultMaxConcurrent = 2                      // simulating requests at once
+	DefaultQueueWait     = 500 * time.Millisecond // wait for a slot before 503
+	DefaultTimeout       = 10 * time.Second       // per explorer request
+	DefaultMaxRequests   = 200_000                // simulated requests per run
+	DefaultMaxWork       = 400_000                // runs x requests per point
+)
+
+// Options configure a Server. A zero Options consists entirely of default
+// values.
+type Options struct {
+	// MaxConcurrent is the most explorer simulations running at once;
+	// further requests wait up to QueueWait for a slot and then get 503.
+	// Zero means DefaultMaxConcurrent (2).
+	MaxConcurrent int
+	// QueueWait is how long a simulation request waits for a free slot.
+	// Zero means DefaultQueueWait; negative means do not wait at all.
+	QueueWait time.Duration
+	// Timeout bounds one explorer request's simulations. Zero means
+	// DefaultTimeout. A run in progress when it expires finishes (runs are
+	// bounded by MaxRequests), then the request gets 503.
+	Timeout time.Duration
+	// MaxRequests is the most simulated requests per run a client may ask
+	// for, and MaxWork the most runs x requests per simulated point. Zero
+	// means DefaultMaxRequests and DefaultMaxWork.
+	MaxRequests, MaxWork int
+	// Study is the content of a results.json written by "hedge study".
+	// Nil means the copy embedded at build time (study.json, a copy of
+	// docs/study/results.json).
+	Study []byte
+	// Workers is the parallel runs per simulated point. Zero means
+	// GOMAXPROCS.
+	Workers int
+	// DefaultRequests is the page's opening "requests per run" and the
+	// API's default. Zero means 100,000 (or MaxRequests if smaller); tests
+	// use fewer.
+	DefaultRequests int
+}
+
+// Server is the lab's HTTP handler: the embedded page and the JSON API.
+// It is safe for concurrent use.
+type Server struct {
+	o     Options
+	mux   *http.ServeMux
+	sem   chan struct{}
+	study []byte // validated results.json
+	index []byte // index.html with the opening simulation size
+	cache *cache // explorer results and the summaries they are built from
+	// testHook, if set, is called while a simulation slot is held (tests).
+	testHook func()
+}
+
+// New returns a Server with o's limits. It fails if o.Study is not a
+// results.json array.
+func New(o Options) (*Server, error) {
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if o.QueueWait == 0 {
+		o.QueueWait = DefaultQueueWait
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = DefaultMaxRequests
+	}
+	if o.MaxWork <= 0 {
+		o.MaxWork = DefaultMaxWork
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.DefaultRequests <= 0 {
+		o.DefaultRequests = DefaultExploreParams().Requests
+	}
+	o.DefaultRequests = min(max(o.DefaultRequests, minRequests), o.MaxRequests, o.MaxWork/DefaultExploreParams().Runs)
+	study := o.Study
+	if study == nil {
+		study = embeddedStudy
+	}
+	if err := checkStudy(study); err != nil {
+		return nil, err
+	}
+	s := &Server{o: o, sem: make(chan struct{}, o.MaxConcurrent), study: study, cache: newCache(512)}
+	page, err := staticFS.ReadFile("static/index.html")
+	if err != nil {
+		return nil, err
+	}
+	s.index = bytes.Replace(page, []byte(`data-requests="100000"`), []byte(`data-requests="`+strconv.Itoa(o.DefaultRequests)+`"`), 1)
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	static, _ := fs.Sub(staticFS, "static")
+	files := http.FileServerFS(static)
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /api/explore", s.handleExplore)
+	s.mux.HandleFunc("GET /api/drill", s.handleDrill)
+	s.mux.HandleFunc("GET /api/study", s.handleStudy)
+	s.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: use /api/explore, /api/drill or /api/study", nil)
+	})
+	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "GET")
+		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: the lab's API is read-only, use GET", nil)
+	})
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", files))
+	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := staticFS.ReadFile("static/favicon.svg")
+		w.Header().Set("Content-Type", "image/svg+xml")
+		w.Write(b)
+	})
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(s.index)
+	})
+}
+
+// ServeHTTP serves the page at /, its files under /static/, and the API:
+// GET /api/explore, GET /api/drill and GET /api/study (see the package
+// doc).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+	h.Set("Cache-Control", "no-cache")
+	s.mux.ServeHTTP(w, r)
+}
+
+// errBusy is returned by acquire when no simulation slot frees in time.
+var errBusy = errors.New("busy")
+
+// acquire takes a simulation slot, waiting up to QueueWait, and returns
+// the function that gives it back.
+func (s *Server) acquire(ctx context.Context) (release func(), err error) {
+	select {
+	case s.sem <- struct{}{}:
+		return func() { <-s.sem }, nil
+	default:
+	}
+	if s.o.QueueWait < 0 {
+		return nil, errBusy
+	}
+	t := time.NewTimer(s.o.QueueWait)
+	defer t.Stop()
+	select {
+	case s.sem <- struct{}{}:
+		return func() { <-s.sem }, nil
+	case <-t.C:
+		return nil, errBusy
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ParamError is one rejected query parameter.
+type ParamError struct {
+	// Param is the query parameter's name and Reason what is wrong with
+	// it and what to use instead.
+	Param  string `json:"param"`
+	Reason string `json:"reason"`
+}
+
+// ErrorResponse is the JSON body of every error the API returns.
+type ErrorResponse struct {
+	// Error says what went wrong and what to do, in one message.
+	Error string `json:"error"`
+	// Params lists the rejected parameters of a 400, one entry each.
+	Params []ParamError `json:"params,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string, params []ParamError) {
+	writeJSON(w, code, ErrorResponse{Error: msg, Params: params})
+}
+
+func writeParamErrors(w http.ResponseWriter, errs []ParamError) {
+	parts := make([]string, len(errs))
+	for i, e := range errs {
+		parts[i] = e.Param + ": " + e.Reason
+	}
+	writeError(w, http.StatusBadRequest, "invalid parameters: "+strings.Join(parts, "; "), errs)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code = http.StatusInternalServerError
+		b = []byte(fmt.Sprintf(`{"error":%q}`, "encoding the response: "+err.Error()))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,314 @@
+// Explorer: controls -> /api/explore (the real simulator) -> verdict,
+// percentile table, costs and a CCDF chart.
+import { el, clear, log, logTicks, path, fmt, tickLabel } from './svg.js';
+
+const $ = (id) => document.getElementById(id);
+
+const WORLD_HINTS = {
+  lognormal: 'Request sizes are log-normal; each copy draws its own size, so a second copy is a fresh chance.',
+  noise: 'Every copy needs a fresh exponential amount of work: slowness is pure bad luck.',
+  stalls: 'Servers stall 2% of the time at 1/20 speed; copies share the request\'s size.',
+  bigjobs: 'Sizes are heavy-tailed (SCV 10) and shared by both copies: a big job is big everywhere.',
+  mixed: 'Big jobs on stalling servers.',
+};
+
+const PRESETS = {
+  default: { world: 'lognormal', sigma: 1, load: 0.5, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false },
+  collapse: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: false, tied: false },
+  stalls: { world: 'stalls', load: 0.5, routing: 'two-choice', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false },
+  budget: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'budget', budget: 5, p: '95', calib: 'quiet', cancel: false, tied: false },
+};
+
+const ICON_WARN = 'M8 1.5 15 14H1zM7.2 6v4h1.6V6zm0 5.2v1.6h1.6v-1.6z';
+const ICON_INFO = 'M8 1a7 7 0 1 0 0 14A7 7 0 0 0 8 1zm-.8 3.5h1.6v1.6H7.2zm0 3h1.6v4.3H7.2z';
+
+let form, results, timer, ctrl, seq = 0, updates = 0;
+
+export function initExplorer() {
+  form = $('ex-form');
+  results = $('ex-results');
+  const req = document.body.dataset.requests;
+  const sel = $('ex-requests');
+  if (req && ![...sel.options].some((o) => o.value === req)) {
+    const o = document.createElement('option');
+    o.value = req;
+    o.textContent = (+req / 1000) + 'k';
+    sel.prepend(o);
+  }
+  if (req) sel.value = req;
+  form.addEventListener('input', onChange);
+  form.addEventListener('change', onChange);
+  form.addEventListener('submit', (e) => e.preventDefault());
+  form.querySelectorAll('[data-preset]').forEach((b) =>
+    b.addEventListener('click', () => applyPreset(PRESETS[b.dataset.preset])));
+  syncVisibility();
+  run();
+}
+
+function onChange() {
+  syncVisibility();
+  schedule(160);
+}
+
+function schedule(ms) {
+  clearTimeout(timer);
+  timer = setTimeout(run, ms);
+}
+
+function applyPreset(p) {
+  for (const [k, v] of Object.entries(p)) {
+    const inputs = form.querySelectorAll(`[name="${k}"]`);
+    inputs.forEach((i) => {
+      if (i.type === 'radio') i.checked = i.value === String(v);
+      else if (i.type === 'checkbox') i.checked = !!v;
+      else i.value = String(v);
+    });
+  }
+  syncVisibility();
+  schedule(0);
+}
+
+function val(name) {
+  const inputs = form.querySelectorAll(`[name="${name}"]`);
+  if (inputs.length === 0) return undefined;
+  const i = inputs[0];
+  if (i.type === 'radio') return [...inputs].find((x) => x.checked)?.value;
+  if (i.type === 'checkbox') return i.checked;
+  return i.value;
+}
+
+function params() {
+  return {
+    world: val('world'), sigma: val('sigma'), load: val('load'), routing: val('routing'),
+    strategy: val('strategy'), delay: val('delay'), p: val('p'), calib: val('calib'),
+    livep: val('livep'), budget: val('budget'), cancel: val('cancel'), tied: val('tied'),
+    runs: val('runs'), requests: val('requests'), seed: val('seed'),
+  };
+}
+
+function syncVisibility() {
+  const p = params();
+  $('ex-sigma-field').hidden = p.world !== 'lognormal';
+  $('ex-fixed-sub').hidden = p.strategy !== 'fixed';
+  $('ex-pct-sub').hidden = !(p.strategy === 'percentile' || p.strategy === 'budget');
+  $('ex-budget-field').hidden = p.strategy !== 'budget';
+  $('ex-live-sub').hidden = p.strategy !== 'live';
+  $('ex-strategy-set').disabled = !!p.tied;
+  $('ex-world-hint').textContent = WORLD_HINTS[p.world] || '';
+  $('ex-sigma-out').textContent = 'σ ' + Number(p.sigma).toFixed(1);
+  $('ex-load-out').textContent = Math.round(p.load * 100) + '%';
+  $('ex-delay-out').textContent = Number(p.delay).toFixed(2).replace(/0$/, '');
+  $('ex-budget-out').textContent = p.budget + '%';
+  $('ex-load').setAttribute('aria-valuetext', Math.round(p.load * 100) + ' percent');
+  $('ex-sigma').setAttribute('aria-valuetext', 'sigma ' + Number(p.sigma).toFixed(1));
+  $('ex-budget').setAttribute('aria-valuetext', p.budget + ' hedges per 100 requests');
+}
+
+function strategyLabel(p) {
+  if (p.tied) return 'tied requests';
+  switch (p.strategy) {
+    case 'none': return 'No hedging';
+    case 'fixed': return `after a fixed ${fmt(+p.delay)}`;
+    case 'percentile': return `at the p${p.percentile} of ${p.calibration === 'quiet' ? 'a quiet day' : 'this load'}`;
+    case 'live': return `at the live p${p.live_p}`;
+    case 'budget': return `at the p${p.percentile} of ${p.calibration === 'quiet' ? 'a quiet day' : 'this load'}, budget ${p.budget}%`;
+  }
+  return 'Hedged';
+}
+
+async function run() {
+  const q = new URLSearchParams(params());
+  if (ctrl) ctrl.abort();
+  ctrl = new AbortController();
+  const my = ++seq;
+  results.classList.add('busy');
+  results.setAttribute('aria-busy', 'true');
+  const t0 = performance.now();
+  try {
+    const res = await fetch('/api/explore?' + q, { signal: ctrl.signal });
+    const body = await res.json();
+    if (my !== seq) return;
+    if (res.status === 503) {
+      status(body.error + ' Retrying…', true);
+      schedule(700);
+      return;
+    }
+    if (!res.ok) {
+      status(`The server refused these settings (${res.status}): ${body.error}`, true);
+      return;
+    }
+    render(body, performance.now() - t0);
+  } catch (e) {
+    if (e.name === 'AbortError') return;
+    if (my === seq) status('Could not reach the lab server: ' + e.message + '. Is "hedge lab" still running?', true);
+  } finally {
+    if (my === seq) {
+      results.classList.remove('busy');
+      results.setAttribute('aria-busy', 'false');
+    }
+  }
+}
+
+function status(text, err) {
+  const s = $('ex-status');
+  s.textContent = text;
+  s.classList.toggle('err', !!err);
+}
+
+function note(kind, text) {
+  const icon = kind === 'warning' ? ICON_WARN : ICON_INFO;
+  const div = document.createElement('div');
+  div.className = 'note ' + kind;
+  div.dataset.kind = kind;
+  const svg = el('svg', { viewBox: '0 0 16 16', 'aria-hidden': 'true' }, [el('path', { d: icon })]);
+  div.appendChild(svg);
+  const p = document.createElement('p');
+  const b = document.createElement('b');
+  b.textContent = kind === 'warning' ? 'Warning. ' : 'Heads-up. ';
+  p.append(b, text.replace(/^Measured: /, 'Measured: '));
+  div.appendChild(p);
+  return div;
+}
+
+function gapText(r) {
+  if (!(r > 0)) return ['–', 'same'];
+  if (r < 0.95) return [fmtX(1 / r) + ' better', 'better'];
+  if (r > 1.05) return [fmtX(r) + ' worse', 'worse'];
+  return ['≈ same', 'same'];
+}
+
+function fmtX(x) {
+  if (x >= 10) return Math.round(x).toLocaleString('en') + '×';
+  return x.toFixed(1) + '×';
+}
+
+function pct(x, signed = true) {
+  const v = x * 100;
+  const s = Math.abs(v) < 0.05 ? '0' : (Math.abs(v) >= 10 ? v.toFixed(0) : v.toFixed(1));
+  if (!signed) return s + '%';
+  return (v > 0.05 ? '+' : v < -0.05 ? '−' : '') + s.replace('-', '') + '%';
+}
+
+function render(r, clientMs) {
+  const p = r.params;
+  const hedging = p.tied || p.strategy !== 'none';
+  // verdict
+  const v = $('ex-verdict');
+  v.className = 'card verdict fade ' + r.verdict.tone;
+  v.dataset.tone = r.verdict.tone;
+  $('ex-verdict-title').textContent = r.verdict.title;
+  $('ex-verdict-text').textContent = r.verdict.text;
+  // notes
+  const w = $('ex-warnings');
+  w.replaceChildren(...r.warnings.map((n) => note('warning', n.text)));
+  const h = $('ex-headsup');
+  h.replaceChildren(...r.heads_up.map((n) => note('headsup', n.text)));
+  // table
+  $('ex-caption-hedged').textContent = hedging ? `Hedged: ${strategyLabel(p)}.` : 'No hedging chosen.';
+  for (const tr of document.querySelectorAll('#ex-table tbody tr')) {
+    const k = tr.dataset.k;
+    tr.classList.toggle('headline', k === r.headline);
+    tr.querySelector('.b').textContent = fmt(r.baseline[k]);
+    tr.querySelector('.h').textContent = hedging ? fmt(r.hedged[k]) : '–';
+    const [txt, cls] = hedging ? gapText(r.gap[k]) : ['–', 'same'];
+    const g = tr.querySelector('.gap');
+    g.textContent = txt;
+    g.className = 'gap ' + cls;
+  }
+  // stats
+  setStat('ex-attempts', hedging ? pct(r.extra_attempts) : '0%', null, r.extra_attempts >= 0.5);
+  setStat('ex-work', hedging ? pct(r.extra_work) : '0%',
+    r.extra_work < -0.0005 ? 'winning copies were shorter than the primaries they replaced' : 'server time beyond one copy each', r.extra_work >= 0.3);
+  setStat('ex-util', hedging ? `${pct(r.baseline.utilisation, false)} → ${pct(r.hedged.utilisation, false)}` : pct(r.baseline.utilisation, false),
+    hedging ? 'no hedging → hedged' : 'no hedging', r.hedged.utilisation >= 0.97);
+  const delayText = p.tied ? 'at arrival' : hedging ? fmt(r.delay) : '–';
+  setStat('ex-delayout', delayText, p.tied ? 'tied: both copies go out at once' : hedging ? r.delay_note : 'no hedging');
+  drawCCDF(r, hedging);
+  updates++;
+  results.dataset.updates = String(updates);
+  const size = `${p.runs} × ${p.requests.toLocaleString('en')} requests`;
+  status(r.cached
+    ? `From the cache (${size}); server ${r.server_ms.toFixed(1)} ms, round trip ${clientMs.toFixed(0)} ms.`
+    : `Simulated ${r.simulated_requests.toLocaleString('en')} requests (${size} per point, calibration and baseline included) in ${r.server_ms.toFixed(0)} ms on the server; round trip ${clientMs.toFixed(0)} ms.`);
+  $('ex-status').title = r.config;
+}
+
+function setStat(id, value, hint, hot) {
+  const s = $(id);
+  s.querySelector('b').textContent = value;
+  if (hint !== null && hint !== undefined) s.querySelector('.hint').textContent = hint;
+  s.classList.toggle('hot', !!hot);
+}
+
+const BASE = '#b4582f', ACCENT = '#1f6f8b';
+const LEVELS = [[0.5, 'p50'], [0.05, 'p95'], [0.01, 'p99'], [0.001, 'p99.9']];
+const HEADLINE_P = { p99: 0.01, p999: 0.001 };
+
+function drawCCDF(r, hedging) {
+  const svg = $('ex-ccdf');
+  clear(svg);
+  const W = 720, H = 360, m = { l: 62, r: 58, t: 16, b: 46 };
+  const curves = [{ d: r.baseline, color: BASE, dash: '7 5', name: 'No hedging' }];
+  if (hedging) curves.push({ d: r.hedged, color: ACCENT, name: 'Hedged' });
+  const ts = [];
+  for (const c of curves) {
+    c.d.ccdf.forEach((q) => ts.push(q.t));
+    c.d.run_ccdfs.forEach((run) => run.forEach((q) => ts.push(q.t)));
+  }
+  const lo = Math.pow(10, Math.floor(Math.log10(Math.min(...ts) / 1.3) * 2) / 2);
+  const hi = Math.pow(10, Math.ceil(Math.log10(Math.max(...ts) * 1.3) * 2) / 2);
+  const x = log(lo, hi, m.l, W - m.r);
+  const pmin = Math.min(0.0004, ...curves.flatMap((c) => c.d.ccdf.map((q) => q.p)));
+  const y = log(pmin / 1.5, 1, H - m.b, m.t);
+  // grid
+  for (const t of logTicks(lo, hi)) {
+    svg.appendChild(el('line', { x1: x(t.v), x2: x(t.v), y1: m.t, y2: H - m.b, class: 'grid' + (t.major ? ' major' : '') }));
+    svg.appendChild(el('text', { x: x(t.v), y: H - m.b + 16, 'text-anchor': 'middle' }, tickLabel(t.v)));
+  }
+  for (const [v, lab] of [[1, '100%'], [0.1, '10%'], [0.01, '1%'], [0.001, '0.1%'], [0.0001, '0.01%']].filter(([v]) => v >= pmin)) {
+    svg.appendChild(el('line', { x1: m.l, x2: W - m.r, y1: y(v), y2: y(v), class: 'grid major' }));
+    svg.appendChild(el('text', { x: m.l - 8, y: y(v) + 4, 'text-anchor': 'end' }, lab));
+  }
+  for (const [v, lab] of LEVELS) {
+    svg.appendChild(el('text', { x: W - m.r + 8, y: y(v) + 4, class: 'lbl' }, lab));
+  }
+  svg.appendChild(el('rect', { x: m.l, y: m.t, width: W - m.l - m.r, height: H - m.t - m.b, class: 'frame' }));
+  svg.appendChild(el('text', { x: (m.l + W - m.r) / 2, y: H - 8, 'text-anchor': 'middle', class: 'axis-title' }, 'latency t, in mean service times (log scale)'));
+  svg.appendChild(el('text', { x: 14, y: (m.t + H - m.b) / 2, 'text-anchor': 'middle', class: 'axis-title', transform: `rotate(-90 14 ${(m.t + H - m.b) / 2})` }, 'share of requests slower than t'));
+  // runs, curves, markers
+  for (const c of curves) {
+    for (const run of c.d.run_ccdfs) {
+      const rp = run.map((q) => [x(q.t), y(q.p)]);
+      svg.appendChild(el('path', { d: path(rp), fill: 'none', stroke: c.color, 'stroke-width': 1, 'stroke-opacity': 0.35 }));
+    }
+  }
+  const named = new Set(LEVELS.map(([v]) => v));
+  for (const c of curves) {
+    const pts = c.d.ccdf.map((q) => [x(q.t), y(q.p)]);
+    svg.appendChild(el('path', { d: path(pts), fill: 'none', stroke: c.color, 'stroke-width': 2.6, 'stroke-dasharray': c.dash, 'stroke-linejoin': 'round', class: 'curve' }));
+    c.d.ccdf.forEach((q, i) => {
+      if (named.has(q.p)) svg.appendChild(el('circle', { cx: pts[i][0], cy: pts[i][1], r: 4.2, fill: '#fff', stroke: c.color, 'stroke-width': 2.2 }));
+    });
+  }
+  // gap at the headline percentile
+  if (hedging) {
+    const lvl = HEADLINE_P[r.headline];
+    const k = r.headline;
+    const b = r.baseline[k], h = r.hedged[k];
+    const ratio = h / b;
+    if (ratio < 0.95 || ratio > 1.05) {
+      const yy = y(lvl) - 12;
+      const x1 = x(Math.min(b, h)), x2 = x(Math.max(b, h));
+      const color = ratio < 1 ? '#2d7a4b' : '#b3261e';
+      svg.appendChild(el('path', { d: `M${x1} ${yy + 5} V${yy} H${x2} V${yy + 5}`, fill: 'none', stroke: color, 'stroke-width': 1.5 }));
+      const label = ratio < 1 ? fmtX(1 / ratio) + ' better' : fmtX(ratio) + ' worse';
+      const lx = Math.min(Math.max((x1 + x2) / 2, m.l + 50), W - m.r - 50);
+      svg.appendChild(el('text', { x: lx, y: yy - 5, 'text-anchor': 'middle', class: 'lbl halo ' + (ratio < 1 ? 'good' : 'bad') }, label));
+    }
+  }
+  const desc = el('desc', {}, `CCDF of latency. No hedging: p50 ${fmt(r.baseline.p50)}, p99 ${fmt(r.baseline.p99)}, p99.9 ${fmt(r.baseline.p999)}.` +
+    (hedging ? ` Hedged: p50 ${fmt(r.hedged.p50)}, p99 ${fmt(r.hedged.p99)}, p99.9 ${fmt(r.hedged.p999)}.` : ''));
+  desc.id = 'ex-ccdf-desc';
+  svg.querySelector('desc')?.remove();
+  svg.insertBefore(desc, svg.firstChild);
+}
