@@ -135,11 +135,14 @@ func BenchmarkNoHedge(b *testing.B) {
 // requests, burst 10) would refuse almost every hedge of a benchmark in
 // which every call hedges, and failsafe-go has no budget by default.
 func newOneHedgeHedger(delay time.Duration, bgReap bool) *hedge.Hedger {
-	h, err := hedge.New(hedge.Config{
-		Delay:            hedge.Fixed(delay),
-		NoBudget:         true,
-		ReapInBackground: bgReap,
-	})
+	return newOneHedgeHedgerWith(hedge.Config{ReapInBackground: bgReap}, delay)
+}
+
+// newOneHedgeHedgerWith completes cfg with the benchmark's delay and no
+// budget.
+func newOneHedgeHedgerWith(cfg hedge.Config, delay time.Duration) *hedge.Hedger {
+	cfg.Delay, cfg.NoBudget = hedge.Fixed(delay), true
+	h, err := hedge.New(cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -185,6 +188,13 @@ var oneHedgeCases = []oneHedgeCase{
 	// its own goroutine.
 	{"hedge-bgreap", func(delay time.Duration) func() (int, error) {
 		h := newOneHedgeHedger(delay, true)
+		return func() (int, error) { return hedge.Do(context.Background(), h, op, slowPrimary) }
+	}},
+	// PreciseTimers spins for the last stretch before the hedge timer
+	// instead of sleeping on the runtime's timer, which fires about a
+	// millisecond late here for sub-millisecond delays.
+	{"hedge-precise", func(delay time.Duration) func() (int, error) {
+		h := newOneHedgeHedgerWith(hedge.Config{PreciseTimers: true}, delay)
 		return func() (int, error) { return hedge.Do(context.Background(), h, op, slowPrimary) }
 	}},
 	// failsafe-go returns at once and cancels the primary, which exits on
