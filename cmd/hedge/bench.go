@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tailcut/hedge/bench"
+	"github.com/tailcut/hedge/bench/grpcbench"
+	"github.com/tailcut/hedge/bench/redisbench"
+)
+
+func init() { register(benchCommand) }
+
+var benchCommand = &command{
+	name:    "bench",
+	summary: "measure hedging against real HTTP, Redis and gRPC replicas with injected stalls",
+	run:     runBench,
+}
+
+// benchBackends are the backends --backend accepts, in the order "all"
+// runs them.
+var benchBackends = []string{"redis", "http", "grpc"}
+
+// benchFlags are the flags of "hedge bench".
+type benchFlags struct {
+	backend, configs, out, precise, redisServer string
+	cpuprofile                                  string
+	replicas, redisPool                         int
+	quick, requestsOnly                         bool
+	delay                                       time.Duration
+	s                                           bench.Scenario
+}
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("bench", "[--backend http|redis|grpc|all] [--quick] [flags]", stderr)
+	d := bench.Scenario{}.Defaults()
+	f := benchFlags{s: d}
+	f.s.StallShare = 0.02
+	fs.StringVar(&f.backend, "backend", "all", "backends to run, comma-separated: http, redis, grpc, or all")
+	fs.IntVar(&f.replicas, "replicas", 3, "replicas of each backend")
+	fs.Float64Var(&f.s.Rate, "rate", 0, "open-loop arrival rate, requests per second (0: 10000 for redis, 5000 for http and grpc)")
+	fs.DurationVar(&f.s.Duration, "duration", d.Duration, "measured span of each run")
+	fs.IntVar(&f.s.Requests, "requests", 0, "cap on measured requests per run (0: rate x duration)")
+	fs.DurationVar(&f.s.Warmup, "warmup", d.Warmup, "warm-up before each measured span: same load, no stalls, not recorded")
+	fs.DurationVar(&f.s.StallLength, "stall-length", d.StallLength, "length of each stall")
+	fs.Float64Var(&f.s.StallShare, "stall-share", 0.02, "fraction of time each replica is stalled (0: no stalls)")
+	fs.IntVar(&f.s.Repeats, "repeats", d.Repeats, "repeats of each configuration (the report gives the median and range)")
+	fs.StringVar(&f.configs, "configs", strings.Join(bench.DefaultStrategies, ","), "configurations to compare, comma-separated: "+strings.Join(bench.StrategyNames(), ", "))
+	fs.DurationVar(&f.delay, "delay", time.Millisecond, "hedge delay of the fixed-delay configurations")
+	fs.StringVar(&f.out, "out", "./bench-out", "output directory for report.md, results.json and the CCDF plots")
+	fs.Uint64Var(&f.s.Seed, "seed", d.Seed, "master seed of arrivals and stall schedules")
+	fs.BoolVar(&f.quick, "quick", false, "short runs (1.5 s measured after 0.3 s of warm-up, one rerun per backend): all backends in under 2 minutes")
+	fs.DurationVar(&f.s.Timeout, "timeout", d.Timeout, "timeout of each request")
+	fs.Float64Var(&f.s.MaxOtherCPU, "max-other-cpu", d.MaxOtherCPU, "a run is noisy when other processes use more CPU than this, in cores")
+	fs.DurationVar(&f.s.MaxLag, "max-lag", d.MaxLag, "a run is noisy when the dispatch lag p99 exceeds this")
+	fs.IntVar(&f.s.MaxReruns, "reruns", d.MaxReruns, "reruns of a noisy run (-1: none)")
+	fs.IntVar(&f.s.MaxTotalReruns, "max-total-reruns", 0, "reruns over a backend's whole comparison (0: a third of its runs; -1: none)")
+	fs.StringVar(&f.precise, "precise-timers", "auto", "hedge.Config.PreciseTimers: on, off, or auto (on for redis, whose delays are sub-millisecond)")
+	fs.IntVar(&f.redisPool, "redis-pool", 0, "go-redis pool size per replica (0: go-redis's default, 10 x GOMAXPROCS)")
+	fs.StringVar(&f.redisServer, "redis-server", redistestBinary, "redis-server executable")
+	fs.DurationVar(&f.s.SpinWindow, "spin-window", bench.DefaultSpinWindow, "the pacer sleeps until this long before each intended start, then spins (1ns: never spins)")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole invocation to this file")
+	if code := parseFlags(fs, args, stderr); code >= 0 {
+		return code
+	}
+	if f.quick {
+		quick := map[string]func(){
+			"duration":         func() { f.s.Duration = 1500 * time.Millisecond },
+			"warmup":           func() { f.s.Warmup = 300 * time.Millisecond },
+			"reruns":           func() { f.s.MaxReruns = 1 },
+			"max-total-reruns": func() { f.s.MaxTotalReruns = 1 },
+		}
+		for name, set := range quick {
+			if !flagSet(fs, name) {
+				set()
+			}
+		}
+		f.s.Settle = 150 * time.Millisecond
+	}
+	f.requestsOnly = flagSet(fs, "requests") && !flagSet(fs, "duration") && f.s.Requests > 0
+	backends, contenders, err := f.validate()
+	if err != nil {
+		return usageError(stderr, "bench", err)
+	}
+	if err := bench.CheckOutDir(f.out); err != nil {
+		return usageError(stderr, "bench", err)
+	}
+
+	if f.cpuprofile != "" {
+		pf, err := os.Create(f.cpuprofile)
+		if err != nil {
+			return usageError(stderr, "bench", fmt.Errorf("--cpuprofile: %v", err))
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return usageError(stderr, "bench", fmt.Errorf("--cpuprofile: %v", err))
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// After the first signal, a second one kills at once (the
+	// redis-servers die with us: they are started with Pdeathsig).
+	context.AfterFunc(ctx, stop)
+	rep := bench.NewReport("hedge bench " + strings.Join(args, " "))
+	fmt.Fprintf(stderr, "hedge bench: backends %s, configurations %s; %d repeats of %v; load average %.2f; writing to %s\n",
+		strings.Join(backends, ", "), strings.Join(contenderNames(contenders("")), ", "), f.s.Repeats, f.s.Duration, rep.Load1Start, f.out)
+	failed := false
+	for _, name := range backends {
+		if ctx.Err() != nil {
+			break
+		}
+		res, err := benchOne(ctx, name, &f, contenders(name), stderr)
+		if res != nil {
+			rep.Backends = append(rep.Backends, res)
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			failed = true
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", name, err))
+			fmt.Fprintf(stderr, "hedge bench: %s: %v\n", name, err)
+		}
+	}
+	rep.Elapsed = time.Since(rep.Started)
+	rep.Load1End = bench.LoadAverage()
+	files, werr := bench.WriteReport(f.out, rep)
+	if werr != nil {
+		fmt.Fprintf(stderr, "hedge bench: writing the report: %v\n", werr)
+		return exitFailure
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(stderr, "hedge bench: interrupted after %s; partial results in %s\n", rep.Elapsed.Round(time.Second), f.out)
+		return exitInterrupted
+	}
+	fmt.Fprintf(stdout, "hedge bench: %s; wrote %s\n", rep.Elapsed.Round(time.Second), strings.Join(files, ", "))
+	if failed {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// redistestBinary is the default redis-server.
+const redistestBinary = "/usr/bin/redis-server"
+
+// validate checks the flags before any work and returns the backends to
+// run and a function giving the contenders of each.
+func (f *benchFlags) validate() ([]string, func(backend string) []bench.Contender, error) {
+	var errs []error
+	var backends []string
+	for _, b := range strings.Split(f.backend, ",") {
+		b = strings.TrimSpace(b)
+		switch {
+		case b == "all":
+			backends = append(backends, benchBackends...)
+		case contains(benchBackends, b):
+			backends = append(backends, b)
+		default:
+			errs = append(errs, fmt.Errorf("--backend %q: use http, redis, grpc or all", b))
+		}
+	}
+	if f.replicas < 2 || f.replicas > 64 {
+		errs = append(errs, fmt.Errorf("--replicas %d: use 2 to 64 (hedges need another replica to go to)", f.replicas))
+	}
+	switch f.precise {
+	case "on", "off", "auto":
+	default:
+		errs = append(errs, fmt.Errorf("--precise-timers %q: use on, off or auto", f.precise))
+	}
+	if f.redisPool < 0 {
+		errs = append(errs, fmt.Errorf("--redis-pool %d: use 0 for go-redis's default, or a positive size", f.redisPool))
+	}
+	var strategies []bench.Strategy
+	seen := map[string]bool{}
+	for _, n := range strings.Split(f.configs, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" || seen[n] {
+			continue
+		}
+		seen[n] = true
+		s, err := bench.LookupStrategy(n)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--configs: %w", err))
+			continue
+		}
+		strategies = append(strategies, s)
+		if _, err := s.Config(bench.StrategyOptions{FixedDelay: f.delay}); err != nil {
+			errs = append(errs, fmt.Errorf("--configs %s: %w", n, err))
+		}
+	}
+	if len(strategies) == 0 && len(errs) == 0 {
+		errs = append(errs, errors.New("--configs: name at least one configuration"))
+	}
+	for _, b := range backends {
+		if err := f.scenario(b).Validate(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+	}
+	contenders := func(backend string) []bench.Contender {
+		precise := f.precise == "on" || (f.precise == "auto" && backend == "redis")
+		var out []bench.Contender
+		for _, s := range strategies {
+			out = append(out, bench.StrategyContender(s, bench.StrategyOptions{FixedDelay: f.delay}, precise))
+		}
+		return out
+	}
+	return backends, contenders, errors.Join(errs...)
+}
+
+// defaultRates are the rates used without --rate: the highest at which a
+// 2-vCPU machine running the load generator, the client and the servers
+// kept the dispatch lag p99 near 1 ms with 2% stalls (HTTP at 10,000/s
+// needed all of both CPUs and fell behind; see BENCHMARKS.md).
+var defaultRates = map[string]float64{"redis": 10000, "http": 5000, "grpc": 5000}
+
+// scenario returns the scenario of one backend: its default rate unless
+// --rate was given, and with --requests alone the span those requests
+// need at that rate.
+func (f *benchFlags) scenario(backend string) bench.Scenario {
+	s := f.s
+	if s.Rate == 0 {
+		s.Rate = defaultRates[backend]
+	}
+	if f.requestsOnly && s.Rate > 0 {
+		s.Duration = time.Duration(float64(s.Requests) / s.Rate * float64(time.Second) * 1.2)
+	}
+	return s
+}
+
+// benchOne starts one backend, runs the comparison on it and stops it.
+func benchOne(ctx context.Context, name string, f *benchFlags, contenders []bench.Contender, stderr io.Writer) (*bench.BackendResult, error) {
+	fmt.Fprintf(stderr, "hedge bench: starting %d %s replicas\n", f.replicas, name)
+	var b bench.Backend
+	var notes []string
+	var err error
+	switch name {
+	case "http":
+		b, err = bench.StartHTTP(bench.HTTPOptions{Replicas: f.replicas})
+		notes = append(notes, "In-process net/http servers, one per 127.0.0.1 port; client: hedgehttp.Transport over one http.Transport (HTTP/1.1 keep-alive); dials counted by its DialContext; a cancelled loser's connection is closed, so losers cost dials.")
+	case "redis":
+		b, err = redisbench.Start(redisbench.Options{Replicas: f.replicas, PoolSize: f.redisPool, Binary: f.redisServer})
+		pool := fmt.Sprintf("%d", f.redisPool)
+		if f.redisPool == 0 {
+			pool = fmt.Sprintf("go-redis's default, %d", 10*runtime.GOMAXPROCS(0))
+		}
+		notes = append(notes, "redis-server child processes (no persistence), stalled with DEBUG SLEEP; client: hedgeredis.Client over one go-redis client per replica (pool size "+pool+", retries off); losers are reaped in the background (go-redis cannot interrupt a read), and hold their connection until the stall ends; dials are pool misses.")
+	case "grpc":
+		b, err = grpcbench.Start(grpcbench.Options{Replicas: f.replicas})
+		notes = append(notes, "In-process grpc-go servers (grpc.testing.TestService), one per 127.0.0.1 port; client: hedgegrpc.Interceptor with one ClientConn per replica (WithReplicas); no pool to wait for (HTTP/2 multiplexing).")
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := b.Close(); cerr != nil {
+			fmt.Fprintf(stderr, "hedge bench: stopping %s: %v\n", name, cerr)
+		}
+	}()
+	precise := f.precise == "on" || (f.precise == "auto" && name == "redis")
+	if precise {
+		notes = append(notes, "hedge.Config.PreciseTimers is on: hedge timers spin for their last 1.5 ms instead of sleeping on the runtime timer (about 1 ms late here), for sub-millisecond delays; it costs CPU.")
+	} else {
+		notes = append(notes, "hedge.Config.PreciseTimers is off: hedge timers use the runtime timer, which fires up to about 1 ms late.")
+	}
+	notes = append(notes, fmt.Sprintf("The load generator, the client and (except for Redis) the servers share one process with GOMAXPROCS %d on %d CPUs.", runtime.GOMAXPROCS(0), runtime.NumCPU()))
+	res, err := bench.Run(ctx, b, f.scenario(name), contenders, stderr)
+	if res != nil {
+		res.Notes = append(notes, res.Notes...)
+	}
+	return res, err
+}
+
+func contenderNames(cs []bench.Contender) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Name
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tailcut/hedge/bench"
+)
+
+// TestBenchSmoke runs "hedge bench" on each backend with a tiny
+// configuration and checks behaviour, never a latency: the backends
+// started and answered, stalls happened, the report, the JSON and the plot
+// were written and parse, and nothing is left behind (redis-server pids,
+// goroutines).
+func TestBenchSmoke(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, backend := range benchBackends {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "redis" {
+				if _, err := os.Stat(redistestBinary); err != nil {
+					t.Skipf("redis-server is missing (%v): install it with `apt-get install -y redis-server` to run this part", err)
+				}
+			}
+			dir := t.TempDir()
+			code, stdout, stderr := runCLI("bench", "--backend", backend, "--repeats", "1",
+				"--requests", "300", "--rate", "300", "--warmup", "200ms",
+				"--stall-share", "0.1", "--stall-length", "20ms",
+				"--configs", "none-random,hedge-live", "--reruns", "-1", "--out", dir)
+			if code != exitOK {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+			}
+			if !strings.Contains(stderr, "["+backend+" 2/2]") {
+				t.Errorf("no progress output on stderr: %q", stderr)
+			}
+			data, err := os.ReadFile(filepath.Join(dir, bench.ReportJSON))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep bench.Report
+			if err := json.Unmarshal(data, &rep); err != nil {
+				t.Fatalf("results.json does not parse: %v", err)
+			}
+			if len(rep.Backends) != 1 || rep.Backends[0].Backend != backend {
+				t.Fatalf("results.json holds %d backends", len(rep.Backends))
+			}
+			br := rep.Backends[0]
+			if len(br.Configs) != 2 || len(br.Runs) != 2 {
+				t.Fatalf("%d configurations, %d runs; want 2 and 2", len(br.Configs), len(br.Runs))
+			}
+			for _, r := range br.Runs {
+				if r.Requests < 250 || r.Errors > 0 {
+					t.Errorf("%s: %d requests answered, %d errors (%s)", r.Config, r.Requests, r.Errors, r.FirstError)
+				}
+				if r.Stalls == 0 {
+					t.Errorf("%s: no stall happened with a stall share of 10%%", r.Config)
+				}
+			}
+			for _, c := range br.Configs {
+				if len(c.CCDF) == 0 {
+					t.Errorf("%s: empty CCDF", c.Config)
+				}
+			}
+			md, err := os.ReadFile(filepath.Join(dir, bench.ReportMarkdown))
+			if err != nil || !strings.Contains(string(md), "| hedge-live |") {
+				t.Errorf("report.md: %v", err)
+			}
+			svg, err := os.ReadFile(filepath.Join(dir, bench.CCDFFile(backend)))
+			if err != nil || !strings.Contains(string(svg), "<polyline") {
+				t.Errorf("CCDF plot: %v", err)
+			}
+			if backend == "redis" {
+				if len(br.Pids) != 3 {
+					t.Errorf("%d redis pids recorded, want 3", len(br.Pids))
+				}
+				for _, pid := range br.Pids {
+					if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+						t.Errorf("redis-server pid %d still exists after the run (kill 0: %v)", pid, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Usage mistakes are refused before any backend starts.
+func TestBenchValidation(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--backend", "mongo"}, "use http, redis, grpc or all"},
+		{[]string{"bench", "--configs", "hope"}, "hedge-live"},
+		{[]string{"bench", "--stall-share", "0.9"}, "stall share"},
+		{[]string{"bench", "--replicas", "1"}, "--replicas 1"},
+		{[]string{"bench", "--delay", "0", "--configs", "hedge-fixed"}, "delay"},
+		{[]string{"bench", "--precise-timers", "maybe"}, "on, off or auto"},
+		{[]string{"bench", "--out", filepath.Join(file, "x")}, "output directory"},
+	} {
+		start := time.Now()
+		code, _, stderr := runCLI(tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Errorf("%v: took %v: validation must come before any work", tc.args, time.Since(start))
+		}
+	}
+}
+
+// A missing redis-server is reported with the package to install, and
+// nothing hangs.
+func TestBenchMissingRedis(t *testing.T) {
+	code, _, stderr := runCLI("bench", "--backend", "redis", "--redis-server", filepath.Join(t.TempDir(), "no-redis-server"),
+		"--out", t.TempDir())
+	if code != exitFailure || !strings.Contains(stderr, "apt-get install -y redis-server") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
