@@ -100,8 +100,14 @@ func (rc *recorder) init() {
 	})
 }
 
-// record reads r's body and records the copy.
-func (rc *recorder) record(r *http.Request) seen {
+// record reads r's body, records the copy and signals its arrival.
+func (rc *recorder) record(r *http.Request) seen { return rc.keep(r, true) }
+
+// recordQuiet records a request that is not a copy of the request under
+// test (a warm-up), without signalling an arrival.
+func (rc *recorder) recordQuiet(r *http.Request) seen { return rc.keep(r, false) }
+
+func (rc *recorder) keep(r *http.Request, signal bool) seen {
 	rc.init()
 	b, _ := io.ReadAll(r.Body)
 	c := seen{
@@ -116,10 +122,12 @@ func (rc *recorder) record(r *http.Request) seen {
 	}
 	rc.mu.Lock()
 	rc.copies = append(rc.copies, c)
-	select {
-	case <-rc.arrived[c.attempt]:
-	default:
-		close(rc.arrived[c.attempt])
+	if signal {
+		select {
+		case <-rc.arrived[c.attempt]:
+		default:
+			close(rc.arrived[c.attempt])
+		}
 	}
 	rc.mu.Unlock()
 	return c
