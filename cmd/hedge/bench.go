@@ -64,7 +64,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.s.MaxLag, "max-lag", d.MaxLag, "a run is noisy when the dispatch lag p99 exceeds this")
 	fs.IntVar(&f.s.MaxReruns, "reruns", d.MaxReruns, "reruns of a noisy run (-1: none)")
 	fs.IntVar(&f.s.MaxTotalReruns, "max-total-reruns", 0, "reruns over a backend's whole comparison (0: a third of its runs; -1: none)")
-	fs.StringVar(&f.precise, "precise-timers", "auto", "hedge.Config.PreciseTimers: on, off, or auto (on for redis, whose delays are sub-millisecond)")
+	fs.StringVar(&f.precise, "precise-timers", "off", "hedge.Config.PreciseTimers: on, off, or auto (on for redis, whose delays are sub-millisecond); off, the library default, measured better on 2 cores (BENCHMARKS.md)")
 	fs.IntVar(&f.redisPool, "redis-pool", 0, "go-redis pool size per replica (0: go-redis's default, 10 x GOMAXPROCS)")
 	fs.StringVar(&f.redisServer, "redis-server", redistestBinary, "redis-server executable")
 	fs.DurationVar(&f.s.SpinWindow, "spin-window", bench.DefaultSpinWindow, "the pacer sleeps until this long before each intended start, then spins (1ns: never spins)")
