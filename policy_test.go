@@ -271,3 +271,15 @@ func TestModes(t *testing.T) {
 		t.Fatal("SetRollout accepted -1")
 	}
 }
+
+// TestOpStatsBeforeFirstCall checks what a class never used reports.
+func TestOpStatsBeforeFirstCall(t *testing.T) {
+	h, _ := hedge.New(hedge.Config{Delay: hedge.Fixed(7 * time.Millisecond)})
+	if st := h.OpStats("never"); st.Requests != 0 || st.Delay != 7*time.Millisecond {
+		t.Fatalf("OpStats = %+v, want no requests and the fixed 7ms delay", st)
+	}
+	h, _ = hedge.New(hedge.Config{})
+	if st := h.OpStats("never"); st.Delay != hedge.Never {
+		t.Fatalf("live delay before any sample: %v, want Never", st.Delay)
+	}
+}

@@ -167,5 +167,10 @@ func (h *Hedger) OpStats(op string) Stats {
 	if st, ok := (*h.ops.Load())[op]; ok {
 		return st.stats(h.now())
 	}
-	return Stats{Op: op, Delay: Never}
+	// No state yet: a fixed delay is known; a live one has no estimate.
+	d := Never
+	if f, ok := h.delay.(Fixed); ok {
+		d = time.Duration(f)
+	}
+	return Stats{Op: op, Delay: d}
 }
