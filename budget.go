@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -28,6 +29,8 @@ const tokenScale = 1000
 //     decided (not final errors, nor the caller's own context ending), and
 //     credits each call that succeeds.
 //
+// The zero Budget is not usable: it holds no tokens, so New refuses it.
+//
 // An empty bucket means "no hedge", never an error. A nil *Budget allows
 // every hedge. Methods are safe for concurrent use and never block: they
 // update one atomic integer with compare-and-swap.
@@ -42,14 +45,18 @@ type Budget struct {
 // time, with bursts of up to burst hedges. ratio must be in (0, 1] and burst
 // at least 1.
 func NewBudget(ratio, burst float64) (*Budget, error) {
-	if math.IsNaN(ratio) || ratio <= 0 || ratio > 1 {
-		return nil, fmt.Errorf("hedge: budget ratio %v is outside (0, 1]: use e.g. 0.05 to allow hedges on 5%% of requests", ratio)
-	}
-	if ratio < 1.0/tokenScale {
-		return nil, fmt.Errorf("hedge: budget ratio %v is below the bucket's resolution of %v: use a ratio of at least %v", ratio, 1.0/tokenScale, 1.0/tokenScale)
+	var errs []error
+	switch {
+	case math.IsNaN(ratio) || ratio <= 0 || ratio > 1:
+		errs = append(errs, fmt.Errorf("hedge: budget ratio %v is outside (0, 1]: use e.g. 0.05 to allow hedges on 5%% of requests", ratio))
+	case ratio < 1.0/tokenScale:
+		errs = append(errs, fmt.Errorf("hedge: budget ratio %v is below the bucket's resolution of %v: use a ratio of at least %v", ratio, 1.0/tokenScale, 1.0/tokenScale))
 	}
 	if math.IsNaN(burst) || burst < 1 || burst > 1e9 {
-		return nil, fmt.Errorf("hedge: budget burst %v: use at least 1 token (10 is a good start) and at most 1e9", burst)
+		errs = append(errs, fmt.Errorf("hedge: budget burst %v: use at least 1 token (10 is a good start) and at most 1e9", burst))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	b := &Budget{credit: scaled(ratio), max: scaled(burst)}
 	b.tokens.Store(b.max)
@@ -59,11 +66,17 @@ func NewBudget(ratio, burst float64) (*Budget, error) {
 // NewThrottle returns a budget with gRPC A6 retryThrottling semantics.
 // maxTokens must be in (0, 1000] and tokenRatio in (0, maxTokens].
 func NewThrottle(maxTokens, tokenRatio float64) (*Budget, error) {
+	var errs []error
 	if math.IsNaN(maxTokens) || maxTokens <= 0 || maxTokens > 1000 {
-		return nil, fmt.Errorf("hedge: throttle maxTokens %v is outside (0, 1000] (the gRPC limit): use e.g. 10", maxTokens)
+		errs = append(errs, fmt.Errorf("hedge: throttle maxTokens %v is outside (0, 1000] (the gRPC limit): use e.g. 10", maxTokens))
 	}
-	if math.IsNaN(tokenRatio) || tokenRatio < 1.0/tokenScale || tokenRatio > maxTokens {
-		return nil, fmt.Errorf("hedge: throttle tokenRatio %v is outside [0.001, maxTokens]: use e.g. 0.1", tokenRatio)
+	// tokenRatio is checked against maxTokens only when maxTokens is valid,
+	// so that one mistake is not reported twice.
+	if math.IsNaN(tokenRatio) || tokenRatio < 1.0/tokenScale || (len(errs) == 0 && tokenRatio > maxTokens) {
+		errs = append(errs, fmt.Errorf("hedge: throttle tokenRatio %v is outside [0.001, maxTokens]: use e.g. 0.1", tokenRatio))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	b := &Budget{throttle: true, credit: scaled(tokenRatio), max: scaled(maxTokens)}
 	b.tokens.Store(b.max)

@@ -46,7 +46,9 @@ type Estimator interface {
 }
 
 // Fixed is a constant delay: Fixed(20*time.Millisecond) sends the next copy
-// after 20 ms. It is both a Delay and its own Estimator.
+// after 20 ms. It is both a Delay and its own Estimator. Any length is
+// valid: a delay that no call can outlive (up to Never) never hedges.
+// Fixed(0) sends every copy at once.
 type Fixed time.Duration
 
 // Validate reports a negative delay.
@@ -106,7 +108,9 @@ type Percentile struct {
 	// half the traffic twice.
 	P float64
 	// Window is how many recent latencies the percentile is computed
-	// over. Default 1,000; at most 1<<24.
+	// over. Default 1,000; at most 1<<24. Each operation class holds its
+	// own window at 2 bytes per latency, and New refuses a Window that,
+	// over Config.MaxOps+1 classes, exceeds MaxEstimatorMemory.
 	Window int
 	// MinSamples is how many latencies must have been seen before the
 	// percentile is trusted. Default min(100, Window).

@@ -153,7 +153,8 @@ func (c *call[T]) run() (T, error) {
 	// Arm the timer only now, under the lock: with a zero delay it may
 	// fire at once, and it must find the primary launched.
 	switch {
-	case c.single || c.delay == Never:
+	case c.single || addSat(c.start, c.delay) == Never:
+		// Never, or a delay so long that no call can outlive it.
 	case c.delay == 0:
 		// No delay: every copy goes now, as far as the caps allow.
 		for c.launched+c.virtual < c.h.maxAttempts && c.mayHedge(false) {
@@ -162,7 +163,7 @@ func (c *call[T]) run() (T, error) {
 	case c.hasDeadline && time.Until(c.deadline) < c.delay:
 		c.st.deadlineSkips.Add(1)
 	default:
-		c.h.timers.add(c, c.start+c.delay, &c.slot)
+		c.h.timers.add(c, addSat(c.start, c.delay), &c.slot)
 	}
 	c.mu.Unlock()
 	if c.h.bgReap {
@@ -202,7 +203,14 @@ func (c *call[T]) launch(i int, now time.Duration) (context.Context, Attempt) {
 // the caller has returned (possible only with ReapInBackground) has nobody
 // to be re-raised to, so it is raised here, like any goroutine's panic.
 func (c *call[T]) runCopy(ctx context.Context, a Attempt) {
+	returned := false
+	defer func() {
+		if !returned {
+			c.exited(a)
+		}
+	}()
 	v, err, p := c.invoke(ctx, a)
+	returned = true
 	late, lost := c.complete(a.Index, v, err, p)
 	if lost && c.discard != nil {
 		c.discard(v)
@@ -211,6 +219,29 @@ func (c *call[T]) runCopy(ctx context.Context, a Attempt) {
 		panic(p)
 	}
 }
+
+// exited runs on a goroutine that is unwinding because the attempt
+// function called runtime.Goexit (t.FailNow does), which recover cannot
+// see. The copy is completed with ErrGoexit, which ends the call, so that
+// the caller does not wait forever for a copy that will never report. If
+// the copy ran on the caller's own goroutine, that goroutine is ending and
+// will not return from Do: it still waits for the other copies, so that
+// nothing the call started outlives it.
+func (c *call[T]) exited(a Attempt) {
+	var zero T
+	c.complete(a.Index, zero, ErrGoexit, nil)
+	if a.Index == 0 && !c.h.bgReap {
+		c.wait()
+		c.returned = true
+		c.mu.Unlock()
+	}
+}
+
+// ErrGoexit ends a call whose attempt function called runtime.Goexit, as
+// t.FailNow, t.Fatal and t.SkipNow do. Those must be called from the test's
+// own goroutine: inside an attempt, report with t.Error and return an
+// error instead.
+var ErrGoexit = errors.New("hedge: the attempt function called runtime.Goexit (t.FailNow, t.Fatal or t.SkipNow inside an attempt?); return an error instead")
 
 func (c *call[T]) invoke(ctx context.Context, a Attempt) (v T, err error, p *PanicError) {
 	defer func() {
@@ -255,6 +286,8 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 	default:
 		c.errs = append(c.errs, &CopyError{Index: i, Err: err})
 		switch {
+		case err == ErrGoexit:
+			c.decide(-1, now)
 		case errors.Is(err, errPushback):
 			if !c.single && !c.shadow {
 				h.budget.OnFailure()
@@ -383,12 +416,13 @@ func (c *call[T]) wait() {
 // winner, val, errs or pnc any more.
 // c.mu is held, and released on return.
 func (c *call[T]) result() (T, error) {
+	c.returned = true
+	if p := c.pnc; p != nil {
+		c.freeWinner()
+		panic(p)
+	}
 	defer c.mu.Unlock()
 	h, st := c.h, c.st
-	c.returned = true
-	if c.pnc != nil {
-		panic(c.pnc)
-	}
 	st.latency.Record(int64(c.decidedAt - c.start))
 	c.release = noRelease
 	if c.winner >= 0 && c.keep && c.copies[c.winner].cancel != nil {
@@ -414,6 +448,29 @@ func (c *call[T]) result() (T, error) {
 		return zero, c.errs[0]
 	}
 	return zero, &AttemptsError{Errs: c.errs}
+}
+
+// freeWinner releases c.mu and, for DoHeld, frees a winner that the caller
+// will never see because a copy panicked after the winner was chosen: its
+// result goes to discard and its context is cancelled.
+func (c *call[T]) freeWinner() {
+	var val T
+	var cancel context.CancelFunc
+	held := c.keep && c.winner >= 0
+	if held {
+		val, cancel = c.val, c.copies[c.winner].cancel
+		c.val = *new(T)
+	}
+	c.mu.Unlock()
+	if !held {
+		return
+	}
+	if c.discard != nil {
+		c.discard(val)
+	}
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // mayHedge applies the caps and the budget to one more copy, counting a
@@ -468,9 +525,19 @@ func (c *call[T]) fire() {
 		return
 	}
 	c.sendNext(now)
-	if c.launched+c.virtual < c.h.maxAttempts {
-		c.h.timers.add(c, now+c.delay, &c.slot)
+	if next := addSat(now, c.delay); c.launched+c.virtual < c.h.maxAttempts && next < Never {
+		c.h.timers.add(c, next, &c.slot)
 	}
+}
+
+// addSat returns t+d for a time t >= 0 and a delay d >= 0, saturated at
+// Never: a delay near the largest Duration means "never", not a sum that
+// wraps around into the past and fires at once.
+func addSat(t, d time.Duration) time.Duration {
+	if d >= Never-t {
+		return Never
+	}
+	return t + d
 }
 
 // PanicError is what Do panics with when a copy panicked: the copy's panic

@@ -38,7 +38,14 @@
 //     the call. When all copies fail, the error wraps each of them.
 //   - A hedge never outlives the caller's deadline, and none is sent when
 //     the time left is shorter than the delay.
-//   - A panic in any copy is re-raised on the caller's goroutine.
+//   - A panic in any copy is re-raised on the caller's goroutine. With
+//     DoHeld, a winner chosen before the panic is handed to discard and
+//     its context cancelled, since the caller never sees it.
+//   - A copy that calls runtime.Goexit (t.FailNow inside an attempt) ends
+//     the call with ErrGoexit instead of leaving the caller waiting for it.
+//   - A delay so long that the time it is due would overflow means Never:
+//     Fixed(math.MaxInt64 - 1) never hedges, rather than wrapping around
+//     into an immediate hedge.
 //   - A request marked NotIdempotent is never copied unless it carries an
 //     idempotency key (WithIdempotencyKey), which every copy sees.
 //
@@ -67,6 +74,15 @@
 // When no hedge fires, the primary runs on the caller's goroutine: no
 // goroutine is started, and the call costs three allocations (see
 // BENCHMARKS.md).
+//
+// # Memory
+//
+// A Hedger's memory is bounded by its configuration: per operation class
+// (at most Config.MaxOps, plus OtherOp) it keeps counters, three
+// fixed-size histograms of about 20 KB each, and, for a Percentile delay,
+// a window of 2 bytes per latency. New refuses a configuration whose
+// windows would exceed MaxEstimatorMemory (64 MiB), and says which Window
+// would fit.
 //
 // # What it is not
 //

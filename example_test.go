@@ -10,14 +10,12 @@ import (
 )
 
 // get reads key from replica r of a replicated store. The replica the
-// primary copy lands on is stuck behind a long pause.
+// primary copy lands on is stuck behind a long pause: it answers only when
+// its request is cancelled.
 func get(ctx context.Context, r int, stuck bool, key string) (string, error) {
 	if stuck {
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
+		<-ctx.Done()
+		return "", ctx.Err()
 	}
 	return fmt.Sprintf("%s=42", key), nil
 }
@@ -58,15 +56,13 @@ func ExampleNew() {
 }
 
 // Shadow mode runs every decision and sends nothing, to learn the real hedge
-// rate before turning hedging on.
+// rate before turning hedging on. (A zero delay makes the example's
+// decisions immediate; a real one waits for the delay.)
 func ExampleHedger_SetMode() {
-	h, _ := hedge.New(hedge.Config{Delay: hedge.Fixed(time.Millisecond), Mode: hedge.Shadow})
-	slow := func(ctx context.Context, a hedge.Attempt) (int, error) {
-		time.Sleep(5 * time.Millisecond)
-		return 1, nil
-	}
+	h, _ := hedge.New(hedge.Config{Delay: hedge.Fixed(0), Mode: hedge.Shadow})
+	get := func(ctx context.Context, a hedge.Attempt) (int, error) { return 1, nil }
 	for range 3 {
-		hedge.Do(context.Background(), h, "Get", slow)
+		hedge.Do(context.Background(), h, "Get", get)
 	}
 	st := h.OpStats("Get")
 	fmt.Println("sent:", st.Hedges, "would have sent:", st.ShadowHedges)

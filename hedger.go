@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tailcut/hedge/quantile"
 )
 
 // HardMaxAttempts is the most copies of one request a Hedger will ever send,
@@ -175,6 +177,9 @@ func (cfg *Config) validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if cfg.Budget != nil && cfg.Budget.max == 0 {
+		errs = append(errs, errors.New("hedge: Config.Budget is a zero Budget, which holds no tokens and would refuse every hedge: make it with NewBudget or NewThrottle, or set NoBudget for no limit"))
+	}
 	if cfg.Budget != nil && cfg.NoBudget {
 		errs = append(errs, errors.New("hedge: Config sets both Budget and NoBudget: keep one"))
 	}
@@ -187,11 +192,17 @@ func (cfg *Config) validate() error {
 	if cfg.Replicas < 0 {
 		errs = append(errs, fmt.Errorf("hedge: Config.Replicas = %d is negative: use 0 to let the attempt function choose, or the number of replicas", cfg.Replicas))
 	}
+	if cfg.Replicas == 1 && cfg.MaxAttempts != 1 {
+		errs = append(errs, errors.New("hedge: Config.Replicas = 1 leaves no other replica for a hedge, so none would ever be sent: list every replica (at least 2), use 0 to let the attempt function choose, or set MaxAttempts to 1 to send each request once"))
+	}
 	if cfg.Picker.Zones != nil && len(cfg.Picker.Zones) != cfg.Replicas {
 		errs = append(errs, fmt.Errorf("hedge: Config.Picker.Zones has %d entries for %d replicas: give one zone per replica", len(cfg.Picker.Zones), cfg.Replicas))
 	}
 	if cfg.MaxOps < 0 {
 		errs = append(errs, fmt.Errorf("hedge: Config.MaxOps = %d is negative: use 0 for the default of 100", cfg.MaxOps))
+	}
+	if err := estimatorMemory(cfg.Delay, cfg.MaxOps); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.Mode < On || cfg.Mode > Off {
 		errs = append(errs, fmt.Errorf("hedge: Config.Mode = %d is not a mode: use hedge.On, hedge.Shadow or hedge.Off", cfg.Mode))
@@ -200,6 +211,59 @@ func (cfg *Config) validate() error {
 		errs = append(errs, fmt.Errorf("hedge: Config.Rollout = %v is outside [0, 1]: use e.g. 0.01 to hedge 1%% of requests (0 means all)", cfg.Rollout))
 	}
 	return errors.Join(errs...)
+}
+
+// MaxEstimatorMemory is the most memory that the delay estimators of one
+// Hedger may hold, over all its operation classes (Config.MaxOps of them,
+// plus OtherOp). New refuses a Percentile whose Window, times that many
+// classes, would need more. The default, a window of 1,000 latencies over
+// 100 classes, holds about 1.2 MB.
+const MaxEstimatorMemory = 64 << 20
+
+// estimatorMemory checks that the per-class windows of delay fit in
+// MaxEstimatorMemory. Delays of other types are not sized.
+func estimatorMemory(delay Delay, maxOps int) error {
+	var p Percentile
+	switch d := delay.(type) {
+	case nil:
+	case Percentile:
+		p = d
+	case *Percentile:
+		if d == nil {
+			return nil
+		}
+		p = *d
+	default:
+		return nil
+	}
+	p = p.withDefaults()
+	if p.Window < 1 || p.Window > 1<<24 {
+		return nil // reported by Percentile.Validate
+	}
+	if maxOps <= 0 {
+		maxOps = 100
+	}
+	classes := int64(maxOps) + 1
+	per := int64(quantile.WindowBytes(p.Window))
+	if total := per * classes; total > MaxEstimatorMemory {
+		most := (MaxEstimatorMemory/classes - int64(quantile.WindowBytes(0))) / 2
+		return fmt.Errorf("hedge: Percentile.Window = %d with %d operation classes (Config.MaxOps + 1) can hold %s of latency windows, over the limit of %s: use a Window of at most %d (1,000 is plenty for a p95), or lower Config.MaxOps",
+			p.Window, classes, byteSize(total), byteSize(MaxEstimatorMemory), most)
+	}
+	return nil
+}
+
+// byteSize formats n bytes with a binary unit.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 // twin returns a full bucket with the same parameters, or nil for nil.

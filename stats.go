@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -79,8 +80,29 @@ type Stats struct {
 	// than the hedge rate suggests.
 	HedgePath Distribution
 
-	// Delay is the delay in force now (Never while warming up).
+	// Delay is the delay in force now (Never while warming up; String and
+	// FormatDelay print it as "never").
 	Delay time.Duration
+}
+
+// String summarises the snapshot on one line, for logs. A delay of Never
+// reads "never".
+func (s Stats) String() string {
+	return fmt.Sprintf("%s: %d requests, %d hedges (%.1f%%), %d hedge wins (%.1f%% of hedges), %d primary wins, %d failures; "+
+		"refused: budget %d, in flight %d, deadline %d, no replica %d; shadow hedges %d, unhedgeable %d; wasted %v; delay %s; "+
+		"latency %v; primary %v (%d censored); hedge path %v",
+		s.Op, s.Requests, s.Hedges, 100*s.HedgeRate(), s.HedgeWins, 100*s.WinRate(), s.PrimaryWins, s.Failures,
+		s.BudgetDenied, s.InFlightDenied, s.DeadlineSkipped, s.NoReplica, s.ShadowHedges, s.Unhedgeable, s.WastedWork,
+		FormatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath)
+}
+
+// FormatDelay formats a delay as time.Duration does, except that Never
+// reads "never" rather than 2562047h47m16.854775807s.
+func FormatDelay(d time.Duration) string {
+	if d == Never {
+		return "never"
+	}
+	return d.String()
 }
 
 // HedgeRate returns hedges sent per request.
@@ -102,6 +124,14 @@ type Distribution struct {
 	Count                     int64
 	Mean, P50, P90, P99, P999 time.Duration
 	Max                       time.Duration
+}
+
+// String summarises the distribution on one line.
+func (d Distribution) String() string {
+	if d.Count == 0 {
+		return "n=0"
+	}
+	return fmt.Sprintf("n=%d mean=%v p50=%v p90=%v p99=%v p99.9=%v max=%v", d.Count, d.Mean, d.P50, d.P90, d.P99, d.P999, d.Max)
 }
 
 func distribution(h *quantile.Histogram) Distribution {

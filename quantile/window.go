@@ -48,8 +48,12 @@ func (w *Window) Size() int { return len(w.ring) }
 func (w *Window) Len() int { return w.n }
 
 // Bytes returns the memory the Window holds, in bytes.
-func (w *Window) Bytes() int {
-	return 2*len(w.ring) + 4*numBuckets + 4*numGroups + 64
+func (w *Window) Bytes() int { return WindowBytes(len(w.ring)) }
+
+// WindowBytes returns the memory a Window of the given size holds, in
+// bytes, so that callers can bound it before making one.
+func WindowBytes(size int) int {
+	return 2*size + 4*numBuckets + 4*numGroups + 64
 }
 
 // Add records v, evicting the oldest value once the window is full.

@@ -1,0 +1,344 @@
+package hedge_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tailcut/hedge"
+)
+
+// TestDoHeldFreesWinnerWhenLoserPanics: when a loser panics after the
+// winner was chosen, the caller gets the panic and never sees the winner's
+// result, so DoHeld must hand it to discard and cancel its context (in
+// hedgehttp: close the body, free the connection).
+func TestDoHeldFreesWinnerWhenLoserPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer settle()
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms)})
+		var winnerCtx context.Context
+		var discarded []int
+		var got any
+		func() {
+			defer func() { got = recover() }()
+			hedge.DoHeld(context.Background(), h, "op", func(ctx context.Context, a hedge.Attempt) (int, error) {
+				if a.Index == 0 {
+					time.Sleep(30 * ms) // deaf to cancellation; panics after the hedge won
+					panic("late kaboom")
+				}
+				winnerCtx = ctx
+				return 7, nil
+			}, func(v int) { discarded = append(discarded, v) })
+		}()
+		if pe, ok := got.(*hedge.PanicError); !ok || pe.Value != "late kaboom" {
+			t.Fatalf("recovered %v, want the loser's *PanicError", got)
+		}
+		if len(discarded) != 1 || discarded[0] != 7 {
+			t.Fatalf("discarded %v, want the winner's result [7]", discarded)
+		}
+		if winnerCtx == nil || winnerCtx.Err() == nil {
+			t.Fatal("the winner's context is still alive after the call panicked")
+		}
+	})
+}
+
+// TestHugeDelaysNeverHedge: a delay near the largest Duration must mean
+// "never", not wrap around into the past and hedge at once.
+func TestHugeDelaysNeverHedge(t *testing.T) {
+	for _, d := range []time.Duration{math.MaxInt64 - 1, hedge.Never - time.Hour + 1, 9223372036 * time.Second} {
+		t.Run(d.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				defer settle()
+				for _, delay := range []hedge.Delay{
+					hedge.Fixed(d),
+					hedge.Percentile{Warmup: d},
+				} {
+					h := mustNew(t, hedge.Config{Delay: delay, MaxAttempts: 3})
+					time.Sleep(time.Hour) // a late start makes start+delay wrap
+					s := newScript(behaviour{after: 50 * ms, val: 1}, behaviour{val: 2}, behaviour{val: 3})
+					v, err := hedge.Do(context.Background(), h, "op", s.attempt)
+					if v != 1 || err != nil {
+						t.Fatalf("%T: Do = %d, %v; want the primary's 1", delay, v, err)
+					}
+					if st := h.OpStats("op"); st.Hedges != 0 {
+						t.Fatalf("%T(%v): %d hedges sent, want none", delay, d, st.Hedges)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestGoexitEndsTheCall: runtime.Goexit in an attempt (t.FailNow does it)
+// is invisible to recover. The call must still end, with ErrGoexit, and
+// reap the other copies.
+func TestGoexitEndsTheCall(t *testing.T) {
+	t.Run("in a hedge", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms)})
+			var primaryCancelled atomic.Bool
+			_, err := hedge.Do(context.Background(), h, "op", func(ctx context.Context, a hedge.Attempt) (int, error) {
+				if a.Index == 1 {
+					runtime.Goexit()
+				}
+				<-ctx.Done()
+				primaryCancelled.Store(true)
+				return 0, ctx.Err()
+			})
+			if !errors.Is(err, hedge.ErrGoexit) {
+				t.Fatalf("Do = %v, want ErrGoexit", err)
+			}
+			if !primaryCancelled.Load() {
+				t.Fatal("the primary was not cancelled and reaped")
+			}
+		})
+	})
+	t.Run("in the primary, on its own goroutine", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(time.Hour), ReapInBackground: true})
+			_, err := hedge.Do(context.Background(), h, "op", func(ctx context.Context, a hedge.Attempt) (int, error) {
+				runtime.Goexit()
+				return 0, nil
+			})
+			if !errors.Is(err, hedge.ErrGoexit) {
+				t.Fatalf("Do = %v, want ErrGoexit", err)
+			}
+		})
+	})
+	t.Run("in the primary, on the caller's goroutine", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms)})
+			var hedgeReturned, doReturned atomic.Bool
+			exited := make(chan struct{})
+			go func() {
+				defer close(exited)
+				hedge.Do(context.Background(), h, "op", func(ctx context.Context, a hedge.Attempt) (int, error) {
+					if a.Index == 1 {
+						<-ctx.Done()
+						hedgeReturned.Store(true)
+						return 0, ctx.Err()
+					}
+					time.Sleep(20 * ms) // the hedge is running by now
+					runtime.Goexit()
+					return 0, nil
+				})
+				doReturned.Store(true)
+			}()
+			<-exited
+			if doReturned.Load() {
+				t.Fatal("Do returned on a goroutine that called Goexit")
+			}
+			if !hedgeReturned.Load() {
+				t.Fatal("the goroutine ended before the hedge was cancelled and reaped")
+			}
+		})
+	})
+}
+
+// TestConfigRefusesWhatCannotWork: configurations that can never hedge, or
+// that would take gigabytes, are refused with a message that says why.
+func TestConfigRefusesWhatCannotWork(t *testing.T) {
+	most := func() int {
+		// The largest window the message proposes must pass; one more must not.
+		_, err := hedge.New(hedge.Config{Delay: hedge.Percentile{Window: 1 << 24}})
+		if err == nil {
+			t.Fatal("a window of 1<<24 latencies over 101 classes was accepted")
+		}
+		msg := err.Error()
+		for _, want := range []string{"Percentile.Window = 16777216", "101 operation classes", "3.2 GiB", "64.0 MiB"} {
+			if !strings.Contains(msg, want) {
+				t.Fatalf("error %q does not say %q", msg, want)
+			}
+		}
+		i := strings.Index(msg, "at most ")
+		var n int
+		for _, c := range msg[i+len("at most "):] {
+			if c < '0' || c > '9' {
+				break
+			}
+			n = 10*n + int(c-'0')
+		}
+		return n
+	}()
+	if _, err := hedge.New(hedge.Config{Delay: hedge.Percentile{Window: most}}); err != nil {
+		t.Fatalf("the proposed Window %d is refused: %v", most, err)
+	}
+	if _, err := hedge.New(hedge.Config{Delay: hedge.Percentile{Window: most + 1}}); err == nil {
+		t.Fatalf("Window %d is accepted, though the message says %d is the most", most+1, most)
+	}
+	// Fewer classes make room for a longer window.
+	if _, err := hedge.New(hedge.Config{Delay: &hedge.Percentile{Window: 1 << 20}, MaxOps: 4}); err != nil {
+		t.Fatalf("a 1<<20 window over 5 classes (10 MiB) is refused: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		cfg  hedge.Config
+		want string // "" for valid
+	}{
+		{"one replica", hedge.Config{Replicas: 1}, "Config.Replicas = 1 leaves no other replica"},
+		{"one replica, one copy", hedge.Config{Replicas: 1, MaxAttempts: 1}, ""},
+		{"two replicas", hedge.Config{Replicas: 2}, ""},
+		{"zero budget", hedge.Config{Budget: &hedge.Budget{}}, "zero Budget"},
+	} {
+		_, err := hedge.New(tc.cfg)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestBudgetConstructorsReportEveryMistake: each argument's mistake is
+// reported, not only the first.
+func TestBudgetConstructorsReportEveryMistake(t *testing.T) {
+	_, err := hedge.NewBudget(10, 0)
+	if err == nil || !strings.Contains(err.Error(), "ratio 10") || !strings.Contains(err.Error(), "burst 0") {
+		t.Errorf("NewBudget(10, 0) = %v, want both the ratio and the burst named", err)
+	}
+	_, err = hedge.NewThrottle(0, 0)
+	if err == nil || !strings.Contains(err.Error(), "maxTokens 0") || !strings.Contains(err.Error(), "tokenRatio 0") {
+		t.Errorf("NewThrottle(0, 0) = %v, want both maxTokens and tokenRatio named", err)
+	}
+	_, err = hedge.NewThrottle(2000, 3000)
+	if err == nil || strings.Count(err.Error(), "\n") != 0 {
+		t.Errorf("NewThrottle(2000, 3000) = %v, want one error: tokenRatio is judged only against a valid maxTokens", err)
+	}
+}
+
+// TestNeverReadsNever: stats print a Never delay as "never".
+func TestNeverReadsNever(t *testing.T) {
+	h := mustNew(t, hedge.Config{})
+	st := h.OpStats("Get")
+	if st.Delay != hedge.Never {
+		t.Fatalf("delay %v before any sample, want Never", st.Delay)
+	}
+	if s := st.String(); !strings.Contains(s, "delay never") || strings.Contains(s, "2562047h") {
+		t.Fatalf("Stats.String() = %q, want the delay as \"never\"", s)
+	}
+	if got := hedge.FormatDelay(3 * ms); got != "3ms" {
+		t.Fatalf("FormatDelay(3ms) = %q", got)
+	}
+}
+
+// The live percentile is fed the primary's own latency (see Percentile).
+// TestPercentileDelayRecordsPrimaries covers the censored case; these cases
+// tell the documented rule apart from the tempting alternatives, which
+// that test cannot: feeding the winner's latency, or every copy's running
+// time.
+
+// A primary that fails fast is not a latency sample, even though a hedge
+// then wins: the winner's latency must not stand in for it.
+func TestPercentileIgnoresFailedPrimaries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer settle()
+		h := mustNew(t, hedge.Config{Delay: hedge.Percentile{Window: 10, MinSamples: 1}, NoBudget: true})
+		for range 20 {
+			s := newScript(behaviour{after: 1 * ms, err: errBoom}, behaviour{after: 2 * ms, val: 2})
+			if v, err := hedge.Do(context.Background(), h, "op", s.attempt); v != 2 || err != nil {
+				t.Fatalf("Do = %d, %v; want the hedge's 2", v, err)
+			}
+		}
+		st := h.OpStats("op")
+		if st.HedgeWins != 20 {
+			t.Fatalf("%d hedge wins, want 20: the scenario did not run", st.HedgeWins)
+		}
+		if st.Delay != hedge.Never {
+			t.Fatalf("delay %v, want Never: no primary succeeded, so there is no sample", st.Delay)
+		}
+	})
+}
+
+// A primary that ignores cancellation and succeeds after a hedge won has a
+// known latency: with ReapInBackground it finishes on its own and its full
+// latency is recorded, not the winner's nor the censored bound.
+func TestPercentileRecordsDeafPrimaryInFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer settle()
+		h := mustNew(t, hedge.Config{
+			Delay:            hedge.Percentile{P: 50, Window: 10, MinSamples: 1, Warmup: 10 * ms},
+			ReapInBackground: true,
+		})
+		s := newScript(behaviour{after: 100 * ms, deaf: true, val: 1}, behaviour{after: 2 * ms, val: 2})
+		if v, err := hedge.Do(context.Background(), h, "op", s.attempt); v != 2 || err != nil {
+			t.Fatalf("Do = %d, %v; want the hedge's 2", v, err)
+		}
+		time.Sleep(time.Second) // the deaf primary finishes in the background
+		synctest.Wait()
+		st := h.OpStats("op")
+		if st.Delay < 99*ms || st.Delay > 101*ms {
+			t.Fatalf("delay %v, want the primary's full 100ms", st.Delay)
+		}
+		if st.PrimaryCensored != 0 {
+			t.Fatalf("%d primaries counted as censored, want 0: this one finished", st.PrimaryCensored)
+		}
+	})
+}
+
+// At a high hedge rate, adding hedges' and cancelled losers' running times
+// to the window would drag the percentile down, which sends more hedges.
+// Primaries take 1..100 ms, hedges 1 ms and always win: the median delay
+// must stay at the primaries' median.
+func TestPercentileStableAtHighHedgeRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer settle()
+		h := mustNew(t, hedge.Config{
+			Delay:    hedge.Percentile{P: 50, Window: 1000, MinSamples: 100},
+			NoBudget: true,
+		})
+		r := rand.New(rand.NewPCG(3, 4))
+		for range 3000 {
+			p := time.Duration(1+r.IntN(100)) * ms
+			s := newScript(behaviour{after: p, val: 1}, behaviour{after: 1 * ms, val: 2})
+			hedge.Do(context.Background(), h, "op", s.attempt)
+		}
+		st := h.OpStats("op")
+		if st.Delay < 45*ms || st.Delay > 55*ms {
+			t.Fatalf("delay %v, want about the primaries' median of 50ms", st.Delay)
+		}
+		if r := st.HedgeRate(); r < 0.4 || r > 0.55 {
+			t.Fatalf("hedge rate %.3f, want about one half", r)
+		}
+	})
+}
+
+// TestPickerTwoChoicesNotShortestQueue: with loads 0, 1, 2, 3 two choices
+// takes replica i when it is drawn with a more loaded one: with probability
+// 3/6, 2/6, 1/6 and 0, where joining the shortest queue would always take
+// replica 0 and a uniform pick 1/4 each.
+func TestPickerTwoChoicesNotShortestQueue(t *testing.T) {
+	load := []int{0, 1, 2, 3}
+	r := rand.New(rand.NewPCG(9, 10))
+	const n = 60000
+	want := []float64{3.0 / 6, 2.0 / 6, 1.0 / 6, 0}
+	for _, held := range [][]int{nil, {3}} {
+		var p hedge.Picker
+		count := make([]int, 4)
+		for range n {
+			count[p.Pick(4, held, func(i int) int { return load[i] }, r)]++
+		}
+		w := want
+		if held != nil {
+			// Replica 3 is held: pairs among 0, 1, 2.
+			w = []float64{2.0 / 3, 1.0 / 3, 0, 0}
+		}
+		for i, c := range count {
+			sd := math.Sqrt(n * w[i] * (1 - w[i]))
+			if math.Abs(float64(c)-n*w[i]) > 5*sd+1 {
+				t.Fatalf("held %v: choices %v, want about %v of %d", held, count, w, n)
+			}
+		}
+	}
+}
