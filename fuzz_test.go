@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/quantile"
 )
 
 // FuzzConfig builds configurations from arbitrary numbers. New must either
@@ -38,9 +40,13 @@ func FuzzConfig(f *testing.F) {
 		h, err := hedge.New(cfg)
 		mustFail := maxAttempts < 0 || maxAttempts > hedge.HardMaxAttempts || inFlight < 0 || replicas < 0 ||
 			!(rollout >= 0 && rollout <= 1) || warmup < 0 || floor < 0 || ceiling < 0 ||
-			(p != 0 && !(p > 0 && p < 100)) || (p != 0 && p < 50 && !forceLow) || window < 0 || window > 1<<24
+			(p != 0 && !(p > 0 && p < 100)) || (p != 0 && p < 50 && !forceLow) || window < 0 || window > 1<<24 ||
+			(replicas == 1 && maxAttempts != 1) || int64(quantile.WindowBytes(window))*101 > hedge.MaxEstimatorMemory
 		if mustFail && err == nil {
 			t.Fatalf("New accepted an invalid config: %+v", cfg)
+		}
+		if err != nil && !mustFail && window > 0 && window <= 1<<24 && strings.Contains(err.Error(), "latency windows") {
+			t.Fatalf("window %d refused for its memory, under the limit: %v", window, err)
 		}
 		if err != nil {
 			if err.Error() == "" {
