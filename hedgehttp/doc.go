@@ -8,6 +8,7 @@
 //	h, _ := hedge.New(hedge.Config{Replicas: 2})
 //	t, err := hedgehttp.New(nil, h, hedgehttp.Config{
 //		Replicas: []string{"http://replica-a.example:8080", "http://replica-b.example:8080"},
+//		Route:    func(r *http.Request) string { return "/items/{id}" }, // class "GET /items/{id}"
 //	})
 //	client := &http.Client{Transport: t}
 //
@@ -44,13 +45,24 @@
 //
 // # Where a hedge goes
 //
-// With Config.Replicas, every copy, the primary included, goes to the
-// replica the Hedger's Picker chooses (hedge.Attempt.Replica; never one
-// holding another copy of the request): the URL's scheme and host are
-// replaced, the path and query kept, and the Host header follows the new
-// URL unless the caller set it to something else on purpose. The Hedger
-// must be made with as many replicas as the list has entries, and without
-// replicas in single-host mode; New checks both.
+// With Config.Replicas, the replicas' origins (scheme, host and port),
+// and those of Config.ServiceURLs (names of the service as a whole, such
+// as its load balancer's), are the service. Every copy of a request
+// addressed to the service, the primary included, goes to the replica
+// the Hedger's Picker chooses (hedge.Attempt.Replica; never one holding
+// another copy of the request): the URL's scheme and host are replaced,
+// the path and query kept, and the Host header follows the new URL
+// unless the caller set it to something else on purpose. A request
+// addressed to any other origin, such as the target of a redirect that
+// a replica answered and http.Client follows, is not the service's: it is
+// sent once, as it is, through the base transport, never to a replica
+// (counted in Stats.OtherOrigins; the Hedger does not see it). Origins
+// are compared in normal form: scheme and host name in lower case, a
+// trailing dot dropped, default ports explicit, IP addresses parsed. The
+// Hedger must be made with as many replicas as the list has entries, and
+// without replicas in single-host mode; New checks both, and rejects a
+// list that could never hedge, such as a single replica or two entries
+// naming the same host and port.
 //
 // With one host, a hedge that reuses the primary's connection pool is
 // little use: over HTTP/1.1 with MaxConnsPerHost it queues behind the slow
@@ -69,13 +81,26 @@
 //
 // # Credentials
 //
-// Authorization, Proxy-Authorization and Cookie are sent only to the
-// origin (scheme, host and port) the request addressed. A copy sent to a
-// replica of another origin goes without them (counted in
-// Stats.CredentialsStripped), as http.Client does on a redirect to another
-// host, unless Config.SameService declares the list one service. Custom
-// credential headers (X-Api-Key) are not recognised: a replica list that
-// needs them must be declared SameService or not be used with them.
+// A request's credentials (the Authorization, Proxy-Authorization,
+// Cookie, Cookie2, WWW-Authenticate and Proxy-Authenticate headers, any
+// header named in Config.SensitiveHeaders, and user information in the
+// URL) go only to the origin the request addressed or, when that origin
+// is the service's, to the replicas; header names are matched in any
+// case, since net/http sends a key of the Header map as it is written
+// ("authorization" included). No copy is ever sent stripped of them: a
+// copy that reaches a server without the credentials its caller attached
+// would fail in a way that only a counter would show.
+//
+// Config.CredentialScope says whether the replicas share credentials.
+// OneService, the default, declares them one service: a request goes to
+// every replica with all its headers, whichever replica or service URL it
+// addressed. PerOrigin declares that each replica has credentials of its
+// own: since any copy may go to any replica, a request addressed to the
+// service that carries credentials is refused, before anything is sent,
+// with an error that matches ErrCredentialsNotShared (counted in
+// Stats.CredentialsRefused); requests without credentials are hedged
+// across the replicas as usual. In single-host mode every copy goes to
+// the request's own origin, credentials and all.
 //
 // # What an answer means
 //
@@ -116,10 +141,12 @@
 // # Operation classes
 //
 // The Hedger keeps a delay estimate and stats per operation class. The
-// class is the method, or the method, a space and a route template
-// ("GET /items/{id}") given by WithRoute on the request's context or by
-// Config.Route. The URL path is never used: raw paths would make a class
-// per item. Beyond the Hedger's MaxOps classes, the rest share one.
+// class is the method alone, or the method, a space and the route
+// template that WithRoute on the request's context or Config.Route gives:
+// a route "/items/{id}" makes the class "GET /items/{id}" of a GET. A
+// route therefore never starts with the method. The URL path is never
+// used: raw paths would make a class per item. Beyond the Hedger's
+// MaxOps classes, the rest share one.
 //
 // # Marking
 //

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,54 +19,76 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // waitLimit bounds every wait of a test, so that a broken rule fails the
-// test instead of hanging it. No assertion depends on it.
+// test instead of hanging it. No assertion depends on it: a test waits for
+// an event, never for time to pass.
 const waitLimit = 10 * time.Second
 
 // server is an httptest.Server that counts its open connections and has a
 // stop channel, closed before the server, that releases stalled handlers.
 type server struct {
 	*httptest.Server
-	open atomic.Int64
 	stop chan struct{}
 	rec  recorder
+
+	mu      sync.Mutex
+	open    int64
+	changed chan struct{} // closed, and replaced, when open changes
 }
 
 type handler func(s *server, w http.ResponseWriter, r *http.Request)
 
+// newServer starts a plain HTTP/1.1 server.
 func newServer(t *testing.T, h handler) *server {
 	t.Helper()
-	s := &server{stop: make(chan struct{})}
+	s := newUnstartedServer(t, h)
+	s.Start()
+	return s
+}
+
+// newUnstartedServer returns a server to start, closed when t ends.
+func newUnstartedServer(t *testing.T, h handler) *server {
+	t.Helper()
+	s := &server{stop: make(chan struct{}), changed: make(chan struct{})}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(s, w, r) }))
 	s.Config.ConnState = s.connState
-	s.Start()
 	t.Cleanup(func() { close(s.stop); s.Close() })
 	return s
 }
 
 func (s *server) connState(_ net.Conn, st http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	switch st {
 	case http.StateNew:
-		s.open.Add(1)
+		s.open++
 	case http.StateClosed, http.StateHijacked:
-		s.open.Add(-1)
+		s.open--
+	default:
+		return
 	}
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
-// waitOpen waits until the server has n open connections.
+// waitOpen waits until the server has n open connections, as its
+// ConnState hook reports them: a connection the client closed is closed
+// on the server a little later.
 func (s *server) waitOpen(t *testing.T, n int64) {
 	t.Helper()
-	eventually(t, func() bool { return s.open.Load() == n }, "server has %d open connections, want %d", func() []any { return []any{s.open.Load(), n} })
-}
-
-// eventually polls cond until it holds, failing t after waitLimit.
-func eventually(t *testing.T, cond func() bool, format string, args func() []any) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf(format, args()...)
+	limit := time.NewTimer(waitLimit)
+	defer limit.Stop()
+	for {
+		s.mu.Lock()
+		open, changed := s.open, s.changed
+		s.mu.Unlock()
+		if open == n {
+			return
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case <-changed:
+		case <-limit.C:
+			t.Fatalf("server has %d open connections, want %d", open, n)
+		}
 	}
 }
 
@@ -162,7 +183,12 @@ func (rc *recorder) byAttempt(t *testing.T) map[int]seen {
 // stall blocks until the request's client gives up or the server stops;
 // it reports whether the client gave up.
 func stall(s *server, r *http.Request) bool {
-	return stallFor(s, r, 0)
+	select {
+	case <-r.Context().Done():
+		return true
+	case <-s.stop:
+	}
+	return false
 }
 
 // awaitPrimary blocks a hedge's handler until the primary has reached the
@@ -174,23 +200,6 @@ func awaitPrimary(s *server, r *http.Request) bool {
 		return true
 	case <-r.Context().Done():
 	case <-s.stop:
-	}
-	return false
-}
-
-// stallFor is stall for at most d (0: no limit).
-func stallFor(s *server, r *http.Request, d time.Duration) bool {
-	var timeout <-chan time.Time
-	if d > 0 {
-		tm := time.NewTimer(d)
-		defer tm.Stop()
-		timeout = tm.C
-	}
-	select {
-	case <-r.Context().Done():
-		return true
-	case <-s.stop:
-	case <-timeout:
 	}
 	return false
 }
@@ -259,7 +268,23 @@ func newRequest(t *testing.T, method, url string, body io.Reader) *http.Request 
 // closeTracker is a request body without GetBody that records Close.
 type closeTracker struct {
 	io.Reader
-	closed atomic.Bool
+	once   sync.Once
+	closed chan struct{}
 }
 
-func (c *closeTracker) Close() error { c.closed.Store(true); return nil }
+func newCloseTracker(r io.Reader) *closeTracker {
+	return &closeTracker{Reader: r, closed: make(chan struct{})}
+}
+
+func (c *closeTracker) Close() error { c.once.Do(func() { close(c.closed) }); return nil }
+
+// waitClosed waits until the body is closed: the base transport closes a
+// request body once it has written it, on a goroutine of its own.
+func (c *closeTracker) waitClosed(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.closed:
+	case <-time.After(waitLimit):
+		t.Fatal("the request body was never closed")
+	}
+}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -23,29 +23,95 @@ const AttemptHeader = "Hedge-Attempt"
 // are buffered for replay when Config.MaxBodyBuffer is zero: 1 MiB.
 const DefaultMaxBodyBuffer = 1 << 20
 
+// CredentialScope says where the credentials of a request addressed to
+// the service may go when Config.Replicas is set. The zero value is
+// OneService.
+type CredentialScope int
+
+const (
+	// OneService declares the Replicas (and ServiceURLs) one service,
+	// trusted with the same credentials: a request addressed to any of
+	// them goes, headers and all, to whichever replica the Hedger picks
+	// for each copy. Credentials never reach an origin outside that
+	// list: a request addressed elsewhere is not rewritten at all. This
+	// is the default, because replicas that would not accept the same
+	// credentials are not interchangeable.
+	OneService CredentialScope = iota
+
+	// PerOrigin declares that each replica has credentials of its own,
+	// which must not reach another replica. Since any copy of a request
+	// may go to any replica, a request addressed to the service that
+	// carries credentials (an Authorization, Proxy-Authorization, Cookie,
+	// Cookie2, WWW-Authenticate or Proxy-Authenticate header, one of
+	// Config.SensitiveHeaders, header names in any case, or user
+	// information in the URL) is refused: RoundTrip sends nothing and
+	// returns an error matching ErrCredentialsNotShared, counted in
+	// Stats.CredentialsRefused. It is never sent stripped of them.
+	PerOrigin
+)
+
+// String returns the constant's name.
+func (s CredentialScope) String() string {
+	switch s {
+	case OneService:
+		return "OneService"
+	case PerOrigin:
+		return "PerOrigin"
+	}
+	return "CredentialScope(" + strconv.Itoa(int(s)) + ")"
+}
+
+// ErrCredentialsNotShared is the error, wrapped, of RoundTrip for a request
+// addressed to the service that carries credentials while
+// Config.CredentialScope is PerOrigin: its copies could reach a replica
+// that must not see them. Match it with errors.Is.
+var ErrCredentialsNotShared = errors.New("hedgehttp: credentials are not shared among the replicas")
+
 // Config configures a Transport. The zero Config is valid and means: hedge
 // copies go to the request's own host on a separate connection pool, only
 // GET, HEAD, OPTIONS and TRACE are hedged, bodies without GetBody are
 // buffered up to 1 MiB, and the operation class is the method alone.
 type Config struct {
 	// Replicas, if not empty, lists the base URLs ("https://replica-a.example:8443")
-	// of interchangeable backends. Every copy of a request, the primary
-	// included, goes to the replica the Hedger picks for it
-	// (hedge.Attempt.Replica): the request URL's scheme and host are
-	// replaced, its path and query kept. The Hedger must be made with
+	// of interchangeable backends of one service. Every copy of a
+	// request addressed to the service (to the origin of a replica or of
+	// one of ServiceURLs), the primary included, goes to the replica the
+	// Hedger picks for it (hedge.Attempt.Replica): the request URL's
+	// scheme and host are replaced, its path and query kept. A request
+	// addressed to any other origin, such as the target of a redirect
+	// to another host, is sent once through the base transport as it is,
+	// and counted in Stats.OtherOrigins. The Hedger must be made with
 	// hedge.Config{Replicas: len(Replicas)} (New checks it). At least two
-	// entries, each a scheme (http or https) and a host, nothing else, no
-	// duplicates.
+	// entries, each a scheme (http or https) and a host, nothing else; no
+	// two with the same host and port (compared in normal form: names in
+	// lower case, default ports explicit, IP addresses parsed).
 	// Empty means single-host mode: every copy goes to the request's own
 	// URL, hedges through HedgeTransport.
 	Replicas []string
 
-	// SameService declares that the Replicas are one service, trusted
-	// with the same credentials. Without it, a copy sent to an origin
-	// (scheme, host, port) other than the request's own is stripped of
-	// the Authorization, Proxy-Authorization and Cookie headers. It needs
+	// ServiceURLs lists further base URLs by which callers address the
+	// service as a whole, such as the name of its load balancer
+	// ("https://api.example"). A request addressed to one of them goes to
+	// the Replicas like a request addressed to a replica. Entries are
+	// written as replicas are, and are none of the Replicas. It needs
 	// Replicas.
-	SameService bool
+	ServiceURLs []string
+
+	// CredentialScope says whether the Replicas share credentials. The
+	// zero value, OneService, means they do; PerOrigin means they do not,
+	// and then a request addressed to the service that carries
+	// credentials is refused with ErrCredentialsNotShared, never sent
+	// stripped of them. Either way, a request's credentials go only to
+	// the origin it addressed or, if that origin is the service's, to
+	// the Replicas. PerOrigin needs Replicas.
+	CredentialScope CredentialScope
+
+	// SensitiveHeaders names request headers that carry credentials
+	// besides Authorization, Proxy-Authorization, Cookie, Cookie2,
+	// WWW-Authenticate and Proxy-Authenticate ("X-Api-Key"); like those,
+	// they are matched in any case. It needs CredentialScope PerOrigin,
+	// the only scope in which credentials change what is sent.
+	SensitiveHeaders []string
 
 	// HedgeTransport is the RoundTripper that hedge copies (not primaries)
 	// go through. Nil means: a Clone of base when base is an
@@ -69,11 +135,14 @@ type Config struct {
 	// the same key. Without it, such requests are always sent once.
 	HedgeKeyedWrites bool
 
-	// Route returns the route template of a request ("/items/{id}"),
-	// never its raw path: the operation class is the method, a space and
-	// the route, and classes must stay few. A route set with WithRoute on
-	// the request's context takes precedence. Nil, or "", means the
-	// operation class is the method alone.
+	// Route returns the route template of a request's path
+	// ("/items/{id}"), without the method: the Transport puts the method
+	// and a space in front of it, so this route makes the operation class
+	// "GET /items/{id}" of a GET (a Route returning "GET /items/{id}"
+	// would make it "GET GET /items/{id}"). Never return the raw path:
+	// classes must stay few. A route set with WithRoute on the request's
+	// context takes precedence. Nil, or "", means the operation class is
+	// the method alone.
 	Route func(*http.Request) string
 }
 
@@ -84,7 +153,9 @@ type Transport struct {
 	base, hedgeRT http.RoundTripper
 	h             *hedge.Hedger
 	replicas      []replica
-	sameService   bool
+	service       map[origin]bool // the origins of Replicas and ServiceURLs
+	perOrigin     bool
+	sensitive     []string
 	maxBody       int64
 	keyedWrites   bool
 	route         func(*http.Request) string
@@ -93,14 +164,14 @@ type Transport struct {
 	writesOnce   atomic.Int64
 	pushbacks    atomic.Int64
 	retryStatus  atomic.Int64
-	stripped     atomic.Int64
+	otherOrigins atomic.Int64
+	refused      atomic.Int64
 }
 
-// replica is one parsed entry of Config.Replicas.
+// replica is where a copy sent to one of Config.Replicas goes: the scheme
+// and Host of its URL, in normal form.
 type replica struct {
-	scheme, host string // as written in the URL
-	hostname     string
-	port         string // explicit or the scheme's default
+	scheme, host string
 }
 
 // New returns a Transport that hedges requests sent through base (nil
@@ -118,7 +189,8 @@ func New(base http.RoundTripper, h *hedge.Hedger, cfg Config) (*Transport, error
 		base:        base,
 		hedgeRT:     cfg.HedgeTransport,
 		h:           h,
-		sameService: cfg.SameService,
+		perOrigin:   cfg.CredentialScope == PerOrigin,
+		sensitive:   slices.Clone(cfg.SensitiveHeaders),
 		maxBody:     cfg.MaxBodyBuffer,
 		keyedWrites: cfg.HedgeKeyedWrites,
 		route:       cfg.Route,
@@ -126,28 +198,8 @@ func New(base http.RoundTripper, h *hedge.Hedger, cfg Config) (*Transport, error
 	if t.maxBody == 0 {
 		t.maxBody = DefaultMaxBodyBuffer
 	}
-	switch len(cfg.Replicas) {
-	case 0:
-		if cfg.SameService {
-			errs = append(errs, errors.New("hedgehttp: Config.SameService is set but Config.Replicas is empty: it only declares a replica list to be one service; drop it, or list the replicas"))
-		}
-	case 1:
-		errs = append(errs, fmt.Errorf("hedgehttp: Config.Replicas has a single entry %q: a hedge needs another replica; list at least two, or none to hedge to the request's own host", cfg.Replicas[0]))
-	}
-	seen := map[string]bool{}
-	for i, s := range cfg.Replicas {
-		r, err := parseReplica(s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("hedgehttp: Config.Replicas[%d]: %w", i, err))
-			continue
-		}
-		k := r.scheme + "://" + strings.ToLower(r.hostname) + ":" + r.port
-		if seen[k] {
-			errs = append(errs, fmt.Errorf("hedgehttp: Config.Replicas[%d] = %q repeats an earlier entry: a hedge could land on the same backend; list each replica once", i, s))
-		}
-		seen[k] = true
-		t.replicas = append(t.replicas, r)
-	}
+	errs = append(errs, t.parseService(cfg)...)
+	errs = append(errs, checkCredentials(cfg)...)
 	if h != nil && h.Replicas() != len(cfg.Replicas) {
 		if n := len(cfg.Replicas); n == 0 {
 			errs = append(errs, fmt.Errorf("hedgehttp: the Hedger picks among %d replicas but Config.Replicas is empty: make the Hedger with hedge.Config{Replicas: 0}, or list the replicas' base URLs", h.Replicas()))
@@ -167,41 +219,76 @@ func New(base http.RoundTripper, h *hedge.Hedger, cfg Config) (*Transport, error
 	return t, nil
 }
 
-func parseReplica(s string) (replica, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return replica{}, fmt.Errorf("%q is not a URL (%v): write a base URL such as https://replica-a.example:8443", s, err)
+// parseService parses cfg.Replicas and cfg.ServiceURLs into t and returns
+// their mistakes.
+func (t *Transport) parseService(cfg Config) []error {
+	var errs []error
+	switch len(cfg.Replicas) {
+	case 0:
+		if len(cfg.ServiceURLs) > 0 {
+			errs = append(errs, errors.New("hedgehttp: Config.ServiceURLs is set but Config.Replicas is empty: service URLs name a replicated service; list its replicas, or drop ServiceURLs"))
+		}
+		return errs
+	case 1:
+		errs = append(errs, fmt.Errorf("hedgehttp: Config.Replicas has a single entry %q: a hedge needs another replica; list at least two, or none to hedge to the request's own host", cfg.Replicas[0]))
 	}
-	scheme := strings.ToLower(u.Scheme)
-	if scheme != "http" && scheme != "https" {
-		return replica{}, fmt.Errorf("%q has scheme %q: use http:// or https:// followed by the replica's host[:port]", s, u.Scheme)
+	t.service = map[origin]bool{}
+	backends := map[string]int{} // host and port: its index in Replicas
+	for i, s := range cfg.Replicas {
+		o, err := parseReplica(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("hedgehttp: Config.Replicas[%d]: %w", i, err))
+			continue
+		}
+		if j, dup := backends[o.backend()]; dup {
+			errs = append(errs, fmt.Errorf("hedgehttp: Config.Replicas[%d] = %q repeats the backend of Replicas[%d] = %q (host and port %s): a hedge could land on the server that holds the primary; list each replica once", i, s, j, cfg.Replicas[j], o.backend()))
+			continue
+		}
+		backends[o.backend()] = i
+		t.service[o] = true
+		t.replicas = append(t.replicas, replica{scheme: o.scheme, host: o.hostport()})
 	}
-	if u.Host == "" || u.Hostname() == "" {
-		return replica{}, fmt.Errorf("%q has no host: write scheme://host[:port]", s)
+	aliases := map[origin]int{}
+	for i, s := range cfg.ServiceURLs {
+		o, err := parseReplica(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("hedgehttp: Config.ServiceURLs[%d]: %w", i, err))
+			continue
+		}
+		if j, dup := aliases[o]; dup {
+			errs = append(errs, fmt.Errorf("hedgehttp: Config.ServiceURLs[%d] = %q repeats ServiceURLs[%d]: list it once", i, s, j))
+			continue
+		}
+		aliases[o] = i
+		if t.service[o] {
+			errs = append(errs, fmt.Errorf("hedgehttp: Config.ServiceURLs[%d] = %q is one of the Replicas, which belong to the service already: drop it from ServiceURLs", i, s))
+		}
+		t.service[o] = true
 	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Opaque != "" {
-		return replica{}, fmt.Errorf("%q has more than a scheme and a host: give only scheme://host[:port]; the request's own path and query are kept", s)
-	}
-	return replica{scheme: scheme, host: u.Host, hostname: u.Hostname(), port: portOr(u, scheme)}, nil
+	return errs
 }
 
-// portOr returns u's port, or the default port of scheme.
-func portOr(u *url.URL, scheme string) string {
-	if p := u.Port(); p != "" {
-		return p
+// checkCredentials returns the mistakes in cfg's credential settings.
+func checkCredentials(cfg Config) []error {
+	var errs []error
+	switch cfg.CredentialScope {
+	case OneService:
+		if len(cfg.SensitiveHeaders) > 0 {
+			errs = append(errs, fmt.Errorf("hedgehttp: Config.SensitiveHeaders %q is set but CredentialScope is OneService, under which every header travels among the replicas as it is: set CredentialScope: hedgehttp.PerOrigin to refuse requests that carry them, or drop SensitiveHeaders", cfg.SensitiveHeaders))
+		}
+	case PerOrigin:
+		if len(cfg.Replicas) == 0 {
+			errs = append(errs, errors.New("hedgehttp: Config.CredentialScope is PerOrigin but Config.Replicas is empty: with one host every copy goes to the request's own origin; drop CredentialScope, or list the replicas"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("hedgehttp: Config.CredentialScope is %v: use hedgehttp.OneService (the default) or hedgehttp.PerOrigin", cfg.CredentialScope))
 	}
-	switch {
-	case strings.EqualFold(scheme, "https"):
-		return "443"
-	case strings.EqualFold(scheme, "http"):
-		return "80"
+	for i, name := range cfg.SensitiveHeaders {
+		if !validHeaderName(name) {
+			errs = append(errs, fmt.Errorf("hedgehttp: Config.SensitiveHeaders[%d] = %q is not a header name: write the name alone, such as X-Api-Key", i, name))
+		}
 	}
-	return ""
-}
-
-// sameOrigin reports whether u and r are the same scheme, host and port.
-func (r *replica) sameOrigin(u *url.URL) bool {
-	return strings.EqualFold(u.Scheme, r.scheme) && strings.EqualFold(u.Hostname(), r.hostname) && portOr(u, u.Scheme) == r.port
+	return errs
 }
 
 // Hedger returns the Hedger the Transport was made with, whose Stats hold
@@ -226,20 +313,27 @@ type Stats struct {
 	// Retry-After (and a body of at most 64 KiB), which the Hedger may
 	// follow with another copy at once.
 	RetryableStatus int64
-	// CredentialsStripped counts copies sent to another origin than the
-	// request's own without their Authorization, Proxy-Authorization and
-	// Cookie headers (see Config.SameService).
-	CredentialsStripped int64
+	// OtherOrigins counts requests, with Config.Replicas, addressed to an
+	// origin outside the service (neither a replica nor one of
+	// ServiceURLs), such as the target of a redirect: each was sent once,
+	// as it was, through the base transport. The Hedger does not see
+	// them.
+	OtherOrigins int64
+	// CredentialsRefused counts requests refused with
+	// ErrCredentialsNotShared (see Config.CredentialScope): nothing was
+	// sent.
+	CredentialsRefused int64
 }
 
 // Stats returns a snapshot of the Transport's own counters.
 func (t *Transport) Stats() Stats {
 	return Stats{
-		Unreplayable:        t.unreplayable.Load(),
-		WritesOnce:          t.writesOnce.Load(),
-		Pushbacks:           t.pushbacks.Load(),
-		RetryableStatus:     t.retryStatus.Load(),
-		CredentialsStripped: t.stripped.Load(),
+		Unreplayable:       t.unreplayable.Load(),
+		WritesOnce:         t.writesOnce.Load(),
+		Pushbacks:          t.pushbacks.Load(),
+		RetryableStatus:    t.retryStatus.Load(),
+		OtherOrigins:       t.otherOrigins.Load(),
+		CredentialsRefused: t.refused.Load(),
 	}
 }
 
@@ -260,10 +354,11 @@ func (t *Transport) CloseIdleConnections() {
 
 type routeKey struct{}
 
-// WithRoute attaches the route template of a request ("/items/{id}") to
-// ctx, for the operation class (see Config.Route). Pass a template, never a
-// raw path: every distinct route is a class with its own state, up to the
-// Hedger's MaxOps.
+// WithRoute attaches the route template of a request's path
+// ("/items/{id}", without the method) to ctx, for the operation class
+// (see Config.Route): the class of a GET with this route is
+// "GET /items/{id}". Pass a template, never a raw path: every distinct
+// route is a class with its own state, up to the Hedger's MaxOps.
 func WithRoute(ctx context.Context, route string) context.Context {
 	return context.WithValue(ctx, routeKey{}, route)
 }
@@ -329,6 +424,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A protocol switch (WebSocket) is one connection, never copied,
 		// and its response body must stay writable: hand it over whole.
 		return t.base.RoundTrip(req)
+	}
+	if t.service != nil {
+		if o, ok := originOf(req.URL); !ok || !t.service[o] {
+			// Not the service's: a redirect's target, say. Its path must
+			// not reach the replicas, nor its credentials.
+			t.otherOrigins.Add(1)
+			return t.base.RoundTrip(req)
+		}
+		if t.perOrigin {
+			if creds := t.credentials(req); creds != nil {
+				closeBody(req.Body)
+				t.refused.Add(1)
+				return nil, fmt.Errorf("%w: the request carries %s and Config.CredentialScope is PerOrigin, so its copies, which may go to any replica, may not carry them; send it through a Transport without Replicas, or declare the replicas one service (CredentialScope OneService)", ErrCredentialsNotShared, strings.Join(creds, ", "))
+			}
+		}
 	}
 	ctx := req.Context()
 	once := false
@@ -427,9 +537,7 @@ func (t *Transport) copyRequest(ctx context.Context, req *http.Request, a hedge.
 	out.GetBody = getBody
 	out.ContentLength = contentLength
 
-	strip := false
 	if rep != nil {
-		strip = !t.sameService && !rep.sameOrigin(req.URL) && hasCredentials(req.Header)
 		u := *req.URL
 		u.Scheme, u.Host = rep.scheme, rep.host
 		out.URL = &u
@@ -443,20 +551,10 @@ func (t *Transport) copyRequest(ctx context.Context, req *http.Request, a hedge.
 			out.Header = make(http.Header)
 		}
 		out.Header.Set(AttemptHeader, strconv.Itoa(a.Index))
-	case strip || req.Header[AttemptHeader] != nil:
+	case req.Header[AttemptHeader] != nil:
 		// The primary shares the caller's header map until it changes it.
 		out.Header = req.Header.Clone()
 		delete(out.Header, AttemptHeader)
 	}
-	if strip {
-		out.Header.Del("Authorization")
-		out.Header.Del("Proxy-Authorization")
-		out.Header.Del("Cookie")
-		t.stripped.Add(1)
-	}
 	return out, nil
-}
-
-func hasCredentials(h http.Header) bool {
-	return h["Authorization"] != nil || h["Proxy-Authorization"] != nil || h["Cookie"] != nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"slices"
@@ -49,15 +48,34 @@ func TestNewValidates(t *testing.T) {
 		{"zero", h, hedgehttp.Config{}, nil},
 		{"nil hedger", nil, hedgehttp.Config{}, []string{"hedge.New"}},
 		{"one replica", h, hedgehttp.Config{Replicas: []string{"http://a"}}, []string{"at least two"}},
-		{"same service alone", h, hedgehttp.Config{SameService: true}, []string{"SameService", "Replicas is empty"}},
 		{"bad scheme", h, hedgehttp.Config{Replicas: []string{"ftp://a", "http://b"}}, []string{"Replicas[0]", "http:// or https://"}},
+		{"no scheme", h2, hedgehttp.Config{Replicas: []string{"a:80", "b"}}, []string{"Replicas[0]", "Replicas[1]", "no scheme", "http://a:80", "https://b"}},
 		{"no host", h, hedgehttp.Config{Replicas: []string{"http://a", "http://"}}, []string{"Replicas[1]", "no host"}},
 		{"path", h, hedgehttp.Config{Replicas: []string{"http://a/api", "http://b?x=1"}}, []string{"Replicas[0]", "Replicas[1]", "only scheme://host[:port]"}},
+		{"empty query and fragment", h2, hedgehttp.Config{Replicas: []string{"http://a?", "http://b#"}}, []string{"Replicas[0]", "Replicas[1]", "only scheme://host[:port]"}},
+		{"user info", h2, hedgehttp.Config{Replicas: []string{"http://user:pass@a", "http://b"}}, []string{"Replicas[0]", "user information"}},
+		{"port out of range", h2, hedgehttp.Config{Replicas: []string{"http://a:99999", "http://b:0"}}, []string{"Replicas[0]", "Replicas[1]", "1 to 65535"}},
+		{"not ASCII", h2, hedgehttp.Config{Replicas: []string{"http://bücher.example", "http://b"}}, []string{"Replicas[0]", "xn--"}},
 		{"duplicate", h, hedgehttp.Config{Replicas: []string{"http://a", "HTTP://A:80"}}, []string{"Replicas[1]", "repeats"}},
-		{"valid replicas", h2, hedgehttp.Config{Replicas: []string{"http://a:8080", "https://b/"}, SameService: true}, nil},
+		{"duplicate, trailing dot", h2, hedgehttp.Config{Replicas: []string{"http://a.example", "http://A.example."}}, []string{"Replicas[1]", "repeats the backend of Replicas[0]"}},
+		{"duplicate, leading zero", h2, hedgehttp.Config{Replicas: []string{"http://a:8080", "http://a:08080"}}, []string{"Replicas[1]", "repeats"}},
+		{"duplicate, IPv6 spelling", h2, hedgehttp.Config{Replicas: []string{"http://[::1]:80", "http://[0:0::1]"}}, []string{"Replicas[1]", "repeats"}},
+		{"duplicate, IPv4-mapped", h2, hedgehttp.Config{Replicas: []string{"http://127.0.0.1:8080", "http://[::ffff:127.0.0.1]:8080"}}, []string{"Replicas[1]", "repeats"}},
+		{"duplicate, other scheme", h2, hedgehttp.Config{Replicas: []string{"https://a", "http://a:443"}}, []string{"Replicas[1]", "host and port a:443"}},
+		{"valid replicas", h2, hedgehttp.Config{Replicas: []string{"http://a:8080", "https://b/"}}, nil},
+		{"valid, every option", h2, hedgehttp.Config{Replicas: []string{"http://a:8080", "http://a:8081"}, ServiceURLs: []string{"https://api.example"}, CredentialScope: hedgehttp.PerOrigin, SensitiveHeaders: []string{"X-Api-Key"}}, nil},
+		{"service URLs alone", h, hedgehttp.Config{ServiceURLs: []string{"http://api"}}, []string{"ServiceURLs is set", "Replicas is empty"}},
+		{"service URL is a replica", h2, hedgehttp.Config{Replicas: []string{"http://a", "http://b"}, ServiceURLs: []string{"http://A:80"}}, []string{"ServiceURLs[0]", "is one of the Replicas"}},
+		{"service URL twice", h2, hedgehttp.Config{Replicas: []string{"http://a", "http://b"}, ServiceURLs: []string{"http://api", "http://api/"}}, []string{"ServiceURLs[1]", "repeats ServiceURLs[0]"}},
+		{"bad service URL", h2, hedgehttp.Config{Replicas: []string{"http://a", "http://b"}, ServiceURLs: []string{"http://api/v1"}}, []string{"ServiceURLs[0]", "only scheme://host[:port]"}},
+		{"per origin alone", h, hedgehttp.Config{CredentialScope: hedgehttp.PerOrigin}, []string{"PerOrigin", "Replicas is empty"}},
+		{"unknown scope", h, hedgehttp.Config{CredentialScope: 7}, []string{"CredentialScope(7)", "hedgehttp.PerOrigin"}},
+		{"sensitive headers, one service", h2, hedgehttp.Config{Replicas: []string{"http://a", "http://b"}, SensitiveHeaders: []string{"X-Api-Key"}}, []string{"SensitiveHeaders", "CredentialScope: hedgehttp.PerOrigin"}},
+		{"bad sensitive header", h2, hedgehttp.Config{Replicas: []string{"http://a", "http://b"}, CredentialScope: hedgehttp.PerOrigin, SensitiveHeaders: []string{"X-Api-Key: v"}}, []string{"SensitiveHeaders[0]", "not a header name"}},
 		{"hedger without replicas", h, hedgehttp.Config{Replicas: []string{"http://a", "http://b"}}, []string{"hedge.Config{Replicas: 2}"}},
 		{"hedger with other replicas", h2, hedgehttp.Config{Replicas: []string{"http://a", "http://b", "http://c"}}, []string{"has 2 replicas", "hedge.Config{Replicas: 3}"}},
 		{"hedger with replicas, no list", h2, hedgehttp.Config{}, []string{"Config.Replicas is empty"}},
+		{"every mistake at once", h2, hedgehttp.Config{Replicas: []string{"http://a"}, ServiceURLs: []string{"ftp://x"}, CredentialScope: 9, SensitiveHeaders: []string{""}}, []string{"single entry", "ServiceURLs[0]", "CredentialScope(9)", "SensitiveHeaders[0]", "hedge.Config{Replicas: 1}"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := hedgehttp.New(nil, tc.h, tc.cfg)
@@ -139,9 +157,10 @@ func TestPrimaryWins(t *testing.T) {
 
 // Only safe methods are hedged by default; a write is hedged only with an
 // Idempotency-Key header and HedgeKeyedWrites, and then every copy has the
-// key. A write that may not be hedged is sent exactly once even when slow.
+// key. A request that may not be hedged is marked so for the Hedger, which
+// counts it Unhedgeable and never arms a timer for it; that a slow one
+// still goes once is TestSlowRequestInFakeTime's.
 func TestWhichRequestsAreHedged(t *testing.T) {
-	const slow = 50 * time.Millisecond // 50 hedge delays: a hedge would have gone
 	for _, tc := range []struct {
 		name        string
 		method      string
@@ -164,16 +183,16 @@ func TestWhichRequestsAreHedged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newServer(t, func(s *server, w http.ResponseWriter, r *http.Request) {
 				c := s.rec.record(r)
-				if c.attempt == 0 {
-					stallLimit := time.Duration(0) // until a hedge wins
-					if !tc.hedged {
-						stallLimit = slow // nothing can rescue it
-					}
-					if stallFor(s, r, stallLimit) {
+				if tc.hedged {
+					// The primary stalls until the hedge wins; the
+					// hedge answers once the primary has arrived.
+					if c.attempt == 0 {
+						stall(s, r)
 						return
 					}
-				} else if !awaitPrimary(s, r) {
-					return
+					if !awaitPrimary(s, r) {
+						return
+					}
 				}
 				fmt.Fprintf(w, "copy %d", c.attempt)
 			})
@@ -246,19 +265,18 @@ func TestBodyReplay(t *testing.T) {
 		{"buffering off", long, trackedRequest(false), -1, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const slow = 50 * time.Millisecond
 			s := newServer(t, func(s *server, w http.ResponseWriter, r *http.Request) {
 				c := s.rec.record(r)
-				if c.attempt == 0 {
-					stallLimit := time.Duration(0) // until a hedge wins
-					if !tc.hedged {
-						stallLimit = slow // nothing can rescue it
-					}
-					if stallFor(s, r, stallLimit) {
+				if tc.hedged {
+					// The primary stalls until the hedge wins; the
+					// hedge answers once the primary has arrived.
+					if c.attempt == 0 {
+						stall(s, r)
 						return
 					}
-				} else if !awaitPrimary(s, r) {
-					return
+					if !awaitPrimary(s, r) {
+						return
+					}
 				}
 				io.WriteString(w, c.body) // echo
 			})
@@ -285,8 +303,11 @@ func TestBodyReplay(t *testing.T) {
 			if got := tr.Stats().Unreplayable; got != map[bool]int64{false: 0, true: 1}[tc.counted] {
 				t.Errorf("Stats.Unreplayable = %d", got)
 			}
+			if st := h.OpStats("GET"); tc.hedged != (st.Unhedgeable == 0) || tc.hedged != (st.Hedges == 1) {
+				t.Errorf("stats %+v, want hedged: %v", st, tc.hedged)
+			}
 			if tracker != nil {
-				eventually(t, tracker.closed.Load, "the request body was never closed", func() []any { return nil })
+				tracker.waitClosed(t)
 			}
 		})
 	}
@@ -303,7 +324,7 @@ func getBodyRequest(t *testing.T, url, body string) (*http.Request, *closeTracke
 // trackedRequest makes a GET whose body has no GetBody and records Close.
 func trackedRequest(knownLength bool) func(t *testing.T, url, body string) (*http.Request, *closeTracker) {
 	return func(t *testing.T, url, body string) (*http.Request, *closeTracker) {
-		ct := &closeTracker{Reader: struct{ io.Reader }{strings.NewReader(body)}}
+		ct := newCloseTracker(struct{ io.Reader }{strings.NewReader(body)})
 		req := newRequest(t, "GET", url, ct)
 		if knownLength {
 			req.ContentLength = int64(len(body))
@@ -541,92 +562,6 @@ func TestStatusClassification(t *testing.T) {
 	}
 }
 
-// Credentials go only to the origin the request addressed, unless the
-// replicas are declared one service; the path and query are kept.
-func TestCredentialsAcrossReplicas(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		addressA    bool // address server a; otherwise a host not in the list
-		sameService bool
-		credsA      bool // server a sees the credentials
-		credsB      bool
-	}{
-		{"addressed a", true, false, true, false},
-		{"addressed a, same service", true, true, true, true},
-		{"addressed another host", false, false, false, false},
-		{"addressed another host, same service", false, true, true, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			// Both copies go at once and answer only when both have
-			// arrived, so that each server sees its copy whichever wins.
-			var both sync.WaitGroup
-			both.Add(2)
-			bothArrived := make(chan struct{})
-			go func() { both.Wait(); close(bothArrived) }()
-			h := func(s *server, w http.ResponseWriter, r *http.Request) {
-				c := s.rec.record(r)
-				both.Done()
-				select {
-				case <-bothArrived:
-				case <-r.Context().Done():
-					return
-				case <-s.stop:
-					return
-				}
-				fmt.Fprintf(w, "copy %d", c.attempt)
-			}
-			a, b := newServer(t, h), newServer(t, h)
-			url := "http://service.invalid/items/7?x=1"
-			if tc.addressA {
-				url = a.URL + "/items/7?x=1"
-			}
-
-			hg := newHedger(t, hedge.Config{Delay: hedge.Fixed(0), Replicas: 2, NoBudget: true})
-			tr := newTransport(t, nil, hg, hedgehttp.Config{Replicas: []string{a.URL, b.URL}, SameService: tc.sameService})
-			req := newRequest(t, "GET", url, nil)
-			req.Header.Set("Authorization", "Bearer secret")
-			req.Header.Set("Proxy-Authorization", "Basic cHJveHk=")
-			req.Header.Set("Cookie", "session=1")
-			req.Header.Set("X-Other", "kept")
-			before := req.Header.Clone()
-			readAll(t, roundTrip(t, tr, req))
-
-			stripped := int64(0)
-			for _, srv := range []struct {
-				name  string
-				s     *server
-				creds bool
-			}{{"a", a, tc.credsA}, {"b", b, tc.credsB}} {
-				copies := srv.s.rec.all()
-				if len(copies) != 1 {
-					t.Fatalf("server %s saw %d copies, want 1", srv.name, len(copies))
-				}
-				c := copies[0]
-				if c.uri != "/items/7?x=1" || c.header.Get("X-Other") != "kept" {
-					t.Errorf("server %s saw %q, X-Other %q", srv.name, c.uri, c.header.Get("X-Other"))
-				}
-				if c.host != strings.TrimPrefix(srv.s.URL, "http://") {
-					t.Errorf("server %s saw Host %q", srv.name, c.host)
-				}
-				for _, k := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
-					if got := c.header.Get(k) != ""; got != srv.creds {
-						t.Errorf("server %s: %s present %v, want %v", srv.name, k, got, srv.creds)
-					}
-				}
-				if !srv.creds {
-					stripped++
-				}
-			}
-			if got := tr.Stats().CredentialsStripped; got != stripped {
-				t.Errorf("Stats.CredentialsStripped = %d, want %d", got, stripped)
-			}
-			if !reflect.DeepEqual(req.Header, before) || req.URL.String() != url {
-				t.Errorf("the caller's request was modified")
-			}
-		})
-	}
-}
-
 // With one host, a hedge goes on a connection of its own: it does not
 // queue behind the slow primary (HTTP/1.1 with one connection per host)
 // nor share its HTTP/2 connection. The primary stalls until cancelled, so
@@ -644,11 +579,9 @@ func TestSingleHostHedgeOnOtherConnection(t *testing.T) {
 		checkOtherConnection(t, s, &http.Transport{MaxConnsPerHost: 1}, 1)
 	})
 	t.Run("HTTP/2", func(t *testing.T) {
-		s := &server{stop: make(chan struct{})}
-		s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler(s, w, r) }))
+		s := newUnstartedServer(t, handler)
 		s.EnableHTTP2 = true
 		s.StartTLS()
-		t.Cleanup(func() { close(s.stop); s.Close() })
 		checkOtherConnection(t, s, s.Client().Transport.(*http.Transport), 2)
 	})
 }
