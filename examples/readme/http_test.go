@@ -25,8 +25,10 @@ func TestHTTPSnippet(t *testing.T) {
 
 	h, _ := hedge.New(hedge.Config{Replicas: 2})
 	tr, err := hedgehttp.New(nil, h, hedgehttp.Config{
-		Replicas: []string{replicaA, replicaB}, // base URLs, such as "http://replica-a:8080"
-		Route:    func(r *http.Request) string { return "/items/{id}" }, // class "GET /items/{id}"
+		// Base URLs, such as "http://replica-a:8080".
+		Replicas: []string{replicaA, replicaB},
+		// The route without the method: the class is "GET /items/{id}".
+		Route: func(r *http.Request) string { return "/items/{id}" },
 	})
 	client := &http.Client{Transport: tr}
 
