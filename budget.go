@@ -166,3 +166,13 @@ func (b *Budget) String() string {
 		return fmt.Sprintf("ratio(%g, burst=%g)", float64(b.credit)/tokenScale, float64(b.max)/tokenScale)
 	}
 }
+
+// twin returns a full bucket with the same parameters, or nil for nil.
+func (b *Budget) twin() *Budget {
+	if b == nil {
+		return nil
+	}
+	t := &Budget{throttle: b.throttle, credit: b.credit, max: b.max}
+	t.tokens.Store(t.max)
+	return t
+}

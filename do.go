@@ -78,30 +78,19 @@ func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx 
 	st := h.op(op)
 	st.requests.Add(1)
 	c := &call[T]{h: h, st: st, parent: ctx, fn: attempt, winner: -1, slot: -1}
+	once := false
 	if v, ok := ctx.Value(idemCtxKey{}).(*idempotency); ok {
 		c.key = v.key
 		if v.write && v.key == "" {
 			st.unhedgeable.Add(1)
-			c.single = true
+			once = true
 		}
 	}
-	mode := h.callMode()
-	if mode == Off || h.maxAttempts == 1 {
-		c.single = true
+	deadline := Never
+	if d, ok := ctx.Deadline(); ok {
+		deadline = max(d.Sub(h.epoch), 0)
 	}
-	c.shadow = mode == Shadow
-	if !c.single {
-		if c.shadow {
-			h.shadowBud.OnRequest()
-		} else {
-			h.budget.OnRequest()
-		}
-	}
-	c.start = h.now()
-	c.deadline, c.hasDeadline = ctx.Deadline()
-	if !c.single {
-		c.delay = st.est.Delay(c.start)
-	}
+	c.plan = h.pol.Begin(h.now(), st.est, deadline, once, nil)
 	return c
 }
 
@@ -115,17 +104,11 @@ type call[T any] struct {
 	keep        bool          // DoHeld: the winner's context outlives the call
 	discard     func(T)       // DoHeld: frees a result that lost
 	release     func()        // DoHeld: cancels the winner's context
-	single      bool          // never more than one copy
-	shadow      bool          // decide, count, send nothing
-	start       time.Duration // since the Hedger's epoch, like every time below
-	delay       time.Duration
-	deadline    time.Time
-	hasDeadline bool
+	plan        Plan          // the Policy's state for this call; times since the Hedger's epoch
 	slot        int // in the Hedger's timer queue, guarded by its lock; -1 if none
 
 	mu        sync.Mutex
-	launched  int // copies started
-	virtual   int // copies Shadow mode would have started
+	launched  int // copies started (plan.Copies also counts Shadow's virtual ones)
 	running   int // copies whose function has not returned
 	decided   bool
 	decidedAt time.Duration
@@ -149,22 +132,11 @@ type copyState struct {
 // run starts the primary, waits for the outcome and returns it.
 func (c *call[T]) run() (T, error) {
 	c.mu.Lock()
-	ctx, a := c.launch(0, c.start)
-	// Arm the timer only now, under the lock: with a zero delay it may
-	// fire at once, and it must find the primary launched.
-	switch {
-	case c.single || addSat(c.start, c.delay) == Never:
-		// Never, or a delay so long that no call can outlive it.
-	case c.delay == 0:
-		// No delay: every copy goes now, as far as the caps allow.
-		for c.launched+c.virtual < c.h.maxAttempts && c.mayHedge(false) {
-			c.sendNext(c.start)
-		}
-	case c.hasDeadline && time.Until(c.deadline) < c.delay:
-		c.st.deadlineSkips.Add(1)
-	default:
-		c.h.timers.add(c, addSat(c.start, c.delay), &c.slot)
-	}
+	ctx, a := c.launch(0, c.plan.Start)
+	// Copies due now (a zero delay) go at once, as far as the Policy
+	// allows; later ones on the timer. Arm it only now, under the lock:
+	// it must find the primary launched.
+	c.schedule(c.plan.Start)
 	c.mu.Unlock()
 	if c.h.bgReap {
 		go c.runCopy(ctx, a)
@@ -188,12 +160,12 @@ func (c *call[T]) launch(i int, now time.Duration) (context.Context, Attempt) {
 		c.h.replicas[a.Replica].Add(1)
 	}
 	ctx, cancel := c.parent, context.CancelFunc(nil)
-	if !c.single {
+	if !c.plan.Single() {
 		// A lone copy is never cancelled by Do: it can use the caller's
 		// context as it is.
 		ctx, cancel = context.WithCancel(c.parent)
 	}
-	c.copies[i] = copyState{cancel: cancel, replica: int32(a.Replica), start: now, hedge: i > 0 && c.h.maxInFlight > 0}
+	c.copies[i] = copyState{cancel: cancel, replica: int32(a.Replica), start: now, hedge: i > 0 && c.h.pol.HoldsSlot(&c.plan)}
 	c.launched++
 	c.running++
 	return ctx, a
@@ -264,7 +236,7 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 	cs := &c.copies[i]
 	ran := now - cs.start
 	if cs.hedge {
-		h.inFlight.Add(-1)
+		h.pol.Done()
 	}
 	if cs.replica >= 0 {
 		h.replicas[cs.replica].Add(-1)
@@ -289,31 +261,25 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 		case err == ErrGoexit:
 			c.decide(-1, now)
 		case errors.Is(err, errPushback):
-			if !c.single && !c.shadow {
-				h.budget.OnFailure()
-			}
+			h.pol.Failed(&c.plan)
 			c.decide(-1, now)
 		case c.parent.Err() != nil || !h.retryable(err):
 			c.decide(-1, now)
-		case c.single:
+		case c.plan.Single():
 		default:
-			if !c.shadow {
-				// A throttle debits each copy that failed in a way another
-				// copy could fix, as gRPC's does: not for final errors,
-				// which say nothing about the servers' health.
-				h.budget.OnFailure()
-			}
-			if c.launched+c.virtual < h.maxAttempts && c.mayHedge(true) {
-				// A fast failure is evidence enough: the next copy goes now.
-				c.sendNext(now)
-			}
+			// A throttle debits each copy that failed in a way another
+			// copy could fix, as gRPC's does: not for final errors,
+			// which say nothing about the servers' health.
+			h.pol.Failed(&c.plan)
+			// A fast failure is evidence enough: the next copy goes now.
+			c.tryNext(now, true)
 		}
 		if c.running == 0 {
 			c.decide(-1, now)
 		}
 	}
 	if i == 0 {
-		c.observePrimary(now, err, p, ran, wasDecided)
+		c.observePrimary(now, err, p, wasDecided)
 	}
 	if wasDecided {
 		// This copy was still running when another decided the call.
@@ -329,36 +295,79 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 	return p != nil && c.returned, wasDecided && err == nil && p == nil
 }
 
-// sendNext starts the next copy, or in Shadow mode counts it. The caller
-// checked MaxAttempts and mayHedge. c.mu is held.
-func (c *call[T]) sendNext(now time.Duration) {
-	if c.shadow {
-		c.virtual++
-		c.st.shadowHedges.Add(1)
-		return
+// tryNext asks the Policy for one more copy at now, and sends it (in
+// Shadow mode, counts it) or counts the refusal. It reports whether the
+// copy went. c.mu is held.
+func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
+	st := c.st
+	switch c.h.pol.Next(&c.plan, now, afterFailure) {
+	case Allowed:
+	case RefusedDeadline:
+		st.deadlineSkips.Add(1)
+		return false
+	case RefusedReplicas:
+		st.noReplica.Add(1)
+		return false
+	case RefusedInFlight:
+		st.inFlightDenied.Add(1)
+		return false
+	case RefusedBudget:
+		st.budgetDenied.Add(1)
+		return false
+	default: // attempts or mode: nothing to count
+		return false
+	}
+	if c.plan.Mode == Shadow {
+		st.shadowHedges.Add(1)
+		return true
 	}
 	ctx, a := c.launch(c.launched, now)
-	c.st.hedges.Add(1)
+	st.hedges.Add(1)
 	go c.runCopy(ctx, a)
+	return true
+}
+
+// schedule sends the copies due at now and arms the timer for the next
+// one, if any. c.mu is held.
+func (c *call[T]) schedule(now time.Duration) {
+	for {
+		at, why := c.h.pol.Due(&c.plan, now)
+		if why == RefusedDeadline {
+			c.st.deadlineSkips.Add(1)
+		}
+		switch {
+		case at == Never:
+			return
+		case at > now:
+			c.h.timers.add(c, at, &c.slot)
+			return
+		}
+		if !c.tryNext(now, false) {
+			return
+		}
+	}
 }
 
 // observePrimary feeds the primary's own latency to the stats and the delay
-// estimator (see Percentile for why the primary's and not the winner's).
-func (c *call[T]) observePrimary(now time.Duration, err error, p *PanicError, ran time.Duration, wasDecided bool) {
-	st := c.st
-	switch {
-	case p != nil:
-	case err == nil:
-		st.primary.Record(int64(ran))
-		st.est.Observe(now, ran)
-	case wasDecided && c.winner > 0:
-		// Cancelled because a hedge won: its latency is at least its
-		// running time when the hedge won.
-		lb := c.decidedAt - c.copies[0].start
-		st.censored.Add(1)
-		st.primary.Record(int64(lb))
-		st.est.Observe(now, lb)
+// estimator, as the Policy's Plan.PrimarySample says.
+func (c *call[T]) observePrimary(now time.Duration, err error, p *PanicError, wasDecided bool) {
+	if p != nil {
+		return
 	}
+	hedgeWon := Never
+	if wasDecided && c.winner > 0 {
+		hedgeWon = c.decidedAt
+	}
+	sample, censored, ok := c.plan.PrimarySample(now, err == nil, hedgeWon)
+	if !ok {
+		return
+	}
+	st := c.st
+	if censored {
+		st.censored.Add(1)
+	}
+	st.primary.Record(int64(sample))
+	st.est.Observe(now, sample)
 }
 
 // decide fixes the outcome (winner -1 for an error) and cancels every other
@@ -423,7 +432,7 @@ func (c *call[T]) result() (T, error) {
 	}
 	defer c.mu.Unlock()
 	h, st := c.h, c.st
-	st.latency.Record(int64(c.decidedAt - c.start))
+	st.latency.Record(int64(c.decidedAt - c.plan.Start))
 	c.release = noRelease
 	if c.winner >= 0 && c.keep && c.copies[c.winner].cancel != nil {
 		c.release = c.copies[c.winner].cancel
@@ -434,9 +443,7 @@ func (c *call[T]) result() (T, error) {
 		} else {
 			st.hedgeWins.Add(1)
 		}
-		if !c.single && !c.shadow {
-			h.budget.OnSuccess()
-		}
+		h.pol.Succeeded(&c.plan)
 		return c.val, nil
 	}
 	st.failures.Add(1)
@@ -473,61 +480,15 @@ func (c *call[T]) freeWinner() {
 	}
 }
 
-// mayHedge applies the caps and the budget to one more copy, counting a
-// refusal. afterFailure is set for a copy that replaces a failed one: it is
-// not a bet on slowness, so only an expired deadline stops it, not one
-// shorter than the delay. c.mu is held; the caller checked MaxAttempts.
-func (c *call[T]) mayHedge(afterFailure bool) bool {
-	h, st := c.h, c.st
-	if c.hasDeadline {
-		if left := time.Until(c.deadline); left <= 0 || (!afterFailure && c.delay != Never && left < c.delay) {
-			st.deadlineSkips.Add(1)
-			return false
-		}
-	}
-	if c.h.replicas != nil && c.launched+c.virtual >= len(h.replicas) {
-		st.noReplica.Add(1)
-		return false
-	}
-	bud := h.budget
-	if c.shadow {
-		bud = h.shadowBud
-	}
-	if h.maxInFlight > 0 && !c.shadow {
-		for {
-			n := h.inFlight.Load()
-			if n >= h.maxInFlight {
-				st.inFlightDenied.Add(1)
-				return false
-			}
-			if h.inFlight.CompareAndSwap(n, n+1) {
-				break
-			}
-		}
-	}
-	if !bud.TryHedge() {
-		if h.maxInFlight > 0 && !c.shadow {
-			h.inFlight.Add(-1)
-		}
-		st.budgetDenied.Add(1)
-		return false
-	}
-	return true
-}
-
 // fire runs when the delay since the last copy has passed.
 func (c *call[T]) fire() {
 	now := c.h.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.launched + c.virtual
-	if c.decided || n >= c.h.maxAttempts || !c.mayHedge(false) {
+	if c.decided || !c.tryNext(now, false) {
 		return
 	}
-	c.sendNext(now)
-	if next := addSat(now, c.delay); c.launched+c.virtual < c.h.maxAttempts && next < Never {
-		c.h.timers.add(c, next, &c.slot)
-	}
+	c.schedule(now)
 }
 
 // addSat returns t+d for a time t >= 0 and a delay d >= 0, saturated at

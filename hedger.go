@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,21 +99,15 @@ type Config struct {
 // keeps per-operation-class state (delay estimate and stats). Make one with
 // New and share it.
 type Hedger struct {
-	delay       Delay
-	budget      *Budget
-	shadowBud   *Budget // decisions of Shadow requests spend from a twin, never from the real budget
-	maxAttempts int
-	maxInFlight int64
-	inFlight    atomic.Int64
-	replicas    []atomic.Int64
-	loadFn      func(int) int
-	picker      Picker
-	retryable   func(error) bool
-	bgReap      bool
-	maxOps      int
-	epoch       time.Time
-	timers      *timerQueue
-	sw          switchboard
+	pol       *Policy
+	replicas  []atomic.Int64
+	loadFn    func(int) int
+	picker    Picker
+	retryable func(error) bool
+	bgReap    bool
+	maxOps    int
+	epoch     time.Time
+	timers    *timerQueue
 
 	opsMu sync.Mutex
 	ops   atomic.Pointer[map[string]*opState]
@@ -127,31 +120,18 @@ func New(cfg Config) (*Hedger, error) {
 		return nil, err
 	}
 	h := &Hedger{
-		delay:       cfg.Delay,
-		budget:      cfg.Budget,
-		maxAttempts: cfg.MaxAttempts,
-		maxInFlight: int64(cfg.MaxHedgesInFlight),
-		picker:      cfg.Picker,
-		retryable:   cfg.Retryable,
-		bgReap:      cfg.ReapInBackground,
-		maxOps:      cfg.MaxOps,
-		epoch:       time.Now(),
+		pol:       newPolicy(cfg),
+		picker:    cfg.Picker,
+		retryable: cfg.Retryable,
+		bgReap:    cfg.ReapInBackground,
+		maxOps:    cfg.MaxOps,
+		epoch:     time.Now(),
 	}
 	h.timers = newTimerQueue(h.epoch)
 	h.timers.precise = cfg.PreciseTimers
-	if h.delay == nil {
-		h.delay = Percentile{}
-	}
-	if h.maxAttempts == 0 {
-		h.maxAttempts = 2
-	}
 	if h.maxOps == 0 {
 		h.maxOps = 100
 	}
-	if h.budget == nil && !cfg.NoBudget {
-		h.budget, _ = NewBudget(0.1, 10)
-	}
-	h.shadowBud = h.budget.twin()
 	if cfg.Replicas > 0 {
 		h.replicas = make([]atomic.Int64, cfg.Replicas)
 		h.loadFn = func(i int) int { return int(h.replicas[i].Load()) }
@@ -159,12 +139,6 @@ func New(cfg Config) (*Hedger, error) {
 	if h.retryable == nil {
 		h.retryable = func(err error) bool { return !errors.Is(err, errPermanent) }
 	}
-	h.sw.mode.Store(int32(cfg.Mode))
-	rollout := cfg.Rollout
-	if rollout == 0 {
-		rollout = 1
-	}
-	_ = h.sw.setRollout(rollout) // validated above
 	m := map[string]*opState{}
 	h.ops.Store(&m)
 	return h, nil
@@ -266,15 +240,6 @@ func byteSize(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// twin returns a full bucket with the same parameters, or nil for nil.
-func (b *Budget) twin() *Budget {
-	if b == nil {
-		return nil
-	}
-	t := &Budget{throttle: b.throttle, credit: b.credit, max: b.max}
-	t.tokens.Store(t.max)
-	return t
-}
 
 // SetMode switches the Hedger's mode at run time. Calls already started
 // keep the mode they started with. It is a single atomic store.
@@ -282,43 +247,35 @@ func (h *Hedger) SetMode(m Mode) error {
 	if m < On || m > Off {
 		return fmt.Errorf("hedge: %v is not a mode: use hedge.On, hedge.Shadow or hedge.Off", m)
 	}
-	h.sw.mode.Store(int32(m))
+	h.pol.sw.mode.Store(int32(m))
 	return nil
 }
 
 // Mode returns the current mode.
-func (h *Hedger) Mode() Mode { return Mode(h.sw.mode.Load()) }
+func (h *Hedger) Mode() Mode { return Mode(h.pol.sw.mode.Load()) }
 
 // SetRollout sets the fraction of requests, in [0, 1], that hedge for real
 // in mode On; the others run in Shadow. It is a single atomic store.
-func (h *Hedger) SetRollout(f float64) error { return h.sw.setRollout(f) }
+func (h *Hedger) SetRollout(f float64) error { return h.pol.sw.setRollout(f) }
 
 // Rollout returns the fraction set by SetRollout.
-func (h *Hedger) Rollout() float64 { return math.Float64frombits(h.sw.rollout.Load()) }
+func (h *Hedger) Rollout() float64 { return math.Float64frombits(h.pol.sw.rollout.Load()) }
 
 // Replicas returns Config.Replicas: how many replicas the Hedger picks
 // among (0 when the attempt function chooses).
 func (h *Hedger) Replicas() int { return len(h.replicas) }
 
 // MaxAttempts returns the most copies of one request the Hedger sends.
-func (h *Hedger) MaxAttempts() int { return h.maxAttempts }
+func (h *Hedger) MaxAttempts() int { return h.pol.maxAttempts }
 
 // Budget returns the budget in force (nil when unlimited).
-func (h *Hedger) Budget() *Budget { return h.budget }
+func (h *Hedger) Budget() *Budget { return h.pol.budget }
+
+// Policy returns the Hedger's decision: the one its calls consult.
+func (h *Hedger) Policy() *Policy { return h.pol }
 
 // now is the monotonic reading passed to policies.
 func (h *Hedger) now() time.Duration { return time.Since(h.epoch) }
-
-// callMode snapshots the mode for one call, applying the rollout.
-func (h *Hedger) callMode() Mode {
-	m := Mode(h.sw.mode.Load())
-	if m == On {
-		if f := math.Float64frombits(h.sw.rollout.Load()); f < 1 && rand.Float64() >= f {
-			return Shadow
-		}
-	}
-	return m
-}
 
 // op returns the state of operation class name, creating it if needed.
 // The lookup is a lock-free map read; creation copies the map under a lock,
@@ -339,7 +296,7 @@ func (h *Hedger) op(name string) *opState {
 		}
 		name = OtherOp
 	}
-	st := &opState{name: name, est: h.delay.NewEstimator()}
+	st := &opState{name: name, est: h.pol.delay.NewEstimator()}
 	m := make(map[string]*opState, len(old)+1)
 	for k, v := range old {
 		m[k] = v

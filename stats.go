@@ -199,7 +199,7 @@ func (h *Hedger) OpStats(op string) Stats {
 	}
 	// No state yet: a fixed delay is known; a live one has no estimate.
 	d := Never
-	if f, ok := h.delay.(Fixed); ok {
+	if f, ok := h.pol.delay.(Fixed); ok {
 		d = time.Duration(f)
 	}
 	return Stats{Op: op, Delay: d}
