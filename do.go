@@ -96,16 +96,16 @@ func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx 
 
 // call is the state of one Do call. mu guards everything below it.
 type call[T any] struct {
-	h           *Hedger
-	st          *opState
-	parent      context.Context
-	fn          func(context.Context, Attempt) (T, error)
-	key         string
-	keep        bool          // DoHeld: the winner's context outlives the call
-	discard     func(T)       // DoHeld: frees a result that lost
-	release     func()        // DoHeld: cancels the winner's context
-	plan        Plan          // the Policy's state for this call; times since the Hedger's epoch
-	slot        int // in the Hedger's timer queue, guarded by its lock; -1 if none
+	h       *Hedger
+	st      *opState
+	parent  context.Context
+	fn      func(context.Context, Attempt) (T, error)
+	key     string
+	keep    bool    // DoHeld: the winner's context outlives the call
+	discard func(T) // DoHeld: frees a result that lost
+	release func()  // DoHeld: cancels the winner's context
+	plan    Plan    // the Policy's state for this call; times since the Hedger's epoch
+	slot    int     // in the Hedger's timer queue, guarded by its lock; -1 if none
 
 	mu        sync.Mutex
 	launched  int // copies started (plan.Copies also counts Shadow's virtual ones)

@@ -240,7 +240,6 @@ func byteSize(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-
 // SetMode switches the Hedger's mode at run time. Calls already started
 // keep the mode they started with. It is a single atomic store.
 func (h *Hedger) SetMode(m Mode) error {
