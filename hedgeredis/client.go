@@ -3,7 +3,6 @@ package hedgeredis
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -67,74 +66,57 @@ type replica struct {
 }
 
 // New returns a Client over clients, which must be connected to replicas
-// of the same data; clients[cfg.Primary] is the write primary. The Client
-// does not own the clients: Close waits for the copies it started and
-// leaves the clients open for the caller to close.
+// of the same data, one client per server; clients[cfg.Primary] is the
+// write primary. The Client does not own the clients: Close waits for the
+// copies it started and leaves the clients open for the caller to close.
+//
+// The error, if any, lists every mistake at once (see "Configuration" in
+// the package doc) and matches ErrInvalidConfig with errors.Is.
 func New(clients []*redis.Client, cfg Config) (*Client, error) {
-	return newClient(slices.Clone(clients), cfg, false)
+	clients = slices.Clone(clients)
+	h, err := validate("clients", clients, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(clients, cfg, h, false), nil
 }
 
 // NewFromOptions makes one *redis.Client per options value, opts[i]
 // becoming replica i, and returns a Client that owns them: Close closes
 // them. See the package doc ("Pool sizing") for PoolSize, ReadTimeout and
-// MaxRetries.
+// MaxRetries. The error, like New's, lists every mistake at once; no
+// client is left open then.
 func NewFromOptions(opts []*redis.Options, cfg Config) (*Client, error) {
 	clients := make([]*redis.Client, len(opts))
 	for i, o := range opts {
-		if o == nil {
-			closeAll(clients[:i])
-			return nil, fmt.Errorf("hedgeredis: options %d of %d is nil: give one *redis.Options per replica", i, len(opts))
+		if o != nil {
+			clients[i] = redis.NewClient(o)
 		}
-		clients[i] = redis.NewClient(o)
 	}
-	c, err := newClient(clients, cfg, true)
+	h, err := validate("opts", clients, cfg)
 	if err != nil {
 		closeAll(clients)
 		return nil, err
 	}
-	return c, nil
+	return newClient(clients, cfg, h, true), nil
 }
 
 func closeAll(clients []*redis.Client) {
 	for _, rc := range clients {
-		_ = rc.Close()
+		if rc != nil {
+			_ = rc.Close()
+		}
 	}
 }
 
-func newClient(clients []*redis.Client, cfg Config, owned bool) (*Client, error) {
-	var errs []error
-	n := len(clients)
-	if n == 0 {
-		errs = append(errs, errors.New("hedgeredis: no clients: give one *redis.Client per replica (two or more, or hedges have nowhere to go)"))
-	}
-	for i, rc := range clients {
-		if rc == nil {
-			errs = append(errs, fmt.Errorf("hedgeredis: client %d of %d is nil", i, n))
-		}
-	}
-	if n > 0 && (cfg.Primary < 0 || cfg.Primary >= n) {
-		errs = append(errs, fmt.Errorf("hedgeredis: Config.Primary = %d is not a client index: use 0 to %d", cfg.Primary, n-1))
-	}
-	if cfg.Hedge.Replicas != 0 && cfg.Hedge.Replicas != n {
-		errs = append(errs, fmt.Errorf("hedgeredis: Config.Hedge.Replicas = %d but there are %d clients: leave it 0", cfg.Hedge.Replicas, n))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	hc := cfg.Hedge
-	hc.Replicas = n
-	hc.ReapInBackground = true
-	h, err := hedge.New(hc)
-	if err != nil {
-		return nil, err
-	}
+func newClient(clients []*redis.Client, cfg Config, h *hedge.Hedger, owned bool) *Client {
 	return &Client{
 		clients: clients,
 		primary: cfg.Primary,
 		h:       h,
 		owned:   owned,
-		reps:    make([]replica, n),
-	}, nil
+		reps:    make([]replica, len(clients)),
+	}
 }
 
 // enter registers a copy or a write about to use a client, or reports
@@ -201,7 +183,8 @@ func (c *Client) Len() int { return len(c.clients) }
 // command name (args[0], a string or []byte, any case) is on the allow-list
 // (ReadCommands), it is hedged across the replicas, its operation class in
 // the Hedger's stats being the upper-case name. Any other command goes to
-// the primary, once, never hedged. Do is for single commands: MULTI, WATCH
+// the primary, once, never hedged, as with the typed writes (Set, SetNX,
+// Del). Do is for single commands: MULTI, WATCH
 // or SELECT sent this way would each land on some pooled connection, as
 // with redis.Client.Do; use Primary for those.
 func (c *Client) Do(ctx context.Context, args ...any) *redis.Cmd {
@@ -213,14 +196,12 @@ func (c *Client) Do(ctx context.Context, args ...any) *redis.Cmd {
 		cmd.SetErr(errNoCommand)
 		return cmd
 	}
-	if !c.enter() {
-		cmd.SetErr(ErrClosed)
-		return cmd
-	}
-	defer c.leave()
-	c.reps[c.primary].writes.Add(1)
-	_ = c.clients[c.primary].Process(ctx, cmd)
-	return cmd
+	return write(c,
+		func(rc *redis.Client) *redis.Cmd {
+			_ = rc.Process(ctx, cmd)
+			return cmd
+		},
+		func() *redis.Cmd { return cmd })
 }
 
 // reply is what one copy returns: its command and where it ran.

@@ -5,13 +5,41 @@
 //
 //	c, err := hedgeredis.NewFromOptions([]*redis.Options{primary, replica1, replica2}, hedgeredis.Config{})
 //	...
-//	v, err := c.Get(ctx, "user:42").Result()    // hedged
-//	err = c.Do(ctx, "SET", "user:42", v).Err()  // the primary, once
+//	err = c.Set(ctx, "user:42", "Ada", time.Hour).Err() // the primary, once
+//	v, err := c.Get(ctx, "user:42").Result()            // hedged
 //
 // Every read is one call of hedge.Do on the Client's Hedger, built from
 // Config.Hedge with Replicas set to the number of clients; Attempt.Replica
 // picks the client of each copy. The operation class of a read is its
 // upper-case command name ("GET", "HGETALL"), a bounded set.
+//
+// # Configuration
+//
+// New and NewFromOptions check everything before making a Client, and
+// report every mistake at once, one per line, each naming the argument or
+// field at fault as the caller wrote it and what to do; the error matches
+// ErrInvalidConfig (errors.Is). Refused:
+//
+//   - fewer than two clients: a hedge needs another replica to go to, so a
+//     Client over one server could never hedge (use the *redis.Client on
+//     its own), whatever Config.Hedge says;
+//   - a nil entry in clients or opts;
+//   - the same *redis.Client twice, or two clients certainly connected to
+//     the same server: a hedge sent from one to the other would wait
+//     behind the very stall it escapes. Addresses are compared after
+//     go-redis's defaults (an empty Addr is localhost:6379) and ignoring
+//     what cannot make two servers differ: the case of the host name, a
+//     trailing dot, the spelling of an IP address (::1 and 0:0::1, a
+//     v4-mapped address and its IPv4 form), leading zeros of the port, a
+//     missing port (6379), a unix socket path's redundant parts. Different
+//     names that may reach one host (localhost and 127.0.0.1, two DNS
+//     names) are accepted: only DNS and the servers' bindings could tell;
+//   - Config.Primary outside the clients, and Config.Hedge.Replicas other
+//     than 0 or the number of clients;
+//   - every mistake hedge.New finds in Config.Hedge. Those are hedge.New's
+//     own errors, wrapped (errors.As reaches them), with their field paths
+//     rewritten to start at Config: "Config.Hedge.MaxAttempts = 9", and
+//     "Config.Hedge.Delay: Percentile.P = 120" for the delay's fields.
 //
 // # Reads: the allow-list
 //
@@ -67,14 +95,35 @@
 //
 // # Writes
 //
-// Every command not on the allow-list, sent through Do, goes to the
-// primary (Config.Primary, index 0 by default), once, on the caller's
-// goroutine, without touching the Hedger: it is never hedged and never
+// Set, SetNX and Del, and every command not on the allow-list sent through
+// Do, go to the primary (Config.Primary, index 0 by default), once, on the
+// caller's goroutine, without touching the Hedger: never hedged, never
 // sent to another replica, whatever the Hedger's mode or delay (checked by
-// TestWritesGoToThePrimaryOnce with INFO commandstats). Writes are counted
-// in ReplicaStats.Writes. Pipelines, transactions, pub/sub and blocking
-// commands need one connection for several commands: use Primary for
-// them.
+// TestWritesGoToThePrimaryOnce and TestSetSetNXDel with INFO
+// commandstats). Writes are counted in ReplicaStats.Writes. Pipelines,
+// transactions, pub/sub and blocking commands need one connection for
+// several commands: use Primary for them.
+//
+// The root package lets a write be hedged when the caller vouches for it
+// with an idempotency key (hedge.WithIdempotencyKey; hedge.NotIdempotent
+// marks one that may not be). hedgeredis never hedges a write, key or no
+// key (TestKeyedSetIsNotHedged), because a hedge of a write has nowhere
+// useful to go:
+//
+//   - Only the primary accepts writes. A replica of it refuses them
+//     (READONLY), and writing to an independent server would make the
+//     replicas disagree.
+//   - A second copy to the primary itself would queue behind the very
+//     stall it was meant to escape: Redis runs commands one at a time.
+//   - Even the writes that look idempotent are not, once copies may land
+//     late. SET of a fixed value leaves the same value when applied twice
+//     in a row, but a copy applied after another client's SET of the same
+//     key undoes that write; with EX it also restarts the TTL. SETNX
+//     answers false to the copy that comes second, and DEL counts 0
+//     for it: the caller would get the wrong answer whichever copy won.
+//
+// So the typed writes exist for convenience and to keep writes on the
+// Client (counted, refused after Close); their routing is Do's.
 //
 // "Once" is hedgeredis's promise; go-redis has its own retries. With its
 // default MaxRetries (3), go-redis resends a command whose read timed out
@@ -123,17 +172,18 @@
 // pool: a cancelled copy either reads its reply to the end (and the
 // connection, clean, is reused) or fails (and the connection is closed).
 // hedgeredis has nothing to repair, and does nothing. The tests prove it
-// against real servers: TestGoRedisCancelMidReply cancels a GET whose
-// command is on the wire to a server in DEBUG SLEEP, in the four
-// combinations of cancel or deadline and ContextTimeoutEnabled, and checks
-// the reply, the pool (returned or removed, as above) and the dials;
-// TestCancelledCopiesDoNotPoisonPools stalls one replica under a storm of
-// hedged GET, HGETALL and LRANGE of keys whose values differ in length and
-// type, through pools of 4 connections, so that hundreds of copies lose
-// with their command on the wire, then reads every key on every client and
-// checks each reply is its own; TestReadsCutMidTransfer cuts GETs of a
-// 1 MiB value at random points of the transfer and checks the next
-// command's reply.
+// against real servers, stalled (the process stopped) until the test
+// releases them, so that no outcome depends on timing:
+// TestGoRedisCancelMidReply cancels a GET whose command is on the wire to
+// a stalled server, in the four combinations of cancel or deadline and
+// ContextTimeoutEnabled, and checks the reply, the pool (returned or
+// removed, as above) and the dials; TestCancelledCopiesDoNotPoisonPools
+// stalls one replica, three times, under a storm of hedged GET, HGETALL
+// and LRANGE of keys whose values differ in length and type, through pools
+// of 4 connections, so that copies lose with their command on the wire,
+// then reads every key on every client and checks each reply is its own;
+// TestReadsCutMidTransfer cuts GETs of a 1 MiB value at random points of
+// the transfer and checks the next command's reply.
 //
 // What it costs: a loser keeps its connection, and its goroutine, until
 // the stalled server answers or the read times out. If hedge.Do waited

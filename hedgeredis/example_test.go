@@ -11,8 +11,9 @@ import (
 	"github.com/tailcut/hedge/hedgeredis"
 )
 
-// A Client over a primary and two replicas. Reads on the allow-list are
-// hedged; everything else goes to the primary once. (Compile-only: it
+// A Client over a primary and two replicas of it. Reads on the allow-list
+// are hedged; writes (Set, SetNX, Del, and any other command) go to the
+// primary once. (Compile-only: it
 // needs servers.)
 func Example() {
 	opts := []*redis.Options{
@@ -30,7 +31,12 @@ func Example() {
 	defer c.Close()
 
 	ctx := context.Background()
-	if err := c.Do(ctx, "SET", "greeting", "hello").Err(); err != nil { // primary, once
+	if err := c.Set(ctx, "greeting", "hello", time.Hour).Err(); err != nil { // primary, once
+		log.Fatal(err)
+	}
+	// Replicas may lag the primary: wait until both have the write before
+	// reading it from any of them (or read your own writes from Primary).
+	if err := c.Primary().Do(ctx, "WAIT", 2, 1000).Err(); err != nil {
 		log.Fatal(err)
 	}
 	v, err := c.Get(ctx, "greeting").Result() // hedged across the three

@@ -17,19 +17,21 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // hedgeNow is a Config that hedges every read still running after 5 ms,
-// with no budget, so that a read stalled behind DEBUG SLEEP (hundreds of
-// milliseconds) is hedged every time.
+// with no budget, so that a read held by a stalled server is hedged every
+// time: the server answers only when the test releases it, so the delay
+// fires first whenever the scheduler gets to it.
 func hedgeNow() Config {
 	return Config{Hedge: hedge.Config{Delay: hedge.Fixed(5 * time.Millisecond), NoBudget: true}}
 }
 
 // startClient returns a Client over servers made by NewFromOptions, closed
 // when the test ends (before the servers stop: cleanups run last first).
+// Its clients are patient (see patient); mod may change their options.
 func startClient(t testing.TB, servers []*redistest.Server, cfg Config, mod func(*redis.Options)) *Client {
 	t.Helper()
 	opts := make([]*redis.Options, len(servers))
 	for i, s := range servers {
-		opts[i] = &redis.Options{Addr: s.Addr}
+		opts[i] = patient(&redis.Options{Addr: s.Addr})
 		if mod != nil {
 			mod(opts[i])
 		}
@@ -46,6 +48,15 @@ func startClient(t testing.TB, servers []*redistest.Server, cfg Config, mod func
 	return c
 }
 
+// patient sets o's read, write and pool timeouts to a minute, so that
+// go-redis ends no read of a stalled server on its own while the test
+// holds the stall (its defaults, 3 s and 4 s, could pass on a loaded
+// machine): a stall ends when the test releases it, and only then.
+func patient(o *redis.Options) *redis.Options {
+	o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = time.Minute, time.Minute, time.Minute
+	return o
+}
+
 // seed runs fn on every replica's client, so that the replicas hold the
 // same data (the servers are independent, not replicating).
 func seed(t testing.TB, c *Client, fn func(ctx context.Context, rc *redis.Client) error) {
@@ -57,23 +68,31 @@ func seed(t testing.TB, c *Client, fn func(ctx context.Context, rc *redis.Client
 	}
 }
 
-// stall stalls s for d and registers a wait for the end of the stall.
-func stall(t testing.TB, s *redistest.Server, d time.Duration) *redistest.Stall {
+// stall stalls s until the returned Stall is released, or the test ends.
+func stall(t testing.TB, s *redistest.Server) *redistest.Stall {
 	t.Helper()
-	st, err := s.Stall(d)
+	st, err := s.Stall()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = st.Wait() })
+	t.Cleanup(func() { _ = st.Release() })
 	return st
 }
 
-// waitFor polls cond until it holds, failing the test after 10 seconds.
-// It waits for events (a stall ending, losers returning), it asserts no
-// timing.
+// release ends a stall, failing the test if it cannot.
+func release(t testing.TB, st *redistest.Stall) {
+	t.Helper()
+	if err := st.Release(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after a minute. It
+// waits for events (losers returning, a counter reaching a value), it
+// asserts no timing: the minute only bounds a test that is broken.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("gave up waiting for %s", what)

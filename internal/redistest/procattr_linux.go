@@ -1,6 +1,12 @@
 package redistest
 
-import "syscall"
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+)
 
 // sysProcAttr asks the kernel to kill the server if the process that
 // started it dies without stopping it (a test binary killed by a timeout),
@@ -9,4 +15,21 @@ import "syscall"
 // been locked, so in practice it is the process.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// processStopped reports whether the process pid is stopped by a signal,
+// from the state field of /proc/<pid>/stat ("T"; "t" is a tracing stop).
+func processStopped(pid int) (bool, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false, err
+	}
+	// "pid (comm) state ...": comm may hold spaces and parentheses, so
+	// the state follows the last ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false, fmt.Errorf("/proc/%d/stat has no state field: %q", pid, b)
+	}
+	state := b[i+2]
+	return state == 'T' || state == 't', nil
 }

@@ -5,27 +5,34 @@
 //
 //	--port P --bind 127.0.0.1 --save "" --appendonly no --enable-debug-command yes
 //
-// (no persistence, DEBUG allowed so that tests can stall a server with
-// DEBUG SLEEP), waits until each answers PING, and stops them when the test
-// ends. StartN does the same without a testing.TB, for tools such as a
-// benchmark runner; the caller then stops the servers with Stop or StopAll.
-// A server is stopped by its pid: SIGTERM, then SIGKILL if it has not exited
-// after Options.StopTimeout, and the process is reaped, so its pid is gone
-// when Stop returns.
+// (no persistence; DEBUG allowed, see below), waits until each answers
+// PING, and stops them when the test ends. StartN does the same without a
+// testing.TB, for tools such as a benchmark runner; the caller then stops
+// the servers with Stop or StopAll. A server is stopped by its pid:
+// SIGTERM, then SIGKILL if it has not exited after Options.StopTimeout, and
+// the process is reaped, so its pid is gone when Stop returns.
 //
-// Server.Stall injects a stall: it sends DEBUG SLEEP on a connection of its
-// own and returns once the server has stopped answering; Stall.Wait waits
-// for the sleep to end. A stalled server still stops promptly on SIGTERM:
-// with Redis 7.0.15 the signal cuts the sleep short (it is a nanosleep),
-// the server answers DEBUG SLEEP and shuts down cleanly
-// (TestStopEndsAStall).
+// Server.Stall stalls a server until the test releases it: it stops the
+// process with SIGSTOP and returns once the kernel reports it stopped, so
+// that every command sent afterwards waits (connections are still
+// accepted by the kernel, and commands queue in socket buffers) until
+// Stall.Release sends SIGCONT. Nothing about it depends on a clock: a
+// test decides when the stall ends, after whatever events it waits for.
+// Stall nests: the server runs again once every Stall was released. Stop
+// ends a stall: the server gets SIGTERM, then SIGCONT, and shuts down
+// cleanly (TestStopEndsAStall). The servers are also started with DEBUG
+// enabled, for tools that stall a server for a set time with DEBUG SLEEP
+// (package bench/redisbench).
 //
 // The binary is /usr/bin/redis-server (Redis 7 from Debian); when it is
-// missing, the error says to run `apt-get install -y redis-server`.
+// missing, the error says to run `apt-get install -y redis-server`. Need
+// decides, in one place for every test of the module, what a test does
+// then: skip, or fail when HEDGE_REQUIRE_DEPS=1 is set (as in CI). Start
+// calls it.
 //
-// What it is not: a Redis client (it speaks just enough RESP for PING and
-// DEBUG SLEEP), a cluster or replication harness (the servers are
-// independent; tests seed the same data on each), or a mock.
+// What it is not: a Redis client (it speaks just enough RESP for PING), a
+// cluster or replication harness (the servers are independent; tests seed
+// the same data on each, or make replicas with REPLICAOF), or a mock.
 package redistest
 
 import (
@@ -35,8 +42,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -93,20 +100,95 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	// stallMu guards stalls (how many Stalls are not yet released) and
+	// stopping (Stop has begun: no new Stall).
+	stallMu  sync.Mutex
+	stalls   int
+	stopping bool
 }
 
-// TB is the part of testing.TB that Start uses; *testing.T and *testing.B
-// implement it. It keeps this package free of an import of testing.
+// TB is the part of testing.TB that Start and Need use; *testing.T and
+// *testing.B implement it. It keeps this package free of an import of
+// testing.
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
 	Cleanup(func())
 }
 
-// Start starts n servers with the default Options, registers their Stop
-// with tb.Cleanup, and fails the test (Fatalf) if any does not start.
+// RequireDepsEnv is the environment variable that turns a missing
+// redis-server from a skipped test into a failed one. A developer without
+// redis-server sees the tests that need it skipped, with the command that
+// installs it; CI sets HEDGE_REQUIRE_DEPS=1 so that a missing dependency
+// cannot pass for a green run.
+const RequireDepsEnv = "HEDGE_REQUIRE_DEPS"
+
+// ErrMissing is matched (errors.Is) by the error of StartN, and the
+// messages of Need, when the redis-server executable is missing.
+var ErrMissing = errors.New("redis-server is missing")
+
+// DepsRequired reports whether HEDGE_REQUIRE_DEPS asks for a missing
+// dependency to fail the test: it does when set to anything but the empty
+// string or a value strconv.ParseBool reads as false ("0", "false"), so
+// that a misspelt value errs on the side of failing.
+func DepsRequired() bool {
+	v := os.Getenv(RequireDepsEnv)
+	if v == "" {
+		return false
+	}
+	on, err := strconv.ParseBool(v)
+	return on || err != nil
+}
+
+// Need reports whether DefaultBinary is installed. If it is not, the test
+// is skipped, or fails when DepsRequired; either way the message says how
+// to install it. It is the one place where the module's tests decide
+// this. With a *testing.T or *testing.B, Need returns only when the
+// binary is there (Skipf and Fatalf end the test).
+func Need(tb TB) bool {
+	tb.Helper()
+	return NeedBinary(tb, DefaultBinary)
+}
+
+// NeedBinary is Need for the redis-server executable at binary.
+func NeedBinary(tb TB, binary string) bool {
+	tb.Helper()
+	err := checkBinary(binary)
+	switch {
+	case err == nil:
+		return true
+	case DepsRequired():
+		tb.Fatalf("%v (%s is set: a missing dependency fails the test)", err, RequireDepsEnv)
+	default:
+		tb.Skipf("%v (skipped; set %s=1 to make this a failure)", err, RequireDepsEnv)
+	}
+	return false
+}
+
+// checkBinary returns an error matching ErrMissing, with the command that
+// installs redis-server, unless binary is an executable file.
+func checkBinary(binary string) error {
+	fi, err := os.Stat(binary)
+	if err == nil && (fi.IsDir() || fi.Mode().Perm()&0o111 == 0) {
+		err = fmt.Errorf("%s is not an executable file", binary)
+	}
+	if err != nil {
+		return fmt.Errorf("redistest: %w at %s (%w): install it with `apt-get install -y redis-server`", ErrMissing, binary, err)
+	}
+	return nil
+}
+
+// Start starts n servers with the default Options and registers their Stop
+// with tb.Cleanup. Without redis-server it skips or fails the test as Need
+// does (and returns nil if tb lets it return); if a server does not
+// start, it fails the test (Fatalf).
 func Start(tb TB, n int) []*Server {
 	tb.Helper()
+	if !Need(tb) {
+		return nil
+	}
 	servers, err := StartN(n, Options{})
 	if err != nil {
 		tb.Fatalf("%v", err)
@@ -127,8 +209,8 @@ func StartN(n int, opt Options) ([]*Server, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("redistest: StartN(%d): start at least one server", n)
 	}
-	if _, err := os.Stat(opt.Binary); err != nil {
-		return nil, fmt.Errorf("redistest: %s is missing (%v): install it with `apt-get install -y redis-server`", opt.Binary, err)
+	if err := checkBinary(opt.Binary); err != nil {
+		return nil, err
 	}
 	servers := make([]*Server, 0, n)
 	for range n {
@@ -269,6 +351,10 @@ func (s *Server) Stop() error {
 
 func (s *Server) stop() error {
 	defer os.RemoveAll(s.dir)
+	s.stallMu.Lock()
+	s.stopping = true
+	stalled := s.stalls > 0
+	s.stallMu.Unlock()
 	select {
 	case <-s.exited:
 		return nil // already gone (it crashed, or was killed by someone else)
@@ -280,6 +366,10 @@ func (s *Server) stop() error {
 			return nil
 		}
 		return fmt.Errorf("redistest: SIGTERM to pid %d: %w", s.Pid, err)
+	}
+	if stalled {
+		// The SIGTERM waits, pending, until the process runs again.
+		_ = s.cmd.Process.Signal(contSignal)
 	}
 	t := time.NewTimer(s.stopTimeout)
 	defer t.Stop()
@@ -323,68 +413,81 @@ func StopAll(servers []*Server) error {
 	return errors.Join(errs...)
 }
 
-// Stall is a DEBUG SLEEP in progress on a server.
+// Stall is a stall of a server made by Server.Stall, in force until
+// Release.
 type Stall struct {
-	conn net.Conn
-	d    time.Duration
+	s    *Server
 	once sync.Once
 	err  error
 }
 
-// Stall makes the server sleep for d with DEBUG SLEEP, sent on a connection
-// of its own, and returns once the server has stopped answering (a PING on
-// another connection goes unanswered), so that commands sent after Stall
-// returns wait for the sleep to end. The caller must call Wait.
-func (s *Server) Stall(d time.Duration) (*Stall, error) {
-	if d <= 0 {
-		return nil, fmt.Errorf("redistest: Stall(%v): use a positive duration", d)
+// Stall stops the server process (SIGSTOP) and returns once it is
+// stopped: from then on the server answers nothing, and every command sent
+// to it waits, until Release (or Stop). On Linux "stopped" is the state
+// the kernel reports in /proc; elsewhere, a PING that goes unanswered for
+// 20 ms after the signal was sent. Stalls nest: with several in force, the
+// server runs again when the last is released. The caller must call
+// Release.
+func (s *Server) Stall() (*Stall, error) {
+	if stopSignal == nil {
+		return nil, fmt.Errorf("redistest: Stall: stopping a process is not supported on %s", runtime.GOOS)
 	}
-	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
-	if err != nil {
-		return nil, fmt.Errorf("redistest: stall: %w", err)
+	s.stallMu.Lock()
+	defer s.stallMu.Unlock()
+	if s.stopping || s.Exited() {
+		return nil, fmt.Errorf("redistest: Stall: the server on port %d is stopped", s.Port)
 	}
-	secs := strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
-	if _, err := c.Write(command("DEBUG", "SLEEP", secs)); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("redistest: stall: %w", err)
+	if s.stalls == 0 {
+		if err := s.cmd.Process.Signal(stopSignal); err != nil {
+			return nil, fmt.Errorf("redistest: Stall: SIGSTOP to pid %d: %w", s.Pid, err)
+		}
+		if err := s.waitStopped(10 * time.Second); err != nil {
+			_ = s.cmd.Process.Signal(contSignal)
+			return nil, err
+		}
 	}
-	st := &Stall{conn: c, d: d}
-	// Confirm the stall: probe with PING until one goes unanswered for a
-	// while. A probe answered means the server has not read DEBUG SLEEP
-	// yet. Probing stops after half the stall, so that the caller still
-	// has a stalled server when Stall returns.
-	probe := min(20*time.Millisecond, d/4)
-	until := time.Now().Add(d / 2)
+	s.stalls++
+	return &Stall{s: s}, nil
+}
+
+// waitStopped returns once the process is stopped, or an error after
+// timeout (a bound for a broken system, not a guess of how long it takes).
+func (s *Server) waitStopped(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
-		err := s.ping(probe)
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return st, nil
-			}
-			_ = st.Wait()
-			return nil, fmt.Errorf("redistest: stall: probing: %w", err)
+		stopped, err := processStopped(s.Pid)
+		if errors.Is(err, errors.ErrUnsupported) {
+			stopped = s.ping(20*time.Millisecond) != nil
+		} else if err != nil {
+			return fmt.Errorf("redistest: Stall: %w", err)
 		}
-		if time.Now().After(until) {
-			_ = st.Wait()
-			return nil, fmt.Errorf("redistest: stall: the server on port %d kept answering PING after DEBUG SLEEP %s (was it started with --enable-debug-command yes?)", s.Port, secs)
+		if stopped {
+			return nil
 		}
-		time.Sleep(time.Millisecond)
+		if s.Exited() {
+			return fmt.Errorf("redistest: Stall: the server on port %d exited (%v); its log:\n%s", s.Port, s.waitErr, s.log.String())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: Stall: pid %d did not stop within %v of SIGSTOP", s.Pid, timeout)
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 
-// Wait blocks until the server has answered DEBUG SLEEP, that is until the
-// stall is over, and closes the stall's connection. It is idempotent.
-func (st *Stall) Wait() error {
+// Release ends the stall: when no other Stall of the server is in force,
+// the process continues (SIGCONT) and answers the commands that waited. It
+// is idempotent, and returns nil once the server was stopped.
+func (st *Stall) Release() error {
 	st.once.Do(func() {
-		defer st.conn.Close()
-		_ = st.conn.SetReadDeadline(time.Now().Add(st.d + 10*time.Second))
-		line, err := bufio.NewReader(st.conn).ReadString('\n')
-		switch {
-		case err != nil:
-			st.err = fmt.Errorf("redistest: waiting for DEBUG SLEEP to end: %w", err)
-		case line != "+OK\r\n":
-			st.err = fmt.Errorf("redistest: DEBUG SLEEP answered %q (was the server started with --enable-debug-command yes?)", strings.TrimSpace(line))
+		s := st.s
+		s.stallMu.Lock()
+		defer s.stallMu.Unlock()
+		s.stalls--
+		if s.stalls > 0 {
+			return
+		}
+		if err := s.cmd.Process.Signal(contSignal); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			st.err = fmt.Errorf("redistest: Release: SIGCONT to pid %d: %w", s.Pid, err)
 		}
 	})
 	return st.err
