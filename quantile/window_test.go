@@ -7,10 +7,15 @@ import (
 	"testing"
 )
 
-// exact returns the nearest-rank quantile q of vs (which it sorts).
+// exact returns the nearest-rank quantile q of vs (which it sorts): the
+// value of 1-based rank ceil(q*n), clamped to [1, n]. It is the test's own
+// oracle and deliberately does not call the package's rank.
 func exact(vs []int64, q float64) int64 {
 	slices.Sort(vs)
-	return vs[rank(q, len(vs))-1]
+	n := len(vs)
+	r := int(math.Ceil(q * float64(n)))
+	r = min(max(r, 1), n)
+	return vs[r-1]
 }
 
 func relErr(got, want int64) float64 {
@@ -84,6 +89,65 @@ func TestWindowMatchesExactPercentile(t *testing.T) {
 			t.Logf("size %5d q %.3f: %d checks, worst relative error %.4f%%, %d bytes", size, q, checks, 100*worst, w.Bytes())
 		}
 	}
+}
+
+// TestNearestRank pins the rank rule on windows where it matters: ceil(q*n)
+// and floor(q*n) pick different values whenever q*n is not a whole number
+// (n = 10 and q = 0.95: the 10th value, not the 9th; n = 3 and q = 0.5: the
+// 2nd, not the 1st). The values are distinct and below 64, where buckets
+// are one wide, so every answer must be exact. Each window first holds n
+// zeros, which the n values then evict.
+func TestNearestRank(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		q    float64
+		want int64 // the value of rank ceil(q*n) among 1..n, which is that rank
+	}{
+		{10, 0.95, 10}, // 9.5: floor would give 9
+		{3, 0.5, 2},    // 1.5: floor would give 1
+		{7, 0.5, 4},    // 3.5
+		{20, 0.99, 20}, // 19.8
+		{40, 0.9, 36},  // 36 exactly: ceil and floor agree
+		{4, 0.1, 1},    // 0.4: the rank is clamped up to 1
+		{1, 0.999, 1},
+	} {
+		if got := exact(seq(tc.n), tc.q); got != tc.want {
+			t.Fatalf("the test's oracle gives %d for n=%d q=%v, want %d", got, tc.n, tc.q, tc.want)
+		}
+		w, err := NewWindow(tc.n, tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range tc.n {
+			w.Add(0)
+		}
+		vals := seq(tc.n)
+		rand.New(rand.NewPCG(uint64(tc.n), 1)).Shuffle(len(vals), func(i, j int) { vals[i], vals[j] = vals[j], vals[i] })
+		var h Histogram
+		for _, v := range vals {
+			w.Add(v)
+			h.Record(v)
+		}
+		if got := w.Tracked(); got != tc.want {
+			t.Errorf("n=%d q=%v: Tracked = %d, want %d", tc.n, tc.q, got, tc.want)
+		}
+		if got := w.Quantile(tc.q); got != tc.want {
+			t.Errorf("n=%d q=%v: Quantile = %d, want %d", tc.n, tc.q, got, tc.want)
+		}
+		s := h.Snapshot()
+		if got := s.Quantile(tc.q); got != tc.want {
+			t.Errorf("n=%d q=%v: Histogram quantile = %d, want %d", tc.n, tc.q, got, tc.want)
+		}
+	}
+}
+
+// seq returns 1, 2, ..., n.
+func seq(n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(i + 1)
+	}
+	return out
 }
 
 func TestWindowEdgeValues(t *testing.T) {

@@ -125,6 +125,53 @@ func TestNearZeroLoadThreeAttempts(t *testing.T) {
 	near(t, "p99", s.P99, (3+math.Log(100))/3, 0.005)
 }
 
+// The live p95 at near-zero load has a fixed point in closed form.
+//
+// Every copy finds its server idle, so with the delay at d a request's
+// latency is L = min(X1, d + X2) for independent Exp(1) X1, X2. Below d,
+// L is X1: P(L > x) = e^-x for x <= d, and L > d exactly when X1 > d, which
+// is also exactly when the request is hedged. The live estimator sets d to
+// the p95 of recent latencies, so at its fixed point P(L > d) = 0.05:
+// e^-d = 0.05, d = ln 20 (the p95 of Exp(1), 2.996), and the hedged
+// fraction is 5%.
+//
+// The simulator feeds the estimator the winner's latency, L (see the
+// package doc). The fixed point is the same if it fed the primary's
+// latency instead, censored when the primary is cancelled: that value is
+// X1 when the primary wins and the winner's time (above d) when it loses,
+// so it too exceeds d exactly when X1 > d. Feeding anything that shifts
+// or scales the latencies moves the fixed point: twice the latency gives
+// P(2L > d) = e^(-d/2) = 0.05, d = 2 ln 20 = 6.0, hedged fraction 0.25%.
+//
+// Allowance: the fixed point holds for an exact p95. The window's estimate
+// has sampling noise, sd s = sqrt(0.05*0.95/W)/f with f the density of L
+// near d (0.05 below d, 0.1 above), and while the estimate sits below some
+// requests' own delay their latencies lose tail, which pulls the fixed
+// point down by about s/sqrt(2 pi). With the study's window W = 2,000 that
+// is 1% (s ~ 0.07), so this test uses W = 20,000: s <= 0.031, a bias of at
+// most 0.4%, plus up to 0.55% from the quantile buckets (half a bucket near
+// 3 ms). That is 1% of ln 20, 0.03, on the delay and on the latency p95,
+// and e^0.03 - 1 = 3% on the hedged fraction. The window size does not
+// change the standard error of the mean delay over a run of a given length
+// (the estimate is noisier by sqrt(10) with a ten times smaller window, but
+// averages over ten times as many independent windows).
+func TestNearZeroLoadLiveP95(t *testing.T) {
+	c := base()
+	c.Load = 0.01
+	c.Strategy = HedgeP95Live
+	c.LiveWindow = 20_000
+	// No hedge until the window is full; the unhedged latencies it fills
+	// with already have their p95 at ln 20, and a second window's worth
+	// lets the hedged ones replace them.
+	c.Warmup = 2 * c.LiveWindow
+	c.Requests = c.Warmup + scaled(200_000)
+	s := runPoint(t, c, runsSig)
+	ln20 := math.Log(20)
+	near(t, "delay", s.Delay, ln20, 0.01)
+	near(t, "p95", s.P95, ln20, 0.01)
+	near(t, "hedged fraction", s.HedgedFraction, 0.05, 0.03)
+}
+
 // Two-choice routing on 1,000 servers approaches the mean-field
 // supermarket model: mean latency sum_{i>=1} load^(2^i - 2).
 func TestSupermarketTwoChoice(t *testing.T) {

@@ -11,7 +11,11 @@ func TestSmoke(t *testing.T) {
 			for _, ro := range []Routing{TwoChoice, Random, LeastLoaded, Pool} {
 				c := DefaultConfig()
 				c.World, c.Strategy, c.Routing = w, st, ro
-				c.Requests, c.Warmup = 50000, 5000
+				// A smoke test: it logs, and fails only on an error or
+				// a panic, so under the race detector a shorter run
+				// exercises the same paths.
+				c.Requests = scaled(50000)
+				c.Warmup = c.Requests / 10
 				c.Load = 0.8
 				c.Delay = 2
 				s, err := RunPoint(context.Background(), c, 2, 2)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 func tinyStudy(dir string, workers int) StudyOptions {
@@ -74,32 +73,68 @@ func TestStudyDeterministicAcrossWorkers(t *testing.T) {
 	}
 }
 
+// cancelAfterFirstPoint is a study's progress writer that cancels the
+// study at the first progress line written after results.json appeared.
+// RunStudy writes progress lines (one per tenth of the runs on anything but
+// a terminal) and results.json (after each finished point) on its own
+// goroutine, so the check and the cancellation happen at a definite point
+// of the study, whatever the workers' timing.
+type cancelAfterFirstPoint struct {
+	dir    string
+	cancel context.CancelFunc
+	lines  int // progress lines seen when it cancelled; 0 before
+	seen   int
+}
+
+func (w *cancelAfterFirstPoint) Write(p []byte) (int, error) {
+	w.seen++
+	if w.lines == 0 {
+		if _, err := os.Stat(filepath.Join(w.dir, "results.json")); err == nil {
+			w.cancel()
+			w.lines = w.seen
+		}
+	}
+	return len(p), nil
+}
+
 // An interrupted study keeps the points it finished, in a valid
 // results.json, and still writes the table.
+//
+// The cancellation comes from the progress writer, at the first tenth of
+// the runs by which a point has certainly finished: with W workers, runs
+// are sent in plan order (calibrations first) and at most W+1 of them are
+// sent but not yet accounted for, so once the calibrations and the runs of
+// W+2 points are accounted for, one of those points is complete. That
+// tenth is checked to be at most half the study. So at least half the runs
+// are still to be sent when ctx is cancelled, and RunStudy, whose select
+// picks uniformly among at most three ready cases one of which is now
+// ctx.Done(), reaches the end without seeing it with probability below
+// (2/3)^(number of runs left): never, in practice, however the workers are
+// scheduled.
 func TestStudyInterrupted(t *testing.T) {
 	dir := t.TempDir()
-	o := tinyStudy(dir, 2)
-	o.Requests = 20000
+	const workers = 2
+	o := tinyStudy(dir, workers)
+	p := planStudy(o)
+	total, runs := StudySize(o)
+	// The progress line (one per tenth) by which a point has certainly
+	// finished: it is written on receiving run number need, when the
+	// runs before it have been accounted for.
+	need := len(p.calibs) + p.runs*(workers+2) + 1
+	tenth := (10*need + runs - 1) / runs
+	if tenth > 5 {
+		t.Fatalf("the tiny study has %d runs, %d of them calibrations: too few to interrupt half-way", runs, len(p.calibs))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
-		// Cancel as soon as the first point has been written.
-		for {
-			if _, err := os.Stat(filepath.Join(dir, "results.json")); err == nil {
-				cancel()
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
+	w := &cancelAfterFirstPoint{dir: dir, cancel: cancel}
+	o.Progress = w
 	res, err := RunStudy(ctx, o)
-	total, _ := StudySize(o)
-	if err == nil {
-		t.Skip("the study finished before the cancellation took effect")
+	if w.lines == 0 {
+		t.Fatalf("no results.json by the end of the progress lines (%d)", w.seen)
+	}
+	if w.lines > tenth {
+		t.Errorf("results.json appeared only at progress line %d, want by line %d", w.lines, tenth)
 	}
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want context.Canceled", err)
@@ -115,8 +150,13 @@ func TestStudyInterrupted(t *testing.T) {
 	if len(parsed) != len(res) || len(res) == 0 || len(res) >= total {
 		t.Fatalf("kept %d points in the file, %d returned, of %d", len(parsed), len(res), total)
 	}
+	for i, pr := range res {
+		if pr.Runs != p.runs {
+			t.Errorf("point %d kept with %d runs, want %d", i, pr.Runs, p.runs)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(dir, "table.md")); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("kept %d of %d points", len(res), total)
+	t.Logf("cancelled at progress line %d; kept %d of %d points", w.lines, len(res), total)
 }

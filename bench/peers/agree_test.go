@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cristalhq/hedgedhttp"
@@ -21,6 +21,19 @@ import (
 // claims, so that a benchmark cannot silently measure something else (a
 // timer never armed, a hedge refused by a budget, a primary that never
 // exits, a RoundTripper that bypasses hedging).
+//
+// The calls run in testing/synctest bubbles, on a fake clock: a hedge
+// fires exactly at its delay and a call that waits an hour does so in no
+// time, so nothing depends on how fast this machine is. Each bubble builds
+// its own Hedger or executor, so that every goroutine and timer they start
+// belongs to it. A bubble also ends only when every goroutine started in it
+// has returned, and fails if they are all blocked: an attempt that outlives
+// its call, or a blocked primary that no hedge rescues, fails the test
+// instead of hanging it. Two cases cannot run in a bubble and run on the
+// real clock, with checks that hold however the machine schedules them:
+// PreciseTimers, whose timer goroutine spins (see the hedge package doc),
+// and the RoundTrippers, because hedgedhttp keeps a pool of goroutines
+// that never exit.
 func TestPeersAgree(t *testing.T) {
 	const n = 50
 
@@ -28,78 +41,87 @@ func TestPeersAgree(t *testing.T) {
 		// Every case of the benchmark returns the primary's value.
 		for _, pc := range parentCases {
 			for _, c := range noHedgeCases {
-				ctx, cancel := pc.ctx()
-				call := c.newCall(ctx)
-				for range n {
-					if v, err := call(); err != nil || v != primaryVal {
-						t.Fatalf("%s/%s: got (%d, %v), want (%d, nil)", pc.name, c.name, v, err, primaryVal)
+				synctest.Test(t, func(t *testing.T) {
+					defer settle()
+					ctx, cancel := pc.ctx()
+					defer cancel()
+					call := c.newCall(ctx)
+					for range n {
+						if v, err := call(); err != nil || v != primaryVal {
+							t.Fatalf("%s/%s: got (%d, %v), want (%d, nil)", pc.name, c.name, v, err, primaryVal)
+						}
 					}
-				}
-				cancel()
+				})
 			}
 		}
 
 		t.Run("hedge", func(t *testing.T) {
 			for _, pc := range parentCases {
-				ctx, cancel := pc.ctx()
-				h := newNoHedgeHedger()
-				for range n {
-					v, err := hedge.Do(ctx, h, op, func(ctx context.Context, a hedge.Attempt) (int, error) {
-						if a.IsHedge() {
-							t.Errorf("%s: a hedge ran", pc.name)
+				synctest.Test(t, func(t *testing.T) {
+					defer settle()
+					ctx, cancel := pc.ctx()
+					h := newNoHedgeHedger()
+					for range n {
+						v, err := hedge.Do(ctx, h, op, func(ctx context.Context, a hedge.Attempt) (int, error) {
+							if a.IsHedge() {
+								t.Errorf("%s: a hedge ran", pc.name)
+							}
+							return fastAttempt(ctx, a)
+						})
+						if err != nil || v != primaryVal {
+							t.Fatalf("%s: got (%d, %v)", pc.name, v, err)
 						}
-						return fastAttempt(ctx, a)
-					})
-					if err != nil || v != primaryVal {
-						t.Fatalf("%s: got (%d, %v)", pc.name, v, err)
 					}
-				}
-				cancel()
-				st := h.OpStats(op)
-				// The delay in force is the hour, and with no deadline
-				// nothing skips it: every call armed the timer.
-				if st.Delay != noHedgeDelay {
-					t.Errorf("%s: delay in force %v, want %v (the timer would not be armed)", pc.name, st.Delay, noHedgeDelay)
-				}
-				if st.Requests != n || st.PrimaryWins != n || st.Hedges != 0 || st.HedgeWins != 0 || st.DeadlineSkipped != 0 {
-					t.Errorf("%s: stats %+v, want %d requests won by the primary, no hedge, no skip", pc.name, st, n)
-				}
+					cancel()
+					st := h.OpStats(op)
+					// The delay in force is the hour, and with no deadline
+					// nothing skips it: every call armed the timer.
+					if st.Delay != noHedgeDelay {
+						t.Errorf("%s: delay in force %v, want %v (the timer would not be armed)", pc.name, st.Delay, noHedgeDelay)
+					}
+					if st.Requests != n || st.PrimaryWins != n || st.Hedges != 0 || st.HedgeWins != 0 || st.DeadlineSkipped != 0 {
+						t.Errorf("%s: stats %+v, want %d requests won by the primary, no hedge, no skip", pc.name, st, n)
+					}
+				})
 			}
 		})
 
 		t.Run("failsafe", func(t *testing.T) {
 			for _, pc := range parentCases {
-				ctx, cancel := pc.ctx()
-				var dones, hedges, extra atomic.Int64
-				ex := newNoHedgeExecutor().OnDone(func(e failsafe.ExecutionDoneEvent[int]) {
-					dones.Add(1)
-					hedges.Add(int64(e.Hedges()))
-					extra.Add(int64(e.Attempts() - 1))
-				}).WithContext(ctx)
-				for range n {
-					v, err := ex.Get(fastGet)
-					if err != nil || v != primaryVal {
-						t.Fatalf("%s: got (%d, %v)", pc.name, v, err)
-					}
-					// The policy is in force: the attempt gets its own
-					// cancellable child of the caller's context.
-					v, err = ex.GetWithExecution(func(e failsafe.Execution[int]) (int, error) {
-						if e.IsHedge() {
-							t.Errorf("%s: a hedge ran", pc.name)
+				synctest.Test(t, func(t *testing.T) {
+					defer settle()
+					ctx, cancel := pc.ctx()
+					var dones, hedges, extra atomic.Int64
+					ex := newNoHedgeExecutor().OnDone(func(e failsafe.ExecutionDoneEvent[int]) {
+						dones.Add(1)
+						hedges.Add(int64(e.Hedges()))
+						extra.Add(int64(e.Attempts() - 1))
+					}).WithContext(ctx)
+					for range n {
+						v, err := ex.Get(fastGet)
+						if err != nil || v != primaryVal {
+							t.Fatalf("%s: got (%d, %v)", pc.name, v, err)
 						}
-						if e.Context() == ctx || e.Context().Done() == nil {
-							t.Errorf("%s: the attempt has no context of its own: is the hedge policy applied?", pc.name)
+						// The policy is in force: the attempt gets its own
+						// cancellable child of the caller's context.
+						v, err = ex.GetWithExecution(func(e failsafe.Execution[int]) (int, error) {
+							if e.IsHedge() {
+								t.Errorf("%s: a hedge ran", pc.name)
+							}
+							if e.Context() == ctx || e.Context().Done() == nil {
+								t.Errorf("%s: the attempt has no context of its own: is the hedge policy applied?", pc.name)
+							}
+							return fastGetExec(e)
+						})
+						if err != nil || v != primaryVal {
+							t.Fatalf("%s: got (%d, %v)", pc.name, v, err)
 						}
-						return fastGetExec(e)
-					})
-					if err != nil || v != primaryVal {
-						t.Fatalf("%s: got (%d, %v)", pc.name, v, err)
 					}
-				}
-				cancel()
-				if dones.Load() != 2*n || hedges.Load() != 0 || extra.Load() != 0 {
-					t.Errorf("%s: %d executions, %d hedges, %d extra attempts; want %d, 0, 0", pc.name, dones.Load(), hedges.Load(), extra.Load(), 2*n)
-				}
+					cancel()
+					if dones.Load() != 2*n || hedges.Load() != 0 || extra.Load() != 0 {
+						t.Errorf("%s: %d executions, %d hedges, %d extra attempts; want %d, 0, 0", pc.name, dones.Load(), hedges.Load(), extra.Load(), 2*n)
+					}
+				})
 			}
 		})
 	})
@@ -108,87 +130,145 @@ func TestPeersAgree(t *testing.T) {
 		if oneHedgeDelay <= 0 {
 			t.Fatalf("oneHedgeDelay = %v: the benchmark needs a small nonzero delay", oneHedgeDelay)
 		}
-		before := runtime.NumGoroutine()
 		for _, d := range oneHedgeDelays {
 			for _, c := range oneHedgeCases {
-				call := c.newCall(d.delay)
-				for range n {
-					start := time.Now()
-					v, err := within(t, c.name, call)
-					if err != nil || v != hedgeVal {
-						t.Fatalf("%s/%s: got (%d, %v), want (%d, nil): the hedge did not win", d.name, c.name, v, err, hedgeVal)
-					}
-					if el := time.Since(start); el < d.delay {
-						t.Fatalf("%s/%s: call took %v, less than the delay: the hedge did not wait", d.name, c.name, el)
-					}
+				if c.name == "hedge-precise" {
+					continue // below, on the real clock
 				}
+				synctest.Test(t, func(t *testing.T) {
+					defer settle()
+					call := c.newCall(d.delay)
+					for range n {
+						start := time.Now()
+						v, err := call()
+						if err != nil || v != hedgeVal {
+							t.Fatalf("%s/%s: got (%d, %v), want (%d, nil): the hedge did not win", d.name, c.name, v, err, hedgeVal)
+						}
+						// The hedge goes exactly at the delay: the
+						// primary never returns on its own, and the
+						// hedge returns at once.
+						if el := time.Since(start); el != d.delay {
+							t.Fatalf("%s/%s: call took %v, want the delay %v", d.name, c.name, el, d.delay)
+						}
+					}
+				})
 			}
 		}
-		checkGoroutines(t, before)
 
 		for _, bgReap := range []bool{false, true} {
-			h := newOneHedgeHedger(oneHedgeDelay, bgReap)
-			exits := make(chan error, 1)
-			attempt := func(ctx context.Context, a hedge.Attempt) (int, error) {
-				v, err := slowPrimary(ctx, a)
-				if !a.IsHedge() {
-					exits <- err
-				}
-				return v, err
-			}
-			for range n {
-				v, err := within(t, "hedge", func() (int, error) { return hedge.Do(context.Background(), h, op, attempt) })
-				if err != nil || v != hedgeVal {
-					t.Fatalf("bgReap=%v: got (%d, %v), want (%d, nil)", bgReap, v, err, hedgeVal)
-				}
-				if !bgReap {
-					// Do reaps: the primary has returned already.
-					select {
-					case err := <-exits:
-						if !errors.Is(err, context.Canceled) {
-							t.Fatalf("primary returned %v, want context.Canceled", err)
-						}
-					default:
-						t.Fatal("Do returned before the cancelled primary")
+			synctest.Test(t, func(t *testing.T) {
+				defer settle()
+				h := newOneHedgeHedger(oneHedgeDelay, bgReap)
+				exits := make(chan error, 1)
+				attempt := func(ctx context.Context, a hedge.Attempt) (int, error) {
+					v, err := slowPrimary(ctx, a)
+					if !a.IsHedge() {
+						exits <- err
 					}
-				} else {
-					waitPrimary(t, exits)
+					return v, err
 				}
-			}
-			st := h.OpStats(op)
-			if st.Requests != n || st.Hedges != n || st.HedgeWins != n || st.PrimaryWins != 0 || st.BudgetDenied != 0 {
-				t.Errorf("bgReap=%v: stats %+v, want %d calls each won by a hedge", bgReap, st, n)
-			}
+				for range n {
+					v, err := hedge.Do(context.Background(), h, op, attempt)
+					if err != nil || v != hedgeVal {
+						t.Fatalf("bgReap=%v: got (%d, %v), want (%d, nil)", bgReap, v, err, hedgeVal)
+					}
+					if !bgReap {
+						checkReaped(t, exits)
+					} else {
+						waitPrimary(t, exits)
+					}
+				}
+				st := h.OpStats(op)
+				if st.Requests != n || st.Hedges != n || st.HedgeWins != n || st.PrimaryWins != 0 || st.BudgetDenied != 0 {
+					t.Errorf("bgReap=%v: stats %+v, want %d calls each won by a hedge", bgReap, st, n)
+				}
+			})
 		}
 
 		t.Run("failsafe", func(t *testing.T) {
-			var hedges atomic.Int64
-			ex := newOneHedgeExecutor(oneHedgeDelay).OnDone(func(e failsafe.ExecutionDoneEvent[int]) {
-				hedges.Add(int64(e.Hedges()))
+			synctest.Test(t, func(t *testing.T) {
+				defer settle()
+				var hedges atomic.Int64
+				ex := newOneHedgeExecutor(oneHedgeDelay).OnDone(func(e failsafe.ExecutionDoneEvent[int]) {
+					hedges.Add(int64(e.Hedges()))
+				})
+				exits := make(chan error, 1)
+				fn := func(e failsafe.Execution[int]) (int, error) {
+					v, err := slowPrimaryExec(e)
+					if !e.IsHedge() {
+						exits <- err
+					}
+					return v, err
+				}
+				for range n {
+					v, err := ex.GetWithExecution(fn)
+					if err != nil || v != hedgeVal {
+						t.Fatalf("got (%d, %v), want (%d, nil)", v, err, hedgeVal)
+					}
+					// failsafe-go does not wait for the primary, but it
+					// must have cancelled it.
+					waitPrimary(t, exits)
+				}
+				if hedges.Load() != n {
+					t.Errorf("%d hedges in %d calls, want one each", hedges.Load(), n)
+				}
 			})
-			exits := make(chan error, 1)
-			fn := func(e failsafe.Execution[int]) (int, error) {
-				v, err := slowPrimaryExec(e)
-				if !e.IsHedge() {
-					exits <- err
+		})
+
+		// PreciseTimers, on the real clock: the hedge wins, not before the
+		// delay, and Do returns after the cancelled primary. Nothing here
+		// depends on how late the timer fires. (Were no hedge to fire, the
+		// call would block until the test binary's timeout, which reports
+		// where.)
+		t.Run("precise", func(t *testing.T) {
+			var precise *oneHedgeCase
+			for i := range oneHedgeCases {
+				if oneHedgeCases[i].name == "hedge-precise" {
+					precise = &oneHedgeCases[i]
 				}
-				return v, err
 			}
-			for range n {
-				v, err := within(t, "failsafe", func() (int, error) { return ex.GetWithExecution(fn) })
-				if err != nil || v != hedgeVal {
-					t.Fatalf("got (%d, %v), want (%d, nil)", v, err, hedgeVal)
+			if precise == nil {
+				t.Fatal("no hedge-precise case: update the name the bubbles above skip")
+			}
+			for _, d := range oneHedgeDelays {
+				call := precise.newCall(d.delay)
+				for range n {
+					start := time.Now()
+					v, err := call()
+					el := time.Since(start)
+					if err != nil || v != hedgeVal {
+						t.Fatalf("%s: got (%d, %v), want (%d, nil): the hedge did not win", d.name, v, err, hedgeVal)
+					}
+					if el < d.delay {
+						t.Fatalf("%s: call took %v, less than the delay: the hedge did not wait", d.name, el)
+					}
 				}
-				// failsafe-go does not wait for the primary, but it
-				// must have cancelled it.
-				waitPrimary(t, exits)
-			}
-			if hedges.Load() != n {
-				t.Errorf("%d hedges in %d calls, want one each", hedges.Load(), n)
+				// The same Hedger setup, with the primary reporting its
+				// exit.
+				h := newOneHedgeHedgerWith(hedge.Config{PreciseTimers: true}, d.delay)
+				exits := make(chan error, 1)
+				attempt := func(ctx context.Context, a hedge.Attempt) (int, error) {
+					v, err := slowPrimary(ctx, a)
+					if !a.IsHedge() {
+						exits <- err
+					}
+					return v, err
+				}
+				for range n {
+					v, err := hedge.Do(context.Background(), h, op, attempt)
+					if err != nil || v != hedgeVal {
+						t.Fatalf("%s: got (%d, %v), want (%d, nil): the hedge did not win", d.name, v, err, hedgeVal)
+					}
+					checkReaped(t, exits)
+				}
 			}
 		})
 	})
 
+	// On the real clock: hedgedhttp runs its copies on a pool of goroutines
+	// that wait on a package-level channel forever, which a bubble cannot
+	// hold. Nothing here races: the only timer is the hour's delay, against
+	// a response made in memory.
 	t.Run("HTTPNoHedge", func(t *testing.T) {
 		for _, c := range httpCases {
 			inner := &countingTransport{}
@@ -238,38 +318,32 @@ func TestPeersAgree(t *testing.T) {
 	})
 }
 
-// within runs call, failing t if it does not return in time: when no hedge
-// fires, the blocked primary would hang the test rather than fail it.
-func within(t *testing.T, name string, call func() (int, error)) (int, error) {
-	t.Helper()
-	type result struct {
-		v   int
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := call()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: call still running after 5s: no hedge fired to rescue the blocked primary", name)
-		return 0, nil
-	}
-}
+// settle lets fake time pass at the end of a bubble, so that a Hedger's
+// timer goroutine, which lingers for 50 ms after its last timer, exits
+// before the bubble ends.
+func settle() { time.Sleep(time.Second) }
 
-// waitPrimary waits for the cancelled primary to report its exit.
-func waitPrimary(t *testing.T, exits <-chan error) {
+// checkReaped checks that the cancelled primary has already returned, with
+// context.Canceled: Do (without ReapInBackground) returns only after it.
+func checkReaped(t *testing.T, exits <-chan error) {
 	t.Helper()
 	select {
 	case err := <-exits:
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("primary returned %v, want context.Canceled", err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the primary was never cancelled")
+	default:
+		t.Fatal("Do returned before the cancelled primary")
+	}
+}
+
+// waitPrimary waits for the cancelled primary to report its exit. In a
+// bubble, a primary that is never cancelled leaves every goroutine blocked,
+// which fails the test.
+func waitPrimary(t *testing.T, exits <-chan error) {
+	t.Helper()
+	if err := <-exits; !errors.Is(err, context.Canceled) {
+		t.Fatalf("primary returned %v, want context.Canceled", err)
 	}
 }
 
