@@ -7,15 +7,26 @@
 //
 // With a Hedger of your own:
 //
-//	h, _ := hedge.New(hedge.Config{Retryable: hedgegrpc.NonFatal(codes.Unavailable)})
-//	ic, _ := hedgegrpc.New(h)
-//	conn, _ := grpc.NewClient(target, grpc.WithUnaryInterceptor(ic.Unary), ...)
+//	h, err := hedge.New(hedge.Config{Retryable: hedgegrpc.NonFatal(codes.Unavailable)})
+//	ic, err := hedgegrpc.New(h)
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithTransportCredentials(insecure.NewCredentials()), // or your TLS credentials
+//		grpc.WithUnaryInterceptor(ic.Unary))
 //
 // or from gRPC's own service config, the same JSON you may give
 // grpc.WithDefaultServiceConfig:
 //
 //	sc, err := hedgegrpc.ParseServiceConfig(js) // every mistake, each naming its field
+//	for _, w := range sc.Warnings {             // near misses, such as "hedgingPolicey"
+//		log.Print(w)
+//	}
 //	ic, err := hedgegrpc.NewFromServiceConfig(sc, hedge.Config{})
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithTransportCredentials(insecure.NewCredentials()),
+//		grpc.WithUnaryInterceptor(ic.Unary))
+//
+// (grpc.NewClient requires transport credentials; insecure ones are for
+// plaintext, inside a trusted network or a test.)
 //
 // The operation class of a call (the op of hedge.Do: delay estimates and
 // stats) is its full method name, "/package.Service/Method"; WithOpName
@@ -36,7 +47,10 @@
 //	hedgingPolicy.maxAttempts       Config.MaxAttempts                    nothing: required, >= 2, capped at 5; with
 //	                                                                        WithReplicas, also at most one copy per conn
 //	hedgingPolicy.hedgingDelay      Config.Delay = hedge.Fixed(d)         no hedge is sent when the time left before the
-//	                                                                        caller's deadline is shorter than the delay
+//	                                                                        caller's deadline is shorter than the delay; a
+//	                                                                        delay from the longest time.Duration
+//	                                                                        ("9223372036.854775807s") to the proto maximum
+//	                                                                        ("315576000000.999999999s") is hedge.Never
 //	hedgingPolicy.nonFatalStatus-   Config.Retryable = NonFatal(codes...) nothing: non-fatal sends the next copy now (while
 //	  Codes                                                                 the deadline has not passed); any other code
 //	                                                                        cancels the rest and is returned
@@ -53,13 +67,54 @@
 //
 // Also unlike grpc-java: a copy wins only when it completes with OK (gRPC
 // commits an attempt as soon as response headers arrive, which for a unary
-// call matters only if the server sends headers and then fails); server
-// pushback (grpc-retry-pushback-ms) is ignored. When every copy fails, the
-// last copy's status is returned. A method config may set retryPolicy or
+// call matters only if the server sends headers and then fails). When
+// every copy fails, the last copy's status is returned. A method config may set retryPolicy or
 // hedgingPolicy, not both, as in gRPC; gRPC-Go itself ignores hedgingPolicy,
 // so giving the same JSON to grpc.WithDefaultServiceConfig does not hedge
 // twice. Do not give a hedged method a retryPolicy in a config gRPC-Go
 // applies: each copy would then also be retried by gRPC.
+//
+// # Misspelt keys
+//
+// gRPC ignores fields it does not know, so a misspelt key such as
+// "hedging_policy" would turn hedging off without a word. ParseServiceConfig
+// refuses keys that are certainly wrong: another spelling (snake_case,
+// kebab-case) of a field hedgegrpc reads, any key in hedgingPolicy,
+// retryThrottling or a name entry that is not one of their fields (gRPC
+// defines exactly those), and a field given twice. Near misses that might
+// be deliberate are accepted and listed in ServiceConfig.Warnings, each a
+// *ConfigError naming the key and what to write: a key differing from a
+// gRPC field only in case (read, as gRPC-Go reads it, but grpc-java and
+// gRPC C++ would not), an unknown key a small edit away from a gRPC field
+// in the top level or a methodConfig entry ("hedgingPolicey", "names"), a
+// gRPC field hedgegrpc does not read in snake_case ("wait_for_ready"), a
+// field in the wrong object, and a hedgingPolicy in an entry without
+// names. hedgegrpc logs nothing: log the warnings, or fail on them in a
+// test of your configs.
+//
+// # Server pushback
+//
+// A server may answer a failing copy with the trailer PushbackKey
+// ("grpc-retry-pushback-ms"), gRPC's way to say "stop hedging": in A6 a
+// negative or unparsable value means "send no further copy", and a number
+// of milliseconds means "send the next copy only after that long". Every
+// copy asks for trailers, so the interceptor sees the key whether or not
+// the caller set grpc.Trailer. When a failed copy carries it, with any
+// value, the copy's error is marked hedge.Pushback, which guarantees:
+//
+//   - no further copy of that call is sent, whatever its status code and
+//     nonFatalStatusCodes say;
+//   - the call returns that copy's status (and, to a grpc.Trailer option,
+//     its trailer with the pushback), and copies still in flight are
+//     cancelled: gRPC would let them finish, but the engine cannot stop
+//     further copies without ending the call;
+//   - a retryThrottling bucket (or any throttle Budget) is debited once for
+//     it, as gRPC counts a pushback as a failure.
+//
+// A value that gives a delay ends the call too, for now: the engine has no
+// way to hold the next copy back for a given time, and sending it at once,
+// as for any non-fatal failure, would ignore the server. A reply with OK
+// wins whatever its trailers say.
 //
 // Each hedge copy carries the metadata PreviousAttemptsKey
 // ("grpc-previous-rpc-attempts") with its attempt index, as in gRPC, so a
@@ -96,7 +151,42 @@
 // WithReplicas: the Hedger (Config.Replicas = number of conns) picks a
 // replica for each copy that holds no other copy of the call, preferring
 // the less busy, and the copy is invoked on that conn, never on the conn
-// the call was made on. See the WithReplicas example for the wiring.
+// the call was made on. The conns need the interceptor when they are
+// dialed, and the Interceptor needs the conns, so the conns are dialed
+// with a function that calls the Interceptor made afterwards:
+//
+//	addrs := []string{"10.0.0.1:50051", "10.0.0.2:50051", "10.0.0.3:50051"}
+//	h, err := hedge.New(hedge.Config{
+//		Replicas:  len(addrs),
+//		Retryable: hedgegrpc.NonFatal(codes.Unavailable),
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	var ic *hedgegrpc.Interceptor // set below, before the first call
+//	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+//		return ic.Unary(ctx, method, req, reply, cc, invoker, opts...)
+//	}
+//	conns := make([]*grpc.ClientConn, len(addrs))
+//	for i, addr := range addrs {
+//		conns[i], err = grpc.NewClient(addr,
+//			grpc.WithTransportCredentials(insecure.NewCredentials()), // or your TLS credentials
+//			grpc.WithUnaryInterceptor(unary))
+//		if err != nil {
+//			return err
+//		}
+//		defer conns[i].Close()
+//	}
+//	if ic, err = hedgegrpc.New(h, hedgegrpc.WithReplicas(conns...)); err != nil {
+//		return err
+//	}
+//	client := pb.NewYourServiceClient(conns[0]) // any of the conns will do
+//
+// With a service config, make ic with hedgegrpc.NewFromServiceConfig(sc,
+// hedge.Config{}, hedgegrpc.WithReplicas(conns...)) instead; it sets
+// Config.Replicas. The Interceptor is installed on every conn: it hedges
+// the calls made on any of them and passes its own copies through on the
+// others.
 //
 // # Deadlines and cancellation
 //
@@ -114,6 +204,7 @@
 //   - Transparent retries (an RPC that never reached the server
 //     application) are left to gRPC-Go, which does them for each copy on
 //     its own; they do not count as copies.
-//   - It does not retry with backoff (gRPC's retryPolicy does), honour
-//     pushback, or shed load.
+//   - It does not retry with backoff (gRPC's retryPolicy does), hold a
+//     copy back for the delay a server's pushback gives (it stops
+//     instead), or shed load.
 package hedgegrpc

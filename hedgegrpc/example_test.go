@@ -47,7 +47,7 @@ func ExampleParseServiceConfig() {
 	// /other.Service/Get: not hedged
 	// retryThrottling{maxTokens: 10, tokenRatio: 0.1}
 	// hedgegrpc: service config: methodConfig[0].hedgingPolicy.maxAttempts: 1 is below 2: hedging needs the primary and at least one hedge; use 2
-	// hedgegrpc: service config: methodConfig[0].hedgingPolicy.hedgingDelay: "10ms" is not a duration: give seconds with an "s" suffix, such as "0.010s" for 10ms
+	// hedgegrpc: service config: methodConfig[0].hedgingPolicy.hedgingDelay: "10ms" is not a duration: a service config gives seconds with an "s" suffix; write "0.010s"
 }
 
 // WithReplicas sends the copies of a call to different backends, one

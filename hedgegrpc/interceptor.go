@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -22,6 +23,14 @@ import (
 // gRPC's A6: copy i (i > 0) carries the value i, the number of copies sent
 // before it; the primary does not carry it.
 const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
+
+// PushbackKey is the trailer key with which a server asks the client not
+// to hedge a call further, as in gRPC's A6: its value is a number of
+// milliseconds to wait before the next copy, and a negative or unparsable
+// value means "no further copy". hedgegrpc ends the call at any value (see
+// the package doc, "Server pushback"). A server sets it with
+// grpc.SetTrailer(ctx, metadata.Pairs(hedgegrpc.PushbackKey, "-1")).
+const PushbackKey = "grpc-retry-pushback-ms"
 
 // prevAttempts[i] is the key's value for copy i.
 var prevAttempts = [hedge.HardMaxAttempts]string{"0", "1", "2", "3", "4"}
@@ -46,7 +55,8 @@ type options struct {
 // conn's interceptor chain; a copy on another conn goes through that conn's
 // Invoke and so through that conn's own interceptors (once per copy). The
 // Interceptor recognises the copies, so it may be installed on every conn
-// of the set (see the example); it then passes them through.
+// of the set (see the package doc for the wiring); it then passes them
+// through.
 //
 // Streaming calls are not affected: they go to the conn they were made on.
 func WithReplicas(conns ...*grpc.ClientConn) Option {
@@ -125,38 +135,53 @@ func New(h *hedge.Hedger, opts ...Option) (*Interceptor, error) {
 // default, shared across methods. With WithReplicas, base.Replicas is set
 // to the number of conns (if base sets it, it must match).
 //
-// Every mistake, in sc or base, is reported here, not at the first call.
+// Every mistake, in sc, base and opts, is reported here at once, not at the
+// first call. ServiceConfig.Warnings are not: check them after
+// ParseServiceConfig.
 func NewFromServiceConfig(sc *ServiceConfig, base hedge.Config, opts ...Option) (*Interceptor, error) {
 	o, err := collect(opts)
-	if err != nil {
-		return nil, err
-	}
+	errs := []error{err}
 	if sc == nil {
-		return nil, errors.New("hedgegrpc: NewFromServiceConfig(nil, ...): pass the result of ParseServiceConfig")
-	}
-	if err := sc.Validate(); err != nil {
-		return nil, err
+		errs = append(errs, errors.New("hedgegrpc: NewFromServiceConfig(nil, ...): pass the result of ParseServiceConfig"))
+	} else {
+		errs = append(errs, sc.Validate())
+		if sc.RetryThrottling != nil && (base.Budget != nil || base.NoBudget) {
+			errs = append(errs, errors.New("hedgegrpc: the service config sets retryThrottling and base Config sets Budget or NoBudget: keep one"))
+		}
 	}
 	if o.conns != nil {
 		if base.Replicas != 0 && base.Replicas != len(o.conns) {
-			return nil, fmt.Errorf("hedgegrpc: base Config.Replicas = %d but WithReplicas has %d conns: leave Replicas at 0 and it is set for you", base.Replicas, len(o.conns))
+			errs = append(errs, fmt.Errorf("hedgegrpc: base Config.Replicas = %d but WithReplicas has %d conns: leave Replicas at 0 and it is set for you", base.Replicas, len(o.conns)))
+		} else {
+			base.Replicas = len(o.conns)
 		}
-		base.Replicas = len(o.conns)
+	}
+	if sc != nil && slices.ContainsFunc(sc.MethodConfigs, func(mc MethodConfig) bool { return mc.Hedging != nil }) {
+		// base on its own, with the fields every policy sets given valid
+		// values, so that a mistake in it is reported once, not per entry.
+		probe := base
+		probe.MaxAttempts, probe.Delay, probe.Retryable = 2, hedge.Fixed(0), nil
+		if base.Budget == nil && !base.NoBudget && sc.RetryThrottling != nil {
+			probe.NoBudget = true // the throttle replaces the budget
+		}
+		if _, err := hedge.New(probe); err != nil {
+			errs = append(errs, fmt.Errorf("hedgegrpc: base Config: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	switch {
-	case sc.RetryThrottling != nil && (base.Budget != nil || base.NoBudget):
-		return nil, errors.New("hedgegrpc: the service config sets retryThrottling and base Config sets Budget or NoBudget: keep one")
 	case sc.RetryThrottling != nil:
 		b, err := sc.RetryThrottling.Budget()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("hedgegrpc: retryThrottling: %w", err)
 		}
 		base.Budget = b
 	case base.Budget == nil && !base.NoBudget:
 		base.Budget, _ = hedge.NewBudget(0.1, 10)
 	}
 	ic := &Interceptor{byKey: map[string]*hedge.Hedger{}, conns: o.conns, opName: o.opName}
-	var errs []error
 	for i, mc := range sc.MethodConfigs {
 		var h *hedge.Hedger
 		if mc.Hedging != nil {
@@ -217,6 +242,10 @@ type copyKey struct{}
 // PreviousAttemptsKey metadata. Every copy's context derives from ctx, so
 // the caller's deadline and cancellation bound all of them.
 //
+// A copy that fails with a PushbackKey trailer ends the call with its
+// status, and no further copy is sent (see the package doc, "Server
+// pushback").
+//
 // When every copy fails, the error returned is the last copy's, as gRPC
 // reports it (status.Code works on it). When the caller's context ends the
 // call, the error has code DeadlineExceeded or Canceled.
@@ -274,16 +303,19 @@ type call struct {
 // copyState is what one copy owns. Its copy writes it; the caller reads it
 // only after seeing done, or after hedge.Do returned its index.
 type copyState struct {
-	reply any
-	out   *callOutputs // nil unless the call has special options
-	err   error
-	done  atomic.Bool
+	reply   any
+	trailer metadata.MD  // always asked for: it may carry pushback
+	out     *callOutputs // nil unless the call has special options
+	err     error        // as gRPC returned it
+	ret     error        // as returned to hedge.Do: err, or hedge.Pushback(err)
+	done    atomic.Bool
+	optBuf  [2]grpc.CallOption // backs the copy's options in the common case
 }
 
-// callOutputs receive what Header, Trailer and Peer options would write.
+// callOutputs receive what Header and Peer options would write.
 type callOutputs struct {
-	header, trailer metadata.MD
-	peer            peer.Peer
+	header metadata.MD
+	peer   peer.Peer
 }
 
 // attempt sends copy a.Index.
@@ -294,11 +326,10 @@ func (c *call) attempt(ctx context.Context, a hedge.Attempt) (int, error) {
 	} else {
 		s.reply = reflect.New(c.rt).Interface()
 	}
-	opts := c.opts
 	if c.special {
 		s.out = new(callOutputs)
-		opts = s.out.redirect(c.opts)
 	}
+	opts := s.redirect(c.opts)
 	if a.Index > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, prevAttempts[a.Index])
 	}
@@ -314,27 +345,46 @@ func (c *call) attempt(ctx context.Context, a hedge.Attempt) (int, error) {
 		ctx = context.WithValue(ctx, copyKey{}, true)
 		err = c.ic.conns[a.Replica].Invoke(ctx, c.method, c.req, s.reply, opts...)
 	}
-	s.err = err
+	s.err, s.ret = err, err
+	if err != nil && len(s.trailer[PushbackKey]) > 0 {
+		// Every value stops the call for now: the engine cannot yet hold
+		// the next copy back for a given time, and sending it at once
+		// would ignore the server.
+		s.ret = hedge.Pushback(err)
+	}
 	s.done.Store(true)
-	return a.Index, err
+	return a.Index, s.ret
 }
 
-// redirect returns opts with Header, Trailer and Peer options pointed at
-// out and OnFinish options removed (finish runs them once).
-func (out *callOutputs) redirect(opts []grpc.CallOption) []grpc.CallOption {
-	r := make([]grpc.CallOption, 0, len(opts))
+// redirect returns the call options of a copy: opts with Header, Trailer
+// and Peer options pointed at s and OnFinish options removed (finish runs
+// them once), and a Trailer option for s if opts has none. s.out is set if
+// opts hold special options.
+func (s *copyState) redirect(opts []grpc.CallOption) []grpc.CallOption {
+	r := s.optBuf[:0]
+	trailer := false
 	for _, o := range opts {
+		if s.out == nil {
+			r = append(r, o)
+			continue
+		}
 		switch o.(type) {
 		case grpc.HeaderCallOption, *grpc.HeaderCallOption:
-			r = append(r, grpc.Header(&out.header))
+			r = append(r, grpc.Header(&s.out.header))
 		case grpc.TrailerCallOption, *grpc.TrailerCallOption:
-			r = append(r, grpc.Trailer(&out.trailer))
+			if !trailer {
+				r = append(r, grpc.Trailer(&s.trailer))
+				trailer = true
+			}
 		case grpc.PeerCallOption, *grpc.PeerCallOption:
-			r = append(r, grpc.Peer(&out.peer))
+			r = append(r, grpc.Peer(&s.out.peer))
 		case grpc.OnFinishCallOption, *grpc.OnFinishCallOption:
 		default:
 			r = append(r, o)
 		}
+	}
+	if !trailer {
+		r = append(r, grpc.Trailer(&s.trailer))
 	}
 	return r
 }
@@ -361,27 +411,33 @@ func (c *call) finish(i int, err error) error {
 }
 
 // failure picks the error to return: the last copy's when several failed,
-// as a gRPC status error, and the copy it came from (nil if none).
+// as gRPC returned it (without hedge's marks), and the copy it came from
+// (nil if none).
 func (c *call) failure(err error) (error, *copyState) {
 	var from *copyState
-	if ae, ok := err.(*hedge.AttemptsError); ok && len(ae.Errs) > 0 {
+	var ae *hedge.AttemptsError
+	if errors.As(err, &ae) && len(ae.Errs) > 0 {
 		err = ae.Errs[len(ae.Errs)-1]
-		if ce, ok := err.(*hedge.CopyError); ok {
-			err = ce.Err
-			if s := &c.copies[ce.Index]; s.done.Load() {
-				from = s
-			}
+	}
+	var ce *hedge.CopyError
+	if errors.As(err, &ce) {
+		err = ce.Err
+		if ce.Index >= 0 && ce.Index < len(c.copies) && c.copies[ce.Index].done.Load() {
+			from = &c.copies[ce.Index]
 		}
 	} else {
 		for j := range c.copies {
-			if s := &c.copies[j]; s.done.Load() && sameError(s.err, err) {
+			if s := &c.copies[j]; s.done.Load() && sameError(s.ret, err) {
 				from = s
 				break
 			}
 		}
 	}
-	if _, ok := err.(interface{ GRPCStatus() *status.Status }); !ok &&
-		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	if from != nil {
+		err = from.err
+	}
+	var st interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &st) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		err = status.FromContextError(err).Err()
 	}
 	return err, from
@@ -402,24 +458,28 @@ func sameError(a, b error) bool {
 // deliver writes the outputs of copy from (nil: none) to the caller's
 // Header, Trailer and Peer options and runs OnFinish callbacks once.
 func (c *call) deliver(from *copyState, err error) {
-	var out callOutputs
-	if from != nil && from.out != nil {
-		out = *from.out
+	var header, trailer metadata.MD
+	var p peer.Peer
+	if from != nil {
+		trailer = from.trailer
+		if from.out != nil {
+			header, p = from.out.header, from.out.peer
+		}
 	}
 	for _, o := range c.opts {
 		switch o := o.(type) {
 		case grpc.HeaderCallOption:
-			*o.HeaderAddr = out.header
+			*o.HeaderAddr = header
 		case *grpc.HeaderCallOption:
-			*o.HeaderAddr = out.header
+			*o.HeaderAddr = header
 		case grpc.TrailerCallOption:
-			*o.TrailerAddr = out.trailer
+			*o.TrailerAddr = trailer
 		case *grpc.TrailerCallOption:
-			*o.TrailerAddr = out.trailer
+			*o.TrailerAddr = trailer
 		case grpc.PeerCallOption:
-			*o.PeerAddr = out.peer
+			*o.PeerAddr = p
 		case *grpc.PeerCallOption:
-			*o.PeerAddr = out.peer
+			*o.PeerAddr = p
 		}
 	}
 	for _, o := range c.opts {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -284,15 +285,23 @@ func TestReplyIsolation(t *testing.T) {
 }
 
 // The caller's deadline bounds every copy (servers see it), and the call
-// returns DeadlineExceeded with no copy left running.
+// returns DeadlineExceeded with no copy left running. The deadline expires
+// when the test says, once both copies have reached their backends, so the
+// outcome does not depend on how fast the machine is.
 func TestCallerDeadline(t *testing.T) {
+	arrived := make(chan string, 2)
 	handle := func(ctx context.Context, b *backend, attempt string) (*testgrpc.SimpleResponse, error) {
+		arrived <- b.id
 		return nil, stall(ctx)
 	}
-	h := mustHedger(t, hedge.Config{Delay: hedge.Fixed(time.Millisecond), Replicas: 2})
+	h := mustHedger(t, hedge.Config{Delay: hedge.Fixed(0), Replicas: 2})
 	c := newCluster(t, 2, handle, withHedger(h, true))
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
+	ctx := newExpiring(time.Hour)
+	go func() {
+		<-arrived
+		<-arrived
+		ctx.expire()
+	}()
 	var finished []error
 	_, err := c.client().UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.OnFinish(func(err error) { finished = append(finished, err) }))
 	if status.Code(err) != codes.DeadlineExceeded {
@@ -304,12 +313,42 @@ func TestCallerDeadline(t *testing.T) {
 	if len(finished) != 1 || status.Code(finished[0]) != codes.DeadlineExceeded {
 		t.Errorf("OnFinish called with %v, want once with DeadlineExceeded", finished)
 	}
+	seen := c.byAttempt(t)
+	if len(seen) != 2 {
+		t.Errorf("attempts seen: %v, want the primary and a hedge", seen)
+	}
 	for _, b := range c.backends {
 		for _, a := range b.seen() {
 			if !a.hasDeadline {
 				t.Errorf("%s: copy %q arrived without the caller's deadline", b.id, a.attempt)
 			}
 		}
+	}
+}
+
+// expiring is a context whose deadline, reported as d from its making (so
+// that gRPC sends it as grpc-timeout), passes when expire is called rather
+// than on the clock.
+type expiring struct {
+	deadline time.Time
+	done     chan struct{}
+	once     sync.Once
+}
+
+func newExpiring(d time.Duration) *expiring {
+	return &expiring{deadline: time.Now().Add(d), done: make(chan struct{})}
+}
+
+func (e *expiring) expire()                     { e.once.Do(func() { close(e.done) }) }
+func (e *expiring) Deadline() (time.Time, bool) { return e.deadline, true }
+func (e *expiring) Done() <-chan struct{}       { return e.done }
+func (e *expiring) Value(any) any               { return nil }
+func (e *expiring) Err() error {
+	select {
+	case <-e.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
 	}
 }
 
@@ -650,7 +689,7 @@ func TestConstructionErrors(t *testing.T) {
 			sc, _ := hedgegrpc.ParseServiceConfig(`{"methodConfig": [{"name": [{}], "hedgingPolicy": {"maxAttempts": 2}}]}`)
 			_, err := hedgegrpc.NewFromServiceConfig(sc, hedge.Config{MaxHedgesInFlight: -1})
 			return err
-		}, "methodConfig[0]: hedge: Config.MaxHedgesInFlight"},
+		}, "base Config: hedge: Config.MaxHedgesInFlight"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.err()
@@ -717,4 +756,172 @@ func TestConcurrentCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A hedgingDelay longer than any call, such as "9223372036s" (the most
+// whole seconds a time.Duration holds) or "315576000000s" (the longest
+// proto Duration, hedge.Never), sends no hedge however long the primary
+// takes. On synctest's fake clock the call starts a second after the
+// Hedger was made (so that start plus delay passes math.MaxInt64) and the
+// primary takes an hour: a deadline that wrapped around would send the
+// hedge at once. The invoker stands in for the network, whose sockets
+// would keep the fake clock from moving.
+func TestHugeHedgingDelayNeverHedges(t *testing.T) {
+	for _, delay := range []string{"9223372036s", "9223372036.854775807s", "9223372036.854775808s", "315576000000s", "315576000000.999999999s"} {
+		t.Run(delay, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sc, err := hedgegrpc.ParseServiceConfig(`{"methodConfig": [{"name": [{}],
+					"hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "` + delay + `"}}]}`)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ic, err := hedgegrpc.NewFromServiceConfig(sc, hedge.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var copies atomic.Int64
+				invoker := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+					copies.Add(1)
+					select {
+					case <-time.After(time.Hour):
+						reply.(*testgrpc.SimpleResponse).Hostname = "attempt=" + attemptOf(ctx)
+						return nil
+					case <-ctx.Done():
+						return status.FromContextError(ctx.Err()).Err()
+					}
+				}
+				time.Sleep(time.Second)
+				resp := &testgrpc.SimpleResponse{}
+				if err := ic.Unary(context.Background(), unaryCall, &testgrpc.SimpleRequest{}, resp, nil, invoker); err != nil {
+					t.Fatal(err)
+				}
+				st := ic.Hedger(unaryCall).OpStats(unaryCall)
+				if n := copies.Load(); n != 1 || st.Hedges != 0 || resp.GetHostname() != "attempt=" {
+					t.Errorf("copies %d, hedges %d, reply from %q; want one copy, no hedge, the primary's reply", n, st.Hedges, resp.GetHostname())
+				}
+				// The Hedger's timer goroutine lingers after its last
+				// timer: let fake time pass so that it ends in the bubble.
+				time.Sleep(time.Minute)
+			})
+		})
+	}
+}
+
+// A copy that fails with grpc-retry-pushback-ms in its trailers ends the
+// call with its status: no further copy goes, whether the value says "stop"
+// (negative or unparsable, gRPC's A6) or gives a delay (the engine cannot
+// hold the next copy back yet, so a delay stops too). The caller's Trailer
+// option gets the pushback, and the retryThrottling bucket is debited once,
+// as gRPC debits a pushback. Without pushback, the same failures send the
+// next copy at once (TestNonFatalCodeSendsNextCopyAtOnce).
+func TestServerPushbackStopsHedging(t *testing.T) {
+	sc, err := hedgegrpc.ParseServiceConfig(`{
+		"methodConfig": [{"name": [{}],
+			"hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "3600s", "nonFatalStatusCodes": ["UNAVAILABLE"]}}],
+		"retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
+	}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(conns []*grpc.ClientConn) (*hedgegrpc.Interceptor, error) {
+		return hedgegrpc.NewFromServiceConfig(sc, hedge.Config{}, hedgegrpc.WithReplicas(conns...))
+	}
+	for _, tc := range []struct {
+		name      string
+		pushback  string // set by the copy that pushes back
+		from      string // the attempt that pushes back; earlier ones fail without pushback
+		copies    int64
+		tokensOut float64
+	}{
+		{"primary, negative", "-1", "", 1, 9},
+		{"primary, unparsable", "soon", "", 1, 9},
+		{"primary, delay", "100", "", 1, 9},
+		{"primary, zero delay", "0", "", 1, 9},
+		// The primary fails without pushback (a token), the hedge it
+		// sends at once pushes back (another): the third copy never goes.
+		{"hedge, negative", "-1", "1", 2, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			handle := func(ctx context.Context, b *backend, attempt string) (*testgrpc.SimpleResponse, error) {
+				switch {
+				case attempt == tc.from:
+					_ = grpc.SetTrailer(ctx, metadata.Pairs(hedgegrpc.PushbackKey, tc.pushback))
+					return nil, status.Errorf(codes.Unavailable, "pushback from attempt %q", attempt)
+				case attempt < tc.from:
+					return nil, status.Errorf(codes.Unavailable, "down at attempt %q", attempt)
+				}
+				return b.reply(attempt), nil
+			}
+			c := newCluster(t, 3, handle, build)
+			var trailer metadata.MD
+			_, err := c.client().UnaryCall(context.Background(), &testgrpc.SimpleRequest{}, grpc.Trailer(&trailer))
+			if s := status.Convert(err); s.Code() != codes.Unavailable || s.Message() != fmt.Sprintf("pushback from attempt %q", tc.from) {
+				t.Errorf("error %v, want the pushing copy's status", err)
+			}
+			if _, ok := status.FromError(err); !ok {
+				t.Errorf("error %T is not a gRPC status error", err)
+			}
+			if got := c.unaryCalls(); got != tc.copies {
+				t.Errorf("copies sent: %d, want %d", got, tc.copies)
+			}
+			if got := trailer.Get(hedgegrpc.PushbackKey); len(got) != 1 || got[0] != tc.pushback {
+				t.Errorf("caller's trailer %v, want the pushback %q", trailer, tc.pushback)
+			}
+			h := c.ic.Hedger(unaryCall)
+			if got := h.Budget().Tokens(); got != tc.tokensOut {
+				t.Errorf("throttle holds %v tokens, want %v", got, tc.tokensOut)
+			}
+			if st := h.OpStats(unaryCall); st.Hedges != tc.copies-1 || st.Failures != 1 {
+				t.Errorf("stats: hedges %d, failures %d; want %d, 1", st.Hedges, st.Failures, tc.copies-1)
+			}
+		})
+	}
+
+	// Pushback on a successful reply changes nothing: the copy wins.
+	t.Run("success", func(t *testing.T) {
+		handle := func(ctx context.Context, b *backend, attempt string) (*testgrpc.SimpleResponse, error) {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(hedgegrpc.PushbackKey, "-1"))
+			return b.reply(attempt), nil
+		}
+		c := newCluster(t, 3, handle, build)
+		if _, err := c.client().UnaryCall(context.Background(), &testgrpc.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.ic.Hedger(unaryCall).Budget().Tokens(); got != 10 {
+			t.Errorf("throttle holds %v tokens, want 10", got)
+		}
+	})
+}
+
+// Pushback ends the whole call, so a copy still in flight is cancelled
+// (gRPC's A6 would let it finish; the engine has no way to stop further
+// copies without ending the call).
+func TestServerPushbackCancelsCopiesInFlight(t *testing.T) {
+	arrived := make(chan struct{})
+	cancelled := make(chan struct{})
+	handle := func(ctx context.Context, b *backend, attempt string) (*testgrpc.SimpleResponse, error) {
+		if attempt == "" {
+			close(arrived)
+			err := stall(ctx)
+			close(cancelled)
+			return nil, err
+		}
+		<-arrived
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(hedgegrpc.PushbackKey, "-1"))
+		return nil, status.Error(codes.Unavailable, "pushback")
+	}
+	h := mustHedger(t, hedge.Config{Delay: hedge.Fixed(0), Replicas: 2, Retryable: hedgegrpc.NonFatal(codes.Unavailable)})
+	c := newCluster(t, 2, handle, withHedger(h, true))
+	// The timeout only bounds a failure (the primary would stall until
+	// it): the call ends long before, whatever the scheduling.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.client().UnaryCall(ctx, &testgrpc.SimpleRequest{})
+	if s := status.Convert(err); s.Code() != codes.Unavailable || s.Message() != "pushback" {
+		t.Errorf("error %v, want the hedge's pushback status", err)
+	}
+	if n := c.inFlight.Load(); n != 0 {
+		t.Errorf("%d copies in flight after the call returned", n)
+	}
+	<-cancelled
 }

@@ -30,6 +30,17 @@ type ServiceConfig struct {
 	// RetryThrottling is the channel's throttle, or nil when the config
 	// has none.
 	RetryThrottling *RetryThrottling
+	// Warnings are the near misses ParseServiceConfig found but did not
+	// refuse, each naming its field and what to write instead: a key that
+	// differs from a gRPC field name only in case (hedgegrpc and gRPC-Go
+	// read it, other gRPC implementations do not), an unknown key close to
+	// a gRPC field name in an object that gRPC leaves open to other fields
+	// ("hedgingPolicey" in a methodConfig entry is ignored, by gRPC too, so
+	// the entry does not hedge), a gRPC field hedgegrpc does not read
+	// spelled in snake_case, a field that belongs in another object, and a
+	// hedgingPolicy in an entry without names. Log them, or fail on them in
+	// a test of your configs; NewFromServiceConfig ignores them.
+	Warnings []*ConfigError
 }
 
 // MethodConfig is one methodConfig entry: the methods it names and their
@@ -61,7 +72,11 @@ type HedgingPolicy struct {
 	// values at 5, as gRPC does.
 	MaxAttempts int
 	// Delay is hedgingDelay: the wait before each further copy. Zero
-	// sends every copy at once.
+	// sends every copy at once; hedge.Never sends none on the timer (a
+	// failure with a non-fatal code still sends the next copy at once).
+	// ParseServiceConfig gives hedge.Never for any hedgingDelay from
+	// "9223372036.854775807s", the longest time.Duration, up to the proto
+	// maximum, "315576000000.999999999s".
 	Delay time.Duration
 	// NonFatalCodes are nonFatalStatusCodes: a copy failing with one of
 	// them sends the next copy at once; any other code ends the call.
@@ -76,10 +91,13 @@ type RetryThrottling struct {
 	TokenRatio float64 // > 0; hedge.NewThrottle needs at least 0.001 and at most MaxTokens
 }
 
-// ConfigError is one mistake in a service config. Field is its path in the
-// JSON, such as "methodConfig[0].hedgingPolicy.maxAttempts" ("" for the
-// document as a whole). ParseServiceConfig and NewFromServiceConfig return
-// every mistake found, joined with errors.Join; errors.As finds the first.
+// ConfigError is one mistake in a service config, or one warning (see
+// ServiceConfig.Warnings). Field is its path in the JSON, such as
+// "methodConfig[0].hedgingPolicy.maxAttempts" ("" for the document as a
+// whole); for a misspelt key it ends with the key as written, such as
+// "methodConfig[0].hedging_policy". ParseServiceConfig and
+// NewFromServiceConfig return every mistake found, joined with
+// errors.Join; errors.As finds the first.
 type ConfigError struct {
 	Field string
 	Msg   string // what is wrong and what to do
@@ -94,31 +112,50 @@ func (e *ConfigError) Error() string {
 }
 
 // ParseServiceConfig parses a gRPC service config in JSON and checks its
-// hedging policies and retryThrottling. Field names match as in gRPC-Go
-// (encoding/json, case-insensitively); unknown fields are ignored.
+// hedging policies and retryThrottling. It returns every mistake at once,
+// each a *ConfigError naming its field and saying what to do.
 //
-// The checks, each reported as a *ConfigError naming its field:
-// hedgingPolicy.maxAttempts is required, an integer and at least 2 (above 5
-// is capped at 5); hedgingDelay, if present, is a proto Duration string
-// such as "0.010s" or ".5s", not negative (absent means "0s": every copy at
-// once); nonFatalStatusCodes, if present, lists code names such as
-// "UNAVAILABLE" or numbers 1 to 16; an entry may not set both retryPolicy
-// and hedgingPolicy; a name needs a service if it has a method, and no name
-// may appear twice; retryThrottling needs maxTokens in (0, 1000] and
-// tokenRatio > 0, within what hedge.NewThrottle accepts.
+// The checks: hedgingPolicy.maxAttempts is required, an integer and at
+// least 2 (above 5 is capped at 5, as in gRPC); hedgingDelay, if present,
+// is a proto Duration string such as "0.010s" or ".5s", not negative,
+// at most "315576000000.999999999s" (absent means "0s": every copy at
+// once; from the longest time.Duration up it is hedge.Never); nonFatalStatusCodes,
+// if present, lists code names such as "UNAVAILABLE" or numbers 1 to 16;
+// an entry may not set both retryPolicy and hedgingPolicy; a name needs a
+// service if it has a method, and no name may appear twice; retryThrottling
+// needs maxTokens in (0, 1000] and tokenRatio in [0.001, maxTokens].
+//
+// Field names: gRPC ignores keys it does not know, so a misspelt key
+// silently turns hedging off. ParseServiceConfig therefore refuses a key
+// that is certainly wrong: another spelling of a field it reads, which
+// neither it nor gRPC would read ("hedging_policy", "max-attempts"), a key
+// in hedgingPolicy, retryThrottling or a name that is not one of their
+// fields (gRPC defines exactly those), and a field given twice. Keys that
+// are probably wrong are accepted and reported in ServiceConfig.Warnings
+// (see there). Keys that differ only in case are read, as gRPC-Go reads
+// them (encoding/json matches case-insensitively). Any other key, such as
+// timeout or loadBalancingConfig, is left to gRPC.
 func ParseServiceConfig(js string) (*ServiceConfig, error) {
 	var p parser
 	sc := p.parse([]byte(js))
 	if err := errors.Join(p.errs...); err != nil {
 		return nil, err
 	}
+	sc.Warnings = p.warns
 	return sc, nil
 }
 
-type parser struct{ errs []error }
+type parser struct {
+	errs  []error
+	warns []*ConfigError
+}
 
 func (p *parser) fail(field, format string, args ...any) {
 	p.errs = append(p.errs, &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *parser) warn(field, format string, args ...any) {
+	p.warns = append(p.warns, &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (p *parser) add(err error) {
@@ -141,6 +178,7 @@ func (p *parser) parse(data []byte) *ServiceConfig {
 		p.fail("", "not a JSON object (%v): give the service config as JSON, e.g. {\"methodConfig\": [...]}", err)
 		return nil
 	}
+	p.keys("", data, &topFields)
 	sc := &ServiceConfig{}
 	if present(top.MethodConfig) {
 		var entries []json.RawMessage
@@ -169,6 +207,7 @@ func (p *parser) methodConfig(path string, raw json.RawMessage) MethodConfig {
 		p.fail(path, "not an object: give each method config as a JSON object with a name list")
 		return mc
 	}
+	p.keys(path, raw, &methodFields)
 	if present(in.Name) {
 		var names []json.RawMessage
 		if err := json.Unmarshal(in.Name, &names); err != nil {
@@ -179,16 +218,21 @@ func (p *parser) methodConfig(path string, raw json.RawMessage) MethodConfig {
 				Service string `json:"service"`
 				Method  string `json:"method"`
 			}
+			field := fmt.Sprintf("%s.name[%d]", path, j)
 			if err := json.Unmarshal(rn, &n); err != nil {
-				p.fail(fmt.Sprintf("%s.name[%d]", path, j), "not an object of strings: give {\"service\": \"pkg.Service\", \"method\": \"Method\"}")
+				p.fail(field, "not an object of strings: give {\"service\": \"pkg.Service\", \"method\": \"Method\"}")
 				continue
 			}
+			p.keys(field, rn, &nameFields)
 			mc.Names = append(mc.Names, MethodName{Service: n.Service, Method: n.Method})
 		}
 	}
 	if present(in.HedgingPolicy) {
 		if present(in.RetryPolicy) {
 			p.fail(path, "sets both retryPolicy and hedgingPolicy: gRPC allows one per method config, keep one")
+		}
+		if !present(in.Name) {
+			p.warn(path+".name", "missing: an entry without names applies to no method, so its hedgingPolicy is never used; add \"name\": [{}] for every method, or name the services and methods")
 		}
 		mc.Hedging = p.hedgingPolicy(path+".hedgingPolicy", in.HedgingPolicy)
 	}
@@ -205,6 +249,7 @@ func (p *parser) hedgingPolicy(path string, raw json.RawMessage) *HedgingPolicy 
 		p.fail(path, "not an object: give {\"maxAttempts\": 2, \"hedgingDelay\": \"0.010s\", \"nonFatalStatusCodes\": [\"UNAVAILABLE\"]}")
 		return nil
 	}
+	p.keys(path, raw, &hedgingFields)
 	hp := &HedgingPolicy{}
 	ok := true
 	field := path + ".maxAttempts"
@@ -244,10 +289,7 @@ func (p *parser) hedgingPolicy(path string, raw json.RawMessage) *HedgingPolicy 
 			ok = false
 		}
 		for k, rc := range list {
-			c, err := statusCode(rc)
-			if err == nil {
-				err = checkCode(c)
-			}
+			c, err := parseCode(rc)
 			if err != nil {
 				p.fail(fmt.Sprintf("%s[%d]", field, k), "%s", err)
 				ok = false
@@ -271,33 +313,30 @@ func (p *parser) throttling(path string, raw json.RawMessage) *RetryThrottling {
 		p.fail(path, "not an object: give {\"maxTokens\": 10, \"tokenRatio\": 0.1}")
 		return nil
 	}
-	rt := &RetryThrottling{}
-	ok := true
-	for _, f := range []struct {
+	p.keys(path, raw, &throttlingFields)
+	// Each field is checked on its own, so that every mistake is reported
+	// even when the other field is missing or wrong.
+	var vals [2]*float64
+	for i, f := range []struct {
 		name string
 		raw  json.RawMessage
-		dst  *float64
-	}{{"maxTokens", in.MaxTokens, &rt.MaxTokens}, {"tokenRatio", in.TokenRatio, &rt.TokenRatio}} {
+	}{{"maxTokens", in.MaxTokens}, {"tokenRatio", in.TokenRatio}} {
 		n, err := number(f.raw)
 		switch {
 		case !present(f.raw):
 			p.fail(path+"."+f.name, "missing: it is required (e.g. {\"maxTokens\": 10, \"tokenRatio\": 0.1})")
-			ok = false
 		case err != nil:
 			p.fail(path+"."+f.name, "%s", err)
-			ok = false
 		default:
-			*f.dst = n
+			vals[i] = &n
 		}
 	}
-	if !ok {
+	errs := checkThrottle(path, vals[0], vals[1])
+	p.errs = append(p.errs, errs...)
+	if vals[0] == nil || vals[1] == nil || len(errs) > 0 {
 		return nil
 	}
-	if errs := rt.check(path); len(errs) > 0 {
-		p.errs = append(p.errs, errs...)
-		return nil
-	}
-	return rt
+	return &RetryThrottling{MaxTokens: *vals[0], TokenRatio: *vals[1]}
 }
 
 // number decodes a JSON number.
@@ -315,45 +354,78 @@ func number(raw json.RawMessage) (float64, error) {
 // maxSeconds is the most whole seconds a time.Duration holds.
 const maxSeconds = math.MaxInt64 / int64(time.Second)
 
+// maxProtoSeconds is the most whole seconds a google.protobuf.Duration
+// holds.
+const maxProtoSeconds = 315_576_000_000
+
 // parseDuration parses the JSON form of a google.protobuf.Duration: a
 // decimal number of seconds with at most nine fractional digits and an "s"
-// suffix ("0.010s", ".5s", "3s"). Negative values are refused.
+// suffix ("0.010s", ".5s", "3s"), at most "315576000000.999999999s", the
+// proto maximum. Negative values are refused ("-0s" is zero). A value from
+// "9223372036.854775807s", the longest time.Duration, on is hedge.Never: no
+// call outlives it.
 func parseDuration(s string) (time.Duration, error) {
-	bad := fmt.Errorf("%q is not a duration: give seconds with an \"s\" suffix, such as \"0.010s\" for 10ms", s)
 	num, ok := strings.CutSuffix(s, "s")
-	if !ok {
-		return 0, bad
-	}
-	neg := strings.HasPrefix(num, "-")
-	if neg {
-		num = num[1:]
-	}
+	num, neg := strings.CutPrefix(num, "-")
 	whole, frac, dot := strings.Cut(num, ".")
-	if (whole == "" && frac == "") || (dot && frac == "") || !digits(whole) || !digits(frac) {
-		return 0, bad
+	if !ok || (whole == "" && frac == "") || (dot && frac == "") || !digits(whole) || !digits(frac) {
+		return 0, badDuration(s)
 	}
 	if len(frac) > 9 {
 		return 0, fmt.Errorf("%q has more than 9 fractional digits: nanoseconds are the finest unit", s)
 	}
+	if neg && strings.Trim(whole+frac, "0") != "" {
+		return 0, fmt.Errorf("%q is negative: use \"0s\" to send every copy at once, or a positive delay", s)
+	}
 	var secs int64
-	if whole != "" {
+	if whole = strings.TrimLeft(whole, "0"); whole != "" {
 		var err error
-		if secs, err = strconv.ParseInt(whole, 10, 64); err != nil || secs > maxSeconds {
-			return 0, fmt.Errorf("%q is too long: use at most %ds", s, maxSeconds)
+		if secs, err = strconv.ParseInt(whole, 10, 64); err != nil || secs > maxProtoSeconds {
+			return 0, fmt.Errorf("%q is above the proto Duration maximum, \"%d.999999999s\": use at most that (every delay from \"%s\" up means no hedge on the timer)", s, int64(maxProtoSeconds), formatDuration(hedge.Never))
 		}
 	}
 	var nanos int64
 	if frac != "" {
 		nanos, _ = strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
 	}
-	if secs == maxSeconds && nanos > math.MaxInt64%int64(time.Second) {
-		return 0, fmt.Errorf("%q is too long: use at most %ds", s, maxSeconds)
+	if secs > maxSeconds || (secs == maxSeconds && nanos > math.MaxInt64%int64(time.Second)) {
+		return hedge.Never, nil
 	}
-	d := time.Duration(secs)*time.Second + time.Duration(nanos)
-	if neg && d != 0 {
-		return 0, fmt.Errorf("%q is negative: use \"0s\" to send every copy at once, or a positive delay", s)
+	return time.Duration(secs)*time.Second + time.Duration(nanos), nil
+}
+
+// badDuration explains why s is not a proto Duration, with the right
+// spelling when s is a Go duration ("10ms", "1.s", "+1s") or a bare number.
+func badDuration(s string) error {
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return fmt.Errorf("%q is not a duration: a service config gives seconds with an \"s\" suffix; write %q", s, formatDuration(d))
 	}
-	return d, nil
+	// A bare number: s+"s" has the right form, so this does not recurse.
+	if s != "" && digits(s) {
+		if _, err := parseDuration(s + "s"); err == nil {
+			return fmt.Errorf("%q is not a duration: it has no unit; write %q for seconds", s, s+"s")
+		}
+	}
+	return fmt.Errorf("%q is not a duration: give seconds with an \"s\" suffix, such as \"0.010s\" for 10ms", s)
+}
+
+// formatDuration formats d (not negative) as the JSON form of a
+// google.protobuf.Duration, with 0, 3, 6 or 9 fractional digits:
+// "0.010s", "3s", "9223372036.854775807s".
+func formatDuration(d time.Duration) string {
+	secs := strconv.FormatInt(int64(d/time.Second), 10)
+	ns := int64(d % time.Second)
+	if ns == 0 {
+		return secs + "s"
+	}
+	frac := fmt.Sprintf("%09d", ns)
+	switch {
+	case ns%1e6 == 0:
+		frac = frac[:3]
+	case ns%1e3 == 0:
+		frac = frac[:6]
+	}
+	return secs + "." + frac + "s"
 }
 
 func digits(s string) bool {
@@ -395,6 +467,16 @@ func codeName(c codes.Code) string {
 	return strconv.FormatUint(uint64(c), 10)
 }
 
+// parseCode decodes one element of nonFatalStatusCodes: a failure code
+// given by its canonical name ("UNAVAILABLE") or its number (14).
+func parseCode(raw json.RawMessage) (codes.Code, error) {
+	c, err := statusCode(raw)
+	if err == nil {
+		err = checkCode(c)
+	}
+	return c, err
+}
+
 // statusCode decodes a status code given as a name or a number.
 func statusCode(raw json.RawMessage) (codes.Code, error) {
 	var name string
@@ -404,8 +486,18 @@ func statusCode(raw json.RawMessage) (codes.Code, error) {
 				return codes.Code(c), nil
 			}
 		}
+		trimmed := strings.TrimSpace(name)
+		if n, err := strconv.ParseUint(trimmed, 10, 8); err == nil && n < uint64(len(codeNames)) {
+			if n == 0 {
+				return 0, fmt.Errorf("%q is OK, which is not a failure: list failure codes, such as UNAVAILABLE", name)
+			}
+			return 0, fmt.Errorf("%q is a number in a string: write %d without quotes, or the name %s", name, n, codeNames[n])
+		}
+		if strings.EqualFold(trimmed, "canceled") {
+			return 0, fmt.Errorf("%q is not a status code name: write it CANCELLED", name)
+		}
 		for c, n := range codeNames {
-			if strings.EqualFold(n, name) || strings.EqualFold(strings.ReplaceAll(n, "_", ""), name) {
+			if strings.EqualFold(n, trimmed) || strings.EqualFold(strings.ReplaceAll(n, "_", ""), trimmed) {
 				return 0, fmt.Errorf("%q is not a status code name: write it %s", name, codeNames[c])
 			}
 		}
@@ -445,16 +537,39 @@ func checkMaxAttempts(field string, n int) error {
 // check reports the mistakes in a throttle, including the engine's own
 // limits.
 func (rt *RetryThrottling) check(path string) []error {
+	return checkThrottle(path, &rt.MaxTokens, &rt.TokenRatio)
+}
+
+// checkThrottle reports the mistakes in a throttle's fields, each on its
+// own; nil is a field that is missing or not a number (reported already).
+// tokenRatio is compared with maxTokens only when maxTokens is valid, so
+// that one mistake is not reported twice.
+func checkThrottle(path string, maxTokens, tokenRatio *float64) []error {
 	var errs []error
-	if math.IsNaN(rt.MaxTokens) || rt.MaxTokens <= 0 || rt.MaxTokens > 1000 {
-		errs = append(errs, &ConfigError{Field: path + ".maxTokens", Msg: fmt.Sprintf("%v is outside (0, 1000]: use e.g. 10", rt.MaxTokens)})
+	mtOK := false
+	if mt := maxTokens; mt != nil {
+		if math.IsNaN(*mt) || *mt <= 0 || *mt > 1000 {
+			errs = append(errs, &ConfigError{Field: path + ".maxTokens", Msg: fmt.Sprintf("%v is outside (0, 1000]: use e.g. 10", *mt)})
+		} else {
+			mtOK = true
+		}
 	}
-	if math.IsNaN(rt.TokenRatio) || rt.TokenRatio <= 0 {
-		errs = append(errs, &ConfigError{Field: path + ".tokenRatio", Msg: fmt.Sprintf("%v is not above 0: use e.g. 0.1", rt.TokenRatio)})
+	if tr := tokenRatio; tr != nil {
+		field := path + ".tokenRatio"
+		switch {
+		case math.IsNaN(*tr) || *tr <= 0:
+			errs = append(errs, &ConfigError{Field: field, Msg: fmt.Sprintf("%v is not above 0: use e.g. 0.1", *tr)})
+		case *tr < 0.001:
+			errs = append(errs, &ConfigError{Field: field, Msg: fmt.Sprintf("%v is outside [0.001, maxTokens]: the bucket counts thousandths of a token; use e.g. 0.1", *tr)})
+		case mtOK && *tr > *maxTokens:
+			errs = append(errs, &ConfigError{Field: field, Msg: fmt.Sprintf("%v is outside [0.001, maxTokens], maxTokens being %v: a success may not credit more than the whole bucket; use e.g. 0.1", *tr, *maxTokens)})
+		}
 	}
-	if len(errs) == 0 {
-		if _, err := hedge.NewThrottle(rt.MaxTokens, rt.TokenRatio); err != nil {
-			errs = append(errs, &ConfigError{Field: path + ".tokenRatio", Msg: err.Error()})
+	if len(errs) == 0 && maxTokens != nil && tokenRatio != nil {
+		// The engine's own check, should its limits ever differ from the
+		// above.
+		if _, err := hedge.NewThrottle(*maxTokens, *tokenRatio); err != nil {
+			errs = append(errs, &ConfigError{Field: path, Msg: err.Error()})
 		}
 	}
 	return errs
@@ -597,7 +712,8 @@ func (p *HedgingPolicy) Config(base hedge.Config) hedge.Config {
 }
 
 // String formats p with gRPC's field names, e.g.
-// "hedgingPolicy{maxAttempts: 3, hedgingDelay: 10ms, nonFatalStatusCodes: [UNAVAILABLE]}".
+// "hedgingPolicy{maxAttempts: 3, hedgingDelay: 10ms, nonFatalStatusCodes: [UNAVAILABLE]}";
+// a delay of hedge.Never reads "never".
 func (p *HedgingPolicy) String() string {
 	if p == nil {
 		return "not hedged"
@@ -606,5 +722,9 @@ func (p *HedgingPolicy) String() string {
 	for i, c := range p.NonFatalCodes {
 		names[i] = codeName(c)
 	}
-	return fmt.Sprintf("hedgingPolicy{maxAttempts: %d, hedgingDelay: %v, nonFatalStatusCodes: [%s]}", p.MaxAttempts, p.Delay, strings.Join(names, " "))
+	delay := p.Delay.String()
+	if p.Delay == hedge.Never {
+		delay = "never"
+	}
+	return fmt.Sprintf("hedgingPolicy{maxAttempts: %d, hedgingDelay: %s, nonFatalStatusCodes: [%s]}", p.MaxAttempts, delay, strings.Join(names, " "))
 }

@@ -2,6 +2,7 @@ package hedgegrpc_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ func TestParseServiceConfigValid(t *testing.T) {
 		js       string
 		lookups  map[string]string // full method -> HedgingPolicy.String()
 		throttle string
+		warnings []string // the fields of the expected warnings
 	}{
 		{
 			name: "full",
@@ -81,6 +83,44 @@ func TestParseServiceConfigValid(t *testing.T) {
 			js:       `{"methodConfig": [{"hedgingPolicy": {"maxAttempts": 2}}, {"name": null, "hedgingPolicy": null}], "retryThrottling": null}`,
 			lookups:  map[string]string{"/pkg.Svc/Get": "not hedged"},
 			throttle: "no retryThrottling",
+			warnings: []string{"methodConfig[0].name"},
+		},
+		{
+			name: "delays too long for a time.Duration, up to the proto maximum, are hedge.Never",
+			js: `{"methodConfig": [
+				{"name": [{"service": "a"}], "hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "9223372036s"}},
+				{"name": [{"service": "b"}], "hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "9223372036.854775807s"}},
+				{"name": [{"service": "c"}], "hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "9223372036.854775808s"}},
+				{"name": [{"service": "d"}], "hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "315576000000s"}},
+				{"name": [{"service": "e"}], "hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "315576000000.999999999s"}},
+				{"name": [{"service": "f"}], "hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "-0s"}}
+			]}`,
+			lookups: map[string]string{
+				"/a/M": "hedgingPolicy{maxAttempts: 2, hedgingDelay: 2562047h47m16s, nonFatalStatusCodes: []}",
+				"/b/M": "hedgingPolicy{maxAttempts: 2, hedgingDelay: never, nonFatalStatusCodes: []}",
+				"/c/M": "hedgingPolicy{maxAttempts: 2, hedgingDelay: never, nonFatalStatusCodes: []}",
+				"/d/M": "hedgingPolicy{maxAttempts: 2, hedgingDelay: never, nonFatalStatusCodes: []}",
+				"/e/M": "hedgingPolicy{maxAttempts: 2, hedgingDelay: never, nonFatalStatusCodes: []}",
+				"/f/M": "hedgingPolicy{maxAttempts: 2, hedgingDelay: 0s, nonFatalStatusCodes: []}",
+			},
+			throttle: "no retryThrottling",
+		},
+		{
+			name: "every gRPC field, spelled as gRPC spells it, draws no warning",
+			js: `{
+				"loadBalancingPolicy": "round_robin", "loadBalancingConfig": [{"round_robin": {}}],
+				"healthCheckConfig": {"serviceName": ""}, "x-owner": "team",
+				"methodConfig": [
+					{"name": [{"service": "pkg.Svc"}], "timeout": "1s", "waitForReady": true,
+					 "maxRequestMessageBytes": 1024, "maxResponseMessageBytes": 1024, "comment": "hedged",
+					 "hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "0.5s", "nonFatalStatusCodes": [14]}},
+					{"name": [{"service": "pkg.Svc", "method": "Put"}],
+					 "retryPolicy": {"maxAttempts": 2, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}
+				],
+				"retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
+			}`,
+			lookups:  map[string]string{"/pkg.Svc/Get": "hedgingPolicy{maxAttempts: 2, hedgingDelay: 500ms, nonFatalStatusCodes: [UNAVAILABLE]}", "/pkg.Svc/Put": "not hedged"},
+			throttle: "retryThrottling{maxTokens: 10, tokenRatio: 0.1}",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,6 +135,13 @@ func TestParseServiceConfigValid(t *testing.T) {
 			}
 			if got := sc.RetryThrottling.String(); got != tc.throttle {
 				t.Errorf("throttling %s, want %s", got, tc.throttle)
+			}
+			var warned []string
+			for _, w := range sc.Warnings {
+				warned = append(warned, w.Field)
+			}
+			if fmt.Sprint(warned) != fmt.Sprint(tc.warnings) {
+				t.Errorf("warnings %v, want them for %v", sc.Warnings, tc.warnings)
 			}
 			if err := sc.Validate(); err != nil {
 				t.Errorf("a parsed config fails Validate: %v", err)
@@ -131,17 +178,24 @@ func TestParseServiceConfigInvalid(t *testing.T) {
 		{"maxAttempts huge", hp(`{"maxAttempts": 1e999}`), "methodConfig[0].hedgingPolicy.maxAttempts", "not a number in range"},
 		{"delay negative", hp(`{"maxAttempts": 2, "hedgingDelay": "-1s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", "negative"},
 		{"delay Go syntax", hp(`{"maxAttempts": 2, "hedgingDelay": "10ms"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", `"10ms" is not a duration`},
-		{"delay no unit", hp(`{"maxAttempts": 2, "hedgingDelay": "1"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", "not a duration"},
+		{"delay no unit", hp(`{"maxAttempts": 2, "hedgingDelay": "1"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", `not a duration: it has no unit; write "1s"`},
 		{"delay dot only", hp(`{"maxAttempts": 2, "hedgingDelay": ".s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", "not a duration"},
-		{"delay trailing dot", hp(`{"maxAttempts": 2, "hedgingDelay": "1.s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", "not a duration"},
-		{"delay sign", hp(`{"maxAttempts": 2, "hedgingDelay": "+1s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", "not a duration"},
+		{"delay trailing dot", hp(`{"maxAttempts": 2, "hedgingDelay": "1.s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", `not a duration: a service config gives seconds with an "s" suffix; write "1s"`},
+		{"delay sign", hp(`{"maxAttempts": 2, "hedgingDelay": "+1s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", `write "1s"`},
+		{"delay exponent", hp(`{"maxAttempts": 2, "hedgingDelay": "1e3s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", "not a duration"},
 		{"delay too precise", hp(`{"maxAttempts": 2, "hedgingDelay": "0.0000000001s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", "more than 9 fractional digits"},
-		{"delay too long", hp(`{"maxAttempts": 2, "hedgingDelay": "9223372037s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", "too long"},
+		{"delay above the proto maximum", hp(`{"maxAttempts": 2, "hedgingDelay": "315576000001s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", `above the proto Duration maximum, "315576000000.999999999s"`},
+		{"delay far above the proto maximum", hp(`{"maxAttempts": 2, "hedgingDelay": "99999999999999999999s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", "above the proto Duration maximum"},
+		{"delay negative huge", hp(`{"maxAttempts": 2, "hedgingDelay": "-99999999999999999999s"}`), "methodConfig[0].hedgingPolicy.hedgingDelay", "negative"},
 		{"delay number", hp(`{"maxAttempts": 2, "hedgingDelay": 0.01}`), "methodConfig[0].hedgingPolicy.hedgingDelay", "not a string"},
 		{"codes not a list", hp(`{"maxAttempts": 2, "nonFatalStatusCodes": "UNAVAILABLE"}`), "methodConfig[0].hedgingPolicy.nonFatalStatusCodes", "not a list"},
 		{"code unknown", hp(`{"maxAttempts": 2, "nonFatalStatusCodes": ["UNAVAILABLE", "NOPE"]}`), "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[1]", `"NOPE" is not a status code name`},
 		{"code spelling", hp(`{"maxAttempts": 2, "nonFatalStatusCodes": ["Unavailable"]}`), "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]", "write it UNAVAILABLE"},
-		{"code Go spelling", hp(`{"maxAttempts": 2, "nonFatalStatusCodes": ["Canceled"]}`), "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]", "is not a status code name"},
+		{"code Go spelling", hp(`{"maxAttempts": 2, "nonFatalStatusCodes": ["Canceled"]}`), "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]", "is not a status code name: write it CANCELLED"},
+		{"code spaces", hp(`{"maxAttempts": 2, "nonFatalStatusCodes": [" UNAVAILABLE "]}`), "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]", "write it UNAVAILABLE"},
+		{"code number in a string", hp(`{"maxAttempts": 2, "nonFatalStatusCodes": ["14"]}`), "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]", "number in a string: write 14 without quotes, or the name UNAVAILABLE"},
+		{"code negative", hp(`{"maxAttempts": 2, "nonFatalStatusCodes": [-1]}`), "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]", "-1 is not a status code"},
+		{"code zero", hp(`{"maxAttempts": 2, "nonFatalStatusCodes": [0]}`), "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]", "OK is not a failure"},
 		{"code number out of range", hp(`{"maxAttempts": 2, "nonFatalStatusCodes": [17]}`), "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]", "17 is not a status code"},
 		{"code OK", hp(`{"maxAttempts": 2, "nonFatalStatusCodes": ["OK"]}`), "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]", "OK is not a failure"},
 		{"second entry", `{"methodConfig": [{"name": [{"service": "a"}], "hedgingPolicy": {"maxAttempts": 2}}, {"name": [{"service": "b"}], "hedgingPolicy": {"maxAttempts": 0}}]}`, "methodConfig[1].hedgingPolicy.maxAttempts", "0 is below 2"},
@@ -239,6 +293,10 @@ func FuzzParseServiceConfig(f *testing.F) {
 		`{"methodConfig": [{"name": [{"method": "m"}], "retryPolicy": {}, "hedgingPolicy": {"maxAttempts": 2}}]}`,
 		`{"retryThrottling": {"maxTokens": 1000, "tokenRatio": 0.001}}`,
 		`{"methodConfig": [{"hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "9223372036.854775807s"}}]}`,
+		`{"methodConfig": [{"name": [{}], "hedging_policy": {"maxAttempts": 2}, "HedgingPolicy": {"maxAttempts": 2}}]}`,
+		`{"methodConfig": [{"names": [{"service": "s", "methods": "m"}], "hedgingPolicey": {}, "wait_for_ready": true}], "maxTokens": 1}`,
+		`{"methodConfig": [{"name": [{}], "hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "315576000000s", "jitter": 1}}]}`,
+		`{"retryThrottling": {"maxTokens": 0}}`,
 		`[`, `null`, `""`,
 	} {
 		f.Add(seed)
@@ -246,11 +304,21 @@ func FuzzParseServiceConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, js string) {
 		sc, err := hedgegrpc.ParseServiceConfig(js)
 		if err != nil {
-			var ce *hedgegrpc.ConfigError
-			if !errors.As(err, &ce) || ce.Msg == "" {
-				t.Fatalf("error %v is not a *ConfigError with a message", err)
+			if sc != nil {
+				t.Fatalf("both a config and an error: %v", err)
+			}
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var ce *hedgegrpc.ConfigError
+				if !errors.As(e, &ce) || ce.Msg == "" {
+					t.Fatalf("error %v is not a *ConfigError with a message", e)
+				}
 			}
 			return
+		}
+		for _, w := range sc.Warnings {
+			if w == nil || w.Field == "" || w.Msg == "" {
+				t.Fatalf("warning %#v without a field or a message", w)
+			}
 		}
 		for _, mc := range sc.MethodConfigs {
 			p := mc.Hedging
@@ -274,4 +342,193 @@ func FuzzParseServiceConfig(f *testing.F) {
 		}
 		_ = sc.Lookup("/s/m")
 	})
+}
+
+// gRPC ignores keys it does not know, so a misspelt key turns hedging off
+// without a word. Keys that are certainly wrong are refused: another
+// spelling of a field hedgegrpc reads, an unknown key where gRPC defines
+// every field (hedgingPolicy, retryThrottling, a name), a field set twice.
+func TestParseServiceConfigRefusesMisspeltKeys(t *testing.T) {
+	entry := func(body string) string {
+		return `{"methodConfig": [{"name": [{"service": "s"}], ` + body + `}]}`
+	}
+	for _, tc := range []struct {
+		name, js, field, msg string
+	}{
+		{"snake_case hedgingPolicy", entry(`"hedging_policy": {"maxAttempts": 2}`), "methodConfig[0].hedging_policy", `gRPC spells this field "hedgingPolicy"`},
+		{"kebab-case hedgingPolicy", entry(`"hedging-policy": {"maxAttempts": 2}`), "methodConfig[0].hedging-policy", `write it "hedgingPolicy"`},
+		{"snake_case methodConfig", `{"method_config": []}`, "method_config", `write it "methodConfig"`},
+		{"snake_case retryThrottling", `{"retry_throttling": {"maxTokens": 10, "tokenRatio": 0.1}}`, "retry_throttling", `write it "retryThrottling"`},
+		{"snake_case maxAttempts", entry(`"hedgingPolicy": {"max_attempts": 2}`), "methodConfig[0].hedgingPolicy.max_attempts", `write it "maxAttempts"`},
+		{"snake_case nonFatalStatusCodes", entry(`"hedgingPolicy": {"maxAttempts": 2, "non_fatal_status_codes": [14]}`), "methodConfig[0].hedgingPolicy.non_fatal_status_codes", `write it "nonFatalStatusCodes"`},
+		{"unknown in a name", `{"methodConfig": [{"name": [{"service_name": "s"}]}]}`, "methodConfig[0].name[0].service_name", "a name has only service and method"},
+		{"typo in hedgingPolicy", entry(`"hedgingPolicy": {"maxAttempts": 2, "hedgingDelya": "1s"}`), "methodConfig[0].hedgingPolicy.hedgingDelya", `did you mean "hedgingDelay"?`},
+		{"unknown in hedgingPolicy", entry(`"hedgingPolicy": {"maxAttempts": 2, "jitter": 0.1}`), "methodConfig[0].hedgingPolicy.jitter", "hedgingPolicy has only maxAttempts, hedgingDelay and nonFatalStatusCodes"},
+		{"typo in retryThrottling", `{"retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1, "maxToken": 5}}`, "retryThrottling.maxToken", `did you mean "maxTokens"?`},
+		{"typo in a name", `{"methodConfig": [{"name": [{"service": "s", "methods": "Get"}]}]}`, "methodConfig[0].name[0].methods", `did you mean "method"?`},
+		{"misplaced in hedgingPolicy", entry(`"hedgingPolicy": {"maxAttempts": 2, "timeout": "1s"}`), "methodConfig[0].hedgingPolicy.timeout", "hedgingPolicy has only"},
+		{"set twice", entry(`"hedgingPolicy": {"maxAttempts": 2, "MaxAttempts": 3}`), "methodConfig[0].hedgingPolicy.MaxAttempts", `sets maxAttempts a second time ("maxAttempts" set it already)`},
+		{"set twice, same spelling", entry(`"hedgingPolicy": {"maxAttempts": 2}, "hedgingPolicy": {"maxAttempts": 3}`), "methodConfig[0].hedgingPolicy", "sets hedgingPolicy a second time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := hedgegrpc.ParseServiceConfig(tc.js)
+			if err == nil {
+				t.Fatalf("accepted: %+v", sc)
+			}
+			var ce *hedgegrpc.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v is not a *ConfigError", err)
+			}
+			if ce.Field != tc.field || !strings.Contains(ce.Msg, tc.msg) {
+				t.Errorf("got field %q, message %q\nwant field %q, message containing %q", ce.Field, ce.Msg, tc.field, tc.msg)
+			}
+		})
+	}
+}
+
+// Keys that are probably wrong are accepted and reported in Warnings, each
+// with its field and what to write; they change nothing else.
+func TestParseServiceConfigWarnsOnNearMisses(t *testing.T) {
+	for _, tc := range []struct {
+		name, js, field, msg string
+		hedged               bool // whether /s/M is hedged
+	}{
+		{"case", `{"methodConfig": [{"name": [{"service": "s"}], "HedgingPolicy": {"maxAttempts": 2}}]}`, "methodConfig[0].HedgingPolicy", `differs from "hedgingPolicy" only in case`, true},
+		{"case inside hedgingPolicy", `{"methodConfig": [{"name": [{"service": "s"}], "hedgingPolicy": {"MAXATTEMPTS": 2}}]}`, "methodConfig[0].hedgingPolicy.MAXATTEMPTS", `write it "maxAttempts"`, true},
+		{"typo", `{"methodConfig": [{"name": [{"service": "s"}], "hedgingPolicey": {"maxAttempts": 2}}]}`, "methodConfig[0].hedgingPolicey", `unknown field, ignored by gRPC too: did you mean "hedgingPolicy"?`, false},
+		{"typo in name", `{"methodConfig": [{"names": [{"service": "s"}], "hedgingPolicy": {"maxAttempts": 2}}]}`, "methodConfig[0].names", `did you mean "name"?`, false},
+		{"typo at the top", `{"methodConfigs": [{"name": [{"service": "s"}], "hedgingPolicy": {"maxAttempts": 2}}]}`, "methodConfigs", `did you mean "methodConfig"?`, false},
+		{"gRPC field in snake_case", `{"methodConfig": [{"name": [{"service": "s"}], "wait_for_ready": true, "hedgingPolicy": {"maxAttempts": 2}}]}`, "methodConfig[0].wait_for_ready", `ignored by gRPC, which spells this field "waitForReady"`, true},
+		{"misplaced at the top", `{"hedgingPolicy": {"maxAttempts": 2}}`, "hedgingPolicy", "belongs in a methodConfig entry", false},
+		{"misplaced in an entry", `{"methodConfig": [{"service": "s", "hedgingPolicy": {"maxAttempts": 2}}]}`, "methodConfig[0].service", "belongs in a name list entry", false},
+		{"no names", `{"methodConfig": [{"hedgingPolicy": {"maxAttempts": 2}}]}`, "methodConfig[0].name", "applies to no method", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := hedgegrpc.ParseServiceConfig(tc.js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sc.Warnings) == 0 {
+				t.Fatalf("no warning, want one for %s", tc.field)
+			}
+			found := false
+			for _, w := range sc.Warnings {
+				found = found || w.Field == tc.field && strings.Contains(w.Msg, tc.msg)
+			}
+			if !found {
+				t.Errorf("warnings %v\nwant one for %q containing %q", sc.Warnings, tc.field, tc.msg)
+			}
+			if hedged := sc.Lookup("/s/M") != nil; hedged != tc.hedged {
+				t.Errorf("/s/M hedged: %v, want %v", hedged, tc.hedged)
+			}
+		})
+	}
+}
+
+// Every mistake is reported at once, in every field of every entry and in
+// retryThrottling, also when a field is missing next to a wrong one.
+func TestParseServiceConfigReportsEveryMistakeAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		js   string
+		want []string
+	}{
+		{"throttling: a wrong maxTokens next to a missing tokenRatio", `{"retryThrottling": {"maxTokens": 0}}`, []string{
+			"retryThrottling.maxTokens: 0 is outside (0, 1000]",
+			"retryThrottling.tokenRatio: missing",
+		}},
+		{"throttling: a missing maxTokens next to a wrong tokenRatio", `{"retryThrottling": {"tokenRatio": -1}}`, []string{
+			"retryThrottling.maxTokens: missing",
+			"retryThrottling.tokenRatio: -1 is not above 0",
+		}},
+		{"throttling: both out of range", `{"retryThrottling": {"maxTokens": 1001, "tokenRatio": 0.0001}}`, []string{
+			"retryThrottling.maxTokens: 1001 is outside (0, 1000]",
+			"retryThrottling.tokenRatio: 0.0001 is outside [0.001, maxTokens]",
+		}},
+		{"throttling: tokenRatio above maxTokens", `{"retryThrottling": {"maxTokens": 1, "tokenRatio": 2}}`, []string{
+			"retryThrottling.tokenRatio: 2 is outside [0.001, maxTokens], maxTokens being 1",
+		}},
+		{"every entry, every field", `{
+			"methodConfig": [
+				{"name": [{"method": "Get"}], "hedgingPolicy": {"hedgingDelay": "-1s", "nonFatalStatusCodes": ["unavailable", 17]}},
+				{"name": [{"service": "s"}, {"service": "s"}], "hedging_policy": {"maxAttempts": 2}},
+				{"name": [{"service": "t"}], "retryPolicy": {}, "hedgingPolicy": {"maxAttempts": 1.5, "hedgingDelay": 1, "jitter": 1}}
+			],
+			"retryThrottling": {"maxTokens": 0, "token_ratio": 0.1}
+		}`, []string{
+			"methodConfig[0].hedgingPolicy.maxAttempts: missing",
+			`methodConfig[0].hedgingPolicy.hedgingDelay: "-1s" is negative`,
+			`methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]: "unavailable" is not a status code name: write it UNAVAILABLE`,
+			"methodConfig[0].hedgingPolicy.nonFatalStatusCodes[1]: 17 is not a status code",
+			`methodConfig[1].hedging_policy: is not read: gRPC spells this field "hedgingPolicy"`,
+			"methodConfig[2]: sets both retryPolicy and hedgingPolicy",
+			"methodConfig[2].hedgingPolicy.jitter: unknown field",
+			"methodConfig[2].hedgingPolicy.maxAttempts: 1.5 is not an integer",
+			"methodConfig[2].hedgingPolicy.hedgingDelay: not a string",
+			"methodConfig[0].name[0].service: empty with method",
+			"methodConfig[1].name[1]: s/* is already named by methodConfig[1].name[0]",
+			`retryThrottling.token_ratio: is not read: gRPC spells this field "tokenRatio"`,
+			"retryThrottling.maxTokens: 0 is outside (0, 1000]",
+			"retryThrottling.tokenRatio: missing",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := hedgegrpc.ParseServiceConfig(tc.js)
+			var got []string
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				for _, e := range j.Unwrap() {
+					var ce *hedgegrpc.ConfigError
+					if !errors.As(e, &ce) {
+						t.Errorf("%v is not a *ConfigError", e)
+						continue
+					}
+					got = append(got, ce.Field+": "+ce.Msg)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("%d mistakes reported, want %d:\n%s", len(got), len(tc.want), strings.Join(got, "\n"))
+			}
+			for _, w := range tc.want {
+				found := false
+				for _, g := range got {
+					found = found || strings.HasPrefix(g, w)
+				}
+				if !found {
+					t.Errorf("no mistake reported as %q; got:\n%s", w, strings.Join(got, "\n"))
+				}
+			}
+		})
+	}
+}
+
+// NewFromServiceConfig reports every mistake in its arguments at once.
+func TestNewFromServiceConfigReportsEveryMistakeAtOnce(t *testing.T) {
+	budget, _ := hedge.NewBudget(0.1, 10)
+	sc := &hedgegrpc.ServiceConfig{
+		MethodConfigs: []hedgegrpc.MethodConfig{
+			{Names: []hedgegrpc.MethodName{{Method: "Get"}}, Hedging: &hedgegrpc.HedgingPolicy{MaxAttempts: 1, Delay: -time.Second}},
+			{Hedging: &hedgegrpc.HedgingPolicy{MaxAttempts: 2, NonFatalCodes: []codes.Code{codes.OK}}},
+		},
+		RetryThrottling: &hedgegrpc.RetryThrottling{MaxTokens: 0},
+	}
+	_, err := hedgegrpc.NewFromServiceConfig(sc, hedge.Config{Budget: budget, MaxHedgesInFlight: -1}, hedgegrpc.WithOpName(nil))
+	for _, want := range []string{
+		"WithOpName(nil)",
+		"methodConfig[0].name[0].service: empty",
+		"methodConfig[0].hedgingPolicy.maxAttempts: 1 is below 2",
+		"methodConfig[0].hedgingPolicy.hedgingDelay: -1s is negative",
+		"methodConfig[1].hedgingPolicy.nonFatalStatusCodes[0]: OK is not a failure",
+		"retryThrottling.maxTokens: 0 is outside",
+		"retryThrottling.tokenRatio: 0 is not above 0",
+		"sets retryThrottling and base Config sets Budget",
+		"base Config: hedge: Config.MaxHedgesInFlight",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v\ndoes not contain %q", err, want)
+		}
+	}
+	var ce *hedgegrpc.ConfigError
+	if !errors.As(err, &ce) {
+		t.Errorf("errors.As finds no *ConfigError in %v", err)
+	}
 }

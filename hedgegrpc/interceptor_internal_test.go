@@ -1,0 +1,42 @@
+package hedgegrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tailcut/hedge"
+)
+
+// failure finds the copies' errors and gRPC statuses with errors.As, so a
+// wrapped hedge.AttemptsError or CopyError still yields the last copy's
+// status and outputs, and an error that wraps a gRPC status is not turned
+// into a context status because it also wraps a context error.
+func TestFailureSeesThroughWrapping(t *testing.T) {
+	st := status.Error(codes.Unavailable, "copy 1")
+	var c call
+	c.copies[0].err = errors.New("copy 0")
+	c.copies[1].err = st
+	c.copies[0].done.Store(true)
+	c.copies[1].done.Store(true)
+
+	attempts := &hedge.AttemptsError{Errs: []error{
+		&hedge.CopyError{Index: 0, Err: c.copies[0].err},
+		&hedge.CopyError{Index: 1, Err: st},
+	}}
+	for _, err := range []error{attempts, fmt.Errorf("wrapped: %w", attempts)} {
+		got, from := c.failure(err)
+		if got != st || from != &c.copies[1] {
+			t.Errorf("failure(%v) = %v from copy %p, want %v from copy 1 (%p)", err, got, from, st, &c.copies[1])
+		}
+	}
+
+	both := fmt.Errorf("%w (%w)", st, context.Canceled)
+	if got, _ := c.failure(both); status.Code(got) != codes.Unavailable {
+		t.Errorf("failure(%v) = %v, want its own Unavailable status kept", both, got)
+	}
+}
