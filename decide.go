@@ -28,6 +28,9 @@ const (
 	// RefusedMode: the request goes once (mode Off, MaxAttempts 1, or a
 	// write without an idempotency key).
 	RefusedMode
+	// RefusedPushback: a server asked for no further copy of the request
+	// (PushbackAfter with a negative delay).
+	RefusedPushback
 )
 
 // String names the refusal.
@@ -47,6 +50,8 @@ func (r Refusal) String() string {
 		return "budget"
 	case RefusedMode:
 		return "mode"
+	case RefusedPushback:
+		return "pushback"
 	}
 	return "Refusal(?)"
 }
@@ -146,6 +151,8 @@ type Plan struct {
 	// Copies counts the copies sent, the primary included (in Shadow,
 	// those that would have been).
 	Copies int
+	// Stopped is set when a server asked for no further copy.
+	Stopped bool
 }
 
 // Single reports whether the request goes once, whatever happens.
@@ -201,7 +208,7 @@ func (p *Policy) bucket(pl *Plan) *Budget {
 // request whose deadline is nearer than that has no copy due; Due reports
 // it with RefusedDeadline, once, for the engine to count.
 func (p *Policy) Due(pl *Plan, from time.Duration) (time.Duration, Refusal) {
-	if pl.Mode == Off || pl.Copies >= p.maxAttempts {
+	if pl.Mode == Off || pl.Stopped || pl.Copies >= p.maxAttempts {
 		return Never, Allowed
 	}
 	at := addSat(from, pl.Delay)
@@ -230,6 +237,8 @@ func (p *Policy) Next(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 		return RefusedMode
 	case pl.Copies >= p.maxAttempts:
 		return RefusedAttempts
+	case pl.Stopped:
+		return RefusedPushback
 	case now >= pl.Deadline || (!afterFailure && pl.Delay != Never && addSat(now, pl.Delay) > pl.Deadline):
 		return RefusedDeadline
 	case p.replicas > 0 && pl.Copies >= p.replicas:
@@ -255,6 +264,22 @@ func (p *Policy) Next(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 	}
 	pl.Copies++
 	return Allowed
+}
+
+// Hold applies a server's pushback received at now (see PushbackAfter):
+// with a negative after, no further copy of the request goes; otherwise
+// the next copy is due after that long, in place of the delay, and the
+// copies after it follow the delay again. It returns when the next copy
+// is due, or Never.
+func (p *Policy) Hold(pl *Plan, now, after time.Duration) time.Duration {
+	if after < 0 {
+		pl.Stopped = true
+		return Never
+	}
+	if pl.Mode == Off || pl.Copies >= p.maxAttempts {
+		return Never
+	}
+	return addSat(now, after)
 }
 
 // HoldsSlot reports whether a hedge allowed for this request holds an

@@ -108,8 +108,9 @@ type call[T any] struct {
 	slot    int     // in the Hedger's timer queue, guarded by its lock; -1 if none
 
 	mu        sync.Mutex
-	launched  int // copies started (plan.Copies also counts Shadow's virtual ones)
-	running   int // copies whose function has not returned
+	launched  int  // copies started (plan.Copies also counts Shadow's virtual ones)
+	running   int  // copies whose function has not returned
+	held      bool // a pushback holds the next copy back until the timer
 	decided   bool
 	decidedAt time.Duration
 	winner    int // index of the winning copy, or -1
@@ -265,6 +266,18 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 			c.decide(-1, now)
 		case c.parent.Err() != nil || !h.retryable(err):
 			c.decide(-1, now)
+		case errors.As(err, new(pushbackAfter)):
+			// The server asks for a pause before the next copy, or for
+			// none: copies still running go on.
+			h.pol.Failed(&c.plan)
+			var pa pushbackAfter
+			errors.As(err, &pa)
+			c.h.timers.remove(&c.slot)
+			c.held = false
+			if at := h.pol.Hold(&c.plan, now, pa.after); at != Never {
+				c.held = true
+				c.h.timers.add(c, at, &c.slot)
+			}
 		case c.plan.Single():
 		default:
 			// A throttle debits each copy that failed in a way another
@@ -274,7 +287,7 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 			// A fast failure is evidence enough: the next copy goes now.
 			c.tryNext(now, true)
 		}
-		if c.running == 0 {
+		if c.running == 0 && !c.held {
 			c.decide(-1, now)
 		}
 	}
@@ -285,10 +298,7 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 		// This copy was still running when another decided the call.
 		st.wasted.Add(int64(ran))
 	}
-	if c.done != nil && !c.closed && c.mayGo() {
-		c.closed = true
-		close(c.done)
-	}
+	c.wake()
 	if cs.cancel != nil && !(c.keep && c.winner == i) {
 		cs.cancel()
 	}
@@ -388,6 +398,14 @@ func (c *call[T]) decide(winner int, now time.Duration) {
 	}
 }
 
+// wake lets a waiting caller go if it may. c.mu is held.
+func (c *call[T]) wake() {
+	if c.done != nil && !c.closed && c.mayGo() {
+		c.closed = true
+		close(c.done)
+	}
+}
+
 // mayGo reports whether the caller may return. c.mu is held.
 func (c *call[T]) mayGo() bool {
 	return c.decided && (c.running == 0 || c.h.bgReap)
@@ -401,23 +419,27 @@ func (c *call[T]) wait() {
 	}
 	c.done = make(chan struct{})
 	c.mu.Unlock()
-	defer c.mu.Lock()
-	if !c.h.bgReap {
-		<-c.done
-		return
-	}
-	// Returning early is the point of ReapInBackground, so the caller's
-	// context ending also ends the wait.
 	select {
 	case <-c.done:
-	case <-c.parent.Done():
 		c.mu.Lock()
-		if !c.decided {
-			c.errs = append(c.errs, c.parent.Err())
-			c.decide(-1, c.h.now())
-		}
-		c.mu.Unlock()
+		return
+	case <-c.parent.Done():
 	}
+	// The caller's context ended. Copies see it and return on their own;
+	// but with ReapInBackground (whose point is returning early), or when
+	// no copy runs because a pushback holds the next one back, nobody
+	// else would end the call.
+	c.mu.Lock()
+	if !c.decided && (c.h.bgReap || c.running == 0) {
+		c.errs = append(c.errs, c.parent.Err())
+		c.decide(-1, c.h.now())
+	}
+	if c.mayGo() {
+		return
+	}
+	c.mu.Unlock()
+	<-c.done
+	c.mu.Lock()
 }
 
 // result turns the outcome into Do's return values and records the call's
@@ -485,7 +507,17 @@ func (c *call[T]) fire() {
 	now := c.h.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.decided || !c.tryNext(now, false) {
+	c.held = false
+	if c.decided {
+		return
+	}
+	if !c.tryNext(now, false) {
+		if c.running == 0 {
+			// Only a copy held back by a pushback was left, and it may
+			// not go: the call has failed.
+			c.decide(-1, now)
+			c.wake()
+		}
 		return
 	}
 	c.schedule(now)

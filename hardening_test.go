@@ -342,3 +342,86 @@ func TestPickerTwoChoicesNotShortestQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestPushbackAfter checks the server's "hold off" (gRPC's
+// grpc-retry-pushback-ms): a delay moves the next copy, a negative value
+// stops further copies but lets running ones finish.
+func TestPushbackAfter(t *testing.T) {
+	errBusy := errors.New("busy")
+	t.Run("a delay moves the next copy", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(100 * ms), MaxAttempts: 3})
+			s := newScript(
+				behaviour{after: 5 * ms, err: hedge.PushbackAfter(errBusy, 30*ms)},
+				behaviour{after: 1 * ms, val: 2},
+				behaviour{val: 3},
+			)
+			v, err := hedge.Do(context.Background(), h, "op", s.attempt)
+			if v != 2 || err != nil {
+				t.Fatalf("Do = %d, %v; want the hedge's 2", v, err)
+			}
+			if ev := s.events()[1]; ev.start != 35*ms {
+				t.Fatalf("the hedge went at %v, want 35ms: 30ms after the pushback, not at once nor at the delay", ev.start)
+			}
+		})
+	})
+	t.Run("a negative value stops further copies", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3})
+			s := newScript(
+				behaviour{after: 15 * ms, err: hedge.PushbackAfter(errBusy, -1)},
+				behaviour{after: 40 * ms, val: 2}, // sent at 10ms, still running at 15ms; no third at 20ms
+				behaviour{val: 3},
+			)
+			v, err := hedge.Do(context.Background(), h, "op", s.attempt)
+			if v != 2 || err != nil {
+				t.Fatalf("Do = %d, %v; want the running hedge's 2", v, err)
+			}
+			if n := s.calls.Load(); n != 2 {
+				t.Fatalf("%d copies sent, want 2: none after the pushback", n)
+			}
+		})
+	})
+	t.Run("a lone copy's pushback fails the call", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			b, _ := hedge.NewThrottle(10, 1)
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: b})
+			s := newScript(behaviour{after: 1 * ms, err: hedge.PushbackAfter(errBusy, -1)}, behaviour{val: 2})
+			_, err := hedge.Do(context.Background(), h, "op", s.attempt)
+			if !errors.Is(err, errBusy) || s.calls.Load() != 1 {
+				t.Fatalf("Do = %v after %d copies; want busy after 1", err, s.calls.Load())
+			}
+			if got := b.Tokens(); got != 9 {
+				t.Fatalf("throttle holds %v tokens, want 9: one debit for the pushback", got)
+			}
+		})
+	})
+	t.Run("the caller's context ends a held call", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms)})
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*ms, cancel)
+			s := newScript(behaviour{after: 1 * ms, err: hedge.PushbackAfter(errBusy, time.Hour)}, behaviour{val: 2})
+			t0 := time.Now()
+			_, err := hedge.Do(ctx, h, "op", s.attempt)
+			if !errors.Is(err, context.Canceled) || time.Since(t0) != 20*ms || s.calls.Load() != 1 {
+				t.Fatalf("Do = %v after %v and %d copies; want canceled after 20ms and 1", err, time.Since(t0), s.calls.Load())
+			}
+		})
+	})
+	t.Run("a final error ends the call", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms)})
+			s := newScript(behaviour{after: 1 * ms, err: hedge.PushbackAfter(hedge.Permanent(errBusy), 5*ms)}, behaviour{val: 2})
+			_, err := hedge.Do(context.Background(), h, "op", s.attempt)
+			if !errors.Is(err, errBusy) || s.calls.Load() != 1 {
+				t.Fatalf("Do = %v after %d copies; want busy after 1", err, s.calls.Load())
+			}
+		})
+	})
+}

@@ -369,6 +369,33 @@ func Pushback(err error) error {
 	return pushback{err}
 }
 
+type pushbackAfter struct {
+	error
+	after time.Duration
+}
+
+func (p pushbackAfter) Unwrap() error { return p.error }
+
+// PushbackAfter marks err as a server asking the client to hold off, as
+// gRPC's grpc-retry-pushback-ms trailer does (gRFC A6). It applies to a
+// copy whose error is retryable (Config.Retryable); a final error ends
+// the call as usual. A negative after means "no further copy": copies
+// already running go on, and the call fails only if they all fail. A
+// zero or positive after means "the next copy, not before after": it goes
+// then (if the budget and caps allow) instead of at once as after other
+// failures, and copies after it follow the delay. Either way a throttle
+// budget is debited once for the failure. errors.Is and errors.As see
+// through the mark to err.
+//
+// Pushback, by contrast, ends the call at once: it suits HTTP's 429, where
+// the server refuses the work itself.
+func PushbackAfter(err error, after time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return pushbackAfter{err, after}
+}
+
 // Permanent marks err as not worth another copy: with the default
 // Retryable, a copy failing with it ends the call at once. errors.Is and
 // errors.As see through the mark to err.

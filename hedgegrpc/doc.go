@@ -95,26 +95,25 @@
 // # Server pushback
 //
 // A server may answer a failing copy with the trailer PushbackKey
-// ("grpc-retry-pushback-ms"), gRPC's way to say "stop hedging": in A6 a
+// ("grpc-retry-pushback-ms"), gRPC's way to say "hold off": in A6 a
 // negative or unparsable value means "send no further copy", and a number
 // of milliseconds means "send the next copy only after that long". Every
 // copy asks for trailers, so the interceptor sees the key whether or not
-// the caller set grpc.Trailer. When a failed copy carries it, with any
-// value, the copy's error is marked hedge.Pushback, which guarantees:
+// the caller set grpc.Trailer. A failed copy that carries it, with a
+// non-fatal status, is marked with hedge.PushbackAfter, which guarantees:
 //
-//   - no further copy of that call is sent, whatever its status code and
-//     nonFatalStatusCodes say;
-//   - the call returns that copy's status (and, to a grpc.Trailer option,
-//     its trailer with the pushback), and copies still in flight are
-//     cancelled: gRPC would let them finish, but the engine cannot stop
-//     further copies without ending the call;
+//   - with a negative or unparsable value (or several values), no further
+//     copy of that call is sent; copies already in flight go on, and the
+//     call fails with the last failure only if they all fail;
+//   - with a number of milliseconds, the next copy goes after that long
+//     (if the budget and caps allow), not at once as after other non-fatal
+//     failures nor at the hedging delay; copies after it follow the delay;
 //   - a retryThrottling bucket (or any throttle Budget) is debited once for
 //     it, as gRPC counts a pushback as a failure.
 //
-// A value that gives a delay ends the call too, for now: the engine has no
-// way to hold the next copy back for a given time, and sending it at once,
-// as for any non-fatal failure, would ignore the server. A reply with OK
-// wins whatever its trailers say.
+// A fatal status ends the call whatever its trailers say, and a reply with
+// OK wins whatever its trailers say. The call's own trailer option, if
+// any, receives the trailer of the copy whose outcome the call returns.
 //
 // Each hedge copy carries the metadata PreviousAttemptsKey
 // ("grpc-previous-rpc-attempts") with its attempt index, as in gRPC, so a

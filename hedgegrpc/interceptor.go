@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -24,12 +26,11 @@ import (
 // before it; the primary does not carry it.
 const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 
-// PushbackKey is the trailer key with which a server asks the client not
-// to hedge a call further, as in gRPC's A6: its value is a number of
-// milliseconds to wait before the next copy, and a negative or unparsable
-// value means "no further copy". hedgegrpc ends the call at any value (see
-// the package doc, "Server pushback"). A server sets it with
-// grpc.SetTrailer(ctx, metadata.Pairs(hedgegrpc.PushbackKey, "-1")).
+// PushbackKey is the trailer key with which a server asks the client to
+// hold off, as in gRPC's A6: its value is a number of milliseconds to wait
+// before the next copy, and a negative or unparsable value means "no
+// further copy" (see the package doc, "Server pushback"). A server sets it
+// with grpc.SetTrailer(ctx, metadata.Pairs(hedgegrpc.PushbackKey, "-1")).
 const PushbackKey = "grpc-retry-pushback-ms"
 
 // prevAttempts[i] is the key's value for copy i.
@@ -242,9 +243,9 @@ type copyKey struct{}
 // PreviousAttemptsKey metadata. Every copy's context derives from ctx, so
 // the caller's deadline and cancellation bound all of them.
 //
-// A copy that fails with a PushbackKey trailer ends the call with its
-// status, and no further copy is sent (see the package doc, "Server
-// pushback").
+// A copy that fails with a PushbackKey trailer holds the next copy back
+// for the time it gives, or stops further copies (see the package doc,
+// "Server pushback").
 //
 // When every copy fails, the error returned is the last copy's, as gRPC
 // reports it (status.Code works on it). When the caller's context ends the
@@ -307,7 +308,7 @@ type copyState struct {
 	trailer metadata.MD  // always asked for: it may carry pushback
 	out     *callOutputs // nil unless the call has special options
 	err     error        // as gRPC returned it
-	ret     error        // as returned to hedge.Do: err, or hedge.Pushback(err)
+	ret     error        // as returned to hedge.Do: err, or hedge.PushbackAfter(err, ...)
 	done    atomic.Bool
 	optBuf  [2]grpc.CallOption // backs the copy's options in the common case
 }
@@ -346,14 +347,32 @@ func (c *call) attempt(ctx context.Context, a hedge.Attempt) (int, error) {
 		err = c.ic.conns[a.Replica].Invoke(ctx, c.method, c.req, s.reply, opts...)
 	}
 	s.err, s.ret = err, err
-	if err != nil && len(s.trailer[PushbackKey]) > 0 {
-		// Every value stops the call for now: the engine cannot yet hold
-		// the next copy back for a given time, and sending it at once
-		// would ignore the server.
-		s.ret = hedge.Pushback(err)
+	if v := s.trailer[PushbackKey]; err != nil && len(v) > 0 {
+		s.ret = hedge.PushbackAfter(err, pushbackDelay(v))
 	}
 	s.done.Store(true)
 	return a.Index, s.ret
+}
+
+// pushbackDelay reads the values of a PushbackKey trailer as gRFC A6 does:
+// one non-negative integer is a number of milliseconds before the next
+// copy; anything else (negative, unparsable, several values) means no
+// further copy, returned as -1. Milliseconds beyond what a Duration holds
+// saturate to hedge.Never.
+func pushbackDelay(v []string) time.Duration {
+	if len(v) != 1 {
+		return -1
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+	switch {
+	case err != nil && errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(strings.TrimSpace(v[0]), "-"):
+		return hedge.Never
+	case err != nil || ms < 0:
+		return -1
+	case ms > int64(hedge.Never/time.Millisecond):
+		return hedge.Never
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // redirect returns the call options of a copy: opts with Header, Trailer

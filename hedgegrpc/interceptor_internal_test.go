@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -38,5 +39,31 @@ func TestFailureSeesThroughWrapping(t *testing.T) {
 	both := fmt.Errorf("%w (%w)", st, context.Canceled)
 	if got, _ := c.failure(both); status.Code(got) != codes.Unavailable {
 		t.Errorf("failure(%v) = %v, want its own Unavailable status kept", both, got)
+	}
+}
+
+// TestPushbackDelay reads grpc-retry-pushback-ms values as gRFC A6 does.
+func TestPushbackDelay(t *testing.T) {
+	for _, tc := range []struct {
+		v    []string
+		want time.Duration
+	}{
+		{[]string{"0"}, 0},
+		{[]string{"250"}, 250 * time.Millisecond},
+		{[]string{" 7 "}, 7 * time.Millisecond},
+		{[]string{"-1"}, -1},
+		{[]string{"-0"}, 0},
+		{[]string{"soon"}, -1},
+		{[]string{"1.5"}, -1},
+		{[]string{""}, -1},
+		{[]string{"1", "2"}, -1},
+		{nil, -1},
+		{[]string{"9223372036854775807"}, hedge.Never},
+		{[]string{"99999999999999999999"}, hedge.Never},
+		{[]string{"-99999999999999999999"}, -1},
+	} {
+		if got := pushbackDelay(tc.v); got != tc.want {
+			t.Errorf("pushbackDelay(%q) = %v, want %v", tc.v, got, tc.want)
+		}
 	}
 }

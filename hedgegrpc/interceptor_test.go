@@ -835,8 +835,7 @@ func TestServerPushbackStopsHedging(t *testing.T) {
 	}{
 		{"primary, negative", "-1", "", 1, 9},
 		{"primary, unparsable", "soon", "", 1, 9},
-		{"primary, delay", "100", "", 1, 9},
-		{"primary, zero delay", "0", "", 1, 9},
+		{"primary, fraction", "1.5", "", 1, 9},
 		// The primary fails without pushback (a token), the hedge it
 		// sends at once pushes back (another): the third copy never goes.
 		{"hedge, negative", "-1", "1", 2, 8},
@@ -893,35 +892,69 @@ func TestServerPushbackStopsHedging(t *testing.T) {
 	})
 }
 
-// Pushback ends the whole call, so a copy still in flight is cancelled
-// (gRPC's A6 would let it finish; the engine has no way to stop further
-// copies without ending the call).
-func TestServerPushbackCancelsCopiesInFlight(t *testing.T) {
-	arrived := make(chan struct{})
-	cancelled := make(chan struct{})
-	handle := func(ctx context.Context, b *backend, attempt string) (*testgrpc.SimpleResponse, error) {
+// TestServerPushbackDelaysTheNextCopy: a number of milliseconds holds the
+// next copy back for that long, instead of sending it at once (as after
+// another non-fatal failure) or at the hedging delay (an hour here).
+func TestServerPushbackDelaysTheNextCopy(t *testing.T) {
+	for _, ms := range []string{"0", "30"} {
+		t.Run(ms+"ms", func(t *testing.T) {
+			var failedAt atomic.Int64
+			handle := func(ctx context.Context, b *backend, attempt string) (*testgrpc.SimpleResponse, error) {
+				if attempt == "" {
+					_ = grpc.SetTrailer(ctx, metadata.Pairs(hedgegrpc.PushbackKey, ms))
+					failedAt.Store(time.Now().UnixNano())
+					return nil, status.Error(codes.Unavailable, "busy")
+				}
+				if gap := time.Duration(time.Now().UnixNano() - failedAt.Load()); ms == "30" && gap < 30*time.Millisecond {
+					return nil, status.Errorf(codes.Internal, "the hedge came %v after the pushback, before the 30ms asked", gap)
+				}
+				return b.reply(attempt), nil
+			}
+			b, _ := hedge.NewThrottle(10, 1)
+			h := mustHedger(t, hedge.Config{Delay: hedge.Fixed(time.Hour), Replicas: 2, Budget: b, Retryable: hedgegrpc.NonFatal(codes.Unavailable)})
+			c := newCluster(t, 2, handle, withHedger(h, true))
+			if _, err := c.client().UnaryCall(context.Background(), &testgrpc.SimpleRequest{}); err != nil {
+				t.Fatalf("call failed: %v; want the hedge sent after the pushback to win", err)
+			}
+			if got := c.unaryCalls(); got != 2 {
+				t.Errorf("copies sent: %d, want 2", got)
+			}
+			if got := b.Tokens(); got != 10 {
+				t.Errorf("throttle holds %v tokens, want 10: one debit for the pushback, one credit for the success", got)
+			}
+		})
+	}
+}
+
+// TestServerPushbackLetsCopiesInFlightFinish: "no further copy" stops new
+// copies, not the ones already running, which may still win.
+func TestServerPushbackLetsCopiesInFlightFinish(t *testing.T) {
+	b, _ := hedge.NewThrottle(10, 0.1)
+	h := mustHedger(t, hedge.Config{Delay: hedge.Fixed(0), Replicas: 2, Budget: b, Retryable: hedgegrpc.NonFatal(codes.Unavailable)})
+	handle := func(ctx context.Context, bk *backend, attempt string) (*testgrpc.SimpleResponse, error) {
 		if attempt == "" {
-			close(arrived)
-			err := stall(ctx)
-			close(cancelled)
-			return nil, err
+			// Answer only once the client has taken the hedge's pushback
+			// (it debits the throttle), so that the pushback comes first
+			// whatever the scheduling.
+			for b.Tokens() == 10 {
+				if err := ctx.Err(); err != nil {
+					return nil, status.FromContextError(err).Err()
+				}
+				time.Sleep(time.Millisecond)
+			}
+			return bk.reply(attempt), nil
 		}
-		<-arrived
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(hedgegrpc.PushbackKey, "-1"))
 		return nil, status.Error(codes.Unavailable, "pushback")
 	}
-	h := mustHedger(t, hedge.Config{Delay: hedge.Fixed(0), Replicas: 2, Retryable: hedgegrpc.NonFatal(codes.Unavailable)})
 	c := newCluster(t, 2, handle, withHedger(h, true))
-	// The timeout only bounds a failure (the primary would stall until
-	// it): the call ends long before, whatever the scheduling.
+	// The timeout only bounds a failure; the call ends long before.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := c.client().UnaryCall(ctx, &testgrpc.SimpleRequest{})
-	if s := status.Convert(err); s.Code() != codes.Unavailable || s.Message() != "pushback" {
-		t.Errorf("error %v, want the hedge's pushback status", err)
+	if _, err := c.client().UnaryCall(ctx, &testgrpc.SimpleRequest{}); err != nil {
+		t.Fatalf("call failed: %v; want the primary, still in flight at the pushback, to win", err)
 	}
-	if n := c.inFlight.Load(); n != 0 {
-		t.Errorf("%d copies in flight after the call returned", n)
+	if got := c.unaryCalls(); got != 2 {
+		t.Errorf("copies sent: %d, want 2", got)
 	}
-	<-cancelled
 }
