@@ -49,6 +49,20 @@
 //     (delay in milliseconds, "130", or as a duration, "130ms").
 //   - /api/study returns the study's results.json.
 //
+// # Queries
+//
+// Queries are parsed with url.ParseQuery, and nothing is silently dropped:
+// a malformed query gets a 400 naming each malformed parameter, instead of
+// the defaults (url.URL.Query would drop the error, so "load=5;" would
+// answer for load 0.5). Refused are a ';' (it does not separate parameters:
+// use '&', or write it as %3B), a bad %-escape (write '%' as %25), more
+// than 64 parameters (the explorer reads 15), a parameter given twice
+// (the answer quotes the values), an unknown one, and a value out of its
+// range. Names and values quoted back are clipped to 40 bytes. A fuzz
+// test (FuzzForm, corpus in testdata/fuzz) holds the parser to this: no
+// panic, each error names a parameter of the query, and whatever it
+// accepts is in range.
+//
 // # Bounds
 //
 // One visitor cannot pin the machine:
@@ -58,8 +72,26 @@
 //     point. The page asks for 2 runs of 100,000. On a shared 2-core
 //     machine the server answers a new point in 50 to 150 ms (a calibration
 //     run when needed, the baseline and the hedged run), a point in the
-//     collapse regime in 0.4 to 1.4 s (an unstable queue takes longer to
-//     drain), and a repeated one from its cache in well under a millisecond.
+//     collapse regime in 0.4 to 2 s (an unstable queue takes longer to
+//     drain, and large runs then go one at a time, see Memory), and a
+//     repeated one from its cache in well under a millisecond.
+//   - Memory: a stable run holds little (its latencies, 8 bytes a
+//     request), but an unstable one, such as hedging without cancellation
+//     at 95% utilisation, ends with nearly every request in flight and
+//     holds up to about 800 bytes per simulated request (measured: at most
+//     680). Each request's simulations are held within Options.MaxMemory
+//     (160 MiB) by that worst case: the runs of a point go in parallel only
+//     as far as it allows (two runs of 100,000 at once, one of 200,000 at a
+//     time), and a request whose single run would exceed it gets 413,
+//     naming the limit and the most requests that fit. When the last
+//     simulation finishes and the process holds more than 64 MiB, the
+//     server collects and returns the free memory to the operating system
+//     at once (debug.FreeOSMemory) instead of keeping it for the runtime's
+//     gradual scavenger. "hedge lab" also sets the process's soft memory
+//     limit to Server.MemoryBudget (MaxConcurrent x MaxMemory plus the
+//     cache) plus 64 MiB, and GOGC to 50, so that the collector does not
+//     let the heap grow to twice what the simulations hold (the
+//     simulator's arrays hold no pointers, so collecting is cheap).
 //   - Time: each request's simulations run under Options.Timeout (10 s).
 //     sim.RunPoint checks its context between runs, not within one, so a
 //     run in progress when the time is up finishes (it is bounded by the
@@ -68,12 +100,11 @@
 //     requests; the next waits up to Options.QueueWait (0.5 s) and then
 //     gets 503 with Retry-After. The drill and the study need no slot.
 //   - Validation: every parameter is checked against its range before any
-//     work starts; each bad one is named in a 400 (unknown parameters
-//     too, so that a typo is not silently ignored).
+//     work starts; each bad one is named in a 400 (see Queries).
 //
-// Results are cached by their canonical parameters (an LRU of 512 entries,
-// also holding the baseline and calibration summaries, which a change of
-// strategy reuses).
+// Results are cached by their canonical parameters (an LRU of at most 512
+// entries and 8 MiB, also holding the baseline and calibration summaries,
+// which a change of strategy reuses; an entry holds a few kilobytes).
 //
 // # The CCDF
 //

@@ -62,19 +62,9 @@ type DrillResponse struct {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func (s *Server) handleDrill(w http.ResponseWriter, r *http.Request) {
-	d := drill.DefaultParams()
-	f := newForm(r.URL.Query())
-	p := drill.Params{
-		Hedge:  f.boolean("hedge", d.Hedge),
-		Delay:  f.millis("delay", d.Delay, drill.MaxDelay),
-		Budget: f.integer("budget", d.Budget, 0, 100),
-		Cancel: f.boolean("cancel", d.Cancel),
-	}
-	op := f.choice("op", d.Op.String(), []string{"read", "write", "write-key"})
-	p.Op, _ = drill.ParseOp(op)
-	f.unknown()
-	if len(f.errs) > 0 {
-		writeParamErrors(w, f.errs)
+	p, errs := parseDrill(r.URL.RawQuery)
+	if len(errs) > 0 {
+		writeParamErrors(w, errs)
 		return
 	}
 	res, err := drill.Run(p)
@@ -87,6 +77,25 @@ func (s *Server) handleDrill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, drillView(&res))
+}
+
+// parseDrill reads the drill's parameters from a raw query string.
+func parseDrill(raw string) (drill.Params, []ParamError) {
+	d := drill.DefaultParams()
+	f := newForm(raw)
+	if f.malformed() {
+		return d, f.errs
+	}
+	p := drill.Params{
+		Hedge:  f.boolean("hedge", d.Hedge),
+		Delay:  f.millis("delay", d.Delay, drill.MaxDelay),
+		Budget: f.integer("budget", d.Budget, 0, 100),
+		Cancel: f.boolean("cancel", d.Cancel),
+	}
+	op := f.choice("op", d.Op.String(), []string{"read", "write", "write-key"})
+	p.Op, _ = drill.ParseOp(op)
+	f.unknown()
+	return p, f.errs
 }
 
 func drillView(r *drill.Result) DrillResponse {

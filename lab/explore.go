@@ -111,9 +111,14 @@ func (p ExploreParams) key() string {
 	return k
 }
 
-func (s *Server) parseExplore(r *http.Request) (ExploreParams, []ParamError) {
+// parseExplore reads the explorer's parameters from a raw query string,
+// checking each against its range and runs x requests against MaxWork.
+func (s *Server) parseExplore(raw string) (ExploreParams, []ParamError) {
 	d := DefaultExploreParams()
-	f := newForm(r.URL.Query())
+	f := newForm(raw)
+	if f.malformed() {
+		return d, f.errs
+	}
 	p := ExploreParams{
 		World:       f.choice("world", d.World, exploreWorlds),
 		Sigma:       f.float("sigma", d.Sigma, 0, maxSigma),
@@ -245,9 +250,18 @@ type ExploreResponse struct {
 
 func (s *Server) handleExplore(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	p, errs := s.parseExplore(r)
+	p, errs := s.parseExplore(r.URL.RawQuery)
 	if len(errs) > 0 {
 		writeParamErrors(w, errs)
+		return
+	}
+	workers := s.runWorkers(p.Requests, p.Runs)
+	if workers < 1 {
+		most := s.o.MaxMemory / runBytesPerRequest
+		e := ParamError{Param: "requests", Reason: fmt.Sprintf(
+			"a run of %d requests may need up to %s of memory, over the lab's limit of %s per request: lower requests to %d or less",
+			p.Requests, mib(int64(p.Requests)*runBytesPerRequest), mib(s.o.MaxMemory), most)}
+		writeError(w, http.StatusRequestEntityTooLarge, "simulation too large: requests: "+e.Reason, []ParamError{e})
 		return
 	}
 	if v, ok := s.cache.get("explore " + p.key()); ok {
@@ -266,31 +280,44 @@ func (s *Server) handleExplore(w http.ResponseWriter, r *http.Request) {
 		}
 		return // the client has gone
 	}
-	defer release()
-	if s.testHook != nil {
-		s.testHook()
+	code, body := func() (int, any) {
+		defer release()
+		return s.simulate(r.Context(), p, workers, start)
+	}()
+	if code != 0 {
+		writeJSON(w, code, body)
+		http.NewResponseController(w).Flush() // the answer goes out before trim runs
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.o.Timeout)
+	s.trim()
+}
+
+// simulate answers an explorer request that holds a simulation slot: the
+// status and body to send, or 0 when the client has gone.
+func (s *Server) simulate(ctx context.Context, p ExploreParams, workers int, start time.Time) (int, any) {
+	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
-	resp, err := s.explore(ctx, p)
+	if s.testHook != nil {
+		s.testHook(ctx)
+	}
+	resp, err := s.explore(ctx, p, workers)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf(
-			"the simulation took longer than the lab's limit of %v and was stopped: lower requests or runs", s.o.Timeout), nil)
-		return
+		return http.StatusServiceUnavailable, ErrorResponse{Error: fmt.Sprintf(
+			"the simulation took longer than the lab's limit of %v and was stopped: lower requests or runs", s.o.Timeout)}
 	case errors.Is(err, context.Canceled):
-		return // the client has gone
+		return 0, nil // the client has gone
 	case errors.Is(err, sim.ErrInvalid):
-		writeError(w, http.StatusBadRequest, err.Error(), nil)
-		return
+		return http.StatusBadRequest, ErrorResponse{Error: err.Error()}
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, err.Error(), nil)
-		return
+		return http.StatusInternalServerError, ErrorResponse{Error: err.Error()}
 	}
 	s.cache.put("explore "+p.key(), resp)
 	resp.ServerMillis = millis(time.Since(start))
-	writeJSON(w, http.StatusOK, resp)
+	return http.StatusOK, resp
 }
+
+// mib formats bytes in MiB.
+func mib(b int64) string { return strconv.FormatInt((b+1<<20-1)>>20, 10) + " MiB" }
 
 func millis(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
 
@@ -308,9 +335,9 @@ func (p ExploreParams) baseConfig() sim.Config {
 	return c
 }
 
-// point runs c (or takes it from the cache) and reports how many requests
-// it simulated.
-func (s *Server) point(ctx context.Context, c sim.Config, runs int, simulated *int) (sim.Summary, error) {
+// point runs c (or takes it from the cache), with at most workers runs in
+// parallel, and reports how many requests it simulated.
+func (s *Server) point(ctx context.Context, c sim.Config, runs, workers int, simulated *int) (sim.Summary, error) {
 	key := fmt.Sprintf("point %s runs=%d", c, runs)
 	if v, ok := s.cache.get(key); ok {
 		return v.(sim.Summary), nil
@@ -318,7 +345,7 @@ func (s *Server) point(ctx context.Context, c sim.Config, runs int, simulated *i
 	if err := ctx.Err(); err != nil {
 		return sim.Summary{}, err // RunPoint might start a run anyway
 	}
-	sum, err := sim.RunPoint(ctx, c, runs, s.o.Workers)
+	sum, err := sim.RunPoint(ctx, c, runs, workers)
 	if err != nil {
 		return sim.Summary{}, err
 	}
@@ -327,10 +354,11 @@ func (s *Server) point(ctx context.Context, c sim.Config, runs int, simulated *i
 	return sum, nil
 }
 
-func (s *Server) explore(ctx context.Context, p ExploreParams) (ExploreResponse, error) {
+// explore simulates p's point, at most workers runs at a time.
+func (s *Server) explore(ctx context.Context, p ExploreParams, workers int) (ExploreResponse, error) {
 	resp := ExploreResponse{Params: p, CCDFSource: "tail"}
 	base := p.baseConfig()
-	baseSum, err := s.point(ctx, base, p.Runs, &resp.Simulated)
+	baseSum, err := s.point(ctx, base, p.Runs, workers, &resp.Simulated)
 	if err != nil {
 		return resp, err
 	}
@@ -355,7 +383,7 @@ func (s *Server) explore(ctx context.Context, p ExploreParams) (ExploreResponse,
 			where = fmt.Sprintf("a quiet day (load %g)", sim.QuietLoad)
 		}
 		cc.Seed = sim.DeriveSeed(p.Seed, "calibration")
-		cal, err := s.point(ctx, cc, p.Runs, &resp.Simulated)
+		cal, err := s.point(ctx, cc, p.Runs, workers, &resp.Simulated)
 		if err != nil {
 			return resp, err
 		}
@@ -369,7 +397,7 @@ func (s *Server) explore(ctx context.Context, p ExploreParams) (ExploreResponse,
 	}
 	hedgedSum := baseSum
 	if p.hedges() {
-		if hedgedSum, err = s.point(ctx, hc, p.Runs, &resp.Simulated); err != nil {
+		if hedgedSum, err = s.point(ctx, hc, p.Runs, workers, &resp.Simulated); err != nil {
 			return resp, err
 		}
 	}

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -231,7 +232,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	entered := make(chan struct{})
 	hold := make(chan struct{})
 	var once sync.Once
-	s.testHook = func() {
+	s.testHook = func(context.Context) {
 		once.Do(func() {
 			close(entered)
 			<-hold
@@ -257,28 +258,36 @@ func TestConcurrencyLimit(t *testing.T) {
 	explore(t, ts, small+"&seed=12")
 }
 
-// A waiting request takes the slot when it frees within QueueWait.
+// A waiting request takes the slot when it frees within QueueWait. The
+// slot is released only once the second request is known to be waiting,
+// so the test exercises the wait on any schedule; QueueWait only bounds a
+// hang.
 func TestQueueWait(t *testing.T) {
-	s, ts := newTestServer(t, Options{MaxConcurrent: 1, QueueWait: 5 * time.Second})
-	entered := make(chan struct{})
+	s, ts := newTestServer(t, Options{MaxConcurrent: 1, QueueWait: 10 * time.Minute})
+	entered, hold, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	s.testHook = func() {
+	s.testHook = func(context.Context) {
 		once.Do(func() {
 			close(entered)
-			time.Sleep(100 * time.Millisecond)
+			<-hold
 		})
 	}
+	s.testWaiting = func() { close(waiting) } // only the second request waits
 	var wg sync.WaitGroup
 	wg.Go(func() { explore(t, ts, small+"&seed=21") })
 	<-entered
-	explore(t, ts, small+"&seed=22") // waits, then runs
+	wg.Go(func() { explore(t, ts, small+"&seed=22") }) // waits, then runs
+	<-waiting
+	close(hold)
 	wg.Wait()
 }
 
-// The time limit stops a simulation with a 503 that says what to do.
+// The time limit stops a simulation with a 503 that says what to do. The
+// hook returns only once the request's deadline has passed, so the
+// simulation starts after it on any schedule.
 func TestTimeout(t *testing.T) {
-	s, ts := newTestServer(t, Options{Timeout: time.Nanosecond})
-	s.testHook = func() { time.Sleep(time.Millisecond) }
+	s, ts := newTestServer(t, Options{Timeout: time.Millisecond})
+	s.testHook = func(ctx context.Context) { <-ctx.Done() }
 	code, _, b := get(t, ts, "/api/explore?"+small)
 	if code != http.StatusServiceUnavailable || !bytes.Contains(b, []byte("lower requests or runs")) {
 		t.Errorf("status %d: %s", code, b)

@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/http"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +28,27 @@ const (
 	DefaultTimeout       = 10 * time.Second       // per explorer request
 	DefaultMaxRequests   = 200_000                // simulated requests per run
 	DefaultMaxWork       = 400_000                // runs x requests per point
+	DefaultMaxMemory     = 160 << 20              // bytes one request's simulations hold at once
 )
+
+// runBytesPerRequest bounds the memory a simulated run holds at its peak,
+// per request it simulates. A stable queue needs almost none of it (the
+// latencies, 8 bytes a request); an unstable one (hedges without
+// cancellation near capacity) holds nearly every request in flight at the
+// end of the run: the request table, its queue entries, its hedge timers
+// and the latencies, with the old and new arrays both alive while one
+// grows. The worst measured (200,000 requests at load 0.95, the live p50
+// without cancellation, every world and routing, 20,000 to 200,000
+// requests) was 680 bytes; this keeps a margin of a sixth. Measure it
+// again when the simulator's engine changes: the peak HeapAlloc of single
+// runs of such points, sampled while they run under a low GOGC.
+const runBytesPerRequest = 800
+
+// trimAbove is how much memory the process may hold from the operating
+// system once the last simulation has finished: above it the server
+// collects and returns its free memory at once rather than leaving it to
+// the runtime's gradual scavenger.
+const trimAbove = 64 << 20
 
 // Options configure a Server. A zero Options consists entirely of default
 // values.
@@ -45,6 +68,13 @@ type Options struct {
 	// for, and MaxWork the most runs x requests per simulated point. Zero
 	// means DefaultMaxRequests and DefaultMaxWork.
 	MaxRequests, MaxWork int
+	// MaxMemory bounds the memory one explorer request's simulations hold
+	// at once, in bytes, by a worst-case estimate (runBytesPerRequest per
+	// simulated request of each run in progress). The runs of a point run
+	// in parallel only as far as it allows; a request whose single run
+	// would exceed it gets 413. Zero means DefaultMaxMemory (160 MiB),
+	// which admits one run of MaxRequests, or two of 100,000 in parallel.
+	MaxMemory int64
 	// Study is the content of a results.json written by "hedge study".
 	// Nil means the copy embedded at build time (study.json, a copy of
 	// docs/study/results.json).
@@ -67,8 +97,15 @@ type Server struct {
 	study []byte // validated results.json
 	index []byte // index.html with the opening simulation size
 	cache *cache // explorer results and the summaries they are built from
-	// testHook, if set, is called while a simulation slot is held (tests).
-	testHook func()
+	// trimAbove is the memory held from the operating system above which
+	// the last simulation to finish returns free memory (see trim).
+	trimAbove uint64
+	// testHook, if set, is called while a simulation slot is held, with
+	// the context the request's simulations run under (tests).
+	testHook func(ctx context.Context)
+	// testWaiting, if set, is called when a request starts waiting for a
+	// simulation slot (tests).
+	testWaiting func()
 }
 
 // New returns a Server with o's limits. It fails if o.Study is not a
@@ -89,13 +126,17 @@ func New(o Options) (*Server, error) {
 	if o.MaxWork <= 0 {
 		o.MaxWork = DefaultMaxWork
 	}
+	if o.MaxMemory <= 0 {
+		o.MaxMemory = DefaultMaxMemory
+	}
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	if o.DefaultRequests <= 0 {
 		o.DefaultRequests = DefaultExploreParams().Requests
 	}
-	o.DefaultRequests = min(max(o.DefaultRequests, minRequests), o.MaxRequests, o.MaxWork/DefaultExploreParams().Runs)
+	o.DefaultRequests = min(max(o.DefaultRequests, minRequests), o.MaxRequests, o.MaxWork/DefaultExploreParams().Runs,
+		int(min(o.MaxMemory/runBytesPerRequest, math.MaxInt32)))
 	study := o.Study
 	if study == nil {
 		study = embeddedStudy
@@ -103,7 +144,8 @@ func New(o Options) (*Server, error) {
 	if err := checkStudy(study); err != nil {
 		return nil, err
 	}
-	s := &Server{o: o, sem: make(chan struct{}, o.MaxConcurrent), study: study, cache: newCache(512)}
+	s := &Server{o: o, sem: make(chan struct{}, o.MaxConcurrent), study: study,
+		cache: newCache(cacheEntries, cacheBytes), trimAbove: trimAbove}
 	page, err := staticFS.ReadFile("static/index.html")
 	if err != nil {
 		return nil, err
@@ -165,6 +207,9 @@ func (s *Server) acquire(ctx context.Context) (release func(), err error) {
 	if s.o.QueueWait < 0 {
 		return nil, errBusy
 	}
+	if s.testWaiting != nil {
+		s.testWaiting()
+	}
 	t := time.NewTimer(s.o.QueueWait)
 	defer t.Stop()
 	select {
@@ -177,10 +222,52 @@ func (s *Server) acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
+// MemoryBudget returns the most memory, in bytes, that the server's
+// simulations and cache are meant to hold at once: MaxConcurrent requests
+// of MaxMemory each, plus the cache's limit. "hedge lab" sets the
+// process's soft memory limit (debug.SetMemoryLimit) a little above it.
+func (s *Server) MemoryBudget() int64 {
+	return int64(s.o.MaxConcurrent)*s.o.MaxMemory + cacheBytes
+}
+
+// runWorkers returns how many runs of a point with the given requests per
+// run may simulate in parallel within MaxMemory, and 0 if a single run
+// would exceed it.
+func (s *Server) runWorkers(requests, runs int) int {
+	perRun := max(int64(requests)*runBytesPerRequest, 1)
+	return int(min(int64(s.o.Workers), int64(runs), s.o.MaxMemory/perRun))
+}
+
+// trim returns free memory to the operating system once the last
+// running simulation has finished, if the process holds more than
+// trimAbove bytes. An unstable run grows the heap by up to MaxMemory and
+// leaves most of it garbage; without this the runtime collects it at its
+// next cycle and gives the pages back only gradually. An idle lab holds
+// little (the cache is bounded), so the forced collection is cheap.
+func (s *Server) trim() {
+	if len(s.sem) > 0 {
+		return // a simulation is running: the last to finish trims
+	}
+	samples := []metrics.Sample{
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+	}
+	metrics.Read(samples)
+	if samples[0].Value.Kind() != metrics.KindUint64 || samples[1].Value.Kind() != metrics.KindUint64 {
+		debug.FreeOSMemory() // metrics not supported: trim anyway
+		return
+	}
+	if held := samples[0].Value.Uint64() - samples[1].Value.Uint64(); held > s.trimAbove {
+		debug.FreeOSMemory()
+	}
+}
+
 // ParamError is one rejected query parameter.
 type ParamError struct {
-	// Param is the query parameter's name and Reason what is wrong with
-	// it and what to use instead.
+	// Param is the query parameter's name (clipped to 40 bytes); it is
+	// empty when the query as a whole is rejected (too many parameters)
+	// or the parameter has no name ("=5"). Reason says what is wrong and
+	// what to use instead.
 	Param  string `json:"param"`
 	Reason string `json:"reason"`
 }
@@ -200,7 +287,10 @@ func writeError(w http.ResponseWriter, code int, msg string, params []ParamError
 func writeParamErrors(w http.ResponseWriter, errs []ParamError) {
 	parts := make([]string, len(errs))
 	for i, e := range errs {
-		parts[i] = e.Param + ": " + e.Reason
+		parts[i] = e.Reason
+		if e.Param != "" {
+			parts[i] = e.Param + ": " + e.Reason
+		}
 	}
 	writeError(w, http.StatusBadRequest, "invalid parameters: "+strings.Join(parts, "; "), errs)
 }

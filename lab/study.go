@@ -39,11 +39,13 @@ func checkStudy(b []byte) error {
 }
 
 func (s *Server) handleStudy(w http.ResponseWriter, r *http.Request) {
-	if len(r.URL.Query()) > 0 {
-		f := newForm(r.URL.Query())
+	if r.URL.RawQuery != "" {
+		f := newForm(r.URL.RawQuery)
 		f.unknown()
-		writeParamErrors(w, f.errs)
-		return
+		if len(f.errs) > 0 {
+			writeParamErrors(w, f.errs)
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(s.study)

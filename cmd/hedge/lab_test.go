@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tailcut/hedge/lab"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
@@ -69,10 +72,59 @@ func TestLabServesAndStops(t *testing.T) {
 		if code != exitOK || !strings.Contains(errOut.String(), "stopped") {
 			t.Errorf("shutdown: exit %d, stderr %q", code, errOut.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute): // a hang guard: stopping takes milliseconds
 		t.Fatal("lab did not stop")
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// While the lab serves, the process's soft memory limit is the lab's
+// memory budget plus headroom and its GC target labGCPercent (so a burst
+// of large simulations cannot let the heap grow to twice what they hold),
+// and both are restored afterwards. GOMEMLIMIT and GOGC in the
+// environment are left alone.
+func TestLabMemoryLimit(t *testing.T) {
+	beforeLimit := debug.SetMemoryLimit(-1)
+	beforeGC := debug.SetGCPercent(-1)
+	debug.SetGCPercent(beforeGC) // SetGCPercent has no read-only form
+	s, err := lab.New(lab.Options{MaxConcurrent: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLimit := s.MemoryBudget() + labMemoryHeadroom
+	for _, env := range []string{"", "set"} {
+		limitEnv, gcEnv := "", ""
+		if env == "set" {
+			limitEnv, gcEnv = "1GiB", "100"
+		}
+		t.Setenv("GOMEMLIMIT", limitEnv)
+		t.Setenv("GOGC", gcEnv)
+		ctx, cancel := context.WithCancel(context.Background())
+		var limit int64
+		var gc int
+		var errOut syncBuffer
+		code := serveLab(ctx, []string{"--addr", "127.0.0.1:0", "--max-sims", "3"}, io.Discard, &errOut, func(string) {
+			limit = debug.SetMemoryLimit(-1)
+			gc = debug.SetGCPercent(-1)
+			debug.SetGCPercent(gc)
+			cancel()
+		})
+		cancel()
+		if code != exitOK {
+			t.Fatalf("environment %q: exit %d: %s", env, code, errOut.String())
+		}
+		switch {
+		case env == "" && (limit != wantLimit || gc != labGCPercent):
+			t.Errorf("while serving: memory limit %d MiB, GOGC %d; want %d MiB, %d", limit>>20, gc, wantLimit>>20, labGCPercent)
+		case env == "set" && (limit != beforeLimit || gc != beforeGC):
+			t.Errorf("GOMEMLIMIT and GOGC set: memory limit %d, GOGC %d while serving; want them left at %d, %d", limit, gc, beforeLimit, beforeGC)
+		}
+		afterGC := debug.SetGCPercent(-1)
+		debug.SetGCPercent(afterGC)
+		if after := debug.SetMemoryLimit(-1); after != beforeLimit || afterGC != beforeGC {
+			t.Errorf("after serving: memory limit %d, GOGC %d; want them restored to %d, %d", after, afterGC, beforeLimit, beforeGC)
+		}
+	}
 }
 
 // A busy port is reported with a hint to use --addr.

@@ -50,9 +50,14 @@ function onChange() {
   schedule(160);
 }
 
+// schedule runs the simulation after ms, replacing any run already
+// scheduled. Until the last scheduled run has answered, #ex-results has
+// data-pending="true": tests wait on it instead of guessing how long the
+// debounce lasts.
 function schedule(ms) {
   clearTimeout(timer);
-  timer = setTimeout(run, ms);
+  results.dataset.pending = 'true';
+  timer = setTimeout(() => { timer = null; run(); }, ms);
 }
 
 function applyPreset(p) {
@@ -145,6 +150,7 @@ async function run() {
     if (my === seq) {
       results.classList.remove('busy');
       results.setAttribute('aria-busy', 'false');
+      if (!timer) results.dataset.pending = 'false';
     }
   }
 }
