@@ -136,12 +136,9 @@ func (p *Policy) MaxAttempts() int { return p.maxAttempts }
 // Budget returns the budget in force (nil when unlimited).
 func (p *Policy) Budget() *Budget { return p.budget }
 
-// Plan is the decision state of one request, made by Policy.Begin. Its
+// Plan is the decision state of one request, started by Policy.Begin. Its
 // fields are read-only for the engine; the Policy's methods update them.
 type Plan struct {
-	// Mode is the request's mode: On sends copies, Shadow decides and
-	// counts without sending, Off sends the primary alone.
-	Mode Mode
 	// Start is when the primary was sent.
 	Start time.Duration
 	// Delay is the delay in force for this request (Never for none).
@@ -151,6 +148,9 @@ type Plan struct {
 	// Copies counts the copies sent, the primary included (in Shadow,
 	// those that would have been).
 	Copies int
+	// Mode is the request's mode: On sends copies, Shadow decides and
+	// counts without sending, Off sends the primary alone.
+	Mode Mode
 	// Stopped is set when a server asked for no further copy.
 	Stopped bool
 }
@@ -158,23 +158,24 @@ type Plan struct {
 // Single reports whether the request goes once, whatever happens.
 func (pl *Plan) Single() bool { return pl.Mode == Off }
 
-// Begin starts a request whose primary is sent at now: it snapshots the
-// mode (applying the rollout with a draw from r, nil for the global
-// source), credits the budget for the request, and reads the delay from
-// est, the request's operation class's estimator. deadline is the caller's
-// deadline, or Never. once marks a request that must not be copied (a
-// write without an idempotency key).
-func (p *Policy) Begin(now time.Duration, est Estimator, deadline time.Duration, once bool, r *rand.Rand) Plan {
-	pl := Plan{Mode: p.mode(r), Start: now, Delay: Never, Deadline: deadline, Copies: 1}
-	if once || p.maxAttempts == 1 {
-		pl.Mode = Off
+// Begin starts the Plan of a request whose primary is sent at now: it
+// snapshots the mode (applying the rollout with a draw from r, nil for the
+// global source), credits the budget for the request, and reads the delay
+// from est, the request's operation class's estimator. deadline is the
+// caller's deadline, or Never. once marks a request that must not be
+// copied (a write without an idempotency key).
+func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time.Duration, once bool, r *rand.Rand) {
+	m := Off
+	if !once && p.maxAttempts > 1 {
+		m = p.mode(r)
 	}
-	if pl.Mode == Off {
-		return pl
+	pl.Start, pl.Deadline, pl.Copies, pl.Mode, pl.Stopped = now, deadline, 1, m, false
+	if m == Off {
+		pl.Delay = Never
+		return
 	}
-	p.bucket(&pl).OnRequest()
+	p.bucket(pl).OnRequest()
 	pl.Delay = est.Delay(now)
-	return pl
 }
 
 // mode snapshots the mode for one request, applying the rollout.

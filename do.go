@@ -90,7 +90,7 @@ func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx 
 	if d, ok := ctx.Deadline(); ok {
 		deadline = max(d.Sub(h.epoch), 0)
 	}
-	c.plan = h.pol.Begin(h.now(), st.est, deadline, once, nil)
+	h.pol.Begin(&c.plan, h.now(), st.est, deadline, once, nil)
 	return c
 }
 

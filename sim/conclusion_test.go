@@ -33,14 +33,12 @@ func stallsPair(t *testing.T, st Strategy, load float64, runs, n int) (none, hed
 	h := c
 	h.Strategy = st
 	if st.NeedsCalibration() {
-		cal := h
-		cal.Seed = DeriveSeed(c.Seed, "calibration")
-		d, err := Calibrate(context.Background(), cal, 1, 0)
+		d, err := Calibrate(context.Background(), h, 1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.Delay = d
-		t.Logf("%s delay (p95 at load %g): %.3f", st, st.CalibrationLoad(load), d)
+		h.Delay = Units(d)
+		t.Logf("%s delay (p95 at load %g): %.3f", st, st.CalibrationLoad(load), h.Delay)
 	}
 	hedged = runPoint(t, h, runs)
 	return none, hedged

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/tailcut/hedge"
 )
 
 // Unit is the wall-clock duration that one simulated time unit (one mean
@@ -117,9 +119,13 @@ const (
 	// Tied sends all copies at arrival; a copy starting service cancels
 	// the others still waiting (after Config.CancelDelay).
 	Tied
+	// Default runs the hedge library's own configuration: Config.Hedge,
+	// or, when it is nil, the zero hedge.Config that a Hedger gets by
+	// default. Whatever that default is, this strategy follows it.
+	Default
 )
 
-var strategyNames = []string{"none", "hedge-fixed", "hedge-p95-per-load", "hedge-p95-quiet", "hedge-p95-live", "hedge-quiet-budget", "tied"}
+var strategyNames = []string{"none", "hedge-fixed", "hedge-p95-per-load", "hedge-p95-quiet", "hedge-p95-live", "hedge-quiet-budget", "tied", "default"}
 
 // String returns the strategy's name.
 func (s Strategy) String() string { return name(strategyNames, int(s)) }
@@ -131,7 +137,40 @@ func ParseStrategy(s string) (Strategy, error) {
 }
 
 // Hedges reports whether the strategy sends delayed copies.
-func (s Strategy) Hedges() bool { return s >= HedgeFixed && s <= HedgeQuietBudget }
+func (s Strategy) Hedges() bool {
+	return (s >= HedgeFixed && s <= HedgeQuietBudget) || s == Default
+}
+
+// Feed says which latency a live percentile delay is fed in the simulator.
+type Feed int
+
+const (
+	// FeedAuto is each strategy's own rule: FeedClient for
+	// hedge-p95-live (the study's), FeedPrimary for default (the
+	// library's).
+	FeedAuto Feed = iota
+	// FeedPrimary is the library's rule (see hedge.Percentile): the
+	// primary copy's own latency, or, when it is cancelled because a
+	// hedge won, its running time then, a lower bound. With instant
+	// cancellation and no failures (as in the simulator) that bound is
+	// the winner's latency, so the two rules differ only when losers run
+	// on (NoCancel).
+	FeedPrimary
+	// FeedClient is the study's rule: the latency the client saw, that of
+	// the first copy to finish.
+	FeedClient
+)
+
+var feedNames = []string{"auto", "primary", "client"}
+
+// String returns the feed's name.
+func (f Feed) String() string { return name(feedNames, int(f)) }
+
+// ParseFeed parses a feed name.
+func ParseFeed(s string) (Feed, error) {
+	i, err := parse("live feed", feedNames, s)
+	return Feed(i), err
+}
 
 // NeedsCalibration reports whether Config.Delay is a calibrated p95 that
 // must be measured by an unhedged run first (see Calibrate).
@@ -214,6 +253,16 @@ type Config struct {
 	// (95 and 2,000).
 	LiveP      float64
 	LiveWindow int
+	// LiveFeed says which latency a live percentile is fed (FeedAuto:
+	// the strategy's own rule).
+	LiveFeed Feed
+
+	// Hedge is the library configuration the Default strategy runs; nil
+	// means the zero hedge.Config. Its Replicas and Picker are the
+	// simulator's own (Servers and Routing); its Retryable,
+	// ReapInBackground, PreciseTimers and MaxOps do not apply. Other
+	// strategies ignore it: they are presets (see HedgeConfig).
+	Hedge *hedge.Config
 
 	// StallShare is the long-run fraction of time a server is stalled
 	// (0.02), StallMean the mean stalled stretch (50 units) and
@@ -357,6 +406,14 @@ func (c Config) Validate() error {
 			bad("budget burst %v: use 1 to 1e9 tokens, e.g. 10", c.BudgetBurst)
 		}
 	}
+	if c.LiveFeed < 0 || int(c.LiveFeed) >= len(feedNames) {
+		bad("unknown live feed %d: use one of %s", c.LiveFeed, strings.Join(feedNames, ", "))
+	}
+	if h, ok := c.HedgeConfig(); ok && len(errs) == 0 {
+		if _, err := hedge.NewPolicy(h); err != nil {
+			bad("%s strategy's hedge.Config: %w", c.Strategy, err)
+		}
+	}
 	if c.Strategy == HedgeP95Live {
 		if !(c.LiveP >= 50 && c.LiveP < 100) {
 			bad("live percentile %v: use 50 to 99.99, e.g. 95", c.LiveP)
@@ -369,6 +426,75 @@ func (c Config) Validate() error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+}
+
+// HedgeConfig returns the library configuration that c's strategy runs,
+// and false for strategies that send no delayed copy (none, tied). The
+// study's strategies are presets of it:
+//
+//   - hedge-fixed and the calibrated strategies: Fixed(Delay), no budget;
+//   - hedge-quiet-budget: the same with NewBudget(Budget, BudgetBurst);
+//   - hedge-p95-live: Percentile{P: LiveP, Window: LiveWindow} with no
+//     hedging until the window is full, no budget;
+//   - default: Config.Hedge, or the zero hedge.Config.
+//
+// MaxAttempts is c's for the presets and the library's own for default.
+// Replicas is Servers: a copy never goes to a server holding another.
+func (c Config) HedgeConfig() (hedge.Config, bool) {
+	var h hedge.Config
+	switch c.Strategy {
+	case HedgeFixed, HedgeP95PerLoad, HedgeP95Quiet:
+		h = hedge.Config{Delay: hedge.Fixed(toDuration(c.Delay)), NoBudget: true, MaxAttempts: c.MaxAttempts}
+	case HedgeQuietBudget:
+		b, err := hedge.NewBudget(c.Budget, c.BudgetBurst)
+		if err != nil {
+			return hedge.Config{}, false // refused by Validate
+		}
+		h = hedge.Config{Delay: hedge.Fixed(toDuration(c.Delay)), Budget: b, MaxAttempts: c.MaxAttempts}
+	case HedgeP95Live:
+		// Warm-up: no hedging until the window is full (Warmup zero
+		// means Never). In the study it fills long before the warm-up
+		// requests are over.
+		h = hedge.Config{Delay: hedge.Percentile{P: c.LiveP, Window: c.LiveWindow, MinSamples: c.LiveWindow}, NoBudget: true, MaxAttempts: c.MaxAttempts}
+	case Default:
+		return c.libraryConfig(), true
+	default:
+		return hedge.Config{}, false
+	}
+	h.Replicas = c.replicas()
+	h.MaxOps = 1 // one operation class: the estimator's memory is one window
+	return h, true
+}
+
+// libraryConfig is the Default strategy's hedge.Config, with the
+// simulator's replicas.
+func (c Config) libraryConfig() hedge.Config {
+	var h hedge.Config
+	if c.Hedge != nil {
+		h = *c.Hedge
+	}
+	h.Replicas = c.replicas()
+	h.Picker = hedge.Picker{}
+	return h
+}
+
+// replicas is how many distinct places a request's copies may go.
+func (c Config) replicas() int {
+	if c.Servers < 2 {
+		return 0
+	}
+	return c.Servers
+}
+
+// feedPrimary reports whether a live percentile is fed the library's rule.
+func (c Config) feedPrimary() bool {
+	switch c.LiveFeed {
+	case FeedPrimary:
+		return true
+	case FeedClient:
+		return false
+	}
+	return c.Strategy == Default
 }
 
 // String describes c on one line, with the parameters that matter for its
@@ -395,6 +521,13 @@ func (c Config) String() string {
 		fmt.Fprintf(&b, " live-p=%g live-window=%d", c.LiveP, c.LiveWindow)
 	case Tied:
 		fmt.Fprintf(&b, " cancel-delay=%g", c.CancelDelay)
+	case Default:
+		if c.Hedge != nil {
+			fmt.Fprintf(&b, " hedge=%s", describeHedge(*c.Hedge))
+		}
+	}
+	if c.LiveFeed != FeedAuto {
+		fmt.Fprintf(&b, " live-feed=%s", c.LiveFeed)
 	}
 	if c.Strategy != None {
 		fmt.Fprintf(&b, " max-attempts=%d cancel=%v", c.MaxAttempts, !c.NoCancel)
@@ -402,5 +535,31 @@ func (c Config) String() string {
 	if c.Fanout > 1 {
 		fmt.Fprintf(&b, " fanout=%d need=%d", c.Fanout, c.FanoutNeed)
 	}
+	return b.String()
+}
+
+// describeHedge names the parts of a hedge.Config that the simulator uses.
+func describeHedge(h hedge.Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "{delay=%v", h.Delay)
+	switch {
+	case h.NoBudget:
+		b.WriteString(" budget=none")
+	case h.Budget != nil:
+		fmt.Fprintf(&b, " budget=%v", h.Budget)
+	}
+	if h.MaxAttempts != 0 {
+		fmt.Fprintf(&b, " max-attempts=%d", h.MaxAttempts)
+	}
+	if h.MaxHedgesInFlight != 0 {
+		fmt.Fprintf(&b, " max-in-flight=%d", h.MaxHedgesInFlight)
+	}
+	if h.Mode != hedge.On {
+		fmt.Fprintf(&b, " mode=%v", h.Mode)
+	}
+	if h.Rollout != 0 {
+		fmt.Fprintf(&b, " rollout=%g", h.Rollout)
+	}
+	b.WriteString("}")
 	return b.String()
 }

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"math"
 	"math/rand/v2"
+	"time"
 
 	"github.com/tailcut/hedge"
 )
@@ -20,6 +22,7 @@ type copyRec struct {
 	q     int32   // queue it was placed on
 	srv   int32   // server running it, while cRunning
 	state uint8
+	slot  bool // holds one of the Policy's in-flight slots until it ends
 }
 
 // request is a slot in the engine's request table: a plain request, or one
@@ -30,12 +33,14 @@ type request struct {
 	size     float64 // size of the primary copy: the extra-work denominator
 	work     float64 // work processed on all copies so far
 	parent   int32   // fan-out parent, or -1
+	idx      int32   // arrival index of the request (of its parent, for a sub-request)
 	gen      uint32
 	n        uint8 // copies placed
 	live     uint8 // copies waiting or running
 	ran      uint8 // copies that started service
 	done     bool  // a copy finished (or the parent no longer needs it)
 	measured bool
+	plan     hedge.Plan // the library's decision state, for hedging strategies (near the fields newUnit writes)
 	copies   [MaxAttempts]copyRec
 }
 
@@ -122,13 +127,20 @@ type engine struct {
 	picker hedge.Picker
 	load   func(int) int
 
-	hedges bool
-	tied   bool
-	cancel bool
-	est    hedge.Estimator
-	live   *hedge.PercentileEstimator // non-nil for HedgeP95Live
-	budget *hedge.Budget
-	need   int32 // fan-out sub-requests needed
+	hedges      bool
+	tied        bool
+	cancel      bool
+	pol         *hedge.Policy // the library's decision, for hedging strategies
+	est         hedge.Estimator
+	live        *hedge.PercentileEstimator // est, when it is a live percentile
+	feedPrimary bool                       // feed live the primary's latency (the library's rule)
+	need        int32                      // fan-out sub-requests needed
+	refused     [8]int64                   // refusals by hedge.Refusal, of measured units
+	shadow      int64                      // copies Shadow mode would have sent, of measured units
+	memoD       time.Duration              // the last delay converted by delayUnits
+	memoF       float64                    // and its value in time units
+	traceFn     func(TraceEvent)           // Simulator.Trace, during RunScript
+	script      []ScriptedRequest          // RunScript's requests, or nil
 
 	lambda    float64
 	nextArr   float64
@@ -199,24 +211,20 @@ func (e *engine) init(c Config) {
 	e.tied = c.Strategy == Tied
 	e.cancel = !c.NoCancel
 	e.maxAtt = uint8(c.MaxAttempts)
-	e.est, e.live, e.budget = nil, nil, nil
-	switch c.Strategy {
-	case HedgeFixed, HedgeP95PerLoad, HedgeP95Quiet, HedgeQuietBudget:
-		e.est = hedge.Fixed(toDuration(c.Delay)).NewEstimator()
-	case HedgeP95Live:
-		// Warm-up: no hedging until the window is full (MinSamples =
-		// Window, Warmup = 0 meaning Never). In the study the window
-		// fills long before the warm-up requests are over.
-		e.live = hedge.Percentile{P: c.LiveP, Window: c.LiveWindow, MinSamples: c.LiveWindow}.NewPercentileEstimator()
-		e.est = e.live
-	}
-	if c.Strategy == HedgeQuietBudget {
-		b, err := hedge.NewBudget(c.Budget, c.BudgetBurst)
+	e.pol, e.est, e.live = nil, nil, nil
+	if h, ok := c.HedgeConfig(); ok && e.hedges {
+		pol, err := hedge.NewPolicy(h)
 		if err != nil {
 			panic(err) // unreachable after Validate
 		}
-		e.budget = b
+		e.pol = pol
+		e.est = pol.Delay().NewEstimator()
+		e.live, _ = e.est.(*hedge.PercentileEstimator)
+		e.hedges = pol.MaxAttempts() > 1
 	}
+	e.feedPrimary = c.feedPrimary()
+	e.refused = [8]int64{}
+	e.shadow = 0
 	e.need = int32(c.Fanout)
 	if c.FanoutNeed > 0 {
 		e.need = int32(c.FanoutNeed)
@@ -278,7 +286,7 @@ func b2i(b bool) int {
 // arrival, the heap's head and the timer queue's head; ties go to the
 // arrival, then the heap.
 func (e *engine) run() {
-	for e.arrived <= e.c.Requests || e.pending > 0 {
+	for (e.arrived <= e.c.Requests && e.nextArr < math.MaxFloat64) || e.pending > 0 {
 		e.events++
 		t := e.nextArr
 		src := 0
@@ -355,7 +363,14 @@ func (e *engine) arrive() {
 	} else {
 		e.newParent(measured)
 	}
-	e.nextArr = e.now + e.rA.ExpFloat64()/e.lambda
+	switch {
+	case e.script == nil:
+		e.nextArr = e.now + e.rA.ExpFloat64()/e.lambda
+	case e.arrived < len(e.script):
+		e.nextArr = e.script[e.arrived].At
+	default:
+		e.nextArr = math.Inf(1)
+	}
 }
 
 func (e *engine) alloc() int32 {
@@ -373,7 +388,12 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 	slot := e.alloc()
 	r := &e.slots[slot]
 	r.arrival = e.now
-	r.size = e.sz.draw(e.rA)
+	r.idx = int32(e.arrived - 1)
+	if e.script != nil {
+		r.size = e.script[r.idx].Sizes[0]
+	} else {
+		r.size = e.sz.draw(e.rA)
+	}
 	r.work = 0
 	r.parent = parent
 	r.n, r.live, r.ran = 0, 0, 0
@@ -400,25 +420,106 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 	default:
 		e.kick(e.addCopy(slot, r))
 		if e.hedges {
-			e.budget.OnRequest()
-			if d, ok := e.hedgeDelay(); ok {
-				e.schedule(event{t: e.now + d, a: slot, gen: r.gen, kind: evHedge})
-				if measured {
-					e.delaySum += d
-					e.delayN++
-				}
+			e.emit(TraceEvent{Request: int(r.idx), Copy: 0, At: e.now})
+			deadline := hedge.Never
+			if e.script != nil && e.script[r.idx].Deadline > 0 {
+				deadline = toDuration(e.now + e.script[r.idx].Deadline)
 			}
+			now := toDuration(e.now)
+			e.pol.Begin(&r.plan, now, e.est, deadline, false, e.rM)
+			if measured && r.plan.Delay != hedge.Never {
+				e.delaySum += e.delayUnits(r.plan.Delay)
+				e.delayN++
+			}
+			e.scheduleNext(slot, r, now)
 		}
 	}
 	return slot
 }
 
-func (e *engine) hedgeDelay() (float64, bool) {
-	d := e.est.Delay(toDuration(e.now))
-	if d == hedge.Never {
-		return 0, false
+// scheduleNext sends the copies of r due now (now is e.now as a Duration)
+// and queues a hedge event for the next one, as the Policy says
+// (Policy.Due).
+func (e *engine) scheduleNext(slot int32, r *request, now time.Duration) {
+	for {
+		at, why := e.pol.Due(&r.plan, now)
+		if why != hedge.Allowed {
+			e.refuse(r, why)
+		}
+		switch {
+		case at == hedge.Never:
+			return
+		case at > now:
+			// Offset from e.now rather than converted back from at, so
+			// that the event time is exactly e.now + delay.
+			e.schedule(event{t: e.now + e.delayUnits(at-now), a: slot, gen: r.gen, kind: evHedge})
+			return
+		}
+		if !e.tryHedge(slot, r, now) {
+			return
+		}
 	}
-	return fromDuration(d), true
+}
+
+// tryHedge asks the Policy for one more copy of r now, and places it (in
+// Shadow mode, counts it) or counts the refusal.
+func (e *engine) tryHedge(slot int32, r *request, now time.Duration) bool {
+	why := e.pol.Next(&r.plan, now, false)
+	if why != hedge.Allowed {
+		e.refuse(r, why)
+		return false
+	}
+	if r.plan.Mode == hedge.Shadow {
+		if r.measured {
+			e.shadow++
+		}
+		return true
+	}
+	held := e.pol.HoldsSlot(&r.plan)
+	q := e.addCopy(slot, r)
+	if q < 0 {
+		// No eligible server: unreachable while the Policy caps copies at
+		// Servers, but give back what the Policy took.
+		e.pol.Budget().Refund()
+		if held {
+			e.pol.Done()
+		}
+		return false
+	}
+	r.copies[r.n-1].slot = held
+	e.emit(TraceEvent{Request: int(r.idx), Copy: int(r.n - 1), At: e.now})
+	e.kick(q)
+	return true
+}
+
+// delayUnits is fromDuration, remembering the last conversion: a delay is
+// converted for every request, and it changes rarely (never for a Fixed
+// one), while a division is not cheap.
+func (e *engine) delayUnits(d time.Duration) float64 {
+	if d != e.memoD {
+		e.memoD, e.memoF = d, fromDuration(d)
+	}
+	return e.memoF
+}
+
+// refuse counts a refusal of the Policy for r.
+func (e *engine) refuse(r *request, why hedge.Refusal) {
+	if why == hedge.RefusedAttempts || why == hedge.RefusedMode {
+		return // not refusals the library counts either
+	}
+	if r.measured && int(why) < len(e.refused) {
+		e.refused[why]++
+	}
+	e.emit(TraceEvent{Request: int(r.idx), Copy: -1, At: e.now, Refused: why})
+}
+
+// ended gives back the in-flight slot of a copy that completed or was
+// cancelled.
+func (e *engine) ended(c *copyRec) {
+	if c.slot {
+		c.slot = false
+		e.pol.Done()
+	}
 }
 
 // addCopy places the request's next copy on a queue and returns the queue,
@@ -429,7 +530,12 @@ func (e *engine) addCopy(slot int32, r *request) int32 {
 		return -1
 	}
 	size := r.size
-	if r.n > 0 && e.sz.fresh {
+	switch {
+	case e.script != nil:
+		if sz := e.script[r.idx].Sizes; int(r.n) < len(sz) {
+			size = sz[r.n]
+		}
+	case r.n > 0 && e.sz.fresh:
 		size = e.sz.draw(e.rM)
 	}
 	k := r.n
@@ -515,6 +621,7 @@ func (e *engine) cancelWaiting(r *request, k uint8) {
 	c.state = cCancelled
 	e.qs[c.q].busy--
 	r.live--
+	e.ended(c)
 }
 
 // cancelRunning stops a copy in service, counting the work it got, and
@@ -530,6 +637,7 @@ func (e *engine) cancelRunning(r *request, k uint8) {
 	c.state = cCancelled
 	r.live--
 	e.qs[c.q].busy--
+	e.ended(c)
 	e.release(c.srv)
 }
 
@@ -557,19 +665,36 @@ func (e *engine) onComplete(ev event) {
 	c.state = cDone
 	r.live--
 	e.qs[c.q].busy--
-	if !r.done {
-		e.finish(slot, r)
+	e.ended(c)
+	switch {
+	case !r.done:
+		e.finish(slot, r, sv.k)
+	case sv.k == 0 && e.live != nil && e.feedPrimary:
+		// A primary that lost and ran on: the library records its whole
+		// latency when it returns.
+		e.live.Observe(toDuration(e.now), toDuration(e.now-r.arrival))
 	}
 	e.release(ev.a)
 	e.maybeFree(slot)
 }
 
-// finish records the first finished copy of a unit and cancels the others.
-func (e *engine) finish(slot int32, r *request) {
+// finish records the first finished copy of a unit, copy k, and cancels
+// the others.
+func (e *engine) finish(slot int32, r *request, k uint8) {
 	r.done = true
 	lat := e.now - r.arrival
 	if e.live != nil {
-		e.live.Observe(toDuration(e.now), toDuration(lat))
+		// The study's rule feeds the client's latency. The library's
+		// feeds the primary's: its latency when it won, or, when a hedge
+		// won, the censored bound (hedge.Plan.PrimarySample), which is
+		// this same latency; a primary that runs on without cancellation
+		// is recorded when it completes, in onComplete.
+		if !e.feedPrimary || k == 0 || e.cancel {
+			e.live.Observe(toDuration(e.now), toDuration(lat))
+		}
+	}
+	if e.pol != nil {
+		e.pol.Succeeded(&r.plan)
 	}
 	if e.cancel {
 		e.cancelAll(r)
@@ -627,24 +752,15 @@ func (e *engine) maybeFree(slot int32) {
 	}
 }
 
+// onHedge runs when the delay since the last copy of a unit has passed.
 func (e *engine) onHedge(ev event) {
 	r := &e.slots[ev.a]
-	if r.gen != ev.gen || r.done || r.n >= e.maxAtt {
+	if r.gen != ev.gen || r.done {
 		return
 	}
-	if !e.budget.TryHedge() {
-		return // no token: this request is not hedged further
-	}
-	q := e.addCopy(ev.a, r)
-	if q < 0 {
-		e.budget.Refund()
-		return
-	}
-	e.kick(q)
-	if r.n < e.maxAtt {
-		if d, ok := e.hedgeDelay(); ok {
-			e.schedule(event{t: e.now + d, a: ev.a, gen: r.gen, kind: evHedge})
-		}
+	now := toDuration(e.now)
+	if e.tryHedge(ev.a, r, now) {
+		e.scheduleNext(ev.a, r, now)
 	}
 }
 

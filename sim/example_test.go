@@ -35,7 +35,7 @@ func ExampleRunPoint() {
 	if err != nil {
 		panic(err)
 	}
-	c.Delay = d
+	c.Delay = sim.Units(d) // the library's hedge.Fixed, in time units
 	s, err := sim.RunPoint(context.Background(), c, 4, 0)
 	if err != nil {
 		panic(err)

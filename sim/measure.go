@@ -41,6 +41,14 @@ type RunResult struct {
 	Delay float64
 	// Events is how many events the run processed.
 	Events int64
+	// Refused counts, for hedging strategies, the copies of measured units
+	// that the library's Policy refused, indexed by hedge.Refusal:
+	// Refused[hedge.RefusedBudget] is budget refusals. (A unit that has
+	// sent MaxAttempts copies is not counted.)
+	Refused [8]int64
+	// ShadowHedges counts the copies of measured units that Shadow mode
+	// would have sent.
+	ShadowHedges int64
 	// Tail, with Config.Tail, holds the latency at each tail probability
 	// of TailLevels: Tail[i] is the nearest-rank quantile 1 - TailLevels[i].
 	Tail []float64
@@ -55,6 +63,10 @@ var TailLevels = []float64{0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.
 // A Simulator is not safe for concurrent use; use one per goroutine. The
 // zero value is ready to use.
 type Simulator struct {
+	// Trace, if set, is told every decision of RunScript's runs: each
+	// copy sent and each copy the library's Policy refused.
+	Trace func(TraceEvent)
+
 	e engine
 }
 
@@ -114,6 +126,8 @@ func (e *engine) result() RunResult {
 		r.Delay = e.delaySum / float64(e.delayN)
 	}
 	r.Events = e.events
+	r.Refused = e.refused
+	r.ShadowHedges = e.shadow
 	return r
 }
 

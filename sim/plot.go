@@ -33,6 +33,7 @@ var strategyColors = map[string]string{
 	"hedge-p95-live":     "#2ca02c",
 	"hedge-quiet-budget": "#9467bd",
 	"tied":               "#d62728",
+	"default":            "#000000",
 }
 
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}

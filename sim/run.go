@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
+
+	"github.com/tailcut/hedge"
 )
 
 // RunPoint runs c runs times, run i with seed RunSeed(c.Seed, i), on up to
@@ -58,29 +61,38 @@ feed:
 	return Summarize(c, res), nil
 }
 
-// Calibrate returns the delay a calibrated strategy uses for c: the mean
-// across runs of the p95 latency of the hedged unit, measured by runs
-// unhedged runs of c at the strategy's calibration load (c.Load for
-// hedge-p95-per-load, QuietLoad for the quiet-day strategies), seeded with
-// c.Seed. Other strategies get c.Delay back unchanged.
-func Calibrate(ctx context.Context, c Config, runs, workers int) (float64, error) {
+// Calibrate returns the delay a calibrated strategy uses for c, as the
+// library's hedge.Fixed: the mean across runs of the p95 latency of the
+// hedged unit, measured by runs unhedged runs of CalibrationConfig(c).
+// Other strategies get Fixed(c.Delay) back. Every calibrated delay of the
+// project (hedge sim, the lab, the study) comes from CalibrationConfig, so
+// that one seed rule holds everywhere.
+func Calibrate(ctx context.Context, c Config, runs, workers int) (hedge.Fixed, error) {
 	if !c.Strategy.NeedsCalibration() {
-		return c.Delay, nil
+		return hedge.Fixed(toDuration(c.Delay)), nil
 	}
-	cc := CalibrationConfig(c)
-	s, err := RunPoint(ctx, cc, runs, workers)
+	s, err := RunPoint(ctx, CalibrationConfig(c), runs, workers)
 	if err != nil {
 		return 0, err
 	}
-	return s.UnitP95.Value, nil
+	return hedge.Fixed(toDuration(s.UnitP95.Value)), nil
 }
 
+// Units converts a delay of the library to simulated time units, for
+// Config.Delay.
+func Units(d hedge.Fixed) float64 { return fromDuration(time.Duration(d)) }
+
 // CalibrationConfig returns the unhedged configuration whose p95 is the
-// delay of c's calibrated strategy.
+// delay of c's calibrated strategy: c at the strategy's calibration load
+// (c.Load for hedge-p95-per-load, QuietLoad for the quiet-day
+// strategies), with the seed DeriveSeed(c.Seed, its scenario and
+// "|calibration"). c.Seed is the master seed of whatever runs c: the
+// command's --seed, or the study's.
 func CalibrationConfig(c Config) Config {
 	cc := c
 	cc.Load = c.Strategy.CalibrationLoad(c.Load)
 	cc.Strategy = None
 	cc.Delay = 0
+	cc.Seed = DeriveSeed(c.Seed, scenarioKey(cc)+"|calibration")
 	return cc
 }

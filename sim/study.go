@@ -17,7 +17,11 @@ import (
 var StudyLoads = []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95}
 
 // StudyStrategies are the strategies of the study grid, in table order.
-var StudyStrategies = []Strategy{None, HedgeP95PerLoad, HedgeP95Quiet, HedgeP95Live, HedgeQuietBudget, Tied}
+//
+// The study's own six come first; default, the library's zero
+// hedge.Config, closes every world, so that the study shows what the
+// library does out of the box next to what the source measured.
+var StudyStrategies = []Strategy{None, HedgeP95PerLoad, HedgeP95Quiet, HedgeP95Live, HedgeQuietBudget, Tied, Default}
 
 // StudyStallMeans are the mean stall lengths of the stall-length variation.
 var StudyStallMeans = []float64{2, 5, 20, 50, 200, 1000}
@@ -137,8 +141,9 @@ func (p *studyPlan) add(c Config, group string) *studyPoint {
 		sp.ref = p.add(rc, group)
 	}
 	if c.Strategy.NeedsCalibration() {
-		cc := CalibrationConfig(c)
-		cc.Seed = DeriveSeed(p.seed, scenarioKey(cc)+"|calibration")
+		mc := c
+		mc.Seed = p.seed // the study's master seed
+		cc := CalibrationConfig(mc)
 		ck := pointKey(cc)
 		cal, ok := p.cbyKey[ck]
 		if !ok {

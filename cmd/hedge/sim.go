@@ -26,11 +26,11 @@ var simCommand = &command{
 
 // simFlags are the flags of "hedge sim", parsed into a sim.Config.
 type simFlags struct {
-	world, routing, strategy string
-	runs, workers            int
-	json                     bool
-	cancel                   bool
-	c                        sim.Config
+	world, routing, strategy, liveFeed string
+	runs, workers                      int
+	json                               bool
+	cancel                             bool
+	c                                  sim.Config
 }
 
 func runSim(args []string, stdout, stderr io.Writer) int {
@@ -39,7 +39,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	f := simFlags{c: d}
 	fs.StringVar(&f.world, "world", "noise", "why requests are slow: "+list(sim.Worlds()))
 	fs.StringVar(&f.routing, "routing", "two-choice", "how copies choose a server: "+list(sim.Routings()))
-	fs.StringVar(&f.strategy, "strategy", "none", "when copies are sent: "+list(sim.Strategies()))
+	fs.StringVar(&f.strategy, "strategy", "none", "when copies are sent: "+list(sim.Strategies())+" (default: the library's zero hedge.Config)")
+	fs.StringVar(&f.liveFeed, "live-feed", "auto", "which latency feeds a live percentile: auto (the strategy's own rule), primary (the library's), client (the study's)")
 	fs.Float64Var(&f.c.Load, "load", d.Load, "arrival rate over total service rate, in (0, 1)")
 	fs.IntVar(&f.c.Requests, "requests", d.Requests, "requests per run, warm-up included")
 	fs.IntVar(&f.runs, "runs", 4, "independent runs (the standard errors are across runs)")
@@ -71,15 +72,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	start := time.Now()
 	if c.Strategy.NeedsCalibration() && !flagSet(fs, "delay") {
-		cc := sim.CalibrationConfig(c)
-		cc.Seed = sim.DeriveSeed(c.Seed, "calibration")
-		s, err := sim.RunPoint(ctx, cc, 1, f.workers)
+		d, err := sim.Calibrate(ctx, c, 1, f.workers)
 		if err != nil {
 			return failed(stderr, err)
 		}
-		c.Delay = s.UnitP95.Value
+		c.Delay = sim.Units(d)
 		if !f.json {
-			fmt.Fprintf(stdout, "calibration: p95 of unhedged latency at load %g = %.4g time units\n", cc.Load, c.Delay)
+			fmt.Fprintf(stdout, "calibration: p95 of unhedged latency at load %g = %.4g time units\n", c.Strategy.CalibrationLoad(c.Load), c.Delay)
 		}
 	}
 	s, err := sim.RunPoint(ctx, c, f.runs, f.workers)
@@ -105,6 +104,9 @@ func (f *simFlags) config(fs *flag.FlagSet) (sim.Config, error) {
 	var errs []error
 	var err error
 	if c.World, err = sim.ParseWorld(f.world); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LiveFeed, err = sim.ParseFeed(f.liveFeed); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Routing, err = sim.ParseRouting(f.routing); err != nil {
@@ -173,7 +175,7 @@ func printSummary(w io.Writer, s sim.Summary, el time.Duration) {
 		row("stalled fraction", s.StalledFraction, true)
 	}
 	switch {
-	case c.Strategy == sim.HedgeP95Live:
+	case c.Strategy == sim.HedgeP95Live || c.Strategy == sim.Default:
 		row("delay (mean)", s.Delay, false)
 	case c.Strategy.Hedges():
 		row("delay", sim.Estimate{Value: c.Delay}, false)

@@ -1,0 +1,236 @@
+package sim_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/sim"
+)
+
+// agreeRequest is one request of a scenario that both engines run: when it
+// arrives, how long each copy takes (in milliseconds, the simulator's time
+// unit), and the caller's deadline relative to arrival (0: none; the
+// simulator has no deadlines, so the scenario gives none where it runs).
+type agreeRequest struct {
+	at       float64
+	sizes    []float64
+	deadline float64
+}
+
+// decision is what an engine decided for one request: the copies that went
+// (index and time), and the copies refused, by reason.
+type decision struct {
+	sent    []string // "copy@time"
+	refused map[hedge.Refusal]int
+}
+
+func (d decision) String() string { return fmt.Sprintf("sent %v refused %v", d.sent, d.refused) }
+
+// TestLiveAndSimulatorAgree drives the live engine (on synctest's clock) and
+// the simulator (on virtual time) through one scripted scenario, with a
+// budget that runs dry, a cap on hedges in flight and a third copy, and
+// checks that they make the same decisions: which copies went, when, and
+// why the others did not. Both consult hedge.Policy; this test is what
+// keeps either engine from growing a rule of its own.
+func TestLiveAndSimulatorAgree(t *testing.T) {
+	cfg := func() hedge.Config {
+		b, err := hedge.NewBudget(0.3, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hedge.Config{Delay: hedge.Fixed(10 * time.Millisecond), Budget: b, MaxHedgesInFlight: 1, MaxAttempts: 3}
+	}
+	reqs := []agreeRequest{
+		{0, []float64{50, 5, 5}, 0},    // hedge at 10 wins at 15
+		{1, []float64{30, 40, 40}, 0},  // hedge at 11 refused: in flight
+		{20, []float64{45, 3, 3}, 0},   // hedge at 30, wins
+		{21, []float64{60, 50, 7}, 0},  // hedge at 31 refused: budget dry
+		{40, []float64{33, 40, 2}, 0},  // hedges at 50, third at 60 refused: in flight
+		{90, []float64{1.5}, 0},        // primary alone
+		{91, []float64{2.5}, 0},        // refill the budget
+		{92, []float64{1}, 0},          //
+		{93, []float64{1}, 0},          //
+		{100, []float64{27, 30, 4}, 0}, // hedge at 110, third at 120 refused: in flight
+		{131, []float64{44, 2, 2}, 0},  // hedge at 141 wins
+		{200, []float64{80, 60, 9}, 0}, // hedges at 210, third at 220 (if tokens allow)
+		{300, []float64{12, 1}, 15},    // deadline: at 310 less than the delay is left
+		{400, []float64{3, 1}, 5},      // deadline nearer than the delay: no timer at all
+	}
+	live := runLive(t, cfg(), reqs)
+	simd := runSim(t, cfg(), reqs)
+	kinds := map[hedge.Refusal]int{}
+	for i := range reqs {
+		t.Logf("request %d: %v", i, live[i])
+		if fmt.Sprint(live[i]) != fmt.Sprint(simd[i]) {
+			t.Errorf("request %d: live engine %v, simulator %v", i, live[i], simd[i])
+		}
+		for k, n := range live[i].refused {
+			kinds[k] += n
+		}
+	}
+	// The scenario must exercise what it claims to.
+	for _, k := range []hedge.Refusal{hedge.RefusedBudget, hedge.RefusedInFlight, hedge.RefusedDeadline} {
+		if kinds[k] == 0 {
+			t.Errorf("no copy was refused for %v: the scenario does not test it (refusals %v)", k, kinds)
+		}
+	}
+}
+
+// runLive runs the scenario through hedge.Do, each request on its own
+// goroutine and operation class, on synctest's fake clock.
+func runLive(t *testing.T, cfg hedge.Config, reqs []agreeRequest) []decision {
+	out := make([]decision, len(reqs))
+	synctest.Test(t, func(t *testing.T) {
+		cfg.MaxOps = len(reqs)
+		cfg.Replicas = 20
+		h, err := hedge.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i, r := range reqs {
+			wg.Go(func() {
+				time.Sleep(time.Duration(r.at * float64(time.Millisecond)))
+				ctx := context.Background()
+				if r.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Duration(r.deadline*float64(time.Millisecond)))
+					defer cancel()
+				}
+				hedge.Do(ctx, h, fmt.Sprint(i), func(ctx context.Context, a hedge.Attempt) (int, error) {
+					at := float64(time.Since(t0)) / float64(time.Millisecond)
+					mu.Lock()
+					out[i].sent = append(out[i].sent, fmt.Sprintf("%d@%g", a.Index, at))
+					mu.Unlock()
+					select {
+					case <-time.After(time.Duration(r.sizes[a.Index] * float64(time.Millisecond))):
+						return a.Index, nil
+					case <-ctx.Done():
+						return 0, ctx.Err()
+					}
+				})
+			})
+		}
+		wg.Wait()
+		for i := range reqs {
+			st := h.OpStats(fmt.Sprint(i))
+			out[i].refused = refusals(map[hedge.Refusal]int64{
+				hedge.RefusedBudget:   st.BudgetDenied,
+				hedge.RefusedInFlight: st.InFlightDenied,
+				hedge.RefusedDeadline: st.DeadlineSkipped,
+				hedge.RefusedReplicas: st.NoReplica,
+			})
+			slices.Sort(out[i].sent)
+		}
+		time.Sleep(time.Second) // the Hedger's timer goroutine lingers
+	})
+	return out
+}
+
+// runSim runs the scenario through the simulator's Default strategy with
+// the same hedge.Config, on enough servers that no copy ever queues.
+func runSim(t *testing.T, cfg hedge.Config, reqs []agreeRequest) []decision {
+	c := sim.DefaultConfig()
+	c.Strategy = sim.Default
+	c.Hedge = &cfg
+	c.Servers = 20
+	c.Routing = sim.LeastLoaded
+	var sc sim.Script
+	for _, r := range reqs {
+		sc.Requests = append(sc.Requests, sim.ScriptedRequest{At: r.at, Sizes: r.sizes, Deadline: r.deadline})
+	}
+	out := make([]decision, len(reqs))
+	raw := make([]map[hedge.Refusal]int64, len(reqs))
+	var s sim.Simulator
+	s.Trace = func(ev sim.TraceEvent) {
+		if ev.Copy >= 0 {
+			out[ev.Request].sent = append(out[ev.Request].sent, fmt.Sprintf("%d@%g", ev.Copy, math.Round(ev.At*1e6)/1e6))
+			return
+		}
+		if raw[ev.Request] == nil {
+			raw[ev.Request] = map[hedge.Refusal]int64{}
+		}
+		raw[ev.Request][ev.Refused]++
+	}
+	if _, err := s.RunScript(c, sc); err != nil {
+		t.Fatal(err)
+	}
+	for i := range out {
+		out[i].refused = refusals(raw[i])
+		slices.Sort(out[i].sent)
+	}
+	return out
+}
+
+// refusals keeps the non-zero counts.
+func refusals(m map[hedge.Refusal]int64) map[hedge.Refusal]int {
+	out := map[hedge.Refusal]int{}
+	for k, n := range m {
+		if n > 0 {
+			out[k] = int(n)
+		}
+	}
+	return out
+}
+
+// TestStrategiesArePresets: the study's strategies are hedge.Configs, and
+// the Default strategy runs whatever hedge.Config it is given: a preset's
+// Config run through Default gives the very same run.
+func TestStrategiesArePresets(t *testing.T) {
+	base := sim.DefaultConfig()
+	base.World, base.Load, base.Requests, base.Warmup = sim.Stalls, 0.7, 60_000, 6_000
+	for _, st := range []sim.Strategy{sim.HedgeFixed, sim.HedgeP95Live, sim.HedgeQuietBudget} {
+		c := base
+		c.Strategy, c.Delay = st, 3
+		h, ok := c.HedgeConfig()
+		if !ok {
+			t.Fatalf("%v has no hedge.Config", st)
+		}
+		c.LiveFeed = sim.FeedClient // the preset's own rule, which Default would not pick
+		preset, err := sim.Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := c
+		d.Strategy, d.Hedge = sim.Default, &h
+		viaDefault, err := sim.Run(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if preset.P999 != viaDefault.P999 || preset.HedgedFraction != viaDefault.HedgedFraction || preset.ExtraWork != viaDefault.ExtraWork {
+			t.Errorf("%v: preset p99.9 %v hedged %v work %v; the same hedge.Config through default: %v %v %v",
+				st, preset.P999, preset.HedgedFraction, preset.ExtraWork, viaDefault.P999, viaDefault.HedgedFraction, viaDefault.ExtraWork)
+		}
+	}
+	// Default with no Config is the zero hedge.Config: its budget bounds
+	// the hedged fraction near 10% even where every request is slow.
+	c := base
+	c.World, c.Load, c.Strategy = sim.BigJobs, 0.9, sim.Default
+	zero, err := sim.Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Hedge = &hedge.Config{}
+	explicit, err := sim.Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(zero) != fmt.Sprint(explicit) {
+		t.Errorf("default with a nil Hedge %+v differs from an explicit zero hedge.Config %+v", zero, explicit)
+	}
+	if zero.HedgedFraction <= 0 || zero.HedgedFraction > 0.1+10.0/float64(c.Requests-c.Warmup)+0.005 {
+		t.Errorf("default hedged %.4f of requests, want some and at most the default budget's 10%%", zero.HedgedFraction)
+	}
+	if zero.Refused[hedge.RefusedBudget] == 0 && zero.HedgedFraction > 0.099 {
+		t.Errorf("the budget refused nothing, yet the hedged fraction is %.4f", zero.HedgedFraction)
+	}
+}
