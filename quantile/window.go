@@ -83,9 +83,20 @@ func (w *Window) Add(v int64) {
 	w.settle()
 }
 
+// Rank returns the 1-based nearest rank of quantile q among n sorted
+// values, ceil(q*n) clamped to [1, n] (robust to the rounding of q*n): the p-th percentile of n values is
+// the Rank(p/100, n)-th smallest. It is the one definition of a quantile
+// in this project (windows, histograms, the simulator, the bench and the
+// drill). n must be positive.
+func Rank(q float64, n int) int { return rank(q, n) }
+
 // rank returns the 1-based nearest rank of quantile q among n values.
 func rank(q float64, n int) int {
-	r := int(math.Ceil(q * float64(n)))
+	// q*n rounds: 0.07*100 is 7.000000000000001 in floating point, whose
+	// ceiling would skip a rank. A product within a relative 1e-12 above
+	// an integer is taken as that integer.
+	x := q * float64(n)
+	r := int(math.Ceil(x - x*1e-12))
 	if r < 1 {
 		r = 1
 	}

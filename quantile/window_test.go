@@ -293,3 +293,17 @@ func BenchmarkHistogramRecord(b *testing.B) {
 		}
 	})
 }
+
+// TestRankIsExactForPercentages: for integer percentages the rank is
+// ceil(p*n/100) computed in integers, although p/100*n rounds in floating
+// point (0.07*100 is 7.000000000000001).
+func TestRankIsExactForPercentages(t *testing.T) {
+	for p := 1; p <= 100; p++ {
+		for n := 1; n <= 2000; n++ {
+			want := max((p*n+99)/100, 1)
+			if got := Rank(float64(p)/100, n); got != want {
+				t.Fatalf("Rank(%d%%, %d) = %d, want %d", p, n, got, want)
+			}
+		}
+	}
+}

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"math"
+
+	"github.com/tailcut/hedge/quantile"
 )
 
 // RunResult holds the measures of one run, over its measured requests
@@ -142,8 +144,8 @@ func quantiles(xs []float64, qs []float64) []float64 {
 	}
 	lo := 0
 	for i, q := range qs {
-		k := int(math.Ceil(q*float64(n))) - 1
-		k = min(max(k, lo), n-1)
+		k := quantile.Rank(q, n) - 1
+		k = max(k, lo)
 		selectK(xs[lo:], k-lo)
 		out[i] = xs[k]
 		lo = k
