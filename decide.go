@@ -111,7 +111,11 @@ func newPolicy(cfg Config) *Policy {
 		p.budget = DefaultBudget()
 	}
 	p.shadowBud = p.budget.twin()
-	p.sw.mode.Store(int32(cfg.Mode))
+	p.sw.mode = cfg.ModeVar
+	if p.sw.mode == nil {
+		p.sw.mode = new(ModeVar)
+		p.sw.mode.v.Store(int32(cfg.Mode))
+	}
 	rollout := cfg.Rollout
 	if rollout == 0 {
 		rollout = 1
@@ -180,7 +184,7 @@ func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time
 
 // mode snapshots the mode for one request, applying the rollout.
 func (p *Policy) mode(r *rand.Rand) Mode {
-	m := Mode(p.sw.mode.Load())
+	m := Mode(p.sw.mode.v.Load())
 	if m == On {
 		if f := math.Float64frombits(p.sw.rollout.Load()); f < 1 && uniform(r) >= f {
 			return Shadow

@@ -425,3 +425,30 @@ func TestPushbackAfter(t *testing.T) {
 		})
 	})
 }
+
+// TestModeVarIsShared: Hedgers given one ModeVar switch together, and a
+// Config cannot set both a Mode and a ModeVar.
+func TestModeVarIsShared(t *testing.T) {
+	var mv hedge.ModeVar
+	a := mustNew(t, hedge.Config{ModeVar: &mv})
+	b := mustNew(t, hedge.Config{ModeVar: &mv})
+	if err := a.SetMode(hedge.Shadow); err != nil {
+		t.Fatal(err)
+	}
+	if b.Mode() != hedge.Shadow || mv.Mode() != hedge.Shadow {
+		t.Fatalf("after a.SetMode(Shadow): b %v, var %v", b.Mode(), mv.Mode())
+	}
+	if err := mv.UnmarshalText([]byte("off")); err != nil || a.Mode() != hedge.Off {
+		t.Fatalf("UnmarshalText(off): %v, a in %v", err, a.Mode())
+	}
+	if err := mv.Set(hedge.Mode(9)); err == nil {
+		t.Fatal("Set(Mode(9)) accepted")
+	}
+	_, err := hedge.New(hedge.Config{ModeVar: &mv, Mode: hedge.Shadow})
+	if !errors.Is(err, hedge.ErrInvalidConfig) || !strings.Contains(err.Error(), "both Mode") {
+		t.Fatalf("Mode and ModeVar together: %v", err)
+	}
+	if _, err := hedge.New(hedge.Config{MaxAttempts: 9}); !errors.Is(err, hedge.ErrInvalidConfig) {
+		t.Fatalf("a bad config's error %v does not match ErrInvalidConfig", err)
+	}
+}

@@ -90,6 +90,10 @@ type Config struct {
 
 	// Mode is the initial mode (see SetMode). The zero value is On.
 	Mode Mode
+	// ModeVar, if set, is the mode, shared with every Hedger given the
+	// same ModeVar: SetMode on any of them, or ModeVar.Set, switches them
+	// all. Mode must then be left zero (set the ModeVar instead).
+	ModeVar *ModeVar
 	// Rollout is the initial fraction of requests hedged in mode On; the
 	// rest run in Shadow (see SetRollout). Zero means 1: all of them.
 	Rollout float64
@@ -113,8 +117,13 @@ type Hedger struct {
 	ops   atomic.Pointer[map[string]*opState]
 }
 
+// ErrInvalidConfig is wrapped by every error New and NewPolicy return for
+// a mistaken Config: errors.Is(err, hedge.ErrInvalidConfig) tells a
+// configuration mistake from other errors.
+var ErrInvalidConfig = errors.New("hedge: invalid Config")
+
 // New validates cfg and returns a Hedger. The error lists every mistake
-// found, each with what to do about it.
+// found, each with what to do about it, and matches ErrInvalidConfig.
 func New(cfg Config) (*Hedger, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -178,14 +187,27 @@ func (cfg *Config) validate() error {
 	if err := estimatorMemory(cfg.Delay, cfg.MaxOps); err != nil {
 		errs = append(errs, err)
 	}
+	if cfg.ModeVar != nil && cfg.Mode != On {
+		errs = append(errs, fmt.Errorf("hedge: Config sets both Mode (%v) and ModeVar: set the mode on the ModeVar, which the Hedgers share", cfg.Mode))
+	}
 	if cfg.Mode < On || cfg.Mode > Off {
 		errs = append(errs, fmt.Errorf("hedge: Config.Mode = %d is not a mode: use hedge.On, hedge.Shadow or hedge.Off", cfg.Mode))
 	}
 	if math.IsNaN(cfg.Rollout) || cfg.Rollout < 0 || cfg.Rollout > 1 {
 		errs = append(errs, fmt.Errorf("hedge: Config.Rollout = %v is outside [0, 1]: use e.g. 0.01 to hedge 1%% of requests (0 means all)", cfg.Rollout))
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return invalidConfig{errors.Join(errs...)}
 }
+
+// invalidConfig is New's error: the joined mistakes, one per line as
+// errors.Join prints them, matching ErrInvalidConfig.
+type invalidConfig struct{ error }
+
+func (e invalidConfig) Unwrap() error        { return e.error }
+func (e invalidConfig) Is(target error) bool { return target == ErrInvalidConfig }
 
 // MaxEstimatorMemory is the most memory that the delay estimators of one
 // Hedger may hold, over all its operation classes (Config.MaxOps of them,
@@ -240,18 +262,16 @@ func byteSize(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// SetMode switches the Hedger's mode at run time. Calls already started
-// keep the mode they started with. It is a single atomic store.
-func (h *Hedger) SetMode(m Mode) error {
-	if m < On || m > Off {
-		return fmt.Errorf("hedge: %v is not a mode: use hedge.On, hedge.Shadow or hedge.Off", m)
-	}
-	h.pol.sw.mode.Store(int32(m))
-	return nil
-}
+// SetMode switches the Hedger's mode at run time (and that of every
+// Hedger sharing its Config.ModeVar). Calls already started keep the mode
+// they started with. It is a single atomic store.
+func (h *Hedger) SetMode(m Mode) error { return h.pol.sw.mode.Set(m) }
 
 // Mode returns the current mode.
-func (h *Hedger) Mode() Mode { return Mode(h.pol.sw.mode.Load()) }
+func (h *Hedger) Mode() Mode { return h.pol.sw.mode.Mode() }
+
+// ModeVar returns the Hedger's mode switch: Config.ModeVar, or its own.
+func (h *Hedger) ModeVar() *ModeVar { return h.pol.sw.mode }
 
 // SetRollout sets the fraction of requests, in [0, 1], that hedge for real
 // in mode On; the others run in Shadow. It is a single atomic store.

@@ -48,10 +48,48 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("hedge: unknown mode %q: use on, shadow or off", s)
 }
 
+// ModeVar is a Mode that can be switched at run time and shared: Hedgers
+// made with the same Config.ModeVar all follow it, so that one Set flips
+// every Hedger of a service (hedgegrpc's per-method Hedgers share one this
+// way). It is to Mode what slog.LevelVar is to slog.Level. The zero
+// ModeVar is On; it is safe for concurrent use, and Set is one atomic
+// store.
+type ModeVar struct {
+	v atomic.Int32
+}
+
+// Mode returns the current mode.
+func (v *ModeVar) Mode() Mode { return Mode(v.v.Load()) }
+
+// Set switches the mode. Calls already started keep the mode they started
+// with.
+func (v *ModeVar) Set(m Mode) error {
+	if m < On || m > Off {
+		return fmt.Errorf("hedge: %v is not a mode: use hedge.On, hedge.Shadow or hedge.Off", m)
+	}
+	v.v.Store(int32(m))
+	return nil
+}
+
+// String returns the mode's name.
+func (v *ModeVar) String() string { return v.Mode().String() }
+
+// MarshalText returns the mode's name, for encoding/json and flag.TextVar.
+func (v *ModeVar) MarshalText() ([]byte, error) { return []byte(v.Mode().String()), nil }
+
+// UnmarshalText sets the mode from its name ("on", "shadow" or "off").
+func (v *ModeVar) UnmarshalText(b []byte) error {
+	m, err := ParseMode(string(b))
+	if err != nil {
+		return err
+	}
+	return v.Set(m)
+}
+
 // switchboard holds the runtime-switchable settings of a Hedger. Reads are
 // single atomic loads; a call snapshots them once when it starts.
 type switchboard struct {
-	mode    atomic.Int32
+	mode    *ModeVar      // the Hedger's own, or Config.ModeVar
 	rollout atomic.Uint64 // math.Float64bits of the fraction of On requests
 }
 

@@ -55,7 +55,7 @@
 //	  Codes                                                                 the deadline has not passed); any other code
 //	                                                                        cancels the rest and is returned
 //	retryThrottling                 Config.Budget = hedge.NewThrottle     one bucket per Interceptor, not per server
-//	(no retryThrottling)            one hedge.NewBudget(0.1, 10)          gRPC hedges without limit: set
+//	(no retryThrottling)            one hedge.DefaultBudget()             gRPC hedges without limit: set
 //	                                                                        hedge.Config{NoBudget: true} for that
 //
 // The throttle works as in gRPC: it starts full, each copy that fails

@@ -98,7 +98,21 @@ type Interceptor struct {
 	byKey  map[string]*hedge.Hedger // NewFromServiceConfig; nil values mean "not hedged"
 	conns  []*grpc.ClientConn
 	opName func(string) string
+	mode   *hedge.ModeVar // shared by every Hedger of the Interceptor
 }
+
+// SetMode switches every Hedger of the Interceptor at once (hedge.Off is
+// the kill switch, hedge.Shadow the dry run): they share one
+// hedge.ModeVar, so it is a single atomic store.
+func (ic *Interceptor) SetMode(m hedge.Mode) error { return ic.mode.Set(m) }
+
+// Mode returns the mode every Hedger of the Interceptor is in.
+func (ic *Interceptor) Mode() hedge.Mode { return ic.mode.Mode() }
+
+// ModeVar returns the mode switch the Interceptor's Hedgers share, to hand
+// to other Hedgers of the service (hedge.Config.ModeVar) or to a control
+// endpoint.
+func (ic *Interceptor) ModeVar() *hedge.ModeVar { return ic.mode }
 
 // New returns an Interceptor that hedges every unary method with h.
 //
@@ -120,7 +134,7 @@ func New(h *hedge.Hedger, opts ...Option) (*Interceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Interceptor{all: h, conns: o.conns, opName: o.opName}, nil
+	return &Interceptor{all: h, conns: o.conns, opName: o.opName, mode: h.ModeVar()}, nil
 }
 
 // NewFromServiceConfig returns an Interceptor that hedges the methods sc
@@ -132,8 +146,9 @@ func New(h *hedge.Hedger, opts ...Option) (*Interceptor, error) {
 // come from the policy, everything else from base. All of them share one
 // Budget: hedge.NewThrottle from retryThrottling if sc has one (base must
 // then set neither Budget nor NoBudget); otherwise base.Budget, or none
-// with base.NoBudget, or else one hedge.NewBudget(0.1, 10), the engine's
-// default, shared across methods. With WithReplicas, base.Replicas is set
+// with base.NoBudget, or else one hedge.DefaultBudget(), the engine's
+// default, shared across methods. They share one mode switch too:
+// base.ModeVar, or one made from base.Mode, which SetMode flips for all. With WithReplicas, base.Replicas is set
 // to the number of conns (if base sets it, it must match).
 //
 // Every mistake, in sc, base and opts, is reported here at once, not at the
@@ -180,9 +195,15 @@ func NewFromServiceConfig(sc *ServiceConfig, base hedge.Config, opts ...Option) 
 		}
 		base.Budget = b
 	case base.Budget == nil && !base.NoBudget:
-		base.Budget, _ = hedge.NewBudget(0.1, 10)
+		base.Budget = hedge.DefaultBudget()
 	}
-	ic := &Interceptor{byKey: map[string]*hedge.Hedger{}, conns: o.conns, opName: o.opName}
+	// One mode switch for every method's Hedger.
+	if base.ModeVar == nil {
+		base.ModeVar = new(hedge.ModeVar)
+		_ = base.ModeVar.Set(base.Mode) // validated above
+		base.Mode = hedge.On
+	}
+	ic := &Interceptor{byKey: map[string]*hedge.Hedger{}, conns: o.conns, opName: o.opName, mode: base.ModeVar}
 	for i, mc := range sc.MethodConfigs {
 		var h *hedge.Hedger
 		if mc.Hedging != nil {

@@ -67,3 +67,37 @@ func TestPushbackDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestOneModeSwitchForEveryMethod: the per-method Hedgers of a service
+// config share one mode switch, so the kill switch is one store.
+func TestOneModeSwitchForEveryMethod(t *testing.T) {
+	sc, err := ParseServiceConfig(`{"methodConfig": [
+		{"name": [{"service": "a.A"}], "hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "0.010s"}},
+		{"name": [{"service": "b.B"}], "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.020s"}}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic, err := NewFromServiceConfig(sc, hedge.Config{Mode: hedge.Shadow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := ic.Hedger("/a.A/Get"), ic.Hedger("/b.B/Put")
+	if a == nil || b == nil || a == b {
+		t.Fatalf("Hedgers %p and %p: want one per method config", a, b)
+	}
+	if a.Mode() != hedge.Shadow || b.Mode() != hedge.Shadow {
+		t.Fatalf("modes %v and %v, want the base Config's Shadow", a.Mode(), b.Mode())
+	}
+	if err := ic.SetMode(hedge.Off); err != nil {
+		t.Fatal(err)
+	}
+	if a.Mode() != hedge.Off || b.Mode() != hedge.Off {
+		t.Fatalf("after SetMode(Off): %v and %v", a.Mode(), b.Mode())
+	}
+	if err := a.SetMode(hedge.On); err != nil || b.Mode() != hedge.On || ic.Mode() != hedge.On {
+		t.Fatalf("a.SetMode(On) left b in %v and the interceptor in %v (%v)", b.Mode(), ic.Mode(), err)
+	}
+	if a.Budget() == nil || a.Budget() != b.Budget() {
+		t.Fatal("the methods do not share one default budget")
+	}
+}
