@@ -129,6 +129,7 @@ type engine struct {
 
 	hedges      bool
 	tied        bool
+	tiedSample  bool // Tied with two-choice routing: copies on two-choice's sampled pair
 	cancel      bool
 	pol         *hedge.Policy // the library's decision, for hedging strategies
 	est         hedge.Estimator
@@ -208,7 +209,8 @@ func (e *engine) init(c Config) {
 	e.sz = newSizer(c)
 
 	e.hedges = c.Strategy.Hedges() && c.MaxAttempts > 1
-	e.tied = c.Strategy == Tied
+	e.tied = c.Strategy.IsTied()
+	e.tiedSample = c.Strategy == Tied && c.Routing == TwoChoice
 	e.cancel = !c.NoCancel
 	e.maxAtt = uint8(c.MaxAttempts)
 	e.pol, e.est, e.live = nil, nil, nil

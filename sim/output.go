@@ -136,7 +136,7 @@ func (s Summary) Result() PointResult {
 	if c.World.HasStalls() {
 		r.StallMean = fptr(c.StallMean)
 	}
-	if c.Strategy == Tied {
+	if c.Strategy.IsTied() {
 		r.CancelDelay = fptr(c.CancelDelay)
 	}
 	if c.World == BigJobs || c.World == Mixed {
@@ -239,7 +239,7 @@ func (ix resultIndex) get(w World, ro Routing, s Strategy, load float64, mod fun
 	if w.HasStalls() {
 		stall = fptr(def.StallMean)
 	}
-	if s == Tied {
+	if s.IsTied() {
 		cd = fptr(0)
 	}
 	if mod != nil {

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/tailcut/hedge"
+
 // place chooses the queue for the request's next copy, never one that
 // already holds a copy of it. It returns -1 if every server holds one.
 //
@@ -18,8 +20,16 @@ func (e *engine) place(r *request) int32 {
 	for j := range r.n {
 		held = append(held, int(r.copies[j].q))
 	}
+	if e.tiedSample {
+		// The source's tied requests: the copies go to the distinct
+		// servers two-choice routing samples, one on each, whatever
+		// their loads.
+		return int32(randomPicker.Pick(e.serversN, held, nil, e.rM))
+	}
 	return int32(e.picker.Pick(e.serversN, held, e.load, e.rM))
 }
+
+var randomPicker = hedge.Picker{Random: true}
 
 // leastLoadedPick scans every server not holding a copy for the smallest
 // busy count, breaking ties uniformly at random (reservoir sampling).

@@ -117,7 +117,7 @@ func pointKey(c Config) string {
 	switch c.Strategy {
 	case HedgeQuietBudget:
 		fmt.Fprintf(&b, "|budget=%g", c.Budget)
-	case Tied:
+	case Tied, TiedTwoChoice:
 		fmt.Fprintf(&b, "|cancel-delay=%g", c.CancelDelay)
 	}
 	return b.String()
