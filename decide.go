@@ -169,24 +169,26 @@ func (pl *Plan) Single() bool { return pl.Mode == Off }
 // caller's deadline, or Never. once marks a request that must not be
 // copied (a write without an idempotency key).
 func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time.Duration, once bool, r *rand.Rand) {
-	m := Off
-	if !once && p.maxAttempts > 1 {
-		m = p.mode(r)
+	pl.Start, pl.Deadline, pl.Copies, pl.Stopped = now, deadline, 1, false
+	if once || p.maxAttempts == 1 {
+		pl.Mode, pl.Delay = Off, Never
+		return
 	}
-	pl.Start, pl.Deadline, pl.Copies, pl.Mode, pl.Stopped = now, deadline, 1, m, false
-	if m == Off {
+	if pl.Mode = p.mode(r); pl.Mode == Off {
 		pl.Delay = Never
 		return
 	}
-	p.bucket(pl).OnRequest()
+	if b := p.bucket(pl); b != nil {
+		b.OnRequest()
+	}
 	pl.Delay = est.Delay(now)
 }
 
 // mode snapshots the mode for one request, applying the rollout.
 func (p *Policy) mode(r *rand.Rand) Mode {
 	m := Mode(p.sw.mode.v.Load())
-	if m == On {
-		if f := math.Float64frombits(p.sw.rollout.Load()); f < 1 && uniform(r) >= f {
+	if m == On && p.sw.partial.Load() {
+		if f := math.Float64frombits(p.sw.rollout.Load()); uniform(r) >= f {
 			return Shadow
 		}
 	}

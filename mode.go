@@ -91,6 +91,7 @@ func (v *ModeVar) UnmarshalText(b []byte) error {
 type switchboard struct {
 	mode    *ModeVar      // the Hedger's own, or Config.ModeVar
 	rollout atomic.Uint64 // math.Float64bits of the fraction of On requests
+	partial atomic.Bool   // rollout < 1: a request needs a draw
 }
 
 func (s *switchboard) setRollout(f float64) error {
@@ -98,5 +99,6 @@ func (s *switchboard) setRollout(f float64) error {
 		return fmt.Errorf("hedge: rollout %v is outside [0, 1]: use e.g. 0.01 to hedge 1%% of requests and shadow the rest", f)
 	}
 	s.rollout.Store(math.Float64bits(f))
+	s.partial.Store(f < 1)
 	return nil
 }
