@@ -296,6 +296,30 @@ func (h *Hedger) Policy() *Policy { return h.pol }
 // now is the monotonic reading passed to policies.
 func (h *Hedger) now() time.Duration { return time.Since(h.epoch) }
 
+// opState is the per-operation-class state of a Hedger.
+type opState struct {
+	name string
+	est  Estimator
+
+	requests       atomic.Int64
+	hedges         atomic.Int64
+	hedgeWins      atomic.Int64
+	primaryWins    atomic.Int64
+	budgetDenied   atomic.Int64
+	inFlightDenied atomic.Int64
+	deadlineSkips  atomic.Int64
+	noReplica      atomic.Int64
+	shadowHedges   atomic.Int64
+	unhedgeable    atomic.Int64
+	failures       atomic.Int64
+	censored       atomic.Int64
+	wasted         atomic.Int64 // nanoseconds
+
+	latency quantile.Histogram // winner's latency: what the caller saw
+	primary quantile.Histogram // the primary alone; censored at cancellation
+	hedge   quantile.Histogram // hedge copies on their own, from send to success
+}
+
 // op returns the state of operation class name, creating it if needed.
 // The lookup is a lock-free map read; creation copies the map under a lock,
 // which happens at most MaxOps times.

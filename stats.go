@@ -3,35 +3,10 @@ package hedge
 import (
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/tailcut/hedge/quantile"
 )
-
-// opState is the per-operation-class state of a Hedger.
-type opState struct {
-	name string
-	est  Estimator
-
-	requests       atomic.Int64
-	hedges         atomic.Int64
-	hedgeWins      atomic.Int64
-	primaryWins    atomic.Int64
-	budgetDenied   atomic.Int64
-	inFlightDenied atomic.Int64
-	deadlineSkips  atomic.Int64
-	noReplica      atomic.Int64
-	shadowHedges   atomic.Int64
-	unhedgeable    atomic.Int64
-	failures       atomic.Int64
-	censored       atomic.Int64
-	wasted         atomic.Int64 // nanoseconds
-
-	latency quantile.Histogram // winner's latency: what the caller saw
-	primary quantile.Histogram // the primary alone; censored at cancellation
-	hedge   quantile.Histogram // hedge copies on their own, from send to success
-}
 
 // Stats is a snapshot of one operation class. Counters are exact: each is
 // one atomic integer. A snapshot taken while calls run may see one counter

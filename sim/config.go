@@ -25,9 +25,9 @@ func toDuration(x float64) time.Duration { return time.Duration(math.Round(x * f
 // time.
 func fromDuration(d time.Duration) float64 { return float64(d) / float64(Unit) }
 
-// MaxAttempts is the largest number of copies one request may have, the
-// same cap the hedge package's Picker is built for.
-const MaxAttempts = 5
+// MaxAttempts is the largest number of copies one request may have: the
+// library's own cap.
+const MaxAttempts = hedge.HardMaxAttempts
 
 // World says why requests are slow: how sizes are drawn and whether servers
 // stall.
