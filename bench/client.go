@@ -168,7 +168,7 @@ func (c ClientFuncs) Close() error {
 // Contender is one configuration compared in a run: a name and a way to
 // make a fresh client of it for a backend.
 type Contender struct {
-	// Name identifies it in the report ("hedge-live").
+	// Name identifies it in the report ("default").
 	Name string
 	// Doc says in one line what it is, for the report.
 	Doc string

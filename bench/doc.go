@@ -12,7 +12,7 @@
 // in this process). Each replica can be stalled: an in-process replica's
 // handlers all block on a Gate, a redis-server sleeps in DEBUG SLEEP. A
 // Contender makes a fresh Client for each run; the strategies registered
-// here (none-random, none-two-choice, hedge-fixed, hedge-live, ...; see
+// here (none-random, none-two-choice, default, hedge-fixed, ...; see
 // RegisterStrategy) are hedge.Configs run through our transports
 // (hedgehttp, hedgeredis, hedgegrpc), and other contenders, such as the
 // peer libraries in the bench/peers module, plug in through the same

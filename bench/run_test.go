@@ -7,12 +7,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/tailcut/hedge"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -233,7 +237,132 @@ func TestStrategies(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if _, err := LookupStrategy("hope"); err == nil || !strings.Contains(err.Error(), "hedge-live") {
+	if _, err := LookupStrategy("hope"); err == nil || !strings.Contains(err.Error(), DefaultStrategy+",") {
 		t.Errorf("unknown name: %v", err)
+	}
+}
+
+// default is the zero hedge.Config: nothing of the library's default is
+// written out here, so the bench follows the library with no edit.
+func TestDefaultStrategyIsZeroConfig(t *testing.T) {
+	s, err := LookupStrategy(DefaultStrategy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := s.Config(StrategyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg, hedge.Config{}) {
+		t.Errorf("default's Config is %+v, want the zero hedge.Config", cfg)
+	}
+	// What the runner adds: the replicas and the timers' precision.
+	var got hedge.Config
+	b := configBackend{replicas: 3, got: &got}
+	if _, err := StrategyContender(s, StrategyOptions{}, false).New(b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, hedge.Config{Replicas: 3}) {
+		t.Errorf("default's client got %+v, want only Replicas set", got)
+	}
+	if !slices.Contains(DefaultStrategies, DefaultStrategy) {
+		t.Errorf("DefaultStrategies %v leave out %s", DefaultStrategies, DefaultStrategy)
+	}
+}
+
+// No configuration writes out the default budget: a Budget is set only
+// where it differs from the library's, and is fresh on every call.
+func TestStrategyBudgets(t *testing.T) {
+	def := hedge.DefaultBudget().String()
+	for _, n := range StrategyNames() {
+		s, _ := LookupStrategy(n)
+		a, _ := s.Config(StrategyOptions{FixedDelay: time.Millisecond})
+		b, _ := s.Config(StrategyOptions{FixedDelay: time.Millisecond})
+		if a.Budget == nil {
+			continue
+		}
+		if a.Budget.String() == def {
+			t.Errorf("%s spells out the default budget %s: leave Budget nil", n, def)
+		}
+		if a.Budget == b.Budget {
+			t.Errorf("%s returns the same Budget twice: a Budget is state", n)
+		}
+	}
+}
+
+// hedge-live, the former name of default, is an alias: it looks up the
+// strategy named default, and is not listed among the names.
+func TestStrategyAlias(t *testing.T) {
+	s, err := LookupStrategy("hedge-live")
+	if err != nil || s.Name != DefaultStrategy {
+		t.Fatalf("hedge-live: %q, %v; want the strategy %q", s.Name, err, DefaultStrategy)
+	}
+	if got := StrategyAliases()["hedge-live"]; got != DefaultStrategy {
+		t.Errorf("StrategyAliases()[hedge-live] = %q", got)
+	}
+	if slices.Contains(StrategyNames(), "hedge-live") {
+		t.Error("an alias is listed among the names")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("registering a strategy under an alias did not panic")
+		}
+	}()
+	RegisterStrategy(Strategy{Name: "hedge-live", Config: constant(hedge.Config{})})
+}
+
+// configBackend records the hedge.Config a client is made with.
+type configBackend struct {
+	replicas int
+	got      *hedge.Config
+}
+
+func (b configBackend) Name() string                                    { return "config" }
+func (b configBackend) Replicas() int                                   { return b.replicas }
+func (b configBackend) Stall(context.Context, int, time.Duration) error { return nil }
+func (b configBackend) Close() error                                    { return nil }
+func (b configBackend) NewClient(cfg hedge.Config) (Client, error) {
+	*b.got = cfg
+	return ClientFuncs{}, nil
+}
+
+func TestServerExtraPct(t *testing.T) {
+	for _, tc := range []struct {
+		requests      int
+		before, after []int64
+		want          float64
+	}{
+		{100, []int64{10, 20}, []int64{85, 95}, 50},
+		{100, []int64{0, 0}, []int64{50, 50}, 0},
+		{100, nil, []int64{50, 50}, -1},
+		{100, []int64{0, 0}, nil, -1},
+		{100, []int64{0, -1}, []int64{50, 50}, -1},
+		{100, []int64{0, 0}, []int64{-1, 50}, -1},
+		{0, []int64{0, 0}, []int64{0, 0}, -1},
+	} {
+		if got := serverExtraPct(tc.requests, tc.before, tc.after); got != tc.want {
+			t.Errorf("serverExtraPct(%d, %v, %v) = %v, want %v", tc.requests, tc.before, tc.after, got, tc.want)
+		}
+	}
+}
+
+func TestFlagNoise(t *testing.T) {
+	s := Scenario{MaxOtherCPU: 0.5, MaxLag: time.Millisecond}
+	var quiet RunResult
+	flagNoise(&quiet, s, CPUUse{OK: true, Others: 0.5})
+	if quiet.Noisy || quiet.Noise != "" {
+		t.Errorf("a run within its limits flagged noisy: %q", quiet.Noise)
+	}
+	loud := RunResult{Aborted: "too many", LagP99Us: 1001}
+	flagNoise(&loud, s, CPUUse{OK: true, Others: 0.6})
+	for _, want := range []string{"aborted: too many", "other processes used 0.60 cores", "dispatch lag p99"} {
+		if !loud.Noisy || !strings.Contains(loud.Noise, want) {
+			t.Errorf("noise %q (noisy %v), want it to say %q", loud.Noise, loud.Noisy, want)
+		}
+	}
+	var unread RunResult
+	flagNoise(&unread, s, CPUUse{Others: 9})
+	if unread.Noisy {
+		t.Error("a CPU reading that failed flagged the run noisy")
 	}
 }

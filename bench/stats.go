@@ -4,19 +4,19 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/tailcut/hedge/quantile"
 )
 
 // Quantile returns the nearest-rank q-quantile of sorted (ascending): the
-// smallest value with at least a fraction q of the values at or below it.
+// smallest value with at least a fraction q of the values at or below it,
+// the value of rank quantile.Rank(q, n), the project's one definition.
 // It returns 0 for an empty slice.
 func Quantile(sorted []int64, q float64) int64 {
-	n := len(sorted)
-	if n == 0 {
+	if len(sorted) == 0 {
 		return 0
 	}
-	k := int(math.Ceil(q*float64(n))) - 1
-	k = min(max(k, 0), n-1)
-	return sorted[k]
+	return sorted[quantile.Rank(q, len(sorted))-1]
 }
 
 // Point is one point of a CCDF: a fraction Y of the values are at or above

@@ -27,6 +27,24 @@ func TestQuantile(t *testing.T) {
 	}
 }
 
+// The quantiles the runner reports are of rank ceil(k n / 1000) for
+// per-mille k, computed in integers, for every n: the rounding of q*n in
+// floating point never moves a rank.
+func TestQuantileRankIsExact(t *testing.T) {
+	v := make([]int64, 20000)
+	for i := range v {
+		v[i] = int64(i + 1)
+	}
+	for _, k := range []int{500, 900, 990, 999} {
+		for n := 1; n <= len(v); n++ {
+			want := int64((k*n + 999) / 1000)
+			if got := Quantile(v[:n], float64(k)/1000); got != want {
+				t.Fatalf("Quantile(1..%d, %v) = %d, want %d", n, float64(k)/1000, got, want)
+			}
+		}
+	}
+}
+
 func TestCCDF(t *testing.T) {
 	n := 10000
 	v := make([]int64, n)

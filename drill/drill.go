@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tailcut/hedge/quantile"
 )
 
 // Count is the number of requests in the drill.
@@ -391,15 +393,15 @@ func Run(p Params) (Result, error) {
 
 // Percentile returns the nearest-rank p-th percentile of xs (p an integer
 // percentage, 1 to 100): the value of rank ceil(p x n / 100) in ascending
-// order. It does not modify xs.
+// order, quantile.Rank(p/100, n), the project's one definition. It does
+// not modify xs.
 func Percentile(xs []time.Duration, p int) time.Duration {
 	if len(xs) == 0 {
 		return 0
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	rank := (p*len(s) + 99) / 100 // ceil(p n / 100) in integers
-	return s[min(max(rank, 1), len(s))-1]
+	return s[quantile.Rank(float64(p)/100, len(s))-1]
 }
 
 // HedgedRequests returns the numbers of the hedged requests.

@@ -243,4 +243,17 @@ func TestPercentile(t *testing.T) {
 	if !slices.Equal(xs, []time.Duration{5, 1, 4, 2, 3}) {
 		t.Error("Percentile modified its input")
 	}
+	// For every integer percentage and every size up to twice the
+	// drill's, the rank is ceil(p n / 100) computed in integers.
+	for n := 1; n <= 2*Count; n++ {
+		xs := make([]time.Duration, n)
+		for i := range xs {
+			xs[i] = time.Duration(n - i) // descending: Percentile sorts
+		}
+		for p := 1; p <= 100; p++ {
+			if got, want := Percentile(xs, p), time.Duration((p*n+99)/100); got != want {
+				t.Fatalf("p%d of 1..%d = %v, want %v", p, n, got, want)
+			}
+		}
+	}
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -54,7 +56,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.s.StallLength, "stall-length", d.StallLength, "length of each stall")
 	fs.Float64Var(&f.s.StallShare, "stall-share", 0.02, "fraction of time each replica is stalled (0: no stalls)")
 	fs.IntVar(&f.s.Repeats, "repeats", d.Repeats, "repeats of each configuration (the report gives the median and range)")
-	fs.StringVar(&f.configs, "configs", strings.Join(bench.DefaultStrategies, ","), "configurations to compare, comma-separated: "+strings.Join(bench.StrategyNames(), ", "))
+	fs.StringVar(&f.configs, "configs", strings.Join(bench.DefaultStrategies, ","), "configurations to compare, comma-separated: "+strings.Join(bench.StrategyNames(), ", ")+
+		" ("+bench.DefaultStrategy+" is the library's default, the zero hedge.Config"+aliasHelp()+")")
 	fs.DurationVar(&f.delay, "delay", time.Millisecond, "hedge delay of the fixed-delay configurations")
 	fs.StringVar(&f.out, "out", "./bench-out", "output directory for report.md, results.json and the CCDF plots")
 	fs.Uint64Var(&f.s.Seed, "seed", d.Seed, "master seed of arrivals and stall schedules")
@@ -87,7 +90,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		f.s.Settle = 150 * time.Millisecond
 	}
 	f.requestsOnly = flagSet(fs, "requests") && !flagSet(fs, "duration") && f.s.Requests > 0
-	backends, contenders, err := f.validate()
+	backends, contenders, err := f.validate(stderr)
 	if err != nil {
 		return usageError(stderr, "bench", err)
 	}
@@ -150,9 +153,21 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 // redistestBinary is the default redis-server.
 const redistestBinary = "/usr/bin/redis-server"
 
+// aliasHelp describes the former configuration names still accepted, for
+// the usage text.
+func aliasHelp() string {
+	aliases := bench.StrategyAliases()
+	var out []string
+	for _, old := range slices.Sorted(maps.Keys(aliases)) {
+		out = append(out, fmt.Sprintf("; %s, its former name, is accepted as an alias of %s for now", old, aliases[old]))
+	}
+	return strings.Join(out, "")
+}
+
 // validate checks the flags before any work and returns the backends to
-// run and a function giving the contenders of each.
-func (f *benchFlags) validate() ([]string, func(backend string) []bench.Contender, error) {
+// run and a function giving the contenders of each. A former configuration
+// name gets a one-line note on stderr, once.
+func (f *benchFlags) validate(stderr io.Writer) ([]string, func(backend string) []bench.Contender, error) {
 	var errs []error
 	var backends []string
 	for _, b := range strings.Split(f.backend, ",") {
@@ -179,17 +194,25 @@ func (f *benchFlags) validate() ([]string, func(backend string) []bench.Contende
 	}
 	var strategies []bench.Strategy
 	seen := map[string]bool{}
+	aliases := bench.StrategyAliases()
 	for _, n := range strings.Split(f.configs, ",") {
 		n = strings.TrimSpace(n)
 		if n == "" || seen[n] {
 			continue
 		}
 		seen[n] = true
+		if current, ok := aliases[n]; ok {
+			fmt.Fprintf(stderr, "hedge bench: --configs %s is now named %s; running it as %s\n", n, current, current)
+		}
 		s, err := bench.LookupStrategy(n)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--configs: %w", err))
 			continue
 		}
+		if seen[s.Name] && s.Name != n {
+			continue // named twice, once by a former name
+		}
+		seen[s.Name] = true
 		strategies = append(strategies, s)
 		if _, err := s.Config(bench.StrategyOptions{FixedDelay: f.delay}); err != nil {
 			errs = append(errs, fmt.Errorf("--configs %s: %w", n, err))

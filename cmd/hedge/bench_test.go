@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -36,7 +37,7 @@ func TestBenchSmoke(t *testing.T) {
 			code, stdout, stderr := runCLI("bench", "--backend", backend, "--repeats", "1",
 				"--requests", "300", "--rate", "300", "--warmup", "200ms",
 				"--stall-share", "0.1", "--stall-length", "20ms", "--timeout", "1m",
-				"--configs", "none-random,hedge-live", "--reruns", "-1", "--out", dir)
+				"--configs", "none-random,"+bench.DefaultStrategy, "--reruns", "-1", "--out", dir)
 			if code != exitOK {
 				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 			}
@@ -72,7 +73,7 @@ func TestBenchSmoke(t *testing.T) {
 				}
 			}
 			md, err := os.ReadFile(filepath.Join(dir, bench.ReportMarkdown))
-			if err != nil || !strings.Contains(string(md), "| hedge-live |") {
+			if err != nil || !strings.Contains(string(md), "| "+bench.DefaultStrategy+" |") {
 				t.Errorf("report.md: %v", err)
 			}
 			svg, err := os.ReadFile(filepath.Join(dir, bench.CCDFFile(backend)))
@@ -105,7 +106,7 @@ func TestBenchValidation(t *testing.T) {
 		want string
 	}{
 		{[]string{"bench", "--backend", "mongo"}, "use http, redis, grpc or all"},
-		{[]string{"bench", "--configs", "hope"}, "hedge-live"},
+		{[]string{"bench", "--configs", "hope"}, "use one of " + bench.DefaultStrategy},
 		{[]string{"bench", "--stall-share", "0.9"}, "stall share"},
 		{[]string{"bench", "--replicas", "1"}, "--replicas 1"},
 		{[]string{"bench", "--delay", "0", "--configs", "hedge-fixed"}, "delay"},
@@ -137,5 +138,34 @@ func TestBenchMissingRedis(t *testing.T) {
 		"--out", t.TempDir())
 	if code != exitFailure || !strings.Contains(stderr, "apt-get install -y redis-server") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// hedge-live, the former name of default, still selects it: the run and
+// its report use the name default, stderr says so in one line, and naming
+// both runs it once. The usage text documents the alias.
+func TestBenchConfigAlias(t *testing.T) {
+	f := benchFlags{
+		backend: "http", configs: "none-random,hedge-live,default,hedge-live", precise: "off",
+		replicas: 3, delay: time.Millisecond, s: bench.Scenario{StallShare: 0.02}.Defaults(),
+	}
+	var stderr strings.Builder
+	_, contenders, err := f.validate(&stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := contenderNames(contenders("http")), []string{"none-random", bench.DefaultStrategy}; !slices.Equal(got, want) {
+		t.Errorf("contenders %v, want %v", got, want)
+	}
+	if want := "hedge bench: --configs hedge-live is now named default; running it as default\n"; stderr.String() != want {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	}
+
+	code, _, help := runCLI("bench", "--help")
+	if code != exitOK || !strings.Contains(help, "hedge-live, its former name, is accepted as an alias of default") {
+		t.Errorf("--help (exit %d) does not document the alias:\n%s", code, help)
+	}
+	if !strings.Contains(help, `(default "none-random,none-two-choice,hedge-fixed,default,`) {
+		t.Errorf("--help: the default --configs do not run default:\n%s", help)
 	}
 }
