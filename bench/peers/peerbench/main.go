@@ -14,7 +14,7 @@
 //   - hedge-fixed-nobudget: ours, fixed delay, no budget, at most 2 copies,
 //     the two-choice picker that never sends the hedge to the primary's
 //     replica;
-//   - hedge-live: ours, the default (live p95, 10% budget), for reference;
+//   - default: ours, the library's zero hedge.Config, for reference;
 //   - hedgedhttp: hedgedhttp.NewRoundTripperAndStats(delay, 2, rr);
 //   - failsafe-go: hedgepolicy.NewBuilderWithDelay(delay), one hedge at
 //     most (WithMaxHedges(1), its default), each attempt a GET through rr.
@@ -58,7 +58,7 @@ func run() int {
 	replicas := flag.Int("replicas", 3, "HTTP replicas")
 	out := flag.String("out", "./peerbench-out", "output directory")
 	quick := flag.Bool("quick", false, "2 s measured, 0.5 s warm-up")
-	configs := flag.String("configs", "none-random,hedge-fixed-nobudget,hedge-live,hedgedhttp,failsafe-go", "configurations, comma-separated")
+	configs := flag.String("configs", "none-random,hedge-fixed-nobudget,default,hedgedhttp,failsafe-go", "configurations, comma-separated")
 	flag.Float64Var(&s.Rate, "rate", s.Rate, "open-loop arrival rate, requests per second")
 	flag.DurationVar(&s.Duration, "duration", s.Duration, "measured span of each run")
 	flag.DurationVar(&s.Warmup, "warmup", s.Warmup, "warm-up before each measured span")
