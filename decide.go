@@ -1,8 +1,10 @@
 package hedge
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -129,6 +131,38 @@ func newPolicy(cfg Config) *Policy {
 func DefaultBudget() *Budget {
 	b, _ := NewBudget(0.1, 10)
 	return b
+}
+
+// String describes the decision in a few words, for labels and logs:
+// "p95 of the last 1000 primary latencies (none before 100), budget
+// ratio(0.1, burst=10), at most 2 copies".
+func (p *Policy) String() string {
+	var b strings.Builder
+	b.WriteString(describeDelay(p.delay))
+	if p.budget == nil {
+		b.WriteString(", no budget")
+	} else {
+		fmt.Fprintf(&b, ", budget %v", p.budget)
+	}
+	fmt.Fprintf(&b, ", at most %d copies", p.maxAttempts)
+	if p.maxInFlight > 0 {
+		fmt.Fprintf(&b, ", at most %d hedges in flight", p.maxInFlight)
+	}
+	return b.String()
+}
+
+// describeDelay names a Delay.
+func describeDelay(d Delay) string {
+	switch d := d.(type) {
+	case Fixed:
+		return "fixed delay " + FormatDelay(time.Duration(d))
+	case Percentile:
+		d = d.withDefaults()
+		return fmt.Sprintf("p%g of the last %d primary latencies (none before %d)", d.P, d.Window, d.MinSamples)
+	case *Percentile:
+		return describeDelay(*d)
+	}
+	return fmt.Sprintf("%T delay", d)
 }
 
 // Delay returns the Delay the Policy's estimators are made from.

@@ -1,7 +1,9 @@
 package lab
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +19,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/tailcut/hedge/sim"
 )
 
 // chromiumPath is where Debian's chromium package installs the browser.
@@ -45,7 +50,9 @@ func requireDeps() bool { return os.Getenv("HEDGE_REQUIRE_DEPS") == "1" }
 // TestBrowser drives the served page in headless Chromium and checks what
 // a person sees. It needs /usr/bin/chromium (apt-get install -y chromium)
 // and is skipped without it, unless HEDGE_REQUIRE_DEPS=1, when it fails.
-// With -screenshots it saves the views to docs/.
+// A second lab serves a small study just run by sim.RunStudy, for the
+// library default's line; the first serves the embedded study, which may
+// predate it. With -screenshots it saves the views to docs/.
 func TestBrowser(t *testing.T) {
 	exe := chromiumPath
 	if p := os.Getenv("HEDGE_CHROMIUM"); p != "" {
@@ -115,10 +122,20 @@ func TestBrowser(t *testing.T) {
 		}
 	}()
 
+	// A second lab serves a study that ran the library default, as newer
+	// ones do; the first serves the embedded one, which may predate it.
+	s2, err := New(Options{DefaultRequests: size, MaxConcurrent: 2, Study: newerStudy(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts2 := httptest.NewServer(s2)
+	defer ts2.Close()
+
 	b := &browser{t: t, ctx: ctx, url: ts.URL}
 	t.Run("explorer", b.explorer)
 	t.Run("keyboard tabs and study", b.study)
 	t.Run("drill", b.drill)
+	t.Run("study with the library default", func(t *testing.T) { b.studyDefault(t, ts2.URL) })
 	t.Run("every control has a label", func(t *testing.T) {
 		b.t = t
 		unlabelled := eval[[]string](b, `[...document.querySelectorAll('input, select, button')]
@@ -300,6 +317,30 @@ func (b *browser) explorer(t *testing.T) {
 	b.do(chromedp.SetValue(chromedp.ID("ex-runs"), "2"), chromedp.Click(chromedp.CSS(`[data-preset="default"]`)))
 	b.waitUpdate(n)
 	b.waitFor("the good verdict again", `document.getElementById('ex-verdict').dataset.tone === 'good'`)
+
+	// The library default: its one-line description, a result, and the
+	// mean delay in force.
+	if !eval[bool](b, `document.getElementById('ex-default-sub').hidden`) {
+		t.Error("the library default's description shows while another strategy is chosen")
+	}
+	n = b.updates()
+	b.do(chromedp.Click(chromedp.CSS(`input[name="strategy"][value="default"]`)))
+	b.waitUpdate(n)
+	if hint := b.text("ex-default-sub"); !strings.Contains(hint, "zero Config") {
+		t.Errorf("library default described as %q", hint)
+	}
+	if c := b.text("ex-caption-hedged"); !strings.Contains(c, "library default") {
+		t.Errorf("table caption %q, want the library default", c)
+	}
+	if d := b.text("ex-delayout"); !strings.Contains(d, "primary latencies") || !strings.Contains(d, "on average") {
+		t.Errorf("delay card %q, want the mean live delay", d)
+	}
+	if v := eval[string](b, `document.getElementById('ex-verdict').dataset.tone`); v == "" || v == "baseline" {
+		t.Errorf("library default verdict tone %q", v)
+	}
+	n = b.updates()
+	b.do(chromedp.Click(chromedp.CSS(`[data-preset="default"]`)))
+	b.waitUpdate(n)
 }
 
 func (b *browser) study(t *testing.T) {
@@ -317,6 +358,51 @@ func (b *browser) study(t *testing.T) {
 		t.Errorf("stalls note should name the quiet-day collapse: %q", note)
 	}
 	b.shot("lab-study.png")
+	// The embedded study may predate the library default: its series is
+	// then offered but disabled.
+	has := bytes.Contains(EmbeddedStudy(), []byte(`"strategy": "default"`)) || bytes.Contains(EmbeddedStudy(), []byte(`"strategy":"default"`))
+	if off := eval[bool](b, `document.querySelector('input[data-series="default"]').disabled`); off == has {
+		t.Errorf("library default series disabled %v, with default rows in the study %v", off, has)
+	}
+}
+
+// studyDefault opens the study view of a lab whose results.json has the
+// library default's rows: its line and table rows are shown.
+func (b *browser) studyDefault(t *testing.T, url string) {
+	b.t = t
+	b.do(chromedp.Navigate(url + "/#study"))
+	b.waitFor("the study plot", `document.querySelectorAll('#st-ratio circle').length > 0`)
+	if on := eval[bool](b, `(c => !c.disabled && c.checked)(document.querySelector('input[data-series="default"]'))`); !on {
+		t.Error("library default series not offered")
+	}
+	if n := eval[int](b, `[...document.querySelectorAll('#st-table tbody th')].filter(th => th.textContent === 'library default').length`); n != 2 {
+		t.Errorf("%d library default rows in the table, want one per load (2)", n)
+	}
+	if n := eval[int](b, `document.querySelectorAll('#st-ratio path[stroke="#333333"]').length`); n != 1 {
+		t.Errorf("%d library default lines in the ratio plot, want 1", n)
+	}
+	if d := eval[string](b, `document.getElementById('st-ratio-desc').textContent`); !strings.Contains(d, "library default") {
+		t.Errorf("ratio plot description %q", d)
+	}
+}
+
+// newerStudy returns a small results.json written by sim.RunStudy, which
+// runs the library default: one run of 2,000 requests per point at loads
+// 0.3 and 0.7.
+func newerStudy(t *testing.T) []byte {
+	t.Helper()
+	pts, err := sim.RunStudy(context.Background(), sim.StudyOptions{Seed: 1, Workers: 2, Runs: 1, Requests: 2000, Loads: []float64{0.3, 0.7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(pts, func(p sim.PointResult) bool { return p.Strategy == "default" }) {
+		t.Fatal("the study ran no library default point")
+	}
+	b, err := json.Marshal(pts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func (b *browser) drill(t *testing.T) {

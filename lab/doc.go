@@ -8,8 +8,9 @@
 //   - Explorer: choose a world (noise, stalls, big jobs, mixed, or
 //     log-normal sizes with tail heaviness sigma), the utilisation before
 //     hedging, a strategy (none, fixed delay, a percentile delay measured
-//     on a quiet day or at this load, live percentile, or a percentile
-//     delay with a budget), cancel the loser, tied requests and routing.
+//     on a quiet day or at this load, live percentile, a percentile delay
+//     with a budget, or the library default: the live p95 of primaries
+//     with a 10% budget), cancel the loser, tied requests and routing.
 //     Every change reruns the simulator (debounced, the previous request
 //     aborted) and shows a verdict, the p50/p95/p99/p99.9 side by side with
 //     the gap, extra attempts and extra work, and a CCDF on log axes.
@@ -48,6 +49,28 @@
 //   - /api/drill?hedge=&delay=&budget=&cancel=&op= returns a DrillResponse
 //     (delay in milliseconds, "130", or as a duration, "130ms").
 //   - /api/study returns the study's results.json.
+//
+// # Strategies
+//
+// Each strategy choice runs one of package sim's strategies, through one
+// table (choices in strategy.go): none; fixed is hedge-fixed; percentile
+// is hedge-p95-quiet or hedge-p95-per-load (calib=quiet or load), with the
+// chosen percentile as its delay; live is hedge-p95-live; budget is
+// hedge-quiet-budget; default is sim's default, the library's zero
+// hedge.Config (what hedge.New runs: the live p95 of the last 1,000
+// primaries, a budget of 10% of requests, two copies); tied=true is tied,
+// whatever the strategy. The hedging ones are presets of a hedge.Config
+// (sim.Config.HedgeConfig), so the page measures the library's own
+// decisions. For the live estimates (live, default) the delay shown is the
+// mean delay in force.
+//
+// A calibrated delay is measured by the unhedged run that
+// sim.CalibrationConfig prescribes: one run at the calibration load, its
+// seed derived from the query's by sim's one rule. At p95 the delay is
+// exactly sim.Calibrate's, so "hedge sim", "hedge study" and the lab hedge
+// after the same delay at the same point and seed. The budget at this load,
+// for which sim has no preset, runs hedge-quiet-budget with the per-load
+// calibration.
 //
 // # Queries
 //
@@ -102,9 +125,12 @@
 //   - Validation: every parameter is checked against its range before any
 //     work starts; each bad one is named in a 400 (see Queries).
 //
-// Results are cached by their canonical parameters (an LRU of at most 512
-// entries and 8 MiB, also holding the baseline and calibration summaries,
-// which a change of strategy reuses; an entry holds a few kilobytes).
+// Results are cached by their canonical parameters: every field of the
+// simulation that runs, and for a calibrated delay the calibration and
+// the percentile, so that a parameter of another strategy does not miss
+// the cache (an LRU of at most 512 entries and 8 MiB, also holding the
+// baseline and calibration summaries, which a change of strategy reuses;
+// an entry holds a few kilobytes).
 //
 // # The CCDF
 //
@@ -132,7 +158,10 @@
 // The Study view reads a copy of docs/study/results.json embedded at build
 // time (study.json; "go generate ./lab" refreshes it and a test fails when
 // the two differ). "hedge lab --study path" serves another results.json
-// instead, for example one just written by "hedge study --quick".
+// instead, for example one just written by "hedge study --quick". Each
+// line is a strategy's rows; the library default's (strategy "default")
+// is drawn when the results have it, and offered but disabled when they
+// come from a study that predates it.
 //
 // # What this package is not
 //

@@ -9,16 +9,16 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/sim"
 )
 
-// Explorer parameter values.
+// Explorer parameter values (the strategies are in choices).
 var (
-	exploreWorlds     = []string{"noise", "stalls", "bigjobs", "mixed", "lognormal"}
-	exploreRoutings   = sim.Routings()
-	exploreStrategies = []string{"none", "fixed", "percentile", "live", "budget"}
-	explorePcts       = []string{"50", "95", "99", "99.9"}
-	exploreCalibs     = []string{"quiet", "load"}
+	exploreWorlds   = []string{"noise", "stalls", "bigjobs", "mixed", "lognormal"}
+	exploreRoutings = sim.Routings()
+	explorePcts     = []string{"50", "95", "99", "99.9"}
+	exploreCalibs   = []string{"quiet", "load"}
 )
 
 // Explorer parameter ranges (see ExploreParams).
@@ -47,14 +47,19 @@ type ExploreParams struct {
 	Routing string `json:"routing"`
 	// Strategy (strategy): none, fixed (Delay), percentile (the unhedged
 	// Percentile measured at Calibration), live (the live LiveP
-	// percentile of recent latencies) or budget (the percentile delay
-	// plus a token-bucket budget of Budget percent). Default percentile.
+	// percentile of recent latencies), budget (the percentile delay plus
+	// a token-bucket budget of Budget percent) or default (the library's
+	// zero hedge.Config: the live p95 of primaries with a 10% budget).
+	// Default percentile. Each runs one of the simulator's strategies
+	// (see choices).
 	Strategy string `json:"strategy"`
 	// Delay (delay) is the fixed delay in mean service times, 0 to 50 (2).
 	Delay float64 `json:"delay"`
 	// Percentile (p) is 50, 95 (default), 99 or 99.9; Calibration (calib)
 	// is quiet (default: measured unhedged at load 0.1, a quiet day) or
-	// load (measured unhedged at this load).
+	// load (measured unhedged at this load). The measuring run is the one
+	// sim.CalibrationConfig prescribes, as for "hedge sim" and "hedge
+	// study": at p95 the delay is theirs.
 	Percentile  string `json:"percentile"`
 	Calibration string `json:"calibration"`
 	// LiveP (livep) is the live strategy's percentile, 50 to 99.9 (95).
@@ -88,28 +93,24 @@ func DefaultExploreParams() ExploreParams {
 }
 
 // hedges reports whether the parameters send extra copies.
-func (p ExploreParams) hedges() bool { return p.Tied || p.Strategy != "none" }
+func (p ExploreParams) hedges() bool { return p.choice().strategy != sim.None }
 
-// key is the canonical form of the parameters that matter.
+// key is the canonical form of the parameters that matter: the hedged
+// side's simulation, in full, and for a calibrated delay the calibration
+// and the percentile. Parameters of other strategies are not part of it.
 func (p ExploreParams) key() string {
-	k := fmt.Sprintf("w=%s l=%g r=%s c=%v n=%dx%d s=%d", p.World, p.Load, p.Routing, p.Cancel, p.Runs, p.Requests, p.Seed)
-	if p.World == "lognormal" {
-		k += fmt.Sprintf(" sigma=%g", p.Sigma)
-	}
-	switch {
-	case p.Tied:
-		k += " tied"
-	case p.Strategy == "fixed":
-		k += fmt.Sprintf(" fixed=%g", p.Delay)
-	case p.Strategy == "percentile":
-		k += " pct=" + p.Percentile + "@" + p.Calibration
-	case p.Strategy == "live":
-		k += fmt.Sprintf(" live=%g", p.LiveP)
-	case p.Strategy == "budget":
-		k += fmt.Sprintf(" budget=%g pct=%s@%s", p.Budget, p.Percentile, p.Calibration)
+	c, ch := p.config()
+	k := fmt.Sprintf("%+v runs=%d", plainConfig(c), p.Runs)
+	if ch.calibrated() {
+		k += fmt.Sprintf(" calibration=%s p=%s", ch.calibration(), p.Percentile)
 	}
 	return k
 }
+
+// plainConfig is sim.Config without its String method, which rounds
+// delays to four digits: formatted with %+v it shows every field in full,
+// which makes it a cache key.
+type plainConfig sim.Config
 
 // parseExplore reads the explorer's parameters from a raw query string,
 // checking each against its range and runs x requests against MaxWork.
@@ -221,11 +222,15 @@ type ExploreResponse struct {
 	Baseline Measures `json:"baseline"`
 	Hedged   Measures `json:"hedged"`
 	Gap      Gap      `json:"gap"`
+	// Label names the hedged side ("at the p95 of a quiet day", "the
+	// library default (...)").
+	Label string `json:"label"`
 	// Headline is the percentile the verdict uses: "p999" in the stalling
 	// worlds, "p99" otherwise (as in the study).
 	Headline string `json:"headline"`
 	// Delay is the hedge delay used, in mean service times (the mean
-	// delay in force for live), and DelayNote says where it came from.
+	// delay in force for the live estimates: live and default), and
+	// DelayNote says where it came from.
 	Delay     float64 `json:"delay"`
 	DelayNote string  `json:"delay_note"`
 	// ExtraAttempts is the share of requests that sent a second copy;
@@ -327,7 +332,9 @@ func (p ExploreParams) baseConfig() sim.Config {
 	c.World, _ = sim.ParseWorld(p.World)
 	c.Routing, _ = sim.ParseRouting(p.Routing)
 	c.Load = p.Load
-	c.Sigma = p.Sigma
+	if c.World == sim.LogNormal {
+		c.Sigma = p.Sigma // elsewhere unused: one cache entry whatever it says
+	}
 	c.Requests = p.Requests
 	c.Warmup = p.Requests / 10
 	c.Seed = p.Seed
@@ -338,7 +345,7 @@ func (p ExploreParams) baseConfig() sim.Config {
 // point runs c (or takes it from the cache), with at most workers runs in
 // parallel, and reports how many requests it simulated.
 func (s *Server) point(ctx context.Context, c sim.Config, runs, workers int, simulated *int) (sim.Summary, error) {
-	key := fmt.Sprintf("point %s runs=%d", c, runs)
+	key := fmt.Sprintf("point %+v runs=%d", plainConfig(c), runs)
 	if v, ok := s.cache.get(key); ok {
 		return v.(sim.Summary), nil
 	}
@@ -362,37 +369,10 @@ func (s *Server) explore(ctx context.Context, p ExploreParams, workers int) (Exp
 	if err != nil {
 		return resp, err
 	}
-	hc := base
-	hc.NoCancel = !p.Cancel
-	switch {
-	case p.Tied:
-		hc.Strategy = sim.Tied
-	case p.Strategy == "none":
-		hc.Strategy = sim.None
-	case p.Strategy == "fixed":
-		hc.Strategy, hc.Delay = sim.HedgeFixed, p.Delay
-		resp.DelayNote = fmt.Sprintf("a fixed delay of %.3g mean service times", p.Delay)
-	case p.Strategy == "live":
-		hc.Strategy, hc.LiveP = sim.HedgeP95Live, p.LiveP
-	case p.Strategy == "percentile", p.Strategy == "budget":
-		cc := base
-		cc.Strategy, cc.Delay = sim.None, 0
-		where := "this load"
-		if p.Calibration == "quiet" {
-			cc.Load = sim.QuietLoad
-			where = fmt.Sprintf("a quiet day (load %g)", sim.QuietLoad)
-		}
-		cc.Seed = sim.DeriveSeed(p.Seed, "calibration")
-		cal, err := s.point(ctx, cc, p.Runs, workers, &resp.Simulated)
-		if err != nil {
+	hc, ch := p.config()
+	if ch.calibrated() {
+		if hc.Delay, err = s.calibrate(ctx, p, ch, workers, &resp.Simulated); err != nil {
 			return resp, err
-		}
-		hc.Delay = map[string]float64{"50": cal.P50.Value, "95": cal.P95.Value, "99": cal.P99.Value, "99.9": cal.P999.Value}[p.Percentile]
-		hc.Strategy = sim.HedgeFixed
-		resp.DelayNote = fmt.Sprintf("the p%s of unhedged latency measured on %s", p.Percentile, where)
-		if p.Strategy == "budget" {
-			hc.Strategy, hc.Budget = sim.HedgeQuietBudget, p.Budget/100
-			resp.DelayNote += fmt.Sprintf(", with a budget of %g hedges per 100 requests", p.Budget)
 		}
 	}
 	hedgedSum := baseSum
@@ -402,13 +382,16 @@ func (s *Server) explore(ctx context.Context, p ExploreParams, workers int) (Exp
 		}
 	}
 	resp.Config = hc.String()
+	resp.Label = ch.label(p)
 	resp.Baseline, resp.Hedged = measures(baseSum), measures(hedgedSum)
-	switch {
-	case p.Strategy == "live" && !p.Tied:
+	// The delay in force: a preset's fixed delay, or the mean of a live
+	// estimate's (live, and the library default).
+	if h, ok := hc.HedgeConfig(); ok {
 		resp.Delay = hedgedSum.Delay.Value
-		resp.DelayNote = fmt.Sprintf("the live p%g of the last %d latencies; %.3g on average", p.LiveP, hc.LiveWindow, resp.Delay)
-	case p.hedges() && !p.Tied:
-		resp.Delay = hc.Delay
+		if d, fixed := h.Delay.(hedge.Fixed); fixed {
+			resp.Delay = sim.Units(d)
+		}
+		resp.DelayNote = ch.note(p, hc, resp.Delay)
 	}
 	resp.Headline = sim.Headline(base.World)
 	resp.Gap = gap(baseSum, hedgedSum, resp.Headline)
@@ -610,21 +593,22 @@ func headsUp(p ExploreParams) []Note {
 	case !p.Cancel:
 		notes = append(notes, Note{Kind: "no-cancel", Text: "Cancellation is off: each hedge costs a whole extra request instead of at most the delay's worth of work. Push utilisation above 60% to see what that does."})
 	}
+	c, ch := p.config()
 	switch {
-	case p.Tied:
-		if !p.Cancel {
+	case c.Strategy == sim.Tied:
+		if c.NoCancel {
 			notes = append(notes, Note{Kind: "tied-no-cancel", Text: "Tied requests without cancellation run every request twice."})
 		}
-	case p.Strategy == "fixed" && p.Delay == 0:
+	case c.Strategy == sim.HedgeFixed && c.Delay == 0:
 		notes = append(notes, Note{Kind: "zero-delay", Text: "A delay of 0 sends every request twice: a retry loop with no delay is the same bug."})
-	case (p.Strategy == "percentile" || p.Strategy == "budget") && p.Percentile == "50",
-		p.Strategy == "live" && p.LiveP < 90:
+	case ch.calibrated() && p.Percentile == "50",
+		c.Strategy == sim.HedgeP95Live && c.LiveP < 90:
 		notes = append(notes, Note{Kind: "low-percentile", Text: "A hedge below p90 is not a hedge: at p50 half the requests go out twice."})
 	}
-	if p.Strategy == "budget" && !p.Tied && p.Budget >= 50 {
+	if c.Strategy == sim.HedgeQuietBudget && c.Budget >= 0.5 {
 		notes = append(notes, Note{Kind: "loose-budget", Text: fmt.Sprintf("A budget of %g hedges per 100 requests caps almost nothing.", p.Budget)})
 	}
-	if (p.World == "stalls" || p.World == "mixed") && p.Load >= 0.9 {
+	if c.World.HasStalls() && c.Load >= 0.9 {
 		notes = append(notes, Note{Kind: "stall-capacity", Text: "Stalling servers have 98.1% capacity: at this load hedging that adds more than a few percent of work makes the queues unstable."})
 	}
 	return notes

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tailcut/hedge/drill"
+	"github.com/tailcut/hedge/sim"
 )
 
 // FuzzForm feeds raw query strings to the explorer's and the drill's
@@ -17,14 +18,15 @@ import (
 // too long, is refused; every error names a parameter of the query (or,
 // for a query too long to read, none) and says what is wrong; and every
 // accepted set of parameters is in its documented range, so that the
-// simulator and the drill accept it too. The seed corpus is in
+// simulator and the drill accept it too, the hedged side and its
+// calibration included. The seed corpus is in
 // testdata/fuzz/FuzzForm.
 func FuzzForm(f *testing.F) {
 	s, err := New(Options{})
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, seed := range []string{"", small, "load=0.85&cancel=false&strategy=budget&budget=5", "delay=130ms&op=write-key"} {
+	for _, seed := range []string{"", small, "load=0.85&cancel=false&strategy=budget&budget=5", "strategy=default&calib=load", "delay=130ms&op=write-key"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -94,6 +96,22 @@ func checkExplore(t *testing.T, s *Server, raw string, p ExploreParams) {
 	}
 	if err := p.baseConfig().Validate(); err != nil {
 		t.Fatalf("%q: accepted %+v, which the simulator refuses: %v", raw, p, err)
+	}
+	// The hedged side is one of the table's choices, as the query named
+	// it, and the simulator accepts it and its calibration run.
+	c, ch := p.config()
+	if want := p.Strategy; ch.name != want && !(p.Tied && ch.name == "tied") {
+		t.Fatalf("%q: strategy %q ran choice %q", raw, want, ch.name)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("%q: accepted %+v, whose hedged side (%v) the simulator refuses: %v", raw, p, c, err)
+	}
+	if ch.calibrated() {
+		cc := p.baseConfig()
+		cc.Strategy = ch.calibration()
+		if err := sim.CalibrationConfig(cc).Validate(); err != nil {
+			t.Fatalf("%q: accepted %+v, whose calibration the simulator refuses: %v", raw, p, err)
+		}
 	}
 	if s.runWorkers(p.Requests, p.Runs) < 1 {
 		t.Fatalf("%q: accepted %+v, which needs more than the memory limit", raw, p)

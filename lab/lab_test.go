@@ -95,8 +95,8 @@ func TestExploreValid(t *testing.T) {
 	if r.Gap.P99 <= 0 || r.Gap.P99 >= 1 || r.Headline != "p99" {
 		t.Errorf("gap %+v headline %s", r.Gap, r.Headline)
 	}
-	if r.Cached || r.Simulated != 3*2*5000 {
-		t.Errorf("first request: cached %v, simulated %d, want 30000 (calibration, baseline, hedged)", r.Cached, r.Simulated)
+	if r.Cached || r.Simulated != 5000+2*2*5000 {
+		t.Errorf("first request: cached %v, simulated %d, want 25000 (one calibration run, baseline, hedged)", r.Cached, r.Simulated)
 	}
 	again := explore(t, ts, small)
 	if !again.Cached || again.Simulated != 0 || again.Hedged.P99 != h.P99 {
@@ -114,7 +114,7 @@ func TestExploreStrategies(t *testing.T) {
 	_, ts := newTestServer(t, Options{})
 	for _, q := range []string{
 		"strategy=none", "strategy=fixed&delay=0", "strategy=live&livep=90", "strategy=budget&budget=5",
-		"strategy=percentile&p=99.9&calib=load", "tied=true", "world=stalls&routing=two-choice",
+		"strategy=percentile&p=99.9&calib=load", "strategy=default", "tied=true", "world=stalls&routing=two-choice",
 		"world=bigjobs&routing=random", "world=mixed&routing=least-loaded&load=0.3", "world=noise&sigma=0",
 	} {
 		r := explore(t, ts, small+"&"+q)
@@ -125,6 +125,11 @@ func TestExploreStrategies(t *testing.T) {
 		case "strategy=none":
 			if r.Verdict.Tone != "baseline" || r.ExtraAttempts != 0 {
 				t.Errorf("none: %+v", r.Verdict)
+			}
+		case "strategy=default":
+			if !strings.Contains(r.Config, "strategy=default") || !(r.Delay > 0) || r.Delay != r.Hedged.MeanDelay ||
+				!strings.Contains(r.DelayNote, "primary latencies") || !strings.Contains(r.Label, "library default") {
+				t.Errorf("default: config %s, delay %v (mean in force %v, %q), label %q", r.Config, r.Delay, r.Hedged.MeanDelay, r.DelayNote, r.Label)
 			}
 		case "tied=true":
 			if r.ExtraAttempts != 1 || !strings.Contains(r.Config, "strategy=tied") {

@@ -98,6 +98,7 @@ function syncVisibility() {
   $('ex-pct-sub').hidden = !(p.strategy === 'percentile' || p.strategy === 'budget');
   $('ex-budget-field').hidden = p.strategy !== 'budget';
   $('ex-live-sub').hidden = p.strategy !== 'live';
+  $('ex-default-sub').hidden = p.strategy !== 'default';
   $('ex-strategy-set').disabled = !!p.tied;
   $('ex-world-hint').textContent = WORLD_HINTS[p.world] || '';
   $('ex-sigma-out').textContent = 'σ ' + Number(p.sigma).toFixed(1);
@@ -107,18 +108,6 @@ function syncVisibility() {
   $('ex-load').setAttribute('aria-valuetext', Math.round(p.load * 100) + ' percent');
   $('ex-sigma').setAttribute('aria-valuetext', 'sigma ' + Number(p.sigma).toFixed(1));
   $('ex-budget').setAttribute('aria-valuetext', p.budget + ' hedges per 100 requests');
-}
-
-function strategyLabel(p) {
-  if (p.tied) return 'tied requests';
-  switch (p.strategy) {
-    case 'none': return 'No hedging';
-    case 'fixed': return `after a fixed ${fmt(+p.delay)}`;
-    case 'percentile': return `at the p${p.percentile} of ${p.calibration === 'quiet' ? 'a quiet day' : 'this load'}`;
-    case 'live': return `at the live p${p.live_p}`;
-    case 'budget': return `at the p${p.percentile} of ${p.calibration === 'quiet' ? 'a quiet day' : 'this load'}, budget ${p.budget}%`;
-  }
-  return 'Hedged';
 }
 
 async function run() {
@@ -210,7 +199,7 @@ function render(r, clientMs) {
   const h = $('ex-headsup');
   h.replaceChildren(...r.heads_up.map((n) => note('headsup', n.text)));
   // table
-  $('ex-caption-hedged').textContent = hedging ? `Hedged: ${strategyLabel(p)}.` : 'No hedging chosen.';
+  $('ex-caption-hedged').textContent = hedging ? `Hedged: ${r.label}.` : 'No hedging chosen.';
   for (const tr of document.querySelectorAll('#ex-table tbody tr')) {
     const k = tr.dataset.k;
     tr.classList.toggle('headline', k === r.headline);

@@ -14,6 +14,8 @@ const SERIES = [
   { id: 'tied', label: 'tied', strategy: 'tied', cancelDelay: 0, color: '#3f9fd6' },
   { id: 'tied01', label: 'tied, cancel delay 0.1', strategy: 'tied', cancelDelay: 0.1, color: '#3f9fd6', dash: true, off: true },
   { id: 'random', label: 'p95 per load, random routing', strategy: 'hedge-p95-per-load', routing: 'random', color: '#0072b2', dash: true, off: true },
+  // The library's zero Config: in results.json from studies that ran it.
+  { id: 'default', label: 'library default', strategy: 'default', color: '#333333' },
 ];
 const PCT_NAME = { p50: 'p50', p95: 'p95', p99: 'p99', p999: 'p99.9' };
 
@@ -74,7 +76,9 @@ function draw() {
   for (const s of series) {
     const cb = document.querySelector(`input[data-series="${s.id}"]`);
     cb.disabled = s.pts.length === 0;
-    cb.parentElement.title = s.pts.length ? '' : 'not in the study for this world';
+    cb.parentElement.title = s.pts.length ? ''
+      : data.some((p) => p.strategy === s.strategy) ? 'not in the study for this world'
+        : 'not in these results: the study that wrote them did not run it';
   }
   const vis = series.filter((s) => shown[s.id] && s.pts.length);
   const headlineName = PCT_NAME[keyFor({ headline: w === 'stalls' || w === 'mixed' ? 'p999' : 'p99' })];
