@@ -1,7 +1,11 @@
 package sim
 
 import (
+	"math"
+	"slices"
 	"testing"
+
+	"github.com/tailcut/hedge/quantile"
 )
 
 // BenchmarkRunNoiseHedgeFixed measures the engine on the headline case of
@@ -78,5 +82,37 @@ func BenchmarkPicker(b *testing.B) {
 			}
 			_ = s
 		})
+	}
+}
+
+// TestQuantilesBracketed checks quantiles on inputs large enough to be
+// bracketed (see bracketSelect) against a sort: with many ties, and with
+// a sample that misrepresents the values, so that a bracket misses and
+// the quantile is selected in all of them.
+func TestQuantilesBracketed(t *testing.T) {
+	r := newRand(5, 5)
+	const n = 100_000
+	ties := make([]float64, n)
+	for i := range ties {
+		ties[i] = math.Floor(r.ExpFloat64() * 20)
+	}
+	// The sample takes every 16th value (n/16 of them): all ones here,
+	// while most values are zeros.
+	skewed := make([]float64, n)
+	for i := range skewed {
+		if i%16 == 0 {
+			skewed[i] = 1
+		}
+	}
+	qs := []float64{0.5, 0.9, 0.95, 0.99, 0.999}
+	for name, xs := range map[string][]float64{"ties": ties, "skewed": skewed} {
+		sorted := slices.Clone(xs)
+		slices.Sort(sorted)
+		got := quantiles(xs, qs)
+		for i, q := range qs {
+			if want := sorted[quantile.Rank(q, n)-1]; got[i] != want {
+				t.Errorf("%s: q=%v: got %v, want %v", name, q, got[i], want)
+			}
+		}
 	}
 }

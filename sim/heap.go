@@ -15,16 +15,25 @@ const (
 // request that finished) stay in the heap and are recognised by their
 // generation when popped.
 type event struct {
-	t    float64
-	a    int32
-	gen  uint32
+	t   float64
+	a   int32
+	gen uint32
+	tag evTag
+}
+
+// evTag says what an event is. It is a struct of its own so that event has
+// four fields: the compiler keeps a struct of at most four fields in
+// registers, and an event is copied out of the heap or the timer queue and
+// handed to its handler on every turn of the loop, where a struct in memory
+// costs stack stores and loads.
+type evTag struct {
 	kind uint8
-	k    uint8
+	k    uint8 // the copy, for evTiedCancel
 }
 
 // eventHeap is a 4-ary min-heap on t. Four children per node halve the
-// depth of a binary heap, and sift-down compares children that sit in one
-// cache line.
+// depth of a binary heap, and sift-down compares children that sit side by
+// side in memory.
 type eventHeap struct {
 	h []event
 }
@@ -65,12 +74,27 @@ func (q *eventHeap) pop() event {
 		if c >= n {
 			break
 		}
-		m := c
-		mt := h[c].t
-		end := min(c+4, n)
-		for j := c + 1; j < end; j++ {
-			if h[j].t < mt {
-				m, mt = j, h[j].t
+		// m is the first child with the smallest time.
+		var m int
+		var mt float64
+		if c+3 < n {
+			// Four children: a tournament that picks the child a scan
+			// would (the first of equal times), without branches. The
+			// times are random, so a branch per comparison would be
+			// mispredicted half the time, and this choice is made for
+			// nearly every event.
+			h4 := h[c : c+4 : c+4]
+			t0, t1, t2, t3 := h4[0].t, h4[1].t, h4[2].t, h4[3].t
+			a, at := c+b2i(t1 < t0), min(t0, t1)
+			b, bt := c+2+b2i(t3 < t2), min(t2, t3)
+			d := b2i(bt < at)
+			m, mt = a+d*(b-a), min(at, bt)
+		} else {
+			m, mt = c, h[c].t
+			for j := c + 1; j < n; j++ {
+				if h[j].t < mt {
+					m, mt = j, h[j].t
+				}
 			}
 		}
 		if last.t <= mt {
