@@ -161,7 +161,10 @@ func (c *call[T]) launch(i int, now time.Duration) (context.Context, Attempt) {
 		c.h.replicas[a.Replica].Add(1)
 	}
 	ctx, cancel := c.parent, context.CancelFunc(nil)
-	if !c.plan.Single() {
+	switch {
+	case c.h.attemptTO > 0:
+		ctx, cancel = context.WithTimeout(c.parent, c.h.attemptTO)
+	case !c.plan.Single():
 		// A lone copy is never cancelled by Do: it can use the caller's
 		// context as it is.
 		ctx, cancel = context.WithCancel(c.parent)

@@ -37,7 +37,9 @@
 //     (Permanent, or Config.Retryable) or the caller's context ending ends
 //     the call. When all copies fail, the error wraps each of them.
 //   - A hedge never outlives the caller's deadline, and none is sent when
-//     the time left is shorter than the delay.
+//     the time left is shorter than the delay. Config.AttemptTimeout
+//     bounds each copy on its own; a copy that runs out is replaced at
+//     once, like any failed copy.
 //   - A panic in any copy is re-raised on the caller's goroutine. With
 //     DoHeld, a winner chosen before the panic is handed to discard and
 //     its context cancelled, since the caller never sees it.

@@ -452,3 +452,64 @@ func TestModeVarIsShared(t *testing.T) {
 		t.Fatalf("a bad config's error %v does not match ErrInvalidConfig", err)
 	}
 }
+
+// TestAttemptTimeout: a copy that outlives Config.AttemptTimeout is ended
+// by its own context and the next copy goes at once; the caller's deadline
+// still ends the call.
+func TestAttemptTimeout(t *testing.T) {
+	stuck := func(ctx context.Context, a hedge.Attempt) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	stuckPrimary := func(ctx context.Context, a hedge.Attempt) (int, error) {
+		if a.Index > 0 {
+			return a.Index, nil
+		}
+		return stuck(ctx, a)
+	}
+	t.Run("a stuck primary is replaced", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(time.Hour), AttemptTimeout: 30 * ms})
+			t0 := time.Now()
+			v, err := hedge.Do(context.Background(), h, "op", stuckPrimary)
+			if v != 1 || err != nil || time.Since(t0) != 30*ms {
+				t.Fatalf("Do = %d, %v after %v; want the hedge's 1 at 30ms", v, err, time.Since(t0))
+			}
+		})
+	})
+	t.Run("the caller's deadline ends the call", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(time.Hour), AttemptTimeout: 30 * ms, MaxAttempts: 5, NoBudget: true})
+			ctx, cancel := context.WithTimeout(context.Background(), 100*ms)
+			defer cancel()
+			t0 := time.Now()
+			var copies atomic.Int32
+			_, err := hedge.Do(ctx, h, "op", func(ctx context.Context, a hedge.Attempt) (int, error) {
+				copies.Add(1)
+				return stuck(ctx, a)
+			})
+			if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) != 100*ms {
+				t.Fatalf("Do = %v after %v; want deadline exceeded at the caller's 100ms", err, time.Since(t0))
+			}
+			if n := copies.Load(); n != 4 {
+				t.Fatalf("%d copies, want 4: at 0, 30, 60 and 90ms", n)
+			}
+		})
+	})
+	t.Run("a lone copy is bounded too", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{MaxAttempts: 1, AttemptTimeout: 30 * ms})
+			t0 := time.Now()
+			_, err := hedge.Do(context.Background(), h, "op", stuck)
+			if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) != 30*ms {
+				t.Fatalf("Do = %v after %v; want deadline exceeded at 30ms", err, time.Since(t0))
+			}
+		})
+	})
+	if _, err := hedge.New(hedge.Config{AttemptTimeout: -1}); err == nil || !strings.Contains(err.Error(), "AttemptTimeout") {
+		t.Fatalf("a negative AttemptTimeout: %v", err)
+	}
+}

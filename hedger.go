@@ -76,6 +76,17 @@ type Config struct {
 	// connections until they return.
 	ReapInBackground bool
 
+	// AttemptTimeout, if positive, bounds each copy: its context ends that
+	// long after the copy starts, so that one stuck copy cannot use up the
+	// caller's whole deadline. A copy that runs out fails like any copy
+	// (its error is its context's, context.DeadlineExceeded), and is
+	// retryable by default: the next copy goes at once, as far as the
+	// budget and caps allow. Do tells it from the caller's own deadline,
+	// which always ends the call. With DoHeld the winner's context stays
+	// bounded until release: an HTTP body must be read within it. Zero
+	// means no bound but the caller's.
+	AttemptTimeout time.Duration
+
 	// PreciseTimers makes hedge timers fire within tens of microseconds
 	// instead of the runtime timer's granularity (about a millisecond on
 	// many Linux machines), by spinning for the last stretch before each
@@ -109,6 +120,7 @@ type Hedger struct {
 	picker    Picker
 	retryable func(error) bool
 	bgReap    bool
+	attemptTO time.Duration
 	maxOps    int
 	epoch     time.Time
 	timers    *timerQueue
@@ -133,6 +145,7 @@ func New(cfg Config) (*Hedger, error) {
 		picker:    cfg.Picker,
 		retryable: cfg.Retryable,
 		bgReap:    cfg.ReapInBackground,
+		attemptTO: cfg.AttemptTimeout,
 		maxOps:    cfg.MaxOps,
 		epoch:     time.Now(),
 	}
@@ -171,6 +184,9 @@ func (cfg *Config) validate() error {
 	}
 	if cfg.MaxHedgesInFlight < 0 {
 		errs = append(errs, fmt.Errorf("hedge: Config.MaxHedgesInFlight = %d is negative: use 0 for no cap, or a positive cap", cfg.MaxHedgesInFlight))
+	}
+	if cfg.AttemptTimeout < 0 {
+		errs = append(errs, fmt.Errorf("hedge: Config.AttemptTimeout = %v is negative: use 0 for no bound but the caller's deadline, or the longest one copy may run", cfg.AttemptTimeout))
 	}
 	if cfg.Replicas < 0 {
 		errs = append(errs, fmt.Errorf("hedge: Config.Replicas = %d is negative: use 0 to let the attempt function choose, or the number of replicas", cfg.Replicas))

@@ -272,7 +272,8 @@ type Config struct {
 	// Hedge is the library configuration the Default strategy runs; nil
 	// means the zero hedge.Config. Its Replicas and Picker are the
 	// simulator's own (Servers and Routing); its Retryable,
-	// ReapInBackground, PreciseTimers and MaxOps do not apply. Other
+	// ReapInBackground, PreciseTimers, AttemptTimeout and MaxOps do not
+	// apply. Other
 	// strategies ignore it: they are presets (see HedgeConfig).
 	Hedge *hedge.Config
 
