@@ -23,9 +23,11 @@
 // Every decision lives in a small policy value that never reads the clock:
 // Delay (Fixed, or a live Percentile) says when to send the next copy,
 // Budget says whether we may, Picker says where to, and Mode says whether to
-// send at all. The live engine (Do) drives them on the wall clock; the
-// simulator in package sim drives the very same values on virtual time, so
-// a policy tuned in the simulator is the code that runs in production.
+// send at all. Policy combines them into the decision of a call: when the
+// next copy is due, whether it may go and, if not, why (a Refusal). The
+// live engine (Do) drives a Policy on the wall clock; the simulator in
+// package sim drives the very same Policy on virtual time, so a policy
+// tuned in the simulator is the code that runs in production.
 //
 // # The rules of a call
 //
