@@ -99,6 +99,14 @@ type Config struct {
 	// Zero means 100. Further classes share the state of OtherOp.
 	MaxOps int
 
+	// OnEvent, if set, is told what the Hedger does: hedges sent and
+	// refused (and why), hedges that won, copies that panicked, mode
+	// changes (see Event; LogEvents writes them to a slog.Logger). It
+	// runs synchronously on the goroutine that made the decision, while
+	// the call's state is locked: it must return quickly and must not
+	// block or call Do. Unset, it costs nothing.
+	OnEvent func(Event)
+
 	// Mode is the initial mode (see SetMode). The zero value is On.
 	Mode Mode
 	// ModeVar, if set, is the mode, shared with every Hedger given the
@@ -120,6 +128,7 @@ type Hedger struct {
 	picker    Picker
 	retryable func(error) bool
 	bgReap    bool
+	onEvent   func(Event)
 	attemptTO time.Duration
 	maxOps    int
 	epoch     time.Time
@@ -146,6 +155,7 @@ func New(cfg Config) (*Hedger, error) {
 		retryable: cfg.Retryable,
 		bgReap:    cfg.ReapInBackground,
 		attemptTO: cfg.AttemptTimeout,
+		onEvent:   cfg.OnEvent,
 		maxOps:    cfg.MaxOps,
 		epoch:     time.Now(),
 	}
@@ -281,7 +291,15 @@ func byteSize(n int64) string {
 // SetMode switches the Hedger's mode at run time (and that of every
 // Hedger sharing its Config.ModeVar). Calls already started keep the mode
 // they started with. It is a single atomic store.
-func (h *Hedger) SetMode(m Mode) error { return h.pol.sw.mode.Set(m) }
+func (h *Hedger) SetMode(m Mode) error {
+	if err := h.pol.sw.mode.Set(m); err != nil {
+		return err
+	}
+	if h.onEvent != nil {
+		h.onEvent(Event{Kind: ModeChanged, Mode: m, Copy: -1, Replica: -1})
+	}
+	return nil
+}
 
 // Mode returns the current mode.
 func (h *Hedger) Mode() Mode { return h.pol.sw.mode.Mode() }
