@@ -1,0 +1,224 @@
+package hedgeprom
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tailcut/hedge"
+)
+
+// Collector is a prometheus.Collector for a fixed set of Hedgers. Make one
+// with New and register it. It is safe for concurrent scrapes.
+type Collector struct {
+	hedgers []named // sorted by name
+
+	requests, hedges, hedgeWins, primaryWins, failures *prometheus.Desc
+	refused, shadow, unhedgeable, censored, wasted     *prometheus.Desc
+	delay, tokens, latency                             *prometheus.Desc
+
+	mu   sync.Mutex
+	sums map[sumKey]float64 // highest _sum exported per summary series
+}
+
+type named struct {
+	name string
+	h    *hedge.Hedger
+}
+
+type sumKey struct {
+	hedger int
+	op     string
+	path   string
+}
+
+// Refusal reasons, the values of the "reason" label.
+const (
+	ReasonBudget   = "budget"    // Stats.BudgetDenied
+	ReasonInFlight = "in_flight" // Stats.InFlightDenied
+	ReasonDeadline = "deadline"  // Stats.DeadlineSkipped
+	ReasonReplicas = "replicas"  // Stats.NoReplica
+)
+
+// Latency paths, the values of the "path" label.
+const (
+	PathCaller  = "caller"  // Stats.Latency
+	PathPrimary = "primary" // Stats.Primary
+	PathHedge   = "hedge"   // Stats.HedgePath
+)
+
+var namespaceRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+
+// ErrInvalid is matched by every error New returns.
+var ErrInvalid = errors.New("hedgeprom: invalid collector")
+
+// New returns a Collector for hedgers, keyed by the value of their "hedger"
+// label. namespace prefixes every metric name ("hedge" gives
+// hedge_requests_total); it must be a valid metric name. Each Hedger may
+// appear once: the same Hedger under two names would count every call twice
+// in any sum over hedgers.
+func New(namespace string, hedgers map[string]*hedge.Hedger) (*Collector, error) {
+	var errs []error
+	if !namespaceRE.MatchString(namespace) {
+		errs = append(errs, fmt.Errorf("namespace %q is not a valid metric name prefix: use letters, digits and underscores, not starting with a digit (for instance \"hedge\")", namespace))
+	}
+	if len(hedgers) == 0 {
+		errs = append(errs, errors.New("no hedgers: pass at least one *hedge.Hedger, keyed by its \"hedger\" label"))
+	}
+	c := &Collector{sums: make(map[sumKey]float64)}
+	seen := make(map[*hedge.Hedger]string, len(hedgers))
+	for name, h := range hedgers {
+		switch {
+		case name == "":
+			errs = append(errs, errors.New("a hedger has an empty name: give each a short fixed name such as \"items\""))
+		case !utf8.ValidString(name):
+			errs = append(errs, fmt.Errorf("hedger name %q is not valid UTF-8", name))
+		}
+		if h == nil {
+			errs = append(errs, fmt.Errorf("hedger %q is nil: make it with hedge.New", name))
+			continue
+		}
+		if other, dup := seen[h]; dup {
+			a, b := min(name, other), max(name, other)
+			errs = append(errs, fmt.Errorf("hedgers %q and %q are the same *hedge.Hedger: register it once, or its calls are counted twice", a, b))
+		}
+		seen[h] = name
+		c.hedgers = append(c.hedgers, named{name, h})
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b error) int {
+			switch {
+			case a.Error() < b.Error():
+				return -1
+			case a.Error() > b.Error():
+				return 1
+			}
+			return 0
+		})
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	slices.SortFunc(c.hedgers, func(a, b named) int {
+		switch {
+		case a.name < b.name:
+			return -1
+		case a.name > b.name:
+			return 1
+		}
+		return 0
+	})
+
+	op := []string{"hedger", "op"}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
+	}
+	c.requests = desc("requests_total",
+		"Calls of hedge.Do, whatever their outcome.", op...)
+	c.hedges = desc("hedges_sent_total",
+		"Hedge copies sent: copies beyond the primary. Divide by requests_total for the hedge rate, the extra load on the backend.", op...)
+	c.hedgeWins = desc("hedge_wins_total",
+		"Calls won by a hedge copy. Divide by hedges_sent_total for the share of hedges that paid off; a hedge that lost still did its work.", op...)
+	c.primaryWins = desc("primary_wins_total",
+		"Calls won by the primary copy, whether or not a hedge was sent.", op...)
+	c.failures = desc("failures_total",
+		"Calls that returned an error to the caller after every copy failed, a non-retryable error, or the caller's context ending.", op...)
+	c.refused = desc("hedges_refused_total",
+		"Hedges due but not sent, by reason: budget (token bucket empty), in_flight (MaxHedgesInFlight reached), deadline (less time left before the caller's deadline than the delay), replicas (every replica already held a copy). Copies not due because MaxAttempts was reached are not counted.",
+		"hedger", "op", "reason")
+	c.shadow = desc("shadow_hedges_total",
+		"Hedges Shadow mode would have sent, after the budget and caps; none was sent. The hedge rate to expect when switching to On.", op...)
+	c.unhedgeable = desc("unhedgeable_requests_total",
+		"Calls marked NotIdempotent without an idempotency key, sent once whatever their latency.", op...)
+	c.censored = desc("primaries_censored_total",
+		"Primary copies cancelled because a hedge won. Each is in the primary latency summary at its running time when cancelled, a lower bound of what it would have taken.", op...)
+	c.wasted = desc("wasted_work_seconds_total",
+		"Running time of copies that did not win, from start to return, in calls that sent more than one copy: backend time spent for nothing. It does not say how much load that work displaced.", op...)
+	c.delay = desc("delay_seconds",
+		"Hedge delay in force now: a copy still running after this long may be hedged. Absent while the delay is hedge.Never (a live estimate warming up): no hedge is sent then.", op...)
+	c.tokens = desc("budget_tokens",
+		"Tokens in the Hedger's budget now. A ratio budget spends one per hedge and refuses below 1; a throttle (gRPC retryThrottling) refuses at or below half its maximum. Hedgers sharing a budget report the same value. Absent for an unlimited budget.",
+		"hedger")
+	c.latency = desc("latency_seconds",
+		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window; use rate of _sum over _count for recent means. path=caller: what callers saw, winner or final error. path=primary: the primary alone, the latency without hedging, but censored: a primary cancelled because a hedge won is recorded at its running time then (see primaries_censored_total), so high quantiles are lower bounds; failed primaries are not recorded. path=hedge: hedge copies from send to success, won or not. Quantiles cannot be averaged across series.",
+		"hedger", "op", "path")
+	return c, nil
+}
+
+// Describe sends the descriptors of every metric the Collector may export.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.requests, c.hedges, c.hedgeWins, c.primaryWins, c.failures,
+		c.refused, c.shadow, c.unhedgeable, c.censored, c.wasted,
+		c.delay, c.tokens, c.latency,
+	} {
+		ch <- d
+	}
+}
+
+// Collect reads each Hedger's Stats and sends them as metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for i, n := range c.hedgers {
+		if t := n.h.Budget().Tokens(); !math.IsInf(t, 1) {
+			ch <- prometheus.MustNewConstMetric(c.tokens, prometheus.GaugeValue, t, n.name)
+		}
+		for _, s := range n.h.Stats() {
+			counter := func(d *prometheus.Desc, v float64, extra ...string) {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{n.name, s.Op}, extra...)...)
+			}
+			counter(c.requests, float64(s.Requests))
+			counter(c.hedges, float64(s.Hedges))
+			counter(c.hedgeWins, float64(s.HedgeWins))
+			counter(c.primaryWins, float64(s.PrimaryWins))
+			counter(c.failures, float64(s.Failures))
+			counter(c.refused, float64(s.BudgetDenied), ReasonBudget)
+			counter(c.refused, float64(s.InFlightDenied), ReasonInFlight)
+			counter(c.refused, float64(s.DeadlineSkipped), ReasonDeadline)
+			counter(c.refused, float64(s.NoReplica), ReasonReplicas)
+			counter(c.shadow, float64(s.ShadowHedges))
+			counter(c.unhedgeable, float64(s.Unhedgeable))
+			counter(c.censored, float64(s.PrimaryCensored))
+			counter(c.wasted, s.WastedWork.Seconds())
+			if s.Delay != hedge.Never {
+				ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, s.Delay.Seconds(), n.name, s.Op)
+			}
+			c.summary(ch, i, n.name, s.Op, PathCaller, s.Latency)
+			c.summary(ch, i, n.name, s.Op, PathPrimary, s.Primary)
+			c.summary(ch, i, n.name, s.Op, PathHedge, s.HedgePath)
+		}
+	}
+}
+
+// summary sends one latency summary. Quantiles are NaN while Count is 0, as
+// client_golang's own summaries report them.
+func (c *Collector) summary(ch chan<- prometheus.Metric, i int, hedger, op, path string, d hedge.Distribution) {
+	q := func(v time.Duration) float64 {
+		if d.Count == 0 {
+			return math.NaN()
+		}
+		return v.Seconds()
+	}
+	ch <- prometheus.MustNewConstSummary(c.latency, uint64(d.Count), c.sum(sumKey{i, op, path}, d),
+		map[float64]float64{0.5: q(d.P50), 0.9: q(d.P90), 0.99: q(d.P99), 0.999: q(d.P999)},
+		hedger, op, path)
+}
+
+// sum returns Mean*Count in seconds, never below what it returned before
+// for the same series. Stats.Mean is truncated to a nanosecond, so Mean*Count
+// can fall short of the true sum by up to Count nanoseconds and, between two
+// scrapes, dip; Prometheus would read a dip of _sum as a counter reset and
+// rate() would spike.
+func (c *Collector) sum(k sumKey, d hedge.Distribution) float64 {
+	v := float64(d.Mean) * float64(d.Count) / float64(time.Second)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev := c.sums[k]; v < prev {
+		return prev
+	}
+	c.sums[k] = v
+	return v
+}

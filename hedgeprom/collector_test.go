@@ -1,0 +1,335 @@
+package hedgeprom_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/hedgeprom"
+)
+
+const ms = time.Millisecond
+
+func mustNew(t *testing.T, cfg hedge.Config) *hedge.Hedger {
+	t.Helper()
+	h, err := hedge.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// sleeper returns an attempt function whose copy i sleeps after[i] on the
+// (fake) clock, honouring its context, then returns i.
+func sleeper(after ...time.Duration) func(context.Context, hedge.Attempt) (int, error) {
+	return func(ctx context.Context, a hedge.Attempt) (int, error) {
+		select {
+		case <-time.After(after[a.Index]):
+			return a.Index, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// workload drives two Hedgers through every counter the collector exports,
+// on synctest's fake clock.
+func workload(t *testing.T) map[string]*hedge.Hedger {
+	budget, err := hedge.NewBudget(0.1, 1) // one hedge, then refusals
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: budget, MaxOps: 2})
+	b := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MaxAttempts: 3,
+		Replicas: 2, MaxHedgesInFlight: 1})
+	ctx := context.Background()
+
+	// a: a hedge wins (the primary is censored), then the budget refuses.
+	hedge.Do(ctx, a, "get", sleeper(50*ms, 5*ms))
+	hedge.Do(ctx, a, "get", sleeper(50*ms, 5*ms))
+	hedge.Do(ctx, a, "get", sleeper(3*ms, 3*ms)) // primary wins, no hedge due
+	// a: the caller's deadline is closer than the delay.
+	dctx, cancel := context.WithTimeout(ctx, 8*ms)
+	hedge.Do(dctx, a, "put", sleeper(2*ms))
+	cancel()
+	// a: a failure and an unhedgeable call.
+	hedge.Do(ctx, a, "put", func(context.Context, hedge.Attempt) (int, error) {
+		return 0, hedge.Permanent(errors.New("no"))
+	})
+	hedge.Do(hedge.NotIdempotent(ctx), a, "put", sleeper(20*ms))
+	// a: a third class shares hedge.OtherOp (MaxOps 2).
+	hedge.Do(ctx, a, "raw/path/123", sleeper(1*ms))
+	// a: Shadow mode counts a hedge it does not send.
+	if err := a.SetMode(hedge.Shadow); err != nil {
+		t.Fatal(err)
+	}
+	hedge.Do(ctx, a, "get", sleeper(30*ms))
+
+	// b: both replicas busy by the third copy; two calls at once
+	// contend for the single in-flight hedge slot.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { hedge.Do(ctx, b, "scan", sleeper(40*ms, 35*ms, 1*ms)) })
+	}
+	wg.Wait()
+	time.Sleep(time.Second) // let the Hedgers' timer goroutines exit
+	return map[string]*hedge.Hedger{"a": a, "b": b}
+}
+
+// series indexes gathered metrics by name and sorted label pairs.
+type series map[string]*dto.Metric
+
+func key(name string, labels ...string) string {
+	return name + "{" + strings.Join(labels, ",") + "}"
+}
+
+func gather(t *testing.T, reg *prometheus.Registry) series {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := series{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, lp := range m.GetLabel() {
+				ls = append(ls, lp.GetName()+"="+lp.GetValue())
+			}
+			slices.Sort(ls)
+			out[key(mf.GetName(), ls...)] = m
+		}
+	}
+	return out
+}
+
+func TestCollectorMatchesStats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hedgers := workload(t)
+		c, err := hedgeprom.New("hedge", hedgers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(c)
+		got := gather(t, reg)
+
+		var total hedge.Stats // the workload must exercise every counter
+		n := 0
+		for name, h := range hedgers {
+			for _, s := range h.Stats() {
+				ls := []string{"hedger=" + name, "op=" + s.Op}
+				counter := func(metric string, want int64, extra ...string) {
+					t.Helper()
+					k := key(metric, slices.Sorted(slices.Values(append(slices.Clone(ls), extra...)))...)
+					m, ok := got[k]
+					if !ok {
+						t.Errorf("%s missing", k)
+						return
+					}
+					if v := m.GetCounter().GetValue(); v != float64(want) {
+						t.Errorf("%s = %v, want %d", k, v, want)
+					}
+					n++
+				}
+				counter("hedge_requests_total", s.Requests)
+				counter("hedge_hedges_sent_total", s.Hedges)
+				counter("hedge_hedge_wins_total", s.HedgeWins)
+				counter("hedge_primary_wins_total", s.PrimaryWins)
+				counter("hedge_failures_total", s.Failures)
+				counter("hedge_hedges_refused_total", s.BudgetDenied, "reason=budget")
+				counter("hedge_hedges_refused_total", s.InFlightDenied, "reason=in_flight")
+				counter("hedge_hedges_refused_total", s.DeadlineSkipped, "reason=deadline")
+				counter("hedge_hedges_refused_total", s.NoReplica, "reason=replicas")
+				counter("hedge_shadow_hedges_total", s.ShadowHedges)
+				counter("hedge_unhedgeable_requests_total", s.Unhedgeable)
+				counter("hedge_primaries_censored_total", s.PrimaryCensored)
+
+				k := key("hedge_wasted_work_seconds_total", ls...)
+				if v := got[k].GetCounter().GetValue(); v != s.WastedWork.Seconds() {
+					t.Errorf("%s = %v, want %v", k, v, s.WastedWork.Seconds())
+				}
+				k = key("hedge_delay_seconds", ls...)
+				if v := got[k].GetGauge().GetValue(); v != 0.010 {
+					t.Errorf("%s = %v, want 0.01", k, v)
+				}
+				for path, d := range map[string]hedge.Distribution{"caller": s.Latency, "primary": s.Primary, "hedge": s.HedgePath} {
+					k := key("hedge_latency_seconds", "hedger="+name, "op="+s.Op, "path="+path)
+					sum := got[k].GetSummary()
+					if sum == nil {
+						t.Errorf("%s missing", k)
+						continue
+					}
+					if sum.GetSampleCount() != uint64(d.Count) {
+						t.Errorf("%s count = %d, want %d", k, sum.GetSampleCount(), d.Count)
+					}
+					if want := float64(d.Mean) * float64(d.Count) / 1e9; sum.GetSampleSum() != want {
+						t.Errorf("%s sum = %v, want %v", k, sum.GetSampleSum(), want)
+					}
+					want := map[float64]time.Duration{0.5: d.P50, 0.9: d.P90, 0.99: d.P99, 0.999: d.P999}
+					if len(sum.GetQuantile()) != len(want) {
+						t.Errorf("%s has %d quantiles, want %d", k, len(sum.GetQuantile()), len(want))
+					}
+					for _, q := range sum.GetQuantile() {
+						v := q.GetValue()
+						if d.Count == 0 && !math.IsNaN(v) || d.Count > 0 && v != want[q.GetQuantile()].Seconds() {
+							t.Errorf("%s quantile %v = %v, want %v (n=%d)", k, q.GetQuantile(), v, want[q.GetQuantile()], d.Count)
+						}
+					}
+				}
+				total.Requests += s.Requests
+				total.HedgeWins += s.HedgeWins
+				total.BudgetDenied += s.BudgetDenied
+				total.InFlightDenied += s.InFlightDenied
+				total.DeadlineSkipped += s.DeadlineSkipped
+				total.NoReplica += s.NoReplica
+				total.ShadowHedges += s.ShadowHedges
+				total.Unhedgeable += s.Unhedgeable
+				total.PrimaryCensored += s.PrimaryCensored
+				total.Failures += s.Failures
+				total.WastedWork += s.WastedWork
+			}
+		}
+		if total.Requests != 10 || total.HedgeWins == 0 || total.BudgetDenied == 0 || total.InFlightDenied == 0 ||
+			total.DeadlineSkipped == 0 || total.NoReplica == 0 || total.ShadowHedges == 0 || total.Unhedgeable == 0 ||
+			total.PrimaryCensored == 0 || total.Failures == 0 || total.WastedWork == 0 {
+			t.Errorf("workload missed a counter: %+v", total)
+		}
+		if _, ok := got[key("hedge_requests_total", "hedger=a", "op="+hedge.OtherOp)]; !ok {
+			t.Errorf("op beyond MaxOps not exported as %q", hedge.OtherOp)
+		}
+		// Budget: a's ratio budget is exported, b has none.
+		if v, want := got[key("hedge_budget_tokens", "hedger=a")].GetGauge().GetValue(), hedgers["a"].Budget().Tokens(); v != want {
+			t.Errorf("budget tokens = %v, want %v", v, want)
+		}
+		if _, ok := got[key("hedge_budget_tokens", "hedger=b")]; ok {
+			t.Error("unlimited budget exported")
+		}
+		ops := len(hedgers["a"].Stats()) + len(hedgers["b"].Stats())
+		if n != 12*ops {
+			t.Errorf("checked %d counter series, want 12 per op, %d", n, 12*ops)
+		}
+		if got := testutil.CollectAndCount(c, "hedge_requests_total"); got != ops {
+			t.Errorf("CollectAndCount(requests) = %d, want %d", got, ops)
+		}
+	})
+}
+
+func TestDelayNeverOmitted(t *testing.T) {
+	h := mustNew(t, hedge.Config{}) // live p95: Never until warmed up
+	hedge.Do(context.Background(), h, "get", func(context.Context, hedge.Attempt) (int, error) { return 1, nil })
+	c, err := hedgeprom.New("hedge", map[string]*hedge.Hedger{"x": h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(c, "hedge_delay_seconds"); n != 0 {
+		t.Errorf("%d delay series while the delay is Never, want 0", n)
+	}
+	if n := testutil.CollectAndCount(c, "hedge_requests_total"); n != 1 {
+		t.Errorf("%d request series, want 1", n)
+	}
+}
+
+func TestLint(t *testing.T) {
+	h := mustNew(t, hedge.Config{Delay: hedge.Fixed(time.Hour)})
+	hedge.Do(context.Background(), h, "get", func(context.Context, hedge.Attempt) (int, error) { return 1, nil })
+	c, err := hedgeprom.New("hedge", map[string]*hedge.Hedger{"x": h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestHTTPExposition(t *testing.T) {
+	h := mustNew(t, hedge.Config{Delay: hedge.Fixed(time.Hour)})
+	ctx := context.Background()
+	for range 3 {
+		hedge.Do(ctx, h, "get", func(context.Context, hedge.Attempt) (int, error) { return 1, nil })
+	}
+	hedge.Do(ctx, h, "get", func(context.Context, hedge.Attempt) (int, error) { return 0, hedge.Permanent(errors.New("no")) })
+	hedge.Do(hedge.NotIdempotent(ctx), h, "put", func(context.Context, hedge.Attempt) (int, error) { return 1, nil })
+
+	c, err := hedgeprom.New("myapp_hedge", map[string]*hedge.Hedger{"items": h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(body)
+	for _, line := range []string{
+		"# TYPE myapp_hedge_requests_total counter",
+		`myapp_hedge_requests_total{hedger="items",op="get"} 4`,
+		`myapp_hedge_requests_total{hedger="items",op="put"} 1`,
+		`myapp_hedge_primary_wins_total{hedger="items",op="get"} 3`,
+		`myapp_hedge_failures_total{hedger="items",op="get"} 1`,
+		`myapp_hedge_hedges_sent_total{hedger="items",op="get"} 0`,
+		`myapp_hedge_hedges_refused_total{hedger="items",op="get",reason="budget"} 0`,
+		`myapp_hedge_unhedgeable_requests_total{hedger="items",op="put"} 1`,
+		`myapp_hedge_delay_seconds{hedger="items",op="get"} 3600`,
+		`myapp_hedge_budget_tokens{hedger="items"} 10`,
+		"# TYPE myapp_hedge_latency_seconds summary",
+		`myapp_hedge_latency_seconds_count{hedger="items",op="get",path="caller"} 4`,
+		`myapp_hedge_latency_seconds_count{hedger="items",op="get",path="hedge"} 0`,
+		`myapp_hedge_latency_seconds{hedger="items",op="get",path="hedge",quantile="0.5"} NaN`,
+	} {
+		if !slices.Contains(strings.Split(text, "\n"), line) {
+			t.Errorf("exposition lacks line %q", line)
+		}
+	}
+	if t.Failed() {
+		t.Log(text)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	h := mustNew(t, hedge.Config{})
+	for _, tc := range []struct {
+		ns      string
+		hedgers map[string]*hedge.Hedger
+		want    string
+	}{
+		{"", map[string]*hedge.Hedger{"a": h}, "namespace"},
+		{"1x", map[string]*hedge.Hedger{"a": h}, "namespace"},
+		{"my-app", map[string]*hedge.Hedger{"a": h}, "namespace"},
+		{"hedge", nil, "no hedgers"},
+		{"hedge", map[string]*hedge.Hedger{"": h}, "empty name"},
+		{"hedge", map[string]*hedge.Hedger{"a": nil}, `"a" is nil`},
+		{"hedge", map[string]*hedge.Hedger{"a": h, "b": h}, `"a" and "b" are the same`},
+		{"hedge", map[string]*hedge.Hedger{"\xff": h}, "UTF-8"},
+	} {
+		_, err := hedgeprom.New(tc.ns, tc.hedgers)
+		if !errors.Is(err, hedgeprom.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%q, %v) = %v, want ErrInvalid mentioning %q", tc.ns, tc.hedgers, err, tc.want)
+		}
+	}
+}
