@@ -1,0 +1,72 @@
+// Package hedgeotel exports the Stats of one or more *hedge.Hedger as
+// OpenTelemetry metrics, the counterpart of package hedgeprom.
+//
+// Register creates observable instruments and one callback that reads
+// Hedger.Stats at collection time and nothing else: it adds no work, lock or
+// allocation to the request path. Wire it up once:
+//
+//	h, _ := hedge.New(hedge.Config{})
+//	reg, err := hedgeotel.Register(otel.Meter("github.com/tailcut/hedge"),
+//		map[string]*hedge.Hedger{"items": h})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer reg.Unregister()
+//
+// The core package does not import OpenTelemetry; only programs that import
+// hedgeotel do.
+//
+// # Attributes
+//
+// Every point carries "hedger", the map key given to Register, and, except
+// the budget gauge, "op", the operation class. Op values are bounded by the
+// Hedger itself: beyond Config.MaxOps classes all share hedge.OtherOp. No
+// attribute ever holds request data.
+//
+// # Instruments
+//
+// The names are hedgeprom's with dots for underscores and without its
+// "_total" and unit suffixes, which OpenTelemetry carries as the instrument
+// kind and unit; an OpenTelemetry Prometheus exporter adds them back
+// (hedge.requests becomes hedge_requests_total, hedge.wasted.work
+// hedge_wasted_work_seconds_total).
+//
+//	hedge.requests{hedger,op}                      counter  {request}  calls of Do
+//	hedge.hedges.sent{hedger,op}                   counter  {hedge}    copies beyond the primary
+//	hedge.hedge.wins{hedger,op}                    counter  {request}  calls won by a hedge
+//	hedge.primary.wins{hedger,op}                  counter  {request}  calls won by the primary
+//	hedge.failures{hedger,op}                      counter  {request}  calls that returned an error
+//	hedge.hedges.refused{hedger,op,reason}         counter  {hedge}    reason: budget, in_flight, deadline, replicas
+//	hedge.shadow.hedges{hedger,op}                 counter  {hedge}    hedges Shadow mode would have sent
+//	hedge.unhedgeable.requests{hedger,op}          counter  {request}  NotIdempotent calls without a key
+//	hedge.primaries.censored{hedger,op}            counter  {request}  primaries cancelled because a hedge won
+//	hedge.wasted.work{hedger,op}                   counter  s          running time of copies that lost
+//	hedge.delay{hedger,op}                         gauge    s          delay in force now (absent while Never)
+//	hedge.budget.tokens{hedger}                    gauge    {token}    budget tokens now (absent if unlimited)
+//	hedge.latency{hedger,op,path,quantile}         gauge    s          path: caller, primary, hedge; quantile: p50, p90, p99, p999
+//
+// Counters are cumulative and monotonic, exactly the Stats counters.
+//
+// # Why the delay gauge can be absent
+//
+// While a live delay warms up (or with Fixed(hedge.Never)) the delay is
+// hedge.Never: no hedge will be sent. The point is then omitted rather than
+// exported as +Inf, which would turn every average, max or comparison over
+// ops into +Inf or NaN. "hedge.requests present, hedge.delay absent" reads
+// "not hedging yet". Likewise a latency path with no samples yet (no hedge
+// ever succeeded, say) has no quantile points.
+//
+// # Why gauges of quantiles, not a histogram
+//
+// A Hedger keeps its latencies in bounded-memory log-linear histograms
+// (package quantile) and its Stats hold only quantiles of them: p50, p90,
+// p99 and p99.9, each within quantile.RelativeError (about 0.8%) of the exact
+// one. OpenTelemetry's histogram instruments are synchronous: they would need
+// a Record on the request path, which this package promises not to add, and
+// there is no observable histogram to fill from the Hedger's own buckets.
+// So the quantiles are exported as they are, one gauge point per path and
+// quantile. Two things follow. They cover every call since the Hedger was
+// made, not a recent window: use the rate of the counters to see the
+// present. And they cannot be aggregated across ops, hedgers or instances:
+// take the max, never the mean or the sum.
+package hedgeotel

@@ -1,0 +1,215 @@
+package hedgeotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tailcut/hedge"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Refusal reasons, the values of the "reason" attribute of
+// hedge.hedges.refused.
+const (
+	ReasonBudget   = "budget"    // Stats.BudgetDenied
+	ReasonInFlight = "in_flight" // Stats.InFlightDenied
+	ReasonDeadline = "deadline"  // Stats.DeadlineSkipped
+	ReasonReplicas = "replicas"  // Stats.NoReplica
+)
+
+// Latency paths, the values of the "path" attribute of hedge.latency.
+const (
+	PathCaller  = "caller"  // Stats.Latency
+	PathPrimary = "primary" // Stats.Primary
+	PathHedge   = "hedge"   // Stats.HedgePath
+)
+
+// Quantiles, the values of the "quantile" attribute of hedge.latency.
+const (
+	QuantileP50  = "p50"  // Distribution.P50
+	QuantileP90  = "p90"  // Distribution.P90
+	QuantileP99  = "p99"  // Distribution.P99
+	QuantileP999 = "p999" // Distribution.P999
+)
+
+// ErrInvalid is matched by every error Register returns for invalid
+// arguments.
+var ErrInvalid = errors.New("hedgeotel: invalid registration")
+
+type named struct {
+	name string
+	h    *hedge.Hedger
+}
+
+type instruments struct {
+	requests, hedges, hedgeWins, primaryWins, failures metric.Int64ObservableCounter
+	refused, shadow, unhedgeable, censored             metric.Int64ObservableCounter
+	wasted                                             metric.Float64ObservableCounter
+	delay, tokens, latency                             metric.Float64ObservableGauge
+}
+
+// Register creates the instruments listed in the package documentation on
+// meter and registers one callback that reads each Hedger's Stats, and its
+// budget's tokens, at collection time. hedgers are keyed by the value of
+// their "hedger" attribute; each Hedger may appear once, since the same
+// Hedger under two names would count every call twice in any sum over
+// hedgers.
+//
+// Every invalid argument is reported at once, in one error matching
+// ErrInvalid. Call Unregister on the returned Registration to stop
+// observing the Hedgers.
+func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger) (metric.Registration, error) {
+	list, err := validate(meter, hedgers)
+	if err != nil {
+		return nil, err
+	}
+	var ins instruments
+	var errs []error
+	i64 := func(name, unit, desc string) metric.Int64ObservableCounter {
+		c, err := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	gauge := func(name, unit, desc string) metric.Float64ObservableGauge {
+		g, err := meter.Float64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return g
+	}
+	ins.requests = i64("hedge.requests", "{request}",
+		"Calls of hedge.Do, whatever their outcome.")
+	ins.hedges = i64("hedge.hedges.sent", "{hedge}",
+		"Hedge copies sent: copies beyond the primary. Divide by hedge.requests for the hedge rate, the extra load on the backend.")
+	ins.hedgeWins = i64("hedge.hedge.wins", "{request}",
+		"Calls won by a hedge copy. Divide by hedge.hedges.sent for the share of hedges that paid off.")
+	ins.primaryWins = i64("hedge.primary.wins", "{request}",
+		"Calls won by the primary copy, whether or not a hedge was sent.")
+	ins.failures = i64("hedge.failures", "{request}",
+		"Calls that returned an error to the caller.")
+	ins.refused = i64("hedge.hedges.refused", "{hedge}",
+		"Hedges due but not sent, by reason: budget (token bucket empty), in_flight (MaxHedgesInFlight reached), deadline (less time left before the caller's deadline than the delay), replicas (every replica already held a copy).")
+	ins.shadow = i64("hedge.shadow.hedges", "{hedge}",
+		"Hedges Shadow mode would have sent; none was sent.")
+	ins.unhedgeable = i64("hedge.unhedgeable.requests", "{request}",
+		"Calls marked NotIdempotent without an idempotency key, sent once whatever their latency.")
+	ins.censored = i64("hedge.primaries.censored", "{request}",
+		"Primary copies cancelled because a hedge won; recorded in the primary latency at their running time then, a lower bound.")
+	wasted, err := meter.Float64ObservableCounter("hedge.wasted.work", metric.WithUnit("s"),
+		metric.WithDescription("Running time of copies that did not win, in calls that sent more than one copy: backend time spent for nothing."))
+	errs = append(errs, err)
+	ins.wasted = wasted
+	ins.delay = gauge("hedge.delay", "s",
+		"Hedge delay in force now. Absent while the delay is hedge.Never (a live estimate warming up): no hedge is sent then.")
+	ins.tokens = gauge("hedge.budget.tokens", "{token}",
+		"Tokens in the Hedger's budget now. Hedgers sharing a budget report the same value. Absent for an unlimited budget.")
+	ins.latency = gauge("hedge.latency", "s",
+		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window. path=caller: what callers saw; path=primary: the primary alone, censored (high quantiles are lower bounds); path=hedge: hedge copies from send to success. Absent for a path with no samples. Quantiles cannot be averaged across series.")
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("hedgeotel: creating instruments: %w", err)
+	}
+	reg, err := meter.RegisterCallback(ins.observe(list),
+		ins.requests, ins.hedges, ins.hedgeWins, ins.primaryWins, ins.failures,
+		ins.refused, ins.shadow, ins.unhedgeable, ins.censored, ins.wasted,
+		ins.delay, ins.tokens, ins.latency)
+	if err != nil {
+		return nil, fmt.Errorf("hedgeotel: registering callback: %w", err)
+	}
+	return reg, nil
+}
+
+func validate(meter metric.Meter, hedgers map[string]*hedge.Hedger) ([]named, error) {
+	var errs []error
+	if meter == nil {
+		errs = append(errs, errors.New("meter is nil: pass one from a MeterProvider, for instance otel.Meter(\"github.com/tailcut/hedge\")"))
+	}
+	if len(hedgers) == 0 {
+		errs = append(errs, errors.New("no hedgers: pass at least one *hedge.Hedger, keyed by its \"hedger\" attribute"))
+	}
+	list := make([]named, 0, len(hedgers))
+	seen := make(map[*hedge.Hedger]string, len(hedgers))
+	for name, h := range hedgers {
+		switch {
+		case name == "":
+			errs = append(errs, errors.New("a hedger has an empty name: give each a short fixed name such as \"items\""))
+		case !utf8.ValidString(name):
+			errs = append(errs, fmt.Errorf("hedger name %q is not valid UTF-8", name))
+		}
+		if h == nil {
+			errs = append(errs, fmt.Errorf("hedger %q is nil: make it with hedge.New", name))
+			continue
+		}
+		if other, dup := seen[h]; dup {
+			errs = append(errs, fmt.Errorf("hedgers %q and %q are the same *hedge.Hedger: register it once, or its calls are counted twice",
+				min(name, other), max(name, other)))
+		}
+		seen[h] = name
+		list = append(list, named{name, h})
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	slices.SortFunc(list, func(a, b named) int { return strings.Compare(a.name, b.name) })
+	return list, nil
+}
+
+// observe returns the callback reading every Hedger of list.
+func (ins *instruments) observe(list []named) metric.Callback {
+	return func(_ context.Context, o metric.Observer) error {
+		for _, n := range list {
+			hedger := attribute.String("hedger", n.name)
+			if t := n.h.Budget().Tokens(); !math.IsInf(t, 1) {
+				o.ObserveFloat64(ins.tokens, t, metric.WithAttributes(hedger))
+			}
+			for _, s := range n.h.Stats() {
+				op := attribute.String("op", s.Op)
+				attrs := metric.WithAttributes(hedger, op)
+				o.ObserveInt64(ins.requests, s.Requests, attrs)
+				o.ObserveInt64(ins.hedges, s.Hedges, attrs)
+				o.ObserveInt64(ins.hedgeWins, s.HedgeWins, attrs)
+				o.ObserveInt64(ins.primaryWins, s.PrimaryWins, attrs)
+				o.ObserveInt64(ins.failures, s.Failures, attrs)
+				for _, r := range [...]struct {
+					reason string
+					v      int64
+				}{
+					{ReasonBudget, s.BudgetDenied},
+					{ReasonInFlight, s.InFlightDenied},
+					{ReasonDeadline, s.DeadlineSkipped},
+					{ReasonReplicas, s.NoReplica},
+				} {
+					o.ObserveInt64(ins.refused, r.v, metric.WithAttributes(hedger, op, attribute.String("reason", r.reason)))
+				}
+				o.ObserveInt64(ins.shadow, s.ShadowHedges, attrs)
+				o.ObserveInt64(ins.unhedgeable, s.Unhedgeable, attrs)
+				o.ObserveInt64(ins.censored, s.PrimaryCensored, attrs)
+				o.ObserveFloat64(ins.wasted, s.WastedWork.Seconds(), attrs)
+				if s.Delay != hedge.Never {
+					o.ObserveFloat64(ins.delay, s.Delay.Seconds(), attrs)
+				}
+				for _, p := range [...]struct {
+					path string
+					d    hedge.Distribution
+				}{{PathCaller, s.Latency}, {PathPrimary, s.Primary}, {PathHedge, s.HedgePath}} {
+					if p.d.Count == 0 {
+						continue
+					}
+					path := attribute.String("path", p.path)
+					for _, q := range [...]struct {
+						name string
+						v    time.Duration
+					}{{QuantileP50, p.d.P50}, {QuantileP90, p.d.P90}, {QuantileP99, p.d.P99}, {QuantileP999, p.d.P999}} {
+						o.ObserveFloat64(ins.latency, q.v.Seconds(), metric.WithAttributes(hedger, op, path, attribute.String("quantile", q.name)))
+					}
+				}
+			}
+		}
+		return nil
+	}
+}
