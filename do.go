@@ -254,14 +254,18 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 		if c.pnc == nil {
 			c.pnc = p
 		}
-		c.event(Event{Kind: CopyPanicked, Copy: i, Replica: int(cs.replica), Panic: p}, now)
+		if c.h.onEvent != nil {
+			c.event(Event{Kind: CopyPanicked, Copy: i, Replica: int(cs.replica), Panic: p}, now)
+		}
 		c.decide(-1, now)
 	case wasDecided:
 	case err == nil:
 		c.val = v
 		c.decide(i, now)
 		if i > 0 {
-			c.event(Event{Kind: HedgeWon, Copy: i, Replica: int(cs.replica)}, now)
+			if c.h.onEvent != nil {
+				c.event(Event{Kind: HedgeWon, Copy: i, Replica: int(cs.replica)}, now)
+			}
 		}
 	default:
 		c.errs = append(c.errs, &CopyError{Index: i, Err: err})
@@ -332,27 +336,32 @@ func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
 		return false
 	}
 	if why != Allowed {
-		c.event(Event{Kind: HedgeRefused, Refusal: why, Copy: -1, Replica: -1}, now)
+		if c.h.onEvent != nil {
+			c.event(Event{Kind: HedgeRefused, Refusal: why, Copy: -1, Replica: -1}, now)
+		}
 		return false
 	}
 	if c.plan.Mode == Shadow {
 		st.shadowHedges.Add(1)
-		c.event(Event{Kind: HedgeSent, Shadow: true, Copy: c.plan.Copies - 1, Replica: -1}, now)
+		if c.h.onEvent != nil {
+			c.event(Event{Kind: HedgeSent, Shadow: true, Copy: c.plan.Copies - 1, Replica: -1}, now)
+		}
 		return true
 	}
 	ctx, a := c.launch(c.launched, now)
 	st.hedges.Add(1)
-	c.event(Event{Kind: HedgeSent, Copy: a.Index, Replica: a.Replica}, now)
+	if c.h.onEvent != nil {
+		c.event(Event{Kind: HedgeSent, Copy: a.Index, Replica: a.Replica}, now)
+	}
 	go c.runCopy(ctx, a)
 	return true
 }
 
-// event reports e to Config.OnEvent, if set, filling in the call's
-// operation class and the time since it started. c.mu is held.
+// event reports e to Config.OnEvent, filling in the call's operation
+// class and the time since it started. Callers check that OnEvent is set
+// first, so that an unset hook does not even build the Event. c.mu is
+// held.
 func (c *call[T]) event(e Event, now time.Duration) {
-	if c.h.onEvent == nil {
-		return
-	}
 	e.Op, e.Elapsed = c.st.name, now-c.plan.Start
 	c.h.onEvent(e)
 }
@@ -364,7 +373,9 @@ func (c *call[T]) schedule(now time.Duration) {
 		at, why := c.h.pol.Due(&c.plan, now)
 		if why == RefusedDeadline {
 			c.st.deadlineSkips.Add(1)
-			c.event(Event{Kind: HedgeRefused, Refusal: why, Copy: -1, Replica: -1}, now)
+			if c.h.onEvent != nil {
+				c.event(Event{Kind: HedgeRefused, Refusal: why, Copy: -1, Replica: -1}, now)
+			}
 		}
 		switch {
 		case at == Never:

@@ -225,14 +225,16 @@ func (cfg *Config) validate() error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return invalidConfig{errors.Join(errs...)}
+	return invalidConfig{errs}
 }
 
-// invalidConfig is New's error: the joined mistakes, one per line as
-// errors.Join prints them, matching ErrInvalidConfig.
-type invalidConfig struct{ error }
+// invalidConfig is New's error: the mistakes, one per line as errors.Join
+// prints them. It unwraps to each mistake, as a joined error does, and
+// also matches ErrInvalidConfig.
+type invalidConfig struct{ errs []error }
 
-func (e invalidConfig) Unwrap() error        { return e.error }
+func (e invalidConfig) Error() string        { return errors.Join(e.errs...).Error() }
+func (e invalidConfig) Unwrap() []error      { return e.errs }
 func (e invalidConfig) Is(target error) bool { return target == ErrInvalidConfig }
 
 // MaxEstimatorMemory is the most memory that the delay estimators of one

@@ -173,20 +173,14 @@ func fromHedge(err error, delay hedge.Delay) []error {
 // leaves appends to dst the errors joined in err (errors.Join, at any
 // depth: a Delay's Validate joins its own), or err itself.
 func leaves(err error, dst []error) []error {
-	switch j := err.(type) {
-	case interface{ Unwrap() []error }:
-		for _, e := range j.Unwrap() {
-			dst = leaves(e, dst)
-		}
-		return dst
-	case interface{ Unwrap() error }:
-		// A wrapper that only marks the error (hedge.ErrInvalidConfig)
-		// prints the same text: look through it.
-		if inner := j.Unwrap(); inner != nil && inner.Error() == err.Error() {
-			return leaves(inner, dst)
-		}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return append(dst, err)
 	}
-	return append(dst, err)
+	for _, e := range j.Unwrap() {
+		dst = leaves(e, dst)
+	}
+	return dst
 }
 
 // qualify rewrites each path that starts at hedge.Config ("Config.X", or
