@@ -262,10 +262,8 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 	case err == nil:
 		c.val = v
 		c.decide(i, now)
-		if i > 0 {
-			if c.h.onEvent != nil {
-				c.event(Event{Kind: HedgeWon, Copy: i, Replica: int(cs.replica)}, now)
-			}
+		if i > 0 && c.h.onEvent != nil {
+			c.event(Event{Kind: HedgeWon, Copy: i, Replica: int(cs.replica)}, now)
 		}
 	default:
 		c.errs = append(c.errs, &CopyError{Index: i, Err: err})
