@@ -99,6 +99,10 @@ type Distribution struct {
 	Count                     int64
 	Mean, P50, P90, P99, P999 time.Duration
 	Max                       time.Duration
+	// Sum is the exact total of the latencies recorded: it never
+	// decreases, so it suits a metric's running sum (Mean is truncated to
+	// a nanosecond, and Mean*Count can dip between two snapshots).
+	Sum time.Duration
 }
 
 // String summarises the distribution on one line.
@@ -119,6 +123,7 @@ func distribution(h *quantile.Histogram) Distribution {
 		P99:   time.Duration(s.Quantile(0.99)),
 		P999:  time.Duration(s.Quantile(0.999)),
 		Max:   time.Duration(s.Max),
+		Sum:   time.Duration(s.Sum),
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"math"
 	"regexp"
 	"slices"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -22,20 +21,11 @@ type Collector struct {
 	requests, hedges, hedgeWins, primaryWins, failures *prometheus.Desc
 	refused, shadow, unhedgeable, censored, wasted     *prometheus.Desc
 	delay, tokens, latency                             *prometheus.Desc
-
-	mu   sync.Mutex
-	sums map[sumKey]float64 // highest _sum exported per summary series
 }
 
 type named struct {
 	name string
 	h    *hedge.Hedger
-}
-
-type sumKey struct {
-	hedger int
-	op     string
-	path   string
 }
 
 // Refusal reasons, the values of the "reason" label.
@@ -71,7 +61,7 @@ func New(namespace string, hedgers map[string]*hedge.Hedger) (*Collector, error)
 	if len(hedgers) == 0 {
 		errs = append(errs, errors.New("no hedgers: pass at least one *hedge.Hedger, keyed by its \"hedger\" label"))
 	}
-	c := &Collector{sums: make(map[sumKey]float64)}
+	c := &Collector{}
 	seen := make(map[*hedge.Hedger]string, len(hedgers))
 	for name, h := range hedgers {
 		switch {
@@ -162,7 +152,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads each Hedger's Stats and sends them as metrics.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	for i, n := range c.hedgers {
+	for _, n := range c.hedgers {
 		if t := n.h.Budget().Tokens(); !math.IsInf(t, 1) {
 			ch <- prometheus.MustNewConstMetric(c.tokens, prometheus.GaugeValue, t, n.name)
 		}
@@ -186,39 +176,24 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if s.Delay != hedge.Never {
 				ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, s.Delay.Seconds(), n.name, s.Op)
 			}
-			c.summary(ch, i, n.name, s.Op, PathCaller, s.Latency)
-			c.summary(ch, i, n.name, s.Op, PathPrimary, s.Primary)
-			c.summary(ch, i, n.name, s.Op, PathHedge, s.HedgePath)
+			c.summary(ch, n.name, s.Op, PathCaller, s.Latency)
+			c.summary(ch, n.name, s.Op, PathPrimary, s.Primary)
+			c.summary(ch, n.name, s.Op, PathHedge, s.HedgePath)
 		}
 	}
 }
 
 // summary sends one latency summary. Quantiles are NaN while Count is 0, as
 // client_golang's own summaries report them.
-func (c *Collector) summary(ch chan<- prometheus.Metric, i int, hedger, op, path string, d hedge.Distribution) {
+func (c *Collector) summary(ch chan<- prometheus.Metric, hedger, op, path string, d hedge.Distribution) {
 	q := func(v time.Duration) float64 {
 		if d.Count == 0 {
 			return math.NaN()
 		}
 		return v.Seconds()
 	}
-	ch <- prometheus.MustNewConstSummary(c.latency, uint64(d.Count), c.sum(sumKey{i, op, path}, d),
+	ch <- prometheus.MustNewConstSummary(c.latency, uint64(d.Count), d.Sum.Seconds(),
 		map[float64]float64{0.5: q(d.P50), 0.9: q(d.P90), 0.99: q(d.P99), 0.999: q(d.P999)},
 		hedger, op, path)
 }
 
-// sum returns Mean*Count in seconds, never below what it returned before
-// for the same series. Stats.Mean is truncated to a nanosecond, so Mean*Count
-// can fall short of the true sum by up to Count nanoseconds and, between two
-// scrapes, dip; Prometheus would read a dip of _sum as a counter reset and
-// rate() would spike.
-func (c *Collector) sum(k sumKey, d hedge.Distribution) float64 {
-	v := float64(d.Mean) * float64(d.Count) / float64(time.Second)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if prev := c.sums[k]; v < prev {
-		return prev
-	}
-	c.sums[k] = v
-	return v
-}

@@ -176,7 +176,7 @@ func TestCollectorMatchesStats(t *testing.T) {
 					if sum.GetSampleCount() != uint64(d.Count) {
 						t.Errorf("%s count = %d, want %d", k, sum.GetSampleCount(), d.Count)
 					}
-					if want := float64(d.Mean) * float64(d.Count) / 1e9; sum.GetSampleSum() != want {
+					if want := d.Sum.Seconds(); sum.GetSampleSum() != want {
 						t.Errorf("%s sum = %v, want %v", k, sum.GetSampleSum(), want)
 					}
 					want := map[float64]time.Duration{0.5: d.P50, 0.9: d.P90, 0.99: d.P99, 0.999: d.P999}

@@ -191,9 +191,9 @@ func (w *Watcher) sample() sample {
 		s.requests += st.Requests
 		s.decided += st.Hedges + st.ShadowHedges
 		s.hedgeN += st.HedgePath.Count
-		s.hedgeSum += float64(st.HedgePath.Mean) * float64(st.HedgePath.Count)
+		s.hedgeSum += float64(st.HedgePath.Sum)
 		s.primaryN += st.Primary.Count
-		s.primarySum += float64(st.Primary.Mean) * float64(st.Primary.Count)
+		s.primarySum += float64(st.Primary.Sum)
 	}
 	return s
 }
