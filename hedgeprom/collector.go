@@ -196,4 +196,3 @@ func (c *Collector) summary(ch chan<- prometheus.Metric, hedger, op, path string
 		map[float64]float64{0.5: q(d.P50), 0.9: q(d.P90), 0.99: q(d.P99), 0.999: q(d.P999)},
 		hedger, op, path)
 }
-
