@@ -36,12 +36,12 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/hedgeset"
 )
 
 // Options configures a Handler.
@@ -64,30 +64,19 @@ type Handler struct {
 }
 
 // New returns a Handler for the named Hedgers. Names must be non-empty and
-// the Hedgers non-nil; every mistake is reported at once.
+// the Hedgers non-nil and distinct; every mistake is reported at once.
 func New(hedgers map[string]*hedge.Hedger, opts Options) (*Handler, error) {
-	var errs []error
-	if len(hedgers) == 0 {
-		errs = append(errs, errors.New("hedgectl: New with no Hedgers: pass a map from name to *hedge.Hedger"))
+	list, errs := hedgeset.Sort(hedgers)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("hedgectl: %w", errors.Join(errs...))
 	}
 	h := &Handler{hedgers: map[string]*hedge.Hedger{}, authorize: opts.Authorize}
-	for name, hd := range hedgers {
-		switch {
-		case strings.TrimSpace(name) == "":
-			errs = append(errs, errors.New("hedgectl: a Hedger has an empty name: name each one, e.g. after its backend"))
-		case hd == nil:
-			errs = append(errs, fmt.Errorf("hedgectl: Hedger %q is nil", name))
-		default:
-			h.hedgers[name] = hd
-			h.names = append(h.names, name)
-		}
+	for _, n := range list {
+		h.names = append(h.names, n.Name)
+		h.hedgers[n.Name] = n.H
 	}
-	slices.Sort(h.names)
 	if h.authorize == nil {
 		h.authorize = loopbackOnly
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
 	}
 	return h, nil
 }

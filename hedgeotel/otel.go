@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/hedgeset"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -18,17 +16,17 @@ import (
 // Refusal reasons, the values of the "reason" attribute of
 // hedge.hedges.refused.
 const (
-	ReasonBudget   = "budget"    // Stats.BudgetDenied
-	ReasonInFlight = "in_flight" // Stats.InFlightDenied
-	ReasonDeadline = "deadline"  // Stats.DeadlineSkipped
-	ReasonReplicas = "replicas"  // Stats.NoReplica
+	ReasonBudget   = hedgeset.ReasonBudget   // Stats.BudgetDenied
+	ReasonInFlight = hedgeset.ReasonInFlight // Stats.InFlightDenied
+	ReasonDeadline = hedgeset.ReasonDeadline // Stats.DeadlineSkipped
+	ReasonReplicas = hedgeset.ReasonReplicas // Stats.NoReplica
 )
 
 // Latency paths, the values of the "path" attribute of hedge.latency.
 const (
-	PathCaller  = "caller"  // Stats.Latency
-	PathPrimary = "primary" // Stats.Primary
-	PathHedge   = "hedge"   // Stats.HedgePath
+	PathCaller  = hedgeset.PathCaller  // Stats.Latency
+	PathPrimary = hedgeset.PathPrimary // Stats.Primary
+	PathHedge   = hedgeset.PathHedge   // Stats.HedgePath
 )
 
 // Quantiles, the values of the "quantile" attribute of hedge.latency.
@@ -42,11 +40,6 @@ const (
 // ErrInvalid is matched by every error Register returns for invalid
 // arguments.
 var ErrInvalid = errors.New("hedgeotel: invalid registration")
-
-type named struct {
-	name string
-	h    *hedge.Hedger
-}
 
 type instruments struct {
 	requests, hedges, hedgeWins, primaryWins, failures metric.Int64ObservableCounter
@@ -123,51 +116,26 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger) (metric.Regi
 	return reg, nil
 }
 
-func validate(meter metric.Meter, hedgers map[string]*hedge.Hedger) ([]named, error) {
-	var errs []error
+func validate(meter metric.Meter, hedgers map[string]*hedge.Hedger) ([]hedgeset.Named, error) {
+	list, errs := hedgeset.Sort(hedgers)
 	if meter == nil {
-		errs = append(errs, errors.New("meter is nil: pass one from a MeterProvider, for instance otel.Meter(\"github.com/tailcut/hedge\")"))
-	}
-	if len(hedgers) == 0 {
-		errs = append(errs, errors.New("no hedgers: pass at least one *hedge.Hedger, keyed by its \"hedger\" attribute"))
-	}
-	list := make([]named, 0, len(hedgers))
-	seen := make(map[*hedge.Hedger]string, len(hedgers))
-	for name, h := range hedgers {
-		switch {
-		case name == "":
-			errs = append(errs, errors.New("a hedger has an empty name: give each a short fixed name such as \"items\""))
-		case !utf8.ValidString(name):
-			errs = append(errs, fmt.Errorf("hedger name %q is not valid UTF-8", name))
-		}
-		if h == nil {
-			errs = append(errs, fmt.Errorf("hedger %q is nil: make it with hedge.New", name))
-			continue
-		}
-		if other, dup := seen[h]; dup {
-			errs = append(errs, fmt.Errorf("hedgers %q and %q are the same *hedge.Hedger: register it once, or its calls are counted twice",
-				min(name, other), max(name, other)))
-		}
-		seen[h] = name
-		list = append(list, named{name, h})
+		errs = append([]error{errors.New("meter is nil: pass one from a MeterProvider, for instance otel.Meter(\"github.com/tailcut/hedge\")")}, errs...)
 	}
 	if len(errs) > 0 {
-		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
-	slices.SortFunc(list, func(a, b named) int { return strings.Compare(a.name, b.name) })
 	return list, nil
 }
 
 // observe returns the callback reading every Hedger of list.
-func (ins *instruments) observe(list []named) metric.Callback {
+func (ins *instruments) observe(list []hedgeset.Named) metric.Callback {
 	return func(_ context.Context, o metric.Observer) error {
 		for _, n := range list {
-			hedger := attribute.String("hedger", n.name)
-			if t := n.h.Budget().Tokens(); !math.IsInf(t, 1) {
+			hedger := attribute.String("hedger", n.Name)
+			if t := n.H.Budget().Tokens(); !math.IsInf(t, 1) {
 				o.ObserveFloat64(ins.tokens, t, metric.WithAttributes(hedger))
 			}
-			for _, s := range n.h.Stats() {
+			for _, s := range n.H.Stats() {
 				op := attribute.String("op", s.Op)
 				attrs := metric.WithAttributes(hedger, op)
 				o.ObserveInt64(ins.requests, s.Requests, attrs)
@@ -175,16 +143,8 @@ func (ins *instruments) observe(list []named) metric.Callback {
 				o.ObserveInt64(ins.hedgeWins, s.HedgeWins, attrs)
 				o.ObserveInt64(ins.primaryWins, s.PrimaryWins, attrs)
 				o.ObserveInt64(ins.failures, s.Failures, attrs)
-				for _, r := range [...]struct {
-					reason string
-					v      int64
-				}{
-					{ReasonBudget, s.BudgetDenied},
-					{ReasonInFlight, s.InFlightDenied},
-					{ReasonDeadline, s.DeadlineSkipped},
-					{ReasonReplicas, s.NoReplica},
-				} {
-					o.ObserveInt64(ins.refused, r.v, metric.WithAttributes(hedger, op, attribute.String("reason", r.reason)))
+				for _, r := range hedgeset.Refusals(s) {
+					o.ObserveInt64(ins.refused, r.N, metric.WithAttributes(hedger, op, attribute.String("reason", r.Label)))
 				}
 				o.ObserveInt64(ins.shadow, s.ShadowHedges, attrs)
 				o.ObserveInt64(ins.unhedgeable, s.Unhedgeable, attrs)
@@ -193,18 +153,15 @@ func (ins *instruments) observe(list []named) metric.Callback {
 				if s.Delay != hedge.Never {
 					o.ObserveFloat64(ins.delay, s.Delay.Seconds(), attrs)
 				}
-				for _, p := range [...]struct {
-					path string
-					d    hedge.Distribution
-				}{{PathCaller, s.Latency}, {PathPrimary, s.Primary}, {PathHedge, s.HedgePath}} {
-					if p.d.Count == 0 {
+				for _, p := range hedgeset.Paths(s) {
+					if p.D.Count == 0 {
 						continue
 					}
-					path := attribute.String("path", p.path)
+					path := attribute.String("path", p.Label)
 					for _, q := range [...]struct {
 						name string
 						v    time.Duration
-					}{{QuantileP50, p.d.P50}, {QuantileP90, p.d.P90}, {QuantileP99, p.d.P99}, {QuantileP999, p.d.P999}} {
+					}{{QuantileP50, p.D.P50}, {QuantileP90, p.D.P90}, {QuantileP99, p.D.P99}, {QuantileP999, p.D.P999}} {
 						o.ObserveFloat64(ins.latency, q.v.Seconds(), metric.WithAttributes(hedger, op, path, attribute.String("quantile", q.name)))
 					}
 				}

@@ -5,42 +5,36 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/hedgeset"
 )
 
 // Collector is a prometheus.Collector for a fixed set of Hedgers. Make one
 // with New and register it. It is safe for concurrent scrapes.
 type Collector struct {
-	hedgers []named // sorted by name
+	hedgers []hedgeset.Named // sorted by name
 
 	requests, hedges, hedgeWins, primaryWins, failures *prometheus.Desc
 	refused, shadow, unhedgeable, censored, wasted     *prometheus.Desc
 	delay, tokens, latency                             *prometheus.Desc
 }
 
-type named struct {
-	name string
-	h    *hedge.Hedger
-}
-
 // Refusal reasons, the values of the "reason" label.
 const (
-	ReasonBudget   = "budget"    // Stats.BudgetDenied
-	ReasonInFlight = "in_flight" // Stats.InFlightDenied
-	ReasonDeadline = "deadline"  // Stats.DeadlineSkipped
-	ReasonReplicas = "replicas"  // Stats.NoReplica
+	ReasonBudget   = hedgeset.ReasonBudget   // Stats.BudgetDenied
+	ReasonInFlight = hedgeset.ReasonInFlight // Stats.InFlightDenied
+	ReasonDeadline = hedgeset.ReasonDeadline // Stats.DeadlineSkipped
+	ReasonReplicas = hedgeset.ReasonReplicas // Stats.NoReplica
 )
 
 // Latency paths, the values of the "path" label.
 const (
-	PathCaller  = "caller"  // Stats.Latency
-	PathPrimary = "primary" // Stats.Primary
-	PathHedge   = "hedge"   // Stats.HedgePath
+	PathCaller  = hedgeset.PathCaller  // Stats.Latency
+	PathPrimary = hedgeset.PathPrimary // Stats.Primary
+	PathHedge   = hedgeset.PathHedge   // Stats.HedgePath
 )
 
 var namespaceRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
@@ -58,50 +52,11 @@ func New(namespace string, hedgers map[string]*hedge.Hedger) (*Collector, error)
 	if !namespaceRE.MatchString(namespace) {
 		errs = append(errs, fmt.Errorf("namespace %q is not a valid metric name prefix: use letters, digits and underscores, not starting with a digit (for instance \"hedge\")", namespace))
 	}
-	if len(hedgers) == 0 {
-		errs = append(errs, errors.New("no hedgers: pass at least one *hedge.Hedger, keyed by its \"hedger\" label"))
-	}
-	c := &Collector{}
-	seen := make(map[*hedge.Hedger]string, len(hedgers))
-	for name, h := range hedgers {
-		switch {
-		case name == "":
-			errs = append(errs, errors.New("a hedger has an empty name: give each a short fixed name such as \"items\""))
-		case !utf8.ValidString(name):
-			errs = append(errs, fmt.Errorf("hedger name %q is not valid UTF-8", name))
-		}
-		if h == nil {
-			errs = append(errs, fmt.Errorf("hedger %q is nil: make it with hedge.New", name))
-			continue
-		}
-		if other, dup := seen[h]; dup {
-			a, b := min(name, other), max(name, other)
-			errs = append(errs, fmt.Errorf("hedgers %q and %q are the same *hedge.Hedger: register it once, or its calls are counted twice", a, b))
-		}
-		seen[h] = name
-		c.hedgers = append(c.hedgers, named{name, h})
-	}
-	if len(errs) > 0 {
-		slices.SortFunc(errs, func(a, b error) int {
-			switch {
-			case a.Error() < b.Error():
-				return -1
-			case a.Error() > b.Error():
-				return 1
-			}
-			return 0
-		})
+	list, more := hedgeset.Sort(hedgers)
+	if errs = append(errs, more...); len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
-	slices.SortFunc(c.hedgers, func(a, b named) int {
-		switch {
-		case a.name < b.name:
-			return -1
-		case a.name > b.name:
-			return 1
-		}
-		return 0
-	})
+	c := &Collector{hedgers: list}
 
 	op := []string{"hedger", "op"}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
@@ -153,32 +108,31 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads each Hedger's Stats and sends them as metrics.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, n := range c.hedgers {
-		if t := n.h.Budget().Tokens(); !math.IsInf(t, 1) {
-			ch <- prometheus.MustNewConstMetric(c.tokens, prometheus.GaugeValue, t, n.name)
+		if t := n.H.Budget().Tokens(); !math.IsInf(t, 1) {
+			ch <- prometheus.MustNewConstMetric(c.tokens, prometheus.GaugeValue, t, n.Name)
 		}
-		for _, s := range n.h.Stats() {
+		for _, s := range n.H.Stats() {
 			counter := func(d *prometheus.Desc, v float64, extra ...string) {
-				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{n.name, s.Op}, extra...)...)
+				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{n.Name, s.Op}, extra...)...)
 			}
 			counter(c.requests, float64(s.Requests))
 			counter(c.hedges, float64(s.Hedges))
 			counter(c.hedgeWins, float64(s.HedgeWins))
 			counter(c.primaryWins, float64(s.PrimaryWins))
 			counter(c.failures, float64(s.Failures))
-			counter(c.refused, float64(s.BudgetDenied), ReasonBudget)
-			counter(c.refused, float64(s.InFlightDenied), ReasonInFlight)
-			counter(c.refused, float64(s.DeadlineSkipped), ReasonDeadline)
-			counter(c.refused, float64(s.NoReplica), ReasonReplicas)
+			for _, r := range hedgeset.Refusals(s) {
+				counter(c.refused, float64(r.N), r.Label)
+			}
 			counter(c.shadow, float64(s.ShadowHedges))
 			counter(c.unhedgeable, float64(s.Unhedgeable))
 			counter(c.censored, float64(s.PrimaryCensored))
 			counter(c.wasted, s.WastedWork.Seconds())
 			if s.Delay != hedge.Never {
-				ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, s.Delay.Seconds(), n.name, s.Op)
+				ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, s.Delay.Seconds(), n.Name, s.Op)
 			}
-			c.summary(ch, n.name, s.Op, PathCaller, s.Latency)
-			c.summary(ch, n.name, s.Op, PathPrimary, s.Primary)
-			c.summary(ch, n.name, s.Op, PathHedge, s.HedgePath)
+			for _, p := range hedgeset.Paths(s) {
+				c.summary(ch, n.Name, s.Op, p.Label, p.D)
+			}
 		}
 	}
 }

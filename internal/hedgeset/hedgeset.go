@@ -1,0 +1,97 @@
+// Package hedgeset is what the packages that export or control a set of
+// named Hedgers (hedgeprom, hedgeotel, hedgectl) share: the validation of
+// the set, and the label values of refusal reasons and latency paths, so
+// that the metrics of every exporter name the same things the same way.
+package hedgeset
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/tailcut/hedge"
+)
+
+// Named is one Hedger of a set, with its name.
+type Named struct {
+	Name string
+	H    *hedge.Hedger
+}
+
+// Sort returns the set sorted by name, and every mistake in it, sorted by
+// text so that the report does not depend on map order: no Hedgers, an
+// empty or non-UTF-8 name, a nil Hedger, the same Hedger under two names
+// (which would count every call twice in any sum over Hedgers).
+func Sort(hedgers map[string]*hedge.Hedger) ([]Named, []error) {
+	var errs []error
+	if len(hedgers) == 0 {
+		errs = append(errs, errors.New("no hedgers: pass at least one *hedge.Hedger, keyed by a short fixed name such as \"items\""))
+	}
+	list := make([]Named, 0, len(hedgers))
+	seen := make(map[*hedge.Hedger]string, len(hedgers))
+	for name, h := range hedgers {
+		switch {
+		case name == "":
+			errs = append(errs, errors.New("a hedger has an empty name: give each a short fixed name such as \"items\""))
+		case !utf8.ValidString(name):
+			errs = append(errs, fmt.Errorf("hedger name %q is not valid UTF-8", name))
+		}
+		if h == nil {
+			errs = append(errs, fmt.Errorf("hedger %q is nil: make it with hedge.New", name))
+			continue
+		}
+		if other, dup := seen[h]; dup {
+			errs = append(errs, fmt.Errorf("hedgers %q and %q are the same *hedge.Hedger: name it once, or its calls are counted twice",
+				min(name, other), max(name, other)))
+		}
+		seen[h] = name
+		list = append(list, Named{name, h})
+	}
+	slices.SortFunc(errs, func(a, b error) int { return cmp.Compare(a.Error(), b.Error()) })
+	slices.SortFunc(list, func(a, b Named) int { return cmp.Compare(a.Name, b.Name) })
+	return list, errs
+}
+
+// Refusal reasons, as label values.
+const (
+	ReasonBudget   = "budget"    // Stats.BudgetDenied
+	ReasonInFlight = "in_flight" // Stats.InFlightDenied
+	ReasonDeadline = "deadline"  // Stats.DeadlineSkipped
+	ReasonReplicas = "replicas"  // Stats.NoReplica
+)
+
+// Count is a counter with its label value.
+type Count struct {
+	Label string
+	N     int64
+}
+
+// Refusals returns s's refusal counts by reason.
+func Refusals(s hedge.Stats) [4]Count {
+	return [4]Count{
+		{ReasonBudget, s.BudgetDenied},
+		{ReasonInFlight, s.InFlightDenied},
+		{ReasonDeadline, s.DeadlineSkipped},
+		{ReasonReplicas, s.NoReplica},
+	}
+}
+
+// Latency paths, as label values.
+const (
+	PathCaller  = "caller"  // Stats.Latency
+	PathPrimary = "primary" // Stats.Primary
+	PathHedge   = "hedge"   // Stats.HedgePath
+)
+
+// Path is a latency distribution with its label value.
+type Path struct {
+	Label string
+	D     hedge.Distribution
+}
+
+// Paths returns s's latency distributions by path.
+func Paths(s hedge.Stats) [3]Path {
+	return [3]Path{{PathCaller, s.Latency}, {PathPrimary, s.Primary}, {PathHedge, s.HedgePath}}
+}
