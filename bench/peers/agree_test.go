@@ -160,13 +160,7 @@ func TestPeersAgree(t *testing.T) {
 				defer settle()
 				h := newOneHedgeHedger(oneHedgeDelay, bgReap)
 				exits := make(chan error, 1)
-				attempt := func(ctx context.Context, a hedge.Attempt) (int, error) {
-					v, err := slowPrimary(ctx, a)
-					if !a.IsHedge() {
-						exits <- err
-					}
-					return v, err
-				}
+				attempt := reportingExit(exits)
 				for range n {
 					v, err := hedge.Do(context.Background(), h, op, attempt)
 					if err != nil || v != hedgeVal {
@@ -247,13 +241,7 @@ func TestPeersAgree(t *testing.T) {
 				// exit.
 				h := newOneHedgeHedgerWith(hedge.Config{PreciseTimers: true}, d.delay)
 				exits := make(chan error, 1)
-				attempt := func(ctx context.Context, a hedge.Attempt) (int, error) {
-					v, err := slowPrimary(ctx, a)
-					if !a.IsHedge() {
-						exits <- err
-					}
-					return v, err
-				}
+				attempt := reportingExit(exits)
 				for range n {
 					v, err := hedge.Do(context.Background(), h, op, attempt)
 					if err != nil || v != hedgeVal {
@@ -370,4 +358,16 @@ func (c *countingTransport) lastCtx() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ctx
+}
+
+// reportingExit is slowPrimary with the primary reporting its exit on
+// exits, for checks that it was reaped.
+func reportingExit(exits chan<- error) func(context.Context, hedge.Attempt) (int, error) {
+	return func(ctx context.Context, a hedge.Attempt) (int, error) {
+		v, err := slowPrimary(ctx, a)
+		if !a.IsHedge() {
+			exits <- err
+		}
+		return v, err
+	}
 }
