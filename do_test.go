@@ -639,17 +639,7 @@ func TestCountersExactUnderConcurrency(t *testing.T) {
 func TestPercentileDelayRecordsPrimaries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer settle()
-		h := mustNew(t, hedge.Config{
-			Delay:    hedge.Percentile{P: 95, Window: 1000, MinSamples: 100},
-			NoBudget: true,
-		})
-		r := rand.New(rand.NewPCG(1, 2))
-		for range 3000 {
-			p := time.Duration(1+r.IntN(100)) * ms
-			s := newScript(behaviour{after: p, val: 1}, behaviour{after: 2 * ms, val: 2})
-			hedge.Do(context.Background(), h, "op", s.attempt)
-		}
-		st := h.OpStats("op")
+		st := uniformPrimaries(t, 95, 2*ms, rand.New(rand.NewPCG(1, 2)))
 		if st.Delay < 93*ms || st.Delay > 97*ms {
 			t.Fatalf("delay %v, want about the primaries' p95 of 95ms", st.Delay)
 		}
@@ -661,6 +651,23 @@ func TestPercentileDelayRecordsPrimaries(t *testing.T) {
 			t.Fatalf("hedge rate %.3f, want about 0.05", r)
 		}
 	})
+}
+
+// uniformPrimaries runs 3,000 calls whose primaries take 1..100 ms
+// uniformly and whose hedges take hedgeTook, through a Hedger with a live p-th
+// percentile delay and no budget, and returns the stats.
+func uniformPrimaries(t *testing.T, p float64, hedgeTook time.Duration, r *rand.Rand) hedge.Stats {
+	t.Helper()
+	h := mustNew(t, hedge.Config{
+		Delay:    hedge.Percentile{P: p, Window: 1000, MinSamples: 100},
+		NoBudget: true,
+	})
+	for range 3000 {
+		primary := time.Duration(1+r.IntN(100)) * ms
+		s := newScript(behaviour{after: primary, val: 1}, behaviour{after: hedgeTook, val: 2})
+		hedge.Do(context.Background(), h, "op", s.attempt)
+	}
+	return h.OpStats("op")
 }
 
 // TestPercentileWarmup checks that no hedge is sent before MinSamples when

@@ -294,17 +294,7 @@ func TestPercentileRecordsDeafPrimaryInFull(t *testing.T) {
 func TestPercentileStableAtHighHedgeRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer settle()
-		h := mustNew(t, hedge.Config{
-			Delay:    hedge.Percentile{P: 50, Window: 1000, MinSamples: 100},
-			NoBudget: true,
-		})
-		r := rand.New(rand.NewPCG(3, 4))
-		for range 3000 {
-			p := time.Duration(1+r.IntN(100)) * ms
-			s := newScript(behaviour{after: p, val: 1}, behaviour{after: 1 * ms, val: 2})
-			hedge.Do(context.Background(), h, "op", s.attempt)
-		}
-		st := h.OpStats("op")
+		st := uniformPrimaries(t, 50, 1*ms, rand.New(rand.NewPCG(3, 4)))
 		if st.Delay < 45*ms || st.Delay > 55*ms {
 			t.Fatalf("delay %v, want about the primaries' median of 50ms", st.Delay)
 		}
