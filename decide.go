@@ -135,7 +135,8 @@ func DefaultBudget() *Budget {
 
 // String describes the decision in a few words, for labels and logs:
 // "p95 of the last 1000 primary latencies (none before 100), budget
-// ratio(0.1, burst=10), at most 2 copies".
+// ratio(0.1, burst=10), at most 2 copies", then the mode and rollout when
+// they are not On and 1.
 func (p *Policy) String() string {
 	var b strings.Builder
 	b.WriteString(describeDelay(p.delay))
@@ -147,6 +148,12 @@ func (p *Policy) String() string {
 	fmt.Fprintf(&b, ", at most %d copies", p.maxAttempts)
 	if p.maxInFlight > 0 {
 		fmt.Fprintf(&b, ", at most %d hedges in flight", p.maxInFlight)
+	}
+	if m := p.sw.mode.Mode(); m != On {
+		fmt.Fprintf(&b, ", mode %v", m)
+	}
+	if f := math.Float64frombits(p.sw.rollout.Load()); f < 1 {
+		fmt.Fprintf(&b, ", rollout %g", f)
 	}
 	return b.String()
 }

@@ -535,14 +535,17 @@ func (c Config) String() string {
 	case Tied, TiedTwoChoice:
 		fmt.Fprintf(&b, " cancel-delay=%g", c.CancelDelay)
 	case Default:
-		if c.Hedge != nil {
-			fmt.Fprintf(&b, " hedge=%s", describeHedge(*c.Hedge))
-		}
+		// The library's Config decides, MaxAttempts included.
+		fmt.Fprintf(&b, " hedge={%s}", describeHedge(c.libraryConfig()))
 	}
 	if c.LiveFeed != FeedAuto {
 		fmt.Fprintf(&b, " live-feed=%s", c.LiveFeed)
 	}
-	if c.Strategy != None {
+	switch c.Strategy {
+	case None:
+	case Default:
+		fmt.Fprintf(&b, " cancel=%v", !c.NoCancel)
+	default:
 		fmt.Fprintf(&b, " max-attempts=%d cancel=%v", c.MaxAttempts, !c.NoCancel)
 	}
 	if c.Fanout > 1 {
@@ -551,28 +554,12 @@ func (c Config) String() string {
 	return b.String()
 }
 
-// describeHedge names the parts of a hedge.Config that the simulator uses.
+// describeHedge describes a hedge.Config as the library's Policy does, or
+// says it is invalid (Validate reports why).
 func describeHedge(h hedge.Config) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "{delay=%v", h.Delay)
-	switch {
-	case h.NoBudget:
-		b.WriteString(" budget=none")
-	case h.Budget != nil:
-		fmt.Fprintf(&b, " budget=%v", h.Budget)
+	p, err := hedge.NewPolicy(h)
+	if err != nil {
+		return "invalid"
 	}
-	if h.MaxAttempts != 0 {
-		fmt.Fprintf(&b, " max-attempts=%d", h.MaxAttempts)
-	}
-	if h.MaxHedgesInFlight != 0 {
-		fmt.Fprintf(&b, " max-in-flight=%d", h.MaxHedgesInFlight)
-	}
-	if h.Mode != hedge.On {
-		fmt.Fprintf(&b, " mode=%v", h.Mode)
-	}
-	if h.Rollout != 0 {
-		fmt.Fprintf(&b, " rollout=%g", h.Rollout)
-	}
-	b.WriteString("}")
-	return b.String()
+	return p.String()
 }
