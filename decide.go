@@ -33,7 +33,19 @@ const (
 	// RefusedPushback: a server asked for no further copy of the request
 	// (PushbackAfter with a negative delay).
 	RefusedPushback
+	// RefusedBusy: the replica the copy would go to has more requests of
+	// this Hedger in flight than Config.MaxReplicaLoad allows (by default,
+	// it is not idle): no spare capacity to hedge into.
+	RefusedBusy
+	// RefusedPayoff: hedges sent on the same evidence (see Evidence) have
+	// not been winning often enough to pay for themselves
+	// (Config.MinWinRate).
+	RefusedPayoff
 )
+
+// NumRefusals is one more than the largest Refusal: the size of an array
+// indexed by Refusal.
+const NumRefusals = int(RefusedPayoff) + 1
 
 // String names the refusal.
 func (r Refusal) String() string {
@@ -54,6 +66,10 @@ func (r Refusal) String() string {
 		return "mode"
 	case RefusedPushback:
 		return "pushback"
+	case RefusedBusy:
+		return "busy"
+	case RefusedPayoff:
+		return "payoff"
 	}
 	return "Refusal(?)"
 }
@@ -80,12 +96,15 @@ type Policy struct {
 	maxInFlight int64
 	inFlight    atomic.Int64
 	replicas    int
+	maxLoad     int // most requests in flight on a hedge's replica; < 0: no check
+	payoff      *payoff
+	spare       atomic.Int64 // share of primaries placed on an idle replica, fixed point (spareOne)
 	sw          switchboard
 }
 
 // NewPolicy validates cfg and returns its Policy. Only the fields that
 // decide are used: Delay, Budget, NoBudget, MaxAttempts, MaxHedgesInFlight,
-// Replicas, Mode and Rollout; the others belong to the engine that runs
+// MaxReplicaLoad, MinWinRate, Replicas, Mode and Rollout; the others belong to the engine that runs
 // the copies.
 func NewPolicy(cfg Config) (*Policy, error) {
 	if err := cfg.validate(); err != nil {
@@ -102,7 +121,17 @@ func newPolicy(cfg Config) *Policy {
 		maxAttempts: cfg.MaxAttempts,
 		maxInFlight: int64(cfg.MaxHedgesInFlight),
 		replicas:    cfg.Replicas,
+		maxLoad:     cfg.MaxReplicaLoad,
 	}
+	if cfg.Replicas == 0 {
+		p.maxLoad = AnyReplicaLoad // no replica's load to see
+	}
+	minWin := cfg.MinWinRate
+	if minWin == 0 {
+		minWin = DefaultMinWinRate
+	}
+	p.payoff = newPayoff(minWin)
+	p.spare.Store(spareOne)
 	if p.delay == nil {
 		p.delay = Percentile{}
 	}
@@ -148,6 +177,15 @@ func (p *Policy) String() string {
 	fmt.Fprintf(&b, ", at most %d copies", p.maxAttempts)
 	if p.maxInFlight > 0 {
 		fmt.Fprintf(&b, ", at most %d hedges in flight", p.maxInFlight)
+	}
+	if p.payoff != nil {
+		fmt.Fprintf(&b, ", %v", p.payoff)
+	}
+	switch {
+	case p.maxLoad == 0:
+		b.WriteString(", hedges only to an idle replica")
+	case p.maxLoad > 0:
+		fmt.Fprintf(&b, ", hedges only to a replica with at most %d in flight", p.maxLoad)
 	}
 	if m := p.sw.mode.Mode(); m != On {
 		fmt.Fprintf(&b, ", mode %v", m)
@@ -198,6 +236,15 @@ type Plan struct {
 	Mode Mode
 	// Stopped is set when a server asked for no further copy.
 	Stopped bool
+	// Evidence is what the engine saw when the first hedge went (see
+	// Admit); a win is credited to hedges of that kind.
+	Evidence Evidence
+
+	// HedgeAt is when the first hedge went (Never before).
+	HedgeAt time.Duration
+
+	retry   bool          // the copy being decided replaces one that failed
+	checkAt time.Duration // when Check ran
 }
 
 // Single reports whether the request goes once, whatever happens.
@@ -210,7 +257,7 @@ func (pl *Plan) Single() bool { return pl.Mode == Off }
 // caller's deadline, or Never. once marks a request that must not be
 // copied (a write without an idempotency key).
 func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time.Duration, once bool, r *rand.Rand) {
-	pl.Start, pl.Deadline, pl.Copies, pl.Stopped = now, deadline, 1, false
+	pl.Start, pl.Deadline, pl.Copies, pl.Stopped, pl.Evidence, pl.HedgeAt = now, deadline, 1, false, EvidenceNone, Never
 	if once || p.maxAttempts == 1 {
 		pl.Mode, pl.Delay = Off, Never
 		return
@@ -222,6 +269,10 @@ func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time
 	if b := p.bucket(pl); b != nil {
 		b.OnRequest()
 	}
+	if pl.Mode == On {
+		p.payoff.request()
+	}
+	pl.Evidence = EvidenceNone
 	pl.Delay = est.Delay(now)
 }
 
@@ -274,12 +325,25 @@ func (p *Policy) Due(pl *Plan, from time.Duration) (time.Duration, Refusal) {
 // that failed with a retryable error: it is not a bet on slowness, so only
 // a deadline already past refuses it, not one nearer than the delay.
 //
-// The checks run in a fixed order, and the first that fails is the
-// refusal: the request's mode, MaxAttempts, the deadline, a free replica,
-// MaxHedgesInFlight, the budget. An allowed hedge holds an in-flight slot
-// (when MaxHedgesInFlight is set, and not in Shadow) until Done, and has
-// spent a budget token.
+// Next is Check then Admit, for an engine that does not know where the
+// copy would go nor what its primary's replica is doing. An engine that
+// picks replicas calls Check, picks the replica, then calls Admit with its
+// load and the evidence, so that the spare-capacity and payoff rules see
+// them.
 func (p *Policy) Next(pl *Plan, now time.Duration, afterFailure bool) Refusal {
+	if why := p.Check(pl, now, afterFailure); why != Allowed {
+		return why
+	}
+	return p.Admit(pl, -1, EvidenceNone)
+}
+
+// Check runs the first checks of a further copy, those that do not
+// depend on where it would go, in a fixed order (the first that fails is
+// the refusal): the request's mode, MaxAttempts, a server's pushback, the
+// deadline, a free replica. It takes nothing: a copy that passes must go
+// through Admit.
+func (p *Policy) Check(pl *Plan, now time.Duration, afterFailure bool) Refusal {
+	pl.retry, pl.checkAt = afterFailure, now
 	switch {
 	case pl.Mode == Off:
 		return RefusedMode
@@ -292,11 +356,51 @@ func (p *Policy) Next(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 	case p.replicas > 0 && pl.Copies >= p.replicas:
 		return RefusedReplicas
 	}
+	return Allowed
+}
+
+// ChecksLoad reports whether Admit looks at the load of the copy's
+// replica: whether an engine should pick the replica before Admit.
+func (p *Policy) ChecksLoad() bool { return p.maxLoad >= 0 }
+
+// Admit runs the last checks of a copy that passed Check, in order:
+//
+//   - the spare-capacity rule (Config.MaxReplicaLoad): load is the
+//     requests of this Hedger in flight on the replica the copy would go
+//     to, or -1 when unknown, which passes;
+//   - the payoff rule (Config.MinWinRate): ev is what the engine saw of
+//     the primary's replica (EvidenceNone when it cannot tell), and hedges
+//     sent on the same evidence must have been winning;
+//   - MaxHedgesInFlight;
+//   - the budget.
+//
+// A copy that replaces one that failed (Check's afterFailure) is not a bet
+// on slowness: the first two rules do not apply to it. An allowed copy is
+// counted in the Plan; a hedge holds an in-flight slot (when
+// MaxHedgesInFlight is set, and not in Shadow) until Done, and has spent a
+// budget token. The spare-capacity and payoff rules apply in Shadow mode
+// too, except that Shadow copies, never sent, neither spend nor earn
+// payoff tokens.
+func (p *Policy) Admit(pl *Plan, load int, ev Evidence) Refusal {
+	bet := !pl.retry
+	if bet && p.maxLoad >= 0 && (load > p.maxLoad || p.spare.Load() < minSpare*spareOne) {
+		return RefusedBusy
+	}
+	paid := bet && pl.Mode == On && p.payoff != nil
+	if paid && !p.payoff.try(ev) {
+		return RefusedPayoff
+	}
+	if bet && pl.Mode == Shadow && !p.payoff.pays(ev) {
+		return RefusedPayoff
+	}
 	slot := p.maxInFlight > 0 && pl.Mode != Shadow
 	if slot {
 		for {
 			n := p.inFlight.Load()
 			if n >= p.maxInFlight {
+				if paid {
+					p.payoff.refund(ev)
+				}
 				return RefusedInFlight
 			}
 			if p.inFlight.CompareAndSwap(n, n+1) {
@@ -308,10 +412,24 @@ func (p *Policy) Next(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 		if slot {
 			p.inFlight.Add(-1)
 		}
+		if paid {
+			p.payoff.refund(ev)
+		}
 		return RefusedBudget
+	}
+	if bet && pl.Copies == 1 {
+		pl.Evidence, pl.HedgeAt = ev, pl.checkAt
 	}
 	pl.Copies++
 	return Allowed
+}
+
+// Retries reports whether a copy refused for why may be asked for again
+// when the next delay has passed, rather than never: a replica that is
+// busy now may be idle then, and a stall lasts longer than a delay. Other
+// refusals are final for the request.
+func (p *Policy) Retries(pl *Plan, why Refusal) bool {
+	return why == RefusedBusy && pl.Delay > 0 && pl.Delay != Never
 }
 
 // Hold applies a server's pushback received at now (see PushbackAfter):
@@ -350,11 +468,15 @@ func (p *Policy) Failed(pl *Plan) {
 	}
 }
 
-// Succeeded records a request that succeeded: a throttle budget is
-// credited for it.
-func (p *Policy) Succeeded(pl *Plan) {
+// Succeeded records a request that succeeded at now, won by a hedge copy
+// or not: a throttle budget is credited for it, and the payoff rule learns
+// whether its hedge won and, if it lost, how long it ran for nothing.
+func (p *Policy) Succeeded(pl *Plan, now time.Duration, byHedge bool) {
 	if pl.Mode == On {
 		p.budget.OnSuccess()
+		if pl.Copies > 1 && pl.HedgeAt != Never && pl.Delay > 0 && pl.Delay != Never {
+			p.payoff.outcome(pl.Evidence, byHedge, float64(now-pl.HedgeAt)/float64(pl.Delay))
+		}
 	}
 }
 

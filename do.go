@@ -105,12 +105,15 @@ type call[T any] struct {
 	discard func(T) // DoHeld: frees a result that lost
 	release func()  // DoHeld: cancels the winner's context
 	plan    Plan    // the Policy's state for this call; times since the Hedger's epoch
+	ahead   int64   // this Hedger's requests in flight on the primary's replica when it went
+	leftAt  int64   // copies that had left that replica then
 	slot    int     // in the Hedger's timer queue, guarded by its lock; -1 if none
 
 	mu        sync.Mutex
 	launched  int  // copies started (plan.Copies also counts Shadow's virtual ones)
 	running   int  // copies whose function has not returned
 	held      bool // a pushback holds the next copy back until the timer
+	lastWhy   Refusal
 	decided   bool
 	decidedAt time.Duration
 	winner    int // index of the winning copy, or -1
@@ -133,7 +136,7 @@ type copyState struct {
 // run starts the primary, waits for the outcome and returns it.
 func (c *call[T]) run() (T, error) {
 	c.mu.Lock()
-	ctx, a := c.launch(0, c.plan.Start)
+	ctx, a := c.launch(0, c.plan.Start, -1)
 	// Copies due now (a zero delay) go at once, as far as the Policy
 	// allows; later ones on the timer. Arm it only now, under the lock:
 	// it must find the primary launched.
@@ -148,17 +151,30 @@ func (c *call[T]) run() (T, error) {
 	return c.result()
 }
 
-// launch prepares copy i, sent at now: its replica, context and
-// bookkeeping. c.mu is held.
-func (c *call[T]) launch(i int, now time.Duration) (context.Context, Attempt) {
+// pick returns the replica for copy i, by the Hedger's Picker. c.mu is
+// held.
+func (c *call[T]) pick(i int) int {
+	var held [HardMaxAttempts]int
+	for j := range i {
+		held[j] = int(c.copies[j].replica)
+	}
+	return c.h.picker.Pick(len(c.h.replicas), held[:i], c.h.loadFn, nil)
+}
+
+// launch prepares copy i, sent at now: its replica (replica, if not -1,
+// else one picked now), context and bookkeeping. c.mu is held.
+func (c *call[T]) launch(i int, now time.Duration, replica int) (context.Context, Attempt) {
 	a := Attempt{Index: i, Replica: -1, Key: c.key}
 	if c.h.replicas != nil {
-		var held [HardMaxAttempts]int
-		for j := range i {
-			held[j] = int(c.copies[j].replica)
+		if replica < 0 {
+			replica = c.pick(i)
 		}
-		a.Replica = c.h.picker.Pick(len(c.h.replicas), held[:i], c.h.loadFn, nil)
-		c.h.replicas[a.Replica].Add(1)
+		a.Replica = replica
+		n := c.h.replicas[replica].Add(1)
+		if i == 0 {
+			c.ahead, c.leftAt = n-1, c.h.left[replica].Load()
+			c.h.pol.Placed(int(n - 1))
+		}
 	}
 	ctx, cancel := c.parent, context.CancelFunc(nil)
 	switch {
@@ -244,6 +260,19 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 	}
 	if cs.replica >= 0 {
 		h.replicas[cs.replica].Add(-1)
+		if !c.decided || err == nil {
+			// The replica answered: a copy cancelled because the call
+			// was decided is no evidence of its progress.
+			h.left[cs.replica].Add(1)
+			h.ghost[cs.replica].Store(0)
+		} else if c.winner >= 0 && c.winner != i {
+			// Cancelled because another copy won: its replica may be
+			// stuck, so the picker counts the copy as load there until
+			// the replica answers something, or for a while.
+			if g := h.pol.Ghost(c.plan.Delay); g > 0 {
+				h.ghost[cs.replica].Store(int64(addSat(now, g)))
+			}
+		}
 	}
 	if i > 0 && p == nil && err == nil {
 		st.hedge.Record(int64(ran))
@@ -318,10 +347,27 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 // Shadow mode, counts it) or counts the refusal. It reports whether the
 // copy went. c.mu is held.
 func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
-	st := c.st
-	why := c.h.pol.Next(&c.plan, now, afterFailure)
+	st, pol := c.st, c.h.pol
+	why := pol.Check(&c.plan, now, afterFailure)
+	replica, load, ev := -1, -1, EvidenceNone
+	if why == Allowed && c.h.replicas != nil {
+		if pol.ChecksLoad() {
+			// The spare-capacity rule looks at the replica the copy would
+			// go to: pick it first.
+			replica = c.pick(c.launched)
+			load = c.h.loadFn(replica)
+		}
+		ev = c.evidence()
+	}
+	if why == Allowed {
+		why = pol.Admit(&c.plan, load, ev)
+	}
 	switch why {
 	case Allowed:
+	case RefusedBusy:
+		st.busyDenied.Add(1)
+	case RefusedPayoff:
+		st.payoffDenied.Add(1)
 	case RefusedDeadline:
 		st.deadlineSkips.Add(1)
 	case RefusedReplicas:
@@ -333,6 +379,7 @@ func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
 	default: // attempts, mode, pushback: nothing to count
 		return false
 	}
+	c.lastWhy = why
 	if why != Allowed {
 		if c.h.onEvent != nil {
 			c.event(Event{Kind: HedgeRefused, Refusal: why, Copy: -1, Replica: -1}, now)
@@ -346,7 +393,7 @@ func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
 		}
 		return true
 	}
-	ctx, a := c.launch(c.launched, now)
+	ctx, a := c.launch(c.launched, now, replica)
 	st.hedges.Add(1)
 	if c.h.onEvent != nil {
 		c.event(Event{Kind: HedgeSent, Copy: a.Index, Replica: a.Replica}, now)
@@ -383,7 +430,28 @@ func (c *call[T]) schedule(now time.Duration) {
 			return
 		}
 		if !c.tryNext(now, false) {
+			c.rearm(now)
 			return
+		}
+	}
+}
+
+// evidence is what the Hedger sees of the primary's replica (see Behind),
+// or EvidenceNone when it does not pick replicas. c.mu is held.
+func (c *call[T]) evidence() Evidence {
+	if c.h.replicas == nil {
+		return EvidenceNone
+	}
+	return Behind(c.ahead, c.h.left[c.copies[0].replica].Load()-c.leftAt)
+}
+
+// rearm arms the timer again after a refusal that the Policy retries (see
+// Policy.Retries): the copy is asked for again when the next delay has
+// passed. c.mu is held.
+func (c *call[T]) rearm(now time.Duration) {
+	if c.h.pol.Retries(&c.plan, c.lastWhy) {
+		if at, _ := c.h.pol.Due(&c.plan, now); at != Never {
+			c.h.timers.add(c, at, &c.slot)
 		}
 	}
 }
@@ -495,7 +563,7 @@ func (c *call[T]) result() (T, error) {
 		} else {
 			st.hedgeWins.Add(1)
 		}
-		h.pol.Succeeded(&c.plan)
+		h.pol.Succeeded(&c.plan, c.decidedAt, c.winner > 0)
 		return c.val, nil
 	}
 	st.failures.Add(1)
@@ -547,7 +615,9 @@ func (c *call[T]) fire() {
 			// not go: the call has failed.
 			c.decide(-1, now)
 			c.wake()
+			return
 		}
+		c.rearm(now)
 		return
 	}
 	c.schedule(now)

@@ -12,6 +12,10 @@ import (
 	"github.com/tailcut/hedge/quantile"
 )
 
+// AnyReplicaLoad, as Config.MaxReplicaLoad, lets a copy go to a replica
+// whatever its load.
+const AnyReplicaLoad = -1
+
 // HardMaxAttempts is the most copies of one request a Hedger will ever send,
 // as in gRPC.
 const HardMaxAttempts = 5
@@ -47,6 +51,30 @@ type Config struct {
 	// MaxHedgesInFlight caps hedge copies running at once across the
 	// Hedger. Zero means no cap.
 	MaxHedgesInFlight int
+	// MaxReplicaLoad is the spare-capacity rule: a further copy goes only
+	// to a replica with at most this many requests of this Hedger in
+	// flight (the load the Picker sees), and is refused (RefusedBusy)
+	// otherwise. Zero, the default, means an idle replica: a hedge then
+	// never queues behind this client's own work nor slows it, and hedges
+	// stop by themselves when every replica is busy, which is when copies
+	// would only add load. AnyReplicaLoad turns the rule off (the
+	// behaviour of a plain percentile delay). It applies only when the
+	// Hedger picks replicas (Replicas > 0): without them it cannot see a
+	// replica's load.
+	MaxReplicaLoad int
+	// MinWinRate is the payoff rule: hedges keep going only while at
+	// least this share of them win. Hedges are told apart by what the
+	// client saw of the primary's replica when the hedge came due (see
+	// Evidence): a primary at the head of its replica's work is slow
+	// itself or its server is; one waiting behind earlier work is held up
+	// by it. Each kind has a bucket of 10 tokens: a hedge spends one, a
+	// hedge that wins earns 1/MinWinRate, and every request credits 0.002
+	// so that a kind that stopped paying is tried again, at most once in
+	// 500 requests. So where copies take as long as their primaries (big
+	// requests), hedging stops by itself, and where a slow server is the
+	// cause, it goes on. Zero means DefaultMinWinRate (0.5); a negative
+	// value turns the rule off.
+	MinWinRate float64
 
 	// Replicas, if positive, is the number of replicas the Hedger chooses
 	// among for each copy (Attempt.Replica), using Picker. Zero means the
@@ -123,7 +151,9 @@ type Config struct {
 // New and share it.
 type Hedger struct {
 	pol       *Policy
-	replicas  []atomic.Int64
+	replicas  []atomic.Int64 // copies in flight on each replica
+	left      []atomic.Int64 // copies each replica answered (not cancelled ones)
+	ghost     []atomic.Int64 // until when a cancelled loser counts as load on each replica (Policy.Ghost); 0: none
 	loadFn    func(int) int
 	picker    Picker
 	retryable func(error) bool
@@ -166,7 +196,15 @@ func New(cfg Config) (*Hedger, error) {
 	}
 	if cfg.Replicas > 0 {
 		h.replicas = make([]atomic.Int64, cfg.Replicas)
-		h.loadFn = func(i int) int { return int(h.replicas[i].Load()) }
+		h.left = make([]atomic.Int64, cfg.Replicas)
+		h.ghost = make([]atomic.Int64, cfg.Replicas)
+		h.loadFn = func(i int) int {
+			n := int(h.replicas[i].Load())
+			if g := h.ghost[i].Load(); g != 0 && int64(h.now()) < g {
+				n++ // a copy cancelled there, and no answer since
+			}
+			return n
+		}
 	}
 	if h.retryable == nil {
 		h.retryable = func(err error) bool { return !errors.Is(err, errPermanent) }
@@ -194,6 +232,12 @@ func (cfg *Config) validate() error {
 	}
 	if cfg.MaxHedgesInFlight < 0 {
 		errs = append(errs, fmt.Errorf("hedge: Config.MaxHedgesInFlight = %d is negative: use 0 for no cap, or a positive cap", cfg.MaxHedgesInFlight))
+	}
+	if math.IsNaN(cfg.MinWinRate) || cfg.MinWinRate > 1 {
+		errs = append(errs, fmt.Errorf("hedge: Config.MinWinRate = %v: use a share of hedges in (0, 1], e.g. 0.5, zero for the default, or a negative value for no payoff rule", cfg.MinWinRate))
+	}
+	if cfg.MaxReplicaLoad < AnyReplicaLoad {
+		errs = append(errs, fmt.Errorf("hedge: Config.MaxReplicaLoad = %d: use 0 (hedge only to an idle replica, the default), a positive number of requests in flight, or AnyReplicaLoad (-1) for no rule", cfg.MaxReplicaLoad))
 	}
 	if cfg.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("hedge: Config.AttemptTimeout = %v is negative: use 0 for no bound but the caller's deadline, or the longest one copy may run", cfg.AttemptTimeout))
@@ -343,6 +387,8 @@ type opState struct {
 	primaryWins    atomic.Int64
 	budgetDenied   atomic.Int64
 	inFlightDenied atomic.Int64
+	busyDenied     atomic.Int64
+	payoffDenied   atomic.Int64
 	deadlineSkips  atomic.Int64
 	noReplica      atomic.Int64
 	shadowHedges   atomic.Int64

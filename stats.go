@@ -22,6 +22,13 @@ type Stats struct {
 	BudgetDenied int64 // hedges the budget refused
 	// InFlightDenied counts hedges refused by MaxHedgesInFlight.
 	InFlightDenied int64
+	// BusyDenied counts hedges refused because the replica they would go
+	// to was busy with more of this Hedger's requests than
+	// Config.MaxReplicaLoad allows (by default: not idle).
+	BusyDenied int64
+	// PayoffDenied counts hedges refused because hedges sent on the same
+	// evidence have not been winning often enough (Config.MinWinRate).
+	PayoffDenied int64
 	// DeadlineSkipped counts hedges not sent because the time left before
 	// the caller's deadline was shorter than the delay.
 	DeadlineSkipped int64
@@ -64,10 +71,10 @@ type Stats struct {
 // reads "never".
 func (s Stats) String() string {
 	return fmt.Sprintf("%s: %d requests, %d hedges (%.1f%%), %d hedge wins (%.1f%% of hedges), %d primary wins, %d failures; "+
-		"refused: budget %d, in flight %d, deadline %d, no replica %d; shadow hedges %d, unhedgeable %d; wasted %v; delay %s; "+
+		"refused: budget %d, in flight %d, busy %d, payoff %d, deadline %d, no replica %d; shadow hedges %d, unhedgeable %d; wasted %v; delay %s; "+
 		"latency %v; primary %v (%d censored); hedge path %v",
 		s.Op, s.Requests, s.Hedges, 100*s.HedgeRate(), s.HedgeWins, 100*s.WinRate(), s.PrimaryWins, s.Failures,
-		s.BudgetDenied, s.InFlightDenied, s.DeadlineSkipped, s.NoReplica, s.ShadowHedges, s.Unhedgeable, s.WastedWork,
+		s.BudgetDenied, s.InFlightDenied, s.BusyDenied, s.PayoffDenied, s.DeadlineSkipped, s.NoReplica, s.ShadowHedges, s.Unhedgeable, s.WastedWork,
 		FormatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath)
 }
 
@@ -137,6 +144,8 @@ func (st *opState) stats(now time.Duration) Stats {
 		Failures:        st.failures.Load(),
 		BudgetDenied:    st.budgetDenied.Load(),
 		InFlightDenied:  st.inFlightDenied.Load(),
+		BusyDenied:      st.busyDenied.Load(),
+		PayoffDenied:    st.payoffDenied.Load(),
 		DeadlineSkipped: st.deadlineSkips.Load(),
 		NoReplica:       st.noReplica.Load(),
 		ShadowHedges:    st.shadowHedges.Load(),

@@ -205,6 +205,8 @@ type OpState struct {
 	Failures        int64    `json:"failures"`
 	BudgetDenied    int64    `json:"budget_denied"`
 	InFlightDenied  int64    `json:"in_flight_denied"`
+	BusyDenied      int64    `json:"busy_denied"`
+	PayoffDenied    int64    `json:"payoff_denied"`
 	DeadlineSkipped int64    `json:"deadline_skipped"`
 	NoReplica       int64    `json:"no_replica"`
 	ShadowHedges    int64    `json:"shadow_hedges"`
@@ -234,7 +236,7 @@ func (h *Handler) Snapshot() State {
 			op := OpState{
 				Op: st.Op, Requests: st.Requests, Hedges: st.Hedges, HedgeRate: st.HedgeRate(),
 				HedgeWins: st.HedgeWins, WinRate: st.WinRate(), PrimaryWins: st.PrimaryWins, Failures: st.Failures,
-				BudgetDenied: st.BudgetDenied, InFlightDenied: st.InFlightDenied, DeadlineSkipped: st.DeadlineSkipped,
+				BudgetDenied: st.BudgetDenied, InFlightDenied: st.InFlightDenied, BusyDenied: st.BusyDenied, PayoffDenied: st.PayoffDenied, DeadlineSkipped: st.DeadlineSkipped,
 				NoReplica: st.NoReplica, ShadowHedges: st.ShadowHedges, Unhedgeable: st.Unhedgeable,
 				WastedSeconds: st.WastedWork.Seconds(), LatencyP99: st.Latency.P99.Seconds(),
 				PrimaryP99: st.Primary.P99.Seconds(), PrimaryCensored: st.PrimaryCensored, HedgePathP99: st.HedgePath.P99.Seconds(),

@@ -18,6 +18,8 @@ import (
 const (
 	ReasonBudget   = hedgeset.ReasonBudget   // Stats.BudgetDenied
 	ReasonInFlight = hedgeset.ReasonInFlight // Stats.InFlightDenied
+	ReasonBusy     = hedgeset.ReasonBusy     // Stats.BusyDenied
+	ReasonPayoff   = hedgeset.ReasonPayoff   // Stats.PayoffDenied
 	ReasonDeadline = hedgeset.ReasonDeadline // Stats.DeadlineSkipped
 	ReasonReplicas = hedgeset.ReasonReplicas // Stats.NoReplica
 )

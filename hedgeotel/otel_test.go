@@ -50,10 +50,12 @@ func workload(t *testing.T) map[string]*hedge.Hedger {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: budget, MaxOps: 2})
+	// Plain hedging (no spare-capacity or payoff rule), so that each
+	// counter below moves exactly as scripted.
+	a := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: budget, MaxOps: 2, MinWinRate: -1})
 	b := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MaxAttempts: 3,
-		Replicas: 2, MaxHedgesInFlight: 1})
-	c := mustNew(t, hedge.Config{NoBudget: true})
+		Replicas: 2, MaxHedgesInFlight: 1, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
+	c := mustNew(t, hedge.Config{NoBudget: true, MinWinRate: -1})
 	ctx := context.Background()
 
 	// a: a hedge wins (the primary is censored), then the budget refuses.
@@ -188,6 +190,8 @@ func TestRegisterMatchesStats(t *testing.T) {
 				counter("hedge.failures", "{request}", s.Failures)
 				counter("hedge.hedges.refused", "{hedge}", s.BudgetDenied, "reason=budget")
 				counter("hedge.hedges.refused", "{hedge}", s.InFlightDenied, "reason=in_flight")
+				counter("hedge.hedges.refused", "{hedge}", s.BusyDenied, "reason=busy")
+				counter("hedge.hedges.refused", "{hedge}", s.PayoffDenied, "reason=payoff")
 				counter("hedge.hedges.refused", "{hedge}", s.DeadlineSkipped, "reason=deadline")
 				counter("hedge.hedges.refused", "{hedge}", s.NoReplica, "reason=replicas")
 				counter("hedge.shadow.hedges", "{hedge}", s.ShadowHedges)

@@ -21,7 +21,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // time: the server answers only when the test releases it, so the delay
 // fires first whenever the scheduler gets to it.
 func hedgeNow() Config {
-	return Config{Hedge: hedge.Config{Delay: hedge.Fixed(5 * time.Millisecond), NoBudget: true}}
+	// Plain hedging: no spare-capacity or payoff rule, so that the tests
+	// that need hedges to go under load get them.
+	return Config{Hedge: hedge.Config{Delay: hedge.Fixed(5 * time.Millisecond), NoBudget: true,
+		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}}
 }
 
 // startClient returns a Client over servers made by NewFromOptions, closed

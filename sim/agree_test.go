@@ -63,8 +63,12 @@ func TestLiveAndSimulatorAgree(t *testing.T) {
 		{300, []float64{12, 1}, 15},    // deadline: at 310 less than the delay is left
 		{400, []float64{3, 1}, 5},      // deadline nearer than the delay: no timer at all
 	}
-	live := runLive(t, cfg(), reqs)
-	simd := runSim(t, cfg(), reqs)
+	c := cfg()
+	// Plain hedging: the rules of the zero Config have their own scenario
+	// below.
+	c.MaxReplicaLoad, c.MinWinRate = hedge.AnyReplicaLoad, -1
+	live := runLive(t, c, reqs, 20)
+	simd := runSim(t, c, reqs, 20, sim.LeastLoaded)
 	kinds := map[hedge.Refusal]int{}
 	for i := range reqs {
 		t.Logf("request %d: %v", i, live[i])
@@ -83,13 +87,55 @@ func TestLiveAndSimulatorAgree(t *testing.T) {
 	}
 }
 
+// TestLiveAndSimulatorAgreeOnDefaultRules runs the zero Config's rules
+// through both engines over two replicas, where two choices look at both
+// (and a tie leaves the two replicas in the same state, whichever is
+// taken): a cancelled loser that keeps counting on its replica, a hedge
+// refused because its replica is busy and asked for again a delay later,
+// and hedges that lose expensively until the payoff rule stops them. No
+// replica ever holds two copies at once, so that the simulator's queues
+// and the live engine's parallel copies take the same time.
+func TestLiveAndSimulatorAgreeOnDefaultRules(t *testing.T) {
+	cfg := hedge.Config{Delay: hedge.Fixed(10 * time.Millisecond), NoBudget: true}
+	reqs := []agreeRequest{
+		{0, []float64{50, 5}, 0},  // hedge at 10 wins at 15; the primary's replica keeps a ghost until 55
+		{20, []float64{8}, 0},     // goes to the replica without the ghost
+		{30, []float64{32, 5}, 0}, // hedge due at 40 and 50: its replica has the ghost (busy); goes at 60, loses at 62
+	}
+	// Then requests whose hedges lose, each after running three delays
+	// (copies of big requests), until the payoff rule stops them.
+	for i := range 60 {
+		reqs = append(reqs, agreeRequest{at: float64(100 + 100*i), sizes: []float64{40, 40}})
+	}
+	live := runLive(t, cfg, reqs, 2)
+	simd := runSim(t, cfg, reqs, 2, sim.TwoChoice)
+	kinds := map[hedge.Refusal]int{}
+	for i := range reqs {
+		if fmt.Sprint(live[i]) != fmt.Sprint(simd[i]) {
+			t.Errorf("request %d: live engine %v, simulator %v", i, live[i], simd[i])
+		}
+		for k, n := range live[i].refused {
+			kinds[k] += n
+		}
+	}
+	if want := "sent [0@30 1@60] refused map[busy:2]"; fmt.Sprint(live[2]) != want {
+		t.Errorf("request 2: %v, want %s", live[2], want)
+	}
+	for _, k := range []hedge.Refusal{hedge.RefusedBusy, hedge.RefusedPayoff} {
+		if kinds[k] == 0 {
+			t.Errorf("no copy was refused for %v: the scenario does not test it (refusals %v)", k, kinds)
+		}
+	}
+	t.Logf("refusals %v", kinds)
+}
+
 // runLive runs the scenario through hedge.Do, each request on its own
 // goroutine and operation class, on synctest's fake clock.
-func runLive(t *testing.T, cfg hedge.Config, reqs []agreeRequest) []decision {
+func runLive(t *testing.T, cfg hedge.Config, reqs []agreeRequest, replicas int) []decision {
 	out := make([]decision, len(reqs))
 	synctest.Test(t, func(t *testing.T) {
 		cfg.MaxOps = len(reqs)
-		cfg.Replicas = 20
+		cfg.Replicas = replicas
 		h, err := hedge.New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -128,6 +174,8 @@ func runLive(t *testing.T, cfg hedge.Config, reqs []agreeRequest) []decision {
 				hedge.RefusedInFlight: st.InFlightDenied,
 				hedge.RefusedDeadline: st.DeadlineSkipped,
 				hedge.RefusedReplicas: st.NoReplica,
+				hedge.RefusedBusy:     st.BusyDenied,
+				hedge.RefusedPayoff:   st.PayoffDenied,
 			})
 			slices.Sort(out[i].sent)
 		}
@@ -137,13 +185,14 @@ func runLive(t *testing.T, cfg hedge.Config, reqs []agreeRequest) []decision {
 }
 
 // runSim runs the scenario through the simulator's Default strategy with
-// the same hedge.Config, on enough servers that no copy ever queues.
-func runSim(t *testing.T, cfg hedge.Config, reqs []agreeRequest) []decision {
+// the same hedge.Config, on servers where no copy ever queues (the
+// scenario sees to it).
+func runSim(t *testing.T, cfg hedge.Config, reqs []agreeRequest, servers int, routing sim.Routing) []decision {
 	c := sim.DefaultConfig()
 	c.Strategy = sim.Default
 	c.Hedge = &cfg
-	c.Servers = 20
-	c.Routing = sim.LeastLoaded
+	c.Servers = servers
+	c.Routing = routing
 	var sc sim.Script
 	for _, r := range reqs {
 		sc.Requests = append(sc.Requests, sim.ScriptedRequest{At: r.at, Sizes: r.sizes, Deadline: r.deadline})

@@ -244,3 +244,45 @@ func TestFanoutNearZeroLoad(t *testing.T) {
 		near(t, "mean", s.Mean, want, 0.005)
 	}
 }
+
+// With random routing each processor-sharing server is an M/G/1-PS queue,
+// whose mean latency E[S]/(1-load) does not depend on the size
+// distribution: the same for Exp(1) sizes and for big jobs (SCV 10).
+func TestMG1ProcessorSharing(t *testing.T) {
+	for _, tc := range []struct {
+		world World
+		load  float64
+		reqs  int
+	}{{Noise, 0.5, 200_000}, {BigJobs, 0.5, 400_000}, {BigJobs, 0.8, 800_000}} {
+		c := base()
+		c.World, c.Discipline, c.Routing = tc.world, PS, Random
+		c.Load = tc.load
+		c.Requests = scaled(tc.reqs)
+		c.Warmup = c.Requests / 10
+		s := runPoint(t, c, runsSig)
+		// Allowance 1.5%: warm-up from an empty system.
+		near(t, tc.world.String()+" mean", s.Mean, 1/(1-tc.load), 0.015)
+		near(t, tc.world.String()+" utilisation", s.Utilisation, tc.load, 0.01)
+	}
+}
+
+// In the correlated world every server is slowed by SlowFactor f for
+// SlowShare s of the time. At a low load and with stretches much longer
+// than a request, each stretch is close to its own steady state: with
+// random routing, latency is Exp(1-load) in normal times and 3x an
+// Exp(1-f*load) in slow ones, so the mean is (1-s)/(1-load) +
+// s*f/(1-f*load).
+func TestCorrelatedQuasiStatic(t *testing.T) {
+	c := base()
+	c.World, c.Routing, c.Load = Correlated, Random, 0.05
+	c.Requests = scaled(800_000)
+	c.Warmup = c.Requests / 10
+	s := runPoint(t, c, runsSig)
+	sh, f := c.SlowShare, c.SlowFactor
+	want := (1-sh)/(1-c.Load) + sh*f/(1-f*c.Load)
+	// Allowance 1.5%: stretches are 100 mean service times, not infinite.
+	near(t, "mean", s.Mean, want, 0.015)
+	if got, want := c.Capacity(), 1-sh*(1-1/f); math.Abs(got-want) > 1e-12 {
+		t.Errorf("capacity %v, want %v", got, want)
+	}
+}

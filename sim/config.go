@@ -47,9 +47,15 @@ const (
 	// LogNormal: lognormal sizes with mean 1 and log-sd Config.Sigma;
 	// fresh per copy unless Config.SameSize.
 	LogNormal
+	// Correlated: Exp(1) sizes shared by all copies; every server slows
+	// down together, by Config.SlowFactor for Config.SlowShare of the
+	// time in stretches of mean Config.SlowMean (3x, 5% and 100 units by
+	// default). It is the global slowdown in which every request looks as
+	// if it needs a hedge, and copies only add load.
+	Correlated
 )
 
-var worldNames = []string{"noise", "stalls", "bigjobs", "mixed", "lognormal"}
+var worldNames = []string{"noise", "stalls", "bigjobs", "mixed", "lognormal", "correlated"}
 
 // String returns the world's name as used on the command line and in
 // results.json.
@@ -63,6 +69,35 @@ func ParseWorld(s string) (World, error) {
 
 // HasStalls reports whether servers in the world stall.
 func (w World) HasStalls() bool { return w == Stalls || w == Mixed }
+
+// Discipline says how a server shares itself among the copies sent to it.
+type Discipline int
+
+// Disciplines.
+const (
+	// FCFS: a server serves one copy at a time, first come first served;
+	// the others wait in its queue (the study's servers).
+	FCFS Discipline = iota
+	// PS: processor sharing: every copy sent to a server is in service at
+	// once and they share its speed equally, as threads share a machine.
+	// Nothing waits, so tied requests (which cancel on start of service)
+	// do not apply, and neither does pool routing.
+	PS
+)
+
+var disciplineNames = []string{"fcfs", "ps"}
+
+// String returns the discipline's name.
+func (d Discipline) String() string { return name(disciplineNames, int(d)) }
+
+// ParseDiscipline parses a discipline name.
+func ParseDiscipline(s string) (Discipline, error) {
+	i, err := parse("discipline", disciplineNames, s)
+	return Discipline(i), err
+}
+
+// Disciplines lists the valid discipline names.
+func Disciplines() []string { return append([]string(nil), disciplineNames...) }
 
 // Routing says how a copy chooses its server.
 type Routing int
@@ -277,12 +312,22 @@ type Config struct {
 	// strategies ignore it: they are presets (see HedgeConfig).
 	Hedge *hedge.Config
 
+	// Discipline is how servers share themselves among copies (FCFS).
+	Discipline Discipline
+
 	// StallShare is the long-run fraction of time a server is stalled
 	// (0.02), StallMean the mean stalled stretch (50 units) and
 	// StallSlowdown the factor by which a stalled server is slower (20).
 	StallShare    float64
 	StallMean     float64
 	StallSlowdown float64
+	// SlowShare is the long-run fraction of time every server of the
+	// correlated world is slowed down (0.05), SlowMean the mean slowed
+	// stretch (100 units) and SlowFactor the factor by which servers are
+	// slower then (3).
+	SlowShare  float64
+	SlowMean   float64
+	SlowFactor float64
 	// SCV is the squared coefficient of variation of big-job sizes (10).
 	SCV float64
 	// Sigma is the log-standard-deviation of lognormal sizes (1).
@@ -328,6 +373,9 @@ func DefaultConfig() Config {
 		StallShare:    0.02,
 		StallMean:     50,
 		StallSlowdown: 20,
+		SlowShare:     0.05,
+		SlowMean:      100,
+		SlowFactor:    3,
 		SCV:           10,
 		Sigma:         1,
 		MaxAttempts:   2,
@@ -336,13 +384,17 @@ func DefaultConfig() Config {
 }
 
 // Capacity returns the largest sustainable load of the world: 1 without
-// stalls, and the servers' mean speed 1 - share*(1-1/slowdown) with them
-// (0.981 with the defaults).
+// stalls or slowdowns, and the servers' mean speed with them: 1 -
+// share*(1-1/slowdown), 0.981 with the default stalls and 0.967 with the
+// correlated world's default slowdowns.
 func (c Config) Capacity() float64 {
-	if !c.World.HasStalls() {
-		return 1
+	switch {
+	case c.World.HasStalls():
+		return 1 - c.StallShare*(1-1/c.StallSlowdown)
+	case c.World == Correlated:
+		return 1 - c.SlowShare*(1-1/c.SlowFactor)
 	}
-	return 1 - c.StallShare*(1-1/c.StallSlowdown)
+	return 1
 }
 
 // ErrInvalid is wrapped by every error Validate returns.
@@ -381,11 +433,35 @@ func (c Config) Validate() error {
 			bad("stall slowdown %v: use a factor >= 1, e.g. 20", c.StallSlowdown)
 		}
 	}
+	if c.World == Correlated {
+		if !(c.SlowShare >= 0 && c.SlowShare < 1) {
+			bad("slow share %v is outside [0, 1)", c.SlowShare)
+		}
+		if !(c.SlowMean > 0) || math.IsInf(c.SlowMean, 0) {
+			bad("slow mean %v: use a positive number of time units, e.g. 100", c.SlowMean)
+		}
+		if !(c.SlowFactor >= 1) || math.IsInf(c.SlowFactor, 0) {
+			bad("slow factor %v: use a factor >= 1, e.g. 3", c.SlowFactor)
+		}
+	}
+	if c.Discipline < 0 || int(c.Discipline) >= len(disciplineNames) {
+		bad("unknown discipline %d: use one of %s", c.Discipline, strings.Join(disciplineNames, ", "))
+	} else if c.Discipline == PS {
+		if c.Strategy.IsTied() {
+			bad("strategy %s with processor sharing: a tied copy is cancelled when another starts service, and under processor sharing every copy starts at once; use fcfs servers", c.Strategy)
+		}
+		if c.Routing == Pool {
+			bad("pool routing with processor sharing: use fcfs servers, or another routing")
+		}
+	}
 	if !(c.Load > 0 && c.Load < 1) {
 		bad("load %v is outside (0, 1): load is the arrival rate over the servers' total service rate", c.Load)
 	} else if capa := c.Capacity(); c.World.HasStalls() && c.Load >= capa {
 		bad("load %v is at or above the %s world's capacity %.4g (stalled servers work at 1/%g speed %g%% of the time): use a load below %.4g",
 			c.Load, c.World, capa, c.StallSlowdown, 100*c.StallShare, capa)
+	} else if c.World == Correlated && c.Load >= capa {
+		bad("load %v is at or above the correlated world's capacity %.4g (every server works at 1/%g speed %g%% of the time): use a load below %.4g",
+			c.Load, capa, c.SlowFactor, 100*c.SlowShare, capa)
 	}
 	if (c.World == BigJobs || c.World == Mixed) && (!(c.SCV >= 1) || math.IsInf(c.SCV, 0)) {
 		bad("scv %v: the hyperexponential needs a squared coefficient of variation >= 1, e.g. 10", c.SCV)
@@ -476,6 +552,9 @@ func (c Config) HedgeConfig() (hedge.Config, bool) {
 	}
 	h.Replicas = c.replicas()
 	h.MaxOps = 1 // one operation class: the estimator's memory is one window
+	// The presets are the study's plain strategies: no spare-capacity or
+	// payoff rule.
+	h.MaxReplicaLoad, h.MinWinRate = hedge.AnyReplicaLoad, -1
 	return h, true
 }
 
@@ -516,8 +595,14 @@ func (c Config) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "world=%s routing=%s strategy=%s load=%g servers=%d requests=%d warmup=%d seed=%d",
 		c.World, c.Routing, c.Strategy, c.Load, c.Servers, c.Requests, c.Warmup, c.Seed)
+	if c.Discipline != FCFS {
+		fmt.Fprintf(&b, " discipline=%s", c.Discipline)
+	}
 	if c.World.HasStalls() {
 		fmt.Fprintf(&b, " stall-mean=%g stall-share=%g stall-slowdown=%g", c.StallMean, c.StallShare, c.StallSlowdown)
+	}
+	if c.World == Correlated {
+		fmt.Fprintf(&b, " slow-mean=%g slow-share=%g slow-factor=%g", c.SlowMean, c.SlowShare, c.SlowFactor)
 	}
 	if c.World == BigJobs || c.World == Mixed {
 		fmt.Fprintf(&b, " scv=%g", c.SCV)

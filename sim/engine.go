@@ -43,6 +43,8 @@ type request struct {
 	ran      uint8 // copies that started service
 	done     bool  // a copy finished (or the parent no longer needs it)
 	measured bool
+	ahead    int32              // copies on the primary's queue when it was placed (for hedge.Behind)
+	leftAt   uint32             // the queue's left count then
 	state    [MaxAttempts]uint8 // copy k's state (cWaiting, ...)
 	held     [MaxAttempts]bool  // copy k holds one of the Policy's in-flight slots until it ends
 	plan     hedge.Plan         // the library's decision state, for hedging strategies
@@ -62,7 +64,14 @@ type fifo struct {
 	buf  []qent // length a power of two
 	head int
 	n    int
-	busy int // live copies waiting here or in service from here: the routing load
+	busy int    // live copies waiting here or in service from here: the routing load
+	left uint32 // copies completed here, modulo 2^32 (for hedge.Behind)
+	// ghostUntil: a copy was cancelled here because another copy of its
+	// request won, and this queue has completed nothing since. The
+	// library's picker counts it as one more copy in flight until the
+	// replica shows progress or until then (see hedge.Picker), so that
+	// cancelling a stuck copy does not make a stalled server look idle.
+	ghostUntil float64
 }
 
 func (f *fifo) push(x qent) {
@@ -95,6 +104,25 @@ type server struct {
 	stalled          bool
 }
 
+// psEnt is a copy in service on a processor-sharing server: it finishes
+// when the server's virtual time reaches fv.
+type psEnt struct {
+	fv   float64
+	slot int32
+	gen  uint32
+	k    uint8
+}
+
+// psServer is the processor-sharing state of a server. Each of its n
+// copies in service has received v units of work per copy since the
+// server's virtual time began; v grows at speed/n. Copies are in a binary
+// min-heap on fv; a cancelled copy's entry stays until it reaches the top.
+type psServer struct {
+	v, last float64
+	n       int
+	h       []psEnt
+}
+
 // parentRec is a fan-out request.
 type parentRec struct {
 	arrival  float64
@@ -123,6 +151,10 @@ type engine struct {
 	qs     []fifo
 	idle   []int32 // idle servers, Pool routing only
 	pool   bool
+	ps     bool       // processor-sharing servers
+	pss    []psServer // their state, with ps
+	slow   bool       // the correlated world's slowdown is on
+	slowF  float64    // speed factor of the slowdown in force (1 when off)
 	slots  []request
 	free   []int32
 	par    []parentRec
@@ -133,6 +165,7 @@ type engine struct {
 	load   func(int) int
 
 	hedges      bool
+	ghosts      bool // count cancelled losers as load until progress (the library's picker)
 	tied        bool
 	tiedSample  bool // Tied with two-choice routing: copies on two-choice's sampled pair
 	cancel      bool
@@ -141,7 +174,7 @@ type engine struct {
 	live        *hedge.PercentileEstimator // est, when it is a live percentile
 	feedPrimary bool                       // feed live the primary's latency (the library's rule)
 	need        int32                      // fan-out sub-requests needed
-	refused     [8]int64                   // refusals by hedge.Refusal, of measured units
+	refused     [hedge.NumRefusals]int64   // refusals by hedge.Refusal, of measured units
 	shadow      int64                      // copies Shadow mode would have sent, of measured units
 	memoD       time.Duration              // the last delay converted by delayUnits
 	memoF       float64                    // and its value in time units
@@ -154,6 +187,7 @@ type engine struct {
 	pending   int // measured slots not yet freed + measured parents not done
 	stallMean [2]float64
 	slowSpeed float64
+	slowMean  [2]float64 // correlated world: mean time normal, slowed
 
 	measuring          bool
 	lastT              float64
@@ -183,10 +217,17 @@ func (e *engine) init(c Config) {
 	e.timers.reset()
 	e.serversN = c.Servers
 	e.pool = c.Routing == Pool
+	e.ps = c.Discipline == PS
 	e.leastLoaded = c.Routing == LeastLoaded
 	e.picker = hedge.Picker{Random: c.Routing == Random}
 	if e.load == nil {
-		e.load = func(i int) int { return e.qs[i].busy }
+		e.load = func(i int) int {
+			f := &e.qs[i]
+			if e.now < f.ghostUntil {
+				return f.busy + 1
+			}
+			return f.busy
+		}
 	}
 	nq := c.Servers
 	if e.pool {
@@ -195,7 +236,7 @@ func (e *engine) init(c Config) {
 	e.srv = resize(e.srv, c.Servers)
 	e.qs = resize(e.qs, nq)
 	for i := range e.qs {
-		e.qs[i].head, e.qs[i].n, e.qs[i].busy = 0, 0, 0
+		e.qs[i].head, e.qs[i].n, e.qs[i].busy, e.qs[i].left, e.qs[i].ghostUntil = 0, 0, 0, 0, 0
 	}
 	e.idle = e.idle[:0]
 	for i := range e.srv {
@@ -205,6 +246,13 @@ func (e *engine) init(c Config) {
 			e.idle = append(e.idle, int32(i))
 		}
 		e.srv[i] = server{cur: -1, q: q, speed: 1}
+	}
+	e.slow, e.slowF = false, 1
+	if e.ps {
+		e.pss = resize(e.pss, c.Servers)
+		for i := range e.pss {
+			e.pss[i] = psServer{h: e.pss[i].h[:0]}
+		}
 	}
 	e.slots = e.slots[:0]
 	e.free = e.free[:0]
@@ -229,8 +277,11 @@ func (e *engine) init(c Config) {
 		e.live, _ = e.est.(*hedge.PercentileEstimator)
 		e.hedges = pol.MaxAttempts() > 1
 	}
+	// The library's picker counts a cancelled loser as load for a while
+	// (hedge.Policy.Ghost); the study's presets do not.
+	e.ghosts = e.pol != nil && e.pol.Ghost(time.Millisecond) > 0
 	e.feedPrimary = c.feedPrimary()
-	e.refused = [8]int64{}
+	e.refused = [hedge.NumRefusals]int64{}
 	e.shadow = 0
 	e.need = int32(c.Fanout)
 	if c.FanoutNeed > 0 {
@@ -272,6 +323,18 @@ func (e *engine) init(c Config) {
 			}
 			e.ev.push(event{t: e.rS.ExpFloat64() * e.stallMean[b2i(s.stalled)], a: int32(i), tag: evTag{kind: evStall}})
 		}
+	}
+	if c.World == Correlated && c.SlowShare > 0 {
+		e.slowMean[1] = c.SlowMean
+		e.slowMean[0] = c.SlowMean * (1 - c.SlowShare) / c.SlowShare
+		// Stationary start, as for stalls.
+		if e.rS.Float64() < c.SlowShare {
+			e.slow, e.slowF = true, 1/c.SlowFactor
+			for i := range e.srv {
+				e.srv[i].speed = e.slowF
+			}
+		}
+		e.ev.push(event{t: e.rS.ExpFloat64() * e.slowMean[b2i(e.slow)], tag: evTag{kind: evSlow}})
 	}
 }
 
@@ -322,6 +385,8 @@ func (e *engine) run() {
 			e.onHedge(ev.a, ev.gen)
 		case evStall:
 			e.onStall(ev.a)
+		case evSlow:
+			e.onSlow()
 		case evTiedCancel:
 			r := &e.slots[ev.a]
 			if r.gen == ev.gen && r.state[ev.tag.k] == cWaiting {
@@ -425,7 +490,13 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 			e.kick(q)
 		}
 	default:
-		e.kick(e.addCopy(slot, r))
+		q := e.addCopy(slot, r)
+		f := &e.qs[q]
+		r.ahead, r.leftAt = int32(f.busy-1), f.left
+		if e.pol != nil {
+			e.pol.Placed(e.load(int(q)) - 1)
+		}
+		e.kick(q)
 		if e.hedges {
 			e.emit(TraceEvent{Request: int(r.idx), Copy: 0, At: e.now})
 			deadline := hedge.Never
@@ -462,28 +533,58 @@ func (e *engine) scheduleNext(slot int32, r *request, now time.Duration) {
 			e.schedule(event{t: e.now + e.delayUnits(at-now), a: slot, gen: r.gen, tag: evTag{kind: evHedge}})
 			return
 		}
-		if !e.tryHedge(slot, r, now) {
+		if why := e.tryHedge(slot, r, now); why != hedge.Allowed {
+			e.rearm(slot, r, now, why)
 			return
 		}
 	}
 }
 
+// evidence is what the client sees of r's primary's queue (hedge.Behind).
+func (e *engine) evidence(r *request) hedge.Evidence {
+	return hedge.Behind(int64(r.ahead), int64(e.qs[r.copies[0].q].left-r.leftAt))
+}
+
+// rearm queues a hedge event again after a refusal that the Policy
+// retries (hedge.Policy.Retries), as the live engine does.
+func (e *engine) rearm(slot int32, r *request, now time.Duration, why hedge.Refusal) {
+	if !e.pol.Retries(&r.plan, why) {
+		return
+	}
+	if at, _ := e.pol.Due(&r.plan, now); at != hedge.Never && at > now {
+		e.schedule(event{t: e.now + e.delayUnits(at-now), a: slot, gen: r.gen, tag: evTag{kind: evHedge}})
+	}
+}
+
 // tryHedge asks the Policy for one more copy of r now, and places it (in
-// Shadow mode, counts it) or counts the refusal.
-func (e *engine) tryHedge(slot int32, r *request, now time.Duration) bool {
-	why := e.pol.Next(&r.plan, now, false)
+// Shadow mode, counts it) or counts the refusal. When the Policy looks at
+// the load of the copy's server, the server is picked first, as the live
+// engine does. It returns the refusal, or Allowed when the copy went.
+func (e *engine) tryHedge(slot int32, r *request, now time.Duration) hedge.Refusal {
+	why := e.pol.Check(&r.plan, now, false)
+	q, load := int32(-1), -1
+	if why == hedge.Allowed && e.pol.ChecksLoad() {
+		if q = e.place(r); q >= 0 {
+			load = e.load(int(q))
+		}
+	}
+	if why == hedge.Allowed {
+		why = e.pol.Admit(&r.plan, load, e.evidence(r))
+	}
 	if why != hedge.Allowed {
 		e.refuse(r, why)
-		return false
+		return why
 	}
 	if r.plan.Mode == hedge.Shadow {
 		if r.measured {
 			e.shadow++
 		}
-		return true
+		return hedge.Allowed
 	}
 	held := e.pol.HoldsSlot(&r.plan)
-	q := e.addCopy(slot, r)
+	if q < 0 {
+		q = e.place(r)
+	}
 	if q < 0 {
 		// No eligible server: unreachable while the Policy caps copies at
 		// Servers, but give back what the Policy took.
@@ -491,12 +592,13 @@ func (e *engine) tryHedge(slot int32, r *request, now time.Duration) bool {
 		if held {
 			e.pol.Done()
 		}
-		return false
+		return hedge.RefusedReplicas
 	}
+	e.addCopyAt(slot, r, q)
 	r.held[r.n-1] = held
 	e.emit(TraceEvent{Request: int(r.idx), Copy: int(r.n - 1), At: e.now})
 	e.kick(q)
-	return true
+	return hedge.Allowed
 }
 
 // delayUnits is fromDuration, remembering the last conversion: a delay is
@@ -520,6 +622,12 @@ func (e *engine) refuse(r *request, why hedge.Refusal) {
 	e.emit(TraceEvent{Request: int(r.idx), Copy: -1, At: e.now, Refused: why})
 }
 
+// leave takes a copy that completed or was cancelled off queue q's count.
+func (e *engine) leave(q int32) {
+	f := &e.qs[q]
+	f.busy--
+}
+
 // ended gives back the in-flight slot of copy k of r, which completed or
 // was cancelled.
 func (e *engine) ended(r *request, k uint8) {
@@ -536,6 +644,12 @@ func (e *engine) addCopy(slot int32, r *request) int32 {
 	if q < 0 {
 		return -1
 	}
+	e.addCopyAt(slot, r, q)
+	return q
+}
+
+// addCopyAt places the request's next copy on queue q.
+func (e *engine) addCopyAt(slot int32, r *request, q int32) {
 	size := r.size
 	switch {
 	case e.script != nil:
@@ -553,11 +667,20 @@ func (e *engine) addCopy(slot int32, r *request) int32 {
 	f := &e.qs[q]
 	f.push(qent{slot: slot, gen: r.gen, k: k})
 	f.busy++
-	return q
 }
 
-// kick starts service on queue q's idle server(s), if any.
+// kick starts service on queue q's idle server(s), if any. Under processor
+// sharing every copy placed on q starts at once.
 func (e *engine) kick(q int32) {
+	if e.ps {
+		for {
+			ent, ok := e.popValid(q)
+			if !ok {
+				return
+			}
+			e.psStart(q, ent)
+		}
+	}
 	if !e.pool {
 		if e.srv[q].cur < 0 {
 			if ent, ok := e.popValid(q); ok {
@@ -627,7 +750,7 @@ func (e *engine) start(s int32, ent qent) {
 func (e *engine) cancelWaiting(r *request, k uint8) {
 	c := &r.copies[k]
 	r.state[k] = cCancelled
-	e.qs[c.q].busy--
+	e.leave(c.q)
 	r.live--
 	e.ended(r, k)
 }
@@ -636,6 +759,10 @@ func (e *engine) cancelWaiting(r *request, k uint8) {
 // lets its server take the next copy.
 func (e *engine) cancelRunning(r *request, k uint8) {
 	c := &r.copies[k]
+	if e.ps {
+		e.psCancel(r, k)
+		return
+	}
 	sv := &e.srv[c.srv]
 	rem := sv.rem - (e.now-sv.last)*sv.speed
 	if rem < 0 {
@@ -644,7 +771,7 @@ func (e *engine) cancelRunning(r *request, k uint8) {
 	r.work += c.size - rem
 	r.state[k] = cCancelled
 	r.live--
-	e.qs[c.q].busy--
+	e.leave(c.q)
 	e.ended(r, k)
 	e.release(c.srv)
 }
@@ -663,6 +790,12 @@ func (e *engine) release(s int32) {
 
 func (e *engine) onComplete(ev event) {
 	sv := &e.srv[ev.a]
+	if e.ps {
+		if sv.gen == ev.gen {
+			e.psComplete(ev.a)
+		}
+		return
+	}
 	if sv.gen != ev.gen || sv.cur < 0 {
 		return // rescheduled by a speed change, or cancelled
 	}
@@ -672,7 +805,9 @@ func (e *engine) onComplete(ev event) {
 	r.work += c.size
 	r.state[sv.k] = cDone
 	r.live--
-	e.qs[c.q].busy--
+	e.leave(c.q)
+	e.qs[c.q].left++
+	e.qs[c.q].ghostUntil = 0
 	e.ended(r, sv.k)
 	switch {
 	case !r.done:
@@ -702,7 +837,7 @@ func (e *engine) finish(slot int32, r *request, k uint8) {
 		}
 	}
 	if e.pol != nil {
-		e.pol.Succeeded(&r.plan)
+		e.pol.Succeeded(&r.plan, toDuration(e.now), k > 0)
 	}
 	if e.cancel && r.live > 0 {
 		e.cancelAll(r)
@@ -726,6 +861,11 @@ func (e *engine) cancelAll(r *request) {
 			e.cancelWaiting(r, j)
 		case cRunning:
 			e.cancelRunning(r, j)
+		default:
+			continue
+		}
+		if e.ghosts {
+			e.qs[r.copies[j].q].ghostUntil = e.now + fromDuration(e.pol.Ghost(r.plan.Delay))
 		}
 	}
 }
@@ -774,13 +914,54 @@ func (e *engine) onHedge(slot int32, gen uint32) {
 // hedgeDue asks for the copy of r that is due now, and schedules the next.
 func (e *engine) hedgeDue(slot int32, r *request) {
 	now := toDuration(e.now)
-	if e.tryHedge(slot, r, now) {
-		e.scheduleNext(slot, r, now)
+	if why := e.tryHedge(slot, r, now); why != hedge.Allowed {
+		e.rearm(slot, r, now, why)
+		return
 	}
+	e.scheduleNext(slot, r, now)
 }
 
 func (e *engine) onStall(s int32) {
 	sv := &e.srv[s]
+	sv.stalled = !sv.stalled
+	speed := e.slowF
+	if sv.stalled {
+		speed *= e.slowSpeed
+		e.nStalled++
+	} else {
+		e.nStalled--
+	}
+	e.setSpeed(s, speed)
+	e.ev.push(event{t: e.now + e.rS.ExpFloat64()*e.stallMean[b2i(sv.stalled)], a: s, tag: evTag{kind: evStall}})
+}
+
+// onSlow turns the correlated world's slowdown of every server on or off.
+func (e *engine) onSlow() {
+	e.slow = !e.slow
+	e.slowF = 1
+	if e.slow {
+		e.slowF = 1 / e.c.SlowFactor
+	}
+	for i := range e.srv {
+		speed := e.slowF
+		if e.srv[i].stalled {
+			speed *= e.slowSpeed
+		}
+		e.setSpeed(int32(i), speed)
+	}
+	e.ev.push(event{t: e.now + e.rS.ExpFloat64()*e.slowMean[b2i(e.slow)], tag: evTag{kind: evSlow}})
+}
+
+// setSpeed changes server s's speed now, accounting the work done at the
+// old speed and rescheduling its next completion.
+func (e *engine) setSpeed(s int32, speed float64) {
+	sv := &e.srv[s]
+	if e.ps {
+		e.psAdvance(s)
+		sv.speed = speed
+		e.psSchedule(s)
+		return
+	}
 	if sv.cur >= 0 {
 		sv.rem -= (e.now - sv.last) * sv.speed
 		if sv.rem < 0 {
@@ -788,17 +969,158 @@ func (e *engine) onStall(s int32) {
 		}
 		sv.last = e.now
 	}
-	sv.stalled = !sv.stalled
-	if sv.stalled {
-		sv.speed = e.slowSpeed
-		e.nStalled++
-	} else {
-		sv.speed = 1
-		e.nStalled--
-	}
+	sv.speed = speed
 	if sv.cur >= 0 {
 		sv.gen++
 		e.ev.push(event{t: e.now + sv.rem/sv.speed, a: s, gen: sv.gen, tag: evTag{kind: evComplete}})
 	}
-	e.ev.push(event{t: e.now + e.rS.ExpFloat64()*e.stallMean[b2i(sv.stalled)], a: s, tag: evTag{kind: evStall}})
+}
+
+// psAdvance brings processor-sharing server s's virtual time to now.
+func (e *engine) psAdvance(s int32) {
+	p := &e.pss[s]
+	if p.n > 0 {
+		p.v += (e.now - p.last) * e.srv[s].speed / float64(p.n)
+	}
+	p.last = e.now
+}
+
+// psValid reports whether a heap entry of server s is a copy still in
+// service there.
+func (e *engine) psValid(s int32, x psEnt) bool {
+	r := &e.slots[x.slot]
+	return r.gen == x.gen && r.state[x.k] == cRunning && r.copies[x.k].srv == s
+}
+
+// psSchedule drops cancelled copies from the top of server s's heap and
+// schedules its next completion (the virtual time is current).
+func (e *engine) psSchedule(s int32) {
+	p := &e.pss[s]
+	sv := &e.srv[s]
+	sv.gen++
+	for len(p.h) > 0 && !e.psValid(s, p.h[0]) {
+		psPop(&p.h)
+	}
+	if p.n == 0 || len(p.h) == 0 {
+		return
+	}
+	left := (p.h[0].fv - p.v) * float64(p.n) / sv.speed
+	if left < 0 {
+		left = 0
+	}
+	e.ev.push(event{t: e.now + left, a: s, gen: sv.gen, tag: evTag{kind: evComplete}})
+}
+
+// psStart puts a copy in service on processor-sharing server s.
+func (e *engine) psStart(s int32, ent qent) {
+	e.psAdvance(s)
+	r := &e.slots[ent.slot]
+	c := &r.copies[ent.k]
+	r.state[ent.k] = cRunning
+	c.srv = s
+	r.ran++
+	p := &e.pss[s]
+	psPush(&p.h, psEnt{fv: p.v + c.size, slot: ent.slot, gen: ent.gen, k: ent.k})
+	p.n++
+	if p.n == 1 {
+		e.nRunning++
+	}
+	e.psSchedule(s)
+}
+
+// psLeave takes one copy out of server s's count (the entry itself is
+// popped, or skipped later).
+func (e *engine) psLeave(s int32) {
+	p := &e.pss[s]
+	p.n--
+	if p.n == 0 {
+		e.nRunning--
+	}
+}
+
+// psComplete finishes the copy at the top of server s's heap.
+func (e *engine) psComplete(s int32) {
+	e.psAdvance(s)
+	p := &e.pss[s]
+	x := psPop(&p.h)
+	e.psLeave(s)
+	r := &e.slots[x.slot]
+	c := &r.copies[x.k]
+	r.work += c.size
+	r.state[x.k] = cDone
+	r.live--
+	e.leave(c.q)
+	e.qs[c.q].left++
+	e.qs[c.q].ghostUntil = 0
+	e.ended(r, x.k)
+	switch {
+	case !r.done:
+		e.finish(x.slot, r, x.k)
+	case x.k == 0 && e.live != nil && e.feedPrimary:
+		e.live.Observe(toDuration(e.now), toDuration(e.now-r.arrival))
+	}
+	e.psSchedule(s)
+	e.maybeFree(x.slot)
+}
+
+// psCancel stops copy k of r, in service on a processor-sharing server,
+// counting the work it got.
+func (e *engine) psCancel(r *request, k uint8) {
+	c := &r.copies[k]
+	s := c.srv
+	e.psAdvance(s)
+	p := &e.pss[s]
+	for _, x := range p.h {
+		if x.k == k && x.gen == r.gen && &e.slots[x.slot] == r {
+			r.work += c.size - max(0, x.fv-p.v)
+			break
+		}
+	}
+	r.state[k] = cCancelled
+	r.live--
+	e.leave(c.q)
+	e.ended(r, k)
+	e.psLeave(s)
+	e.psSchedule(s)
+}
+
+// psPush and psPop keep a binary min-heap of copies on fv.
+func psPush(h *[]psEnt, x psEnt) {
+	a := append(*h, x)
+	i := len(a) - 1
+	for i > 0 {
+		up := (i - 1) / 2
+		if a[up].fv <= a[i].fv {
+			break
+		}
+		a[up], a[i] = a[i], a[up]
+		i = up
+	}
+	*h = a
+}
+
+func psPop(h *[]psEnt) psEnt {
+	a := *h
+	top := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a = a[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(a) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(a) && a[r].fv < a[l].fv {
+			m = r
+		}
+		if a[i].fv <= a[m].fv {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return top
 }

@@ -7,6 +7,7 @@ const (
 	evStall                   // a = server: its stall state flips
 	evHedge                   // a = request slot, gen = slot generation
 	evTiedCancel              // a = request slot, gen = slot generation, k = copy
+	evSlow                    // every server's slowdown state flips (correlated world)
 )
 
 // event is a value in the heap; nothing is boxed and nothing allocates once

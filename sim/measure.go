@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/tailcut/hedge"
 	"math"
 	"slices"
 
@@ -48,7 +49,7 @@ type RunResult struct {
 	// that the library's Policy refused, indexed by hedge.Refusal:
 	// Refused[hedge.RefusedBudget] is budget refusals. (A unit that has
 	// sent MaxAttempts copies is not counted.)
-	Refused [8]int64
+	Refused [hedge.NumRefusals]int64
 	// ShadowHedges counts the copies of measured units that Shadow mode
 	// would have sent.
 	ShadowHedges int64

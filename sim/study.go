@@ -106,6 +106,15 @@ func scenarioKey(c Config) string {
 	if c.World == BigJobs || c.World == Mixed {
 		fmt.Fprintf(&b, "|scv=%g", c.SCV)
 	}
+	if c.World == LogNormal {
+		fmt.Fprintf(&b, "|sigma=%g", c.Sigma)
+	}
+	if c.World == Correlated {
+		fmt.Fprintf(&b, "|slow=%g,%g,%g", c.SlowShare, c.SlowMean, c.SlowFactor)
+	}
+	if c.Discipline != FCFS {
+		fmt.Fprintf(&b, "|%s", c.Discipline)
+	}
 	return b.String()
 }
 

@@ -58,6 +58,8 @@ func Sort(hedgers map[string]*hedge.Hedger) ([]Named, []error) {
 const (
 	ReasonBudget   = "budget"    // Stats.BudgetDenied
 	ReasonInFlight = "in_flight" // Stats.InFlightDenied
+	ReasonBusy     = "busy"      // Stats.BusyDenied
+	ReasonPayoff   = "payoff"    // Stats.PayoffDenied
 	ReasonDeadline = "deadline"  // Stats.DeadlineSkipped
 	ReasonReplicas = "replicas"  // Stats.NoReplica
 )
@@ -69,10 +71,12 @@ type Count struct {
 }
 
 // Refusals returns s's refusal counts by reason.
-func Refusals(s hedge.Stats) [4]Count {
-	return [4]Count{
+func Refusals(s hedge.Stats) [6]Count {
+	return [6]Count{
 		{ReasonBudget, s.BudgetDenied},
 		{ReasonInFlight, s.InFlightDenied},
+		{ReasonBusy, s.BusyDenied},
+		{ReasonPayoff, s.PayoffDenied},
 		{ReasonDeadline, s.DeadlineSkipped},
 		{ReasonReplicas, s.NoReplica},
 	}

@@ -1,0 +1,335 @@
+package hedge_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tailcut/hedge"
+)
+
+// policy makes a Policy with replicas, and a Plan for a request started
+// at 0 with the given delay.
+func policy(t *testing.T, cfg hedge.Config) *hedge.Policy {
+	t.Helper()
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 3
+	}
+	p, err := hedge.NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func begin(p *hedge.Policy, delay time.Duration) *hedge.Plan {
+	var pl hedge.Plan
+	p.Begin(&pl, 0, hedge.Fixed(delay).NewEstimator(), hedge.Never, false, nil)
+	return &pl
+}
+
+// ask runs Check then Admit at now, as an engine that picks replicas does.
+func ask(p *hedge.Policy, pl *hedge.Plan, now time.Duration, load int, ev hedge.Evidence) hedge.Refusal {
+	if why := p.Check(pl, now, false); why != hedge.Allowed {
+		return why
+	}
+	return p.Admit(pl, load, ev)
+}
+
+func TestSpareCapacityRule(t *testing.T) {
+	p := policy(t, hedge.Config{Delay: hedge.Fixed(ms), NoBudget: true})
+	if !p.ChecksLoad() {
+		t.Fatal("the zero Config should look at the replica's load")
+	}
+	pl := begin(p, ms)
+	if why := ask(p, pl, ms, 1, hedge.EvidenceHead); why != hedge.RefusedBusy {
+		t.Fatalf("a hedge to a busy replica: %v, want busy", why)
+	}
+	if !p.Retries(pl, hedge.RefusedBusy) {
+		t.Fatal("a busy refusal should be asked again a delay later")
+	}
+	if p.Retries(pl, hedge.RefusedBudget) {
+		t.Fatal("a budget refusal is final")
+	}
+	if at, _ := p.Due(pl, ms); at != 2*ms {
+		t.Fatalf("asked again at %v, want 2ms", at)
+	}
+	if why := ask(p, pl, 2*ms, 0, hedge.EvidenceHead); why != hedge.Allowed {
+		t.Fatalf("a hedge to an idle replica: %v", why)
+	}
+
+	// A copy that replaces a failed one is not a bet on slowness.
+	pl = begin(p, ms)
+	if why := p.Check(pl, 0, true); why != hedge.Allowed {
+		t.Fatal(why)
+	}
+	if why := p.Admit(pl, 5, hedge.EvidenceHead); why != hedge.Allowed {
+		t.Fatalf("a retry after a failure to a busy replica: %v", why)
+	}
+
+	// MaxReplicaLoad allows that many in flight; AnyReplicaLoad turns
+	// the rule off; without replicas there is no load to see.
+	for _, tc := range []struct {
+		cfg  hedge.Config
+		load int
+		want hedge.Refusal
+	}{
+		{hedge.Config{MaxReplicaLoad: 2}, 2, hedge.Allowed},
+		{hedge.Config{MaxReplicaLoad: 2}, 3, hedge.RefusedBusy},
+		{hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad}, 100, hedge.Allowed},
+	} {
+		tc.cfg.Delay, tc.cfg.NoBudget = hedge.Fixed(ms), true
+		p := policy(t, tc.cfg)
+		if why := ask(p, begin(p, ms), ms, tc.load, hedge.EvidenceHead); why != tc.want {
+			t.Errorf("%+v at load %d: %v, want %v", tc.cfg, tc.load, why, tc.want)
+		}
+	}
+	if p, _ := hedge.NewPolicy(hedge.Config{Delay: hedge.Fixed(ms), NoBudget: true}); p.ChecksLoad() {
+		t.Error("without Replicas the rule cannot apply")
+	}
+}
+
+// TestSpareShare checks the other half of the spare-capacity rule: when
+// few recent primaries found their replica idle, every replica is busy
+// and no hedge goes, even to a replica that happens to be idle.
+func TestSpareShare(t *testing.T) {
+	p := policy(t, hedge.Config{Delay: hedge.Fixed(ms), NoBudget: true})
+	if p.Spare() != 1 {
+		t.Fatalf("spare %v before any placement, want 1", p.Spare())
+	}
+	for range 5000 {
+		p.Placed(2)
+	}
+	if s := p.Spare(); s > 0.01 {
+		t.Fatalf("spare %v after 5,000 busy placements", s)
+	}
+	if why := ask(p, begin(p, ms), ms, 0, hedge.EvidenceHead); why != hedge.RefusedBusy {
+		t.Fatalf("hedge while every replica is busy: %v, want busy", why)
+	}
+	for range 5000 {
+		p.Placed(0)
+	}
+	if s := p.Spare(); s < 0.99 {
+		t.Fatalf("spare %v after 5,000 idle placements", s)
+	}
+	if why := ask(p, begin(p, ms), ms, 0, hedge.EvidenceHead); why != hedge.Allowed {
+		t.Fatalf("hedge once replicas are idle again: %v", why)
+	}
+}
+
+// settleHedge makes one hedge of class ev go and records its outcome at
+// now: won, or lost after running for ran.
+func settleHedge(t *testing.T, p *hedge.Policy, ev hedge.Evidence, won bool, ran time.Duration) hedge.Refusal {
+	t.Helper()
+	pl := begin(p, 10*ms)
+	why := ask(p, pl, 10*ms, 0, ev)
+	if why == hedge.Allowed {
+		p.Succeeded(pl, 10*ms+ran, won)
+	}
+	return why
+}
+
+func TestPayoffStopsExpensiveLosers(t *testing.T) {
+	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true})
+	// Hedges of the head class that always lose and run three delays
+	// (copies of big requests): the class stops.
+	sent := 0
+	for range 200 {
+		if settleHedge(t, p, hedge.EvidenceHead, false, 30*ms) == hedge.Allowed {
+			sent++
+		}
+	}
+	if sent > 60 {
+		t.Fatalf("%d of 200 losing, costly hedges sent: the payoff rule did not stop them", sent)
+	}
+	if p.WinRate(hedge.EvidenceHead) > 0.35 || p.Waste(hedge.EvidenceHead) < 0.4 {
+		t.Fatalf("head: win rate %v, waste %v", p.WinRate(hedge.EvidenceHead), p.Waste(hedge.EvidenceHead))
+	}
+	var refused hedge.Refusal
+	for range 50 {
+		if why := ask(p, begin(p, 10*ms), 10*ms, 0, hedge.EvidenceHead); why != hedge.Allowed {
+			refused = why
+		}
+	}
+	if refused != hedge.RefusedPayoff {
+		t.Fatalf("refusal %v, want payoff", refused)
+	}
+	// The other classes are not affected.
+	if why := ask(p, begin(p, 10*ms), 10*ms, 0, hedge.EvidenceBehind); why != hedge.Allowed {
+		t.Fatalf("behind after head stopped: %v", why)
+	}
+}
+
+func TestPayoffKeepsCheapLosersAndWinners(t *testing.T) {
+	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true})
+	// Head hedges that lose nine times in ten, but cheaply (a tenth of a
+	// delay: ordinary slow requests around a stall), go on.
+	for i := range 500 {
+		if why := settleHedge(t, p, hedge.EvidenceHead, i%10 == 0, ms); why != hedge.Allowed {
+			t.Fatalf("cheap loser %d refused: %v (win rate %v, waste %v)", i, why, p.WinRate(hedge.EvidenceHead), p.Waste(hedge.EvidenceHead))
+		}
+	}
+	// Behind hedges that win half the time, however long their losers
+	// run, go on.
+	for i := range 500 {
+		if why := settleHedge(t, p, hedge.EvidenceBehind, i%2 == 0, 50*ms); why != hedge.Allowed {
+			t.Fatalf("winner %d refused: %v (win rate %v)", i, why, p.WinRate(hedge.EvidenceBehind))
+		}
+	}
+}
+
+// TestPayoffComesBack checks that a class that stopped paying is probed
+// now and then, and comes back when its hedges win again.
+func TestPayoffComesBack(t *testing.T) {
+	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true})
+	for range 300 {
+		settleHedge(t, p, hedge.EvidenceHead, false, 50*ms)
+	}
+	probes := 0
+	for range 200_000 {
+		if settleHedge(t, p, hedge.EvidenceHead, true, 0) == hedge.Allowed {
+			probes++
+		}
+		if p.WinRate(hedge.EvidenceHead) >= 0.35 {
+			break
+		}
+	}
+	if p.WinRate(hedge.EvidenceHead) < 0.35 {
+		t.Fatalf("win rate %v after winning probes", p.WinRate(hedge.EvidenceHead))
+	}
+	if why := ask(p, begin(p, 10*ms), 10*ms, 0, hedge.EvidenceHead); why != hedge.Allowed {
+		t.Fatalf("head after it pays again: %v", why)
+	}
+	t.Logf("%d winning probes brought the class back", probes)
+}
+
+func TestPayoffOff(t *testing.T) {
+	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MinWinRate: -1})
+	for i := range 500 {
+		if why := settleHedge(t, p, hedge.EvidenceHead, false, 50*ms); why != hedge.Allowed {
+			t.Fatalf("hedge %d refused without a payoff rule: %v", i, why)
+		}
+	}
+}
+
+func TestBehindAndGhost(t *testing.T) {
+	for _, tc := range []struct {
+		ahead, answered int64
+		want            hedge.Evidence
+	}{{0, 0, hedge.EvidenceHead}, {2, 1, hedge.EvidenceBehind}, {2, 2, hedge.EvidenceHead}, {1, 5, hedge.EvidenceHead}} {
+		if got := hedge.Behind(tc.ahead, tc.answered); got != tc.want {
+			t.Errorf("Behind(%d, %d) = %v, want %v", tc.ahead, tc.answered, got, tc.want)
+		}
+	}
+	p := policy(t, hedge.Config{})
+	if g := p.Ghost(10 * ms); g != hedge.GhostDelays*10*ms {
+		t.Errorf("ghost %v, want %v", g, hedge.GhostDelays*10*ms)
+	}
+	if g := policy(t, hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad}).Ghost(10 * ms); g != 0 {
+		t.Errorf("ghost %v without the spare-capacity rule", g)
+	}
+}
+
+func TestMinWinRateValidation(t *testing.T) {
+	for _, v := range []float64{1.5, 2} {
+		if _, err := hedge.New(hedge.Config{MinWinRate: v}); err == nil {
+			t.Errorf("MinWinRate %v accepted", v)
+		}
+	}
+	if _, err := hedge.New(hedge.Config{MaxReplicaLoad: -2}); err == nil {
+		t.Error("MaxReplicaLoad -2 accepted")
+	}
+}
+
+// TestLiveBusyReplicaWaits runs the live engine over two replicas, one of
+// which is busy with a long request of the same Hedger: the hedge of a
+// slow request is refused while the only other replica is busy, asked for
+// again a delay later, and goes once a replica is idle.
+func TestLiveBusyReplicaWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer settle()
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var hedgeAt time.Duration
+		t0 := time.Now()
+		// Request A holds one replica for 25 ms; request B, sent right
+		// after, goes to the other (two choices see A's load) and is slow.
+		wg.Go(func() {
+			hedge.Do(context.Background(), h, "a", func(ctx context.Context, a hedge.Attempt) (int, error) {
+				time.Sleep(25 * ms)
+				return 1, nil
+			})
+		})
+		synctest.Wait()
+		hedge.Do(context.Background(), h, "b", func(ctx context.Context, a hedge.Attempt) (int, error) {
+			if a.Index == 1 {
+				mu.Lock()
+				hedgeAt = time.Since(t0)
+				mu.Unlock()
+				return 2, nil
+			}
+			select {
+			case <-time.After(100 * ms):
+				return 1, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		})
+		wg.Wait()
+		st := h.OpStats("b")
+		// At 10 ms A's replica is busy: refused. At 20 ms, still busy:
+		// refused. At 30 ms (A ended at 25) it goes.
+		if st.BusyDenied != 2 || st.Hedges != 1 || st.HedgeWins != 1 || hedgeAt != 30*ms {
+			t.Fatalf("hedge at %v; stats %v", hedgeAt, st)
+		}
+	})
+}
+
+// TestLiveGhostAvoidsStuckReplica checks that a copy cancelled because a
+// hedge won keeps counting on its replica: the next request's primary goes
+// to the other replica, until the stuck one answers or four delays pass.
+func TestLiveGhostAvoidsStuckReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer settle()
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2})
+		stuck := -1
+		// The primary hangs until cancelled; its hedge wins at once.
+		hedge.Do(context.Background(), h, "op", func(ctx context.Context, a hedge.Attempt) (int, error) {
+			if a.Index == 0 {
+				stuck = a.Replica
+				<-ctx.Done()
+				return 0, ctx.Err()
+			}
+			return 1, nil
+		})
+		if stuck < 0 {
+			t.Fatal("no primary")
+		}
+		primaryOn := func() int {
+			r := -1
+			hedge.Do(context.Background(), h, "op", func(ctx context.Context, a hedge.Attempt) (int, error) {
+				r = a.Replica
+				return 1, nil
+			})
+			return r
+		}
+		// Two choices over two replicas look at both: the stuck one
+		// counts one copy in flight, the other none.
+		for i := range 20 {
+			if r := primaryOn(); r == stuck {
+				t.Fatalf("request %d went to the replica whose copy was cancelled", i)
+			}
+		}
+		time.Sleep(hedge.GhostDelays * 10 * ms)
+		seen := false
+		for range 50 {
+			seen = seen || primaryOn() == stuck
+		}
+		if !seen {
+			t.Fatal("the replica is still avoided after four delays")
+		}
+	})
+}
