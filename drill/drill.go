@@ -359,7 +359,7 @@ func Run(p Params) (Result, error) {
 					add(at, n, r.c, Commit, "%s commits the write", r.c)
 				case p.Op == WriteKey:
 					rr.Deduped++
-					add(at, n, r.c, Dedupe, "%s commits again: deduplicated by the idempotency key", r.c)
+					add(at, n, r.c, Dedupe, "%s commits again: deduplicated by the idempotency key (on the server, package dedup does this)", r.c)
 				default:
 					rr.Writes++
 					add(at, n, r.c, Commit, "%s commits the write again: DUPLICATE WRITE", r.c)

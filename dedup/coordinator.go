@@ -1,0 +1,310 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	// DefaultLease is how long a claim holds when its holder neither
+	// completes nor releases it (it crashed, or is stalled).
+	DefaultLease = 10 * time.Second
+	// DefaultTTL is how long an outcome is kept for replays.
+	DefaultTTL = 24 * time.Hour
+	// DefaultPollInterval is the longest pause between two reads of the
+	// store while a copy waits for another copy's outcome.
+	DefaultPollInterval = 50 * time.Millisecond
+)
+
+// firstPoll is the first pause of a waiting copy; the pause doubles up to
+// Options.PollInterval.
+const firstPoll = time.Millisecond
+
+// maxClaimRounds bounds how often Acquire goes back to claiming after a
+// record vanished under it (lease ended, released) before giving up with
+// ErrInProgress: a bound for a pathological store, not a timing guess.
+const maxClaimRounds = 1000
+
+// Options configures a Coordinator. The zero value uses the defaults.
+type Options struct {
+	// Lease is how long a claim holds without being completed or
+	// released. It must exceed the longest time the operation may take:
+	// once it ends, another copy may claim the key and run the
+	// operation too (unless the operation's write is fenced by the
+	// claim, as the stores' Commit helpers do). Zero means DefaultLease.
+	Lease time.Duration
+	// TTL is how long an outcome is kept: a copy or retry that arrives
+	// later runs again. Zero means DefaultTTL.
+	TTL time.Duration
+	// PollInterval is the longest pause between reads of the store while
+	// waiting for another copy's outcome. Copies in the same process are
+	// woken at once; copies in other processes are seen at the next
+	// read. Zero means DefaultPollInterval.
+	PollInterval time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	var errs []error
+	if o.Lease < 0 || o.TTL < 0 || o.PollInterval < 0 {
+		errs = append(errs, fmt.Errorf("dedup: Lease (%v), TTL (%v) and PollInterval (%v) must not be negative; zero means the default", o.Lease, o.TTL, o.PollInterval))
+	}
+	if o.Lease == 0 {
+		o.Lease = DefaultLease
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.TTL < o.Lease {
+		errs = append(errs, fmt.Errorf("dedup: TTL (%v) is shorter than Lease (%v): an outcome must be kept at least as long as a claim", o.TTL, o.Lease))
+	}
+	return o, errors.Join(errs...)
+}
+
+// Coordinator is the transport-neutral core of deduplication, used by the
+// HTTP middleware (New) and the gRPC interceptor (package dedupgrpc):
+// Acquire claims a key or waits for the outcome of the copy that holds it;
+// Complete and Release end a claim and wake the copies of this process
+// that wait for it. It is safe for concurrent use.
+type Coordinator struct {
+	store Store
+	opt   Options
+
+	mu      sync.Mutex
+	waiters map[string]*waitList
+}
+
+// waitList is the wake-up channel of the copies waiting for one key.
+type waitList struct {
+	ch chan struct{}
+	n  int
+}
+
+// NewCoordinator returns a Coordinator over store. The error says what is
+// wrong with o.
+func NewCoordinator(store Store, o Options) (*Coordinator, error) {
+	if store == nil {
+		return nil, errors.New("dedup: the Store is nil: pass one, such as NewMemoryStore(MemoryOptions{})")
+	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Coordinator{store: store, opt: o, waiters: map[string]*waitList{}}, nil
+}
+
+// Store returns the coordinator's store.
+func (c *Coordinator) Store() Store { return c.store }
+
+// Options returns the options in force, defaults filled in.
+func (c *Coordinator) Options() Options { return c.opt }
+
+// Acquire claims key for a request with fingerprint fp. It returns:
+//
+//   - a Claim with Won set: the caller runs the operation and then must
+//     call Complete or Release;
+//   - a Claim with Existing.Done set: the operation already ran; the
+//     caller replays Existing.Outcome;
+//   - an error matching ErrFingerprintMismatch: the key belongs to
+//     another request;
+//   - an error matching ErrStoreUnavailable: the store failed, and the
+//     caller must not run the operation (fail closed);
+//   - an error matching ErrInProgress (and the context's error): another
+//     copy holds the claim, and ctx ended before its outcome arrived.
+//
+// While another copy holds the claim, Acquire waits: it is woken at once
+// when the holder is in this process, and reads the store with pauses
+// growing to Options.PollInterval otherwise. If the holder's lease ends
+// (it crashed or stalled) or it releases the claim, Acquire claims the key
+// itself.
+func (c *Coordinator) Acquire(ctx context.Context, key string, fp Fingerprint) (Claim, error) {
+	for range maxClaimRounds {
+		if err := ctx.Err(); err != nil {
+			return Claim{}, fmt.Errorf("%w: %w", ErrInProgress, err)
+		}
+		sctx, cancel := storeContext(ctx)
+		cl, err := c.store.Claim(sctx, key, fp, c.opt.Lease)
+		cancel()
+		if err != nil {
+			return Claim{}, c.storeError(ctx, "claiming", err)
+		}
+		if cl.Won {
+			if err := ctx.Err(); err != nil {
+				// The caller left while the claim was made: give it
+				// back at once rather than hold the key for a lease.
+				_ = c.Release(ctx, cl)
+				return Claim{}, fmt.Errorf("%w: %w", ErrInProgress, err)
+			}
+			return cl, nil
+		}
+		rec := cl.Existing
+		if rec.Fingerprint != fp {
+			return Claim{}, fmt.Errorf("%w (key %q)", ErrFingerprintMismatch, key)
+		}
+		if rec.Done {
+			return cl, nil
+		}
+		rec, err = c.wait(ctx, key, fp)
+		if errors.Is(err, ErrNotFound) {
+			continue // the claim ended without an outcome: claim it
+		}
+		if err != nil {
+			return Claim{}, err
+		}
+		return Claim{Key: key, Fingerprint: fp, Existing: rec}, nil
+	}
+	return Claim{}, fmt.Errorf("%w: the key %q was claimed and given up %d times", ErrInProgress, key, maxClaimRounds)
+}
+
+// StoreTimeout bounds each call the Coordinator makes to its Store. The
+// calls do not end when the request's context is cancelled (a hedge that
+// lost, a client that left): a claim cancelled half way might be made in
+// the store without the caller knowing, and hold the key for a lease, and
+// a database connection interrupted mid-query is closed by its driver.
+// The caller's context is checked between calls instead.
+const StoreTimeout = 10 * time.Second
+
+// storeContext returns the context of one store call: ctx's values, not
+// its cancellation, and StoreTimeout.
+func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), StoreTimeout)
+}
+
+// storeError wraps a store failure; a context that ended is reported as
+// such, since the store is not at fault then.
+func (c *Coordinator) storeError(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return fmt.Errorf("%w: %w", ErrInProgress, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrStoreUnavailable, what, err)
+}
+
+// wait waits until key's record is done (returned), gone (ErrNotFound),
+// or claimed for another fingerprint, or ctx ends.
+func (c *Coordinator) wait(ctx context.Context, key string, fp Fingerprint) (Record, error) {
+	pause := firstPoll
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		// Subscribe before reading, so that an outcome stored in this
+		// process after the read wakes us at once.
+		wake := c.subscribe(key)
+		sctx, cancel := storeContext(ctx)
+		rec, err := c.store.Get(sctx, key)
+		cancel()
+		switch {
+		case errors.Is(err, ErrNotFound):
+			c.unsubscribe(key, wake)
+			return Record{}, err
+		case err != nil:
+			c.unsubscribe(key, wake)
+			return Record{}, c.storeError(ctx, "reading", err)
+		case rec.Fingerprint != fp:
+			c.unsubscribe(key, wake)
+			return Record{}, fmt.Errorf("%w (key %q)", ErrFingerprintMismatch, key)
+		case rec.Done:
+			c.unsubscribe(key, wake)
+			return rec, nil
+		}
+		if t == nil {
+			t = time.NewTimer(pause)
+		} else {
+			t.Reset(pause)
+		}
+		select {
+		case <-ctx.Done():
+			c.unsubscribe(key, wake)
+			return Record{}, fmt.Errorf("%w: %w", ErrInProgress, ctx.Err())
+		case <-wake.ch:
+		case <-t.C:
+			pause = min(2*pause, c.opt.PollInterval)
+		}
+		c.unsubscribe(key, wake)
+	}
+}
+
+func (c *Coordinator) subscribe(key string) *waitList {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.waiters[key]
+	if w == nil {
+		w = &waitList{ch: make(chan struct{})}
+		c.waiters[key] = w
+	}
+	w.n++
+	return w
+}
+
+func (c *Coordinator) unsubscribe(key string, w *waitList) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w.n--
+	if w.n == 0 && c.waiters[key] == w {
+		delete(c.waiters, key)
+	}
+}
+
+// notify wakes the copies of this process waiting for key.
+func (c *Coordinator) notify(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.waiters[key]; w != nil {
+		close(w.ch)
+		delete(c.waiters, key)
+	}
+}
+
+// Complete stores out as the outcome of the claim and wakes the copies
+// waiting for it. An error matches ErrLostClaim if the claim no longer
+// held the key, or ErrStoreUnavailable if the store failed.
+func (c *Coordinator) Complete(ctx context.Context, cl Claim, out Outcome) error {
+	defer c.notify(cl.Key)
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	err := c.store.Complete(sctx, cl, out, c.opt.TTL)
+	if err == nil || errors.Is(err, ErrLostClaim) {
+		return err
+	}
+	return fmt.Errorf("%w: storing the outcome: %w", ErrStoreUnavailable, err)
+}
+
+// Release gives the claim up without an outcome, so that a later copy
+// runs the operation, and wakes the copies waiting for it. An error
+// matches ErrStoreUnavailable; the claim then ends with its lease.
+func (c *Coordinator) Release(ctx context.Context, cl Claim) error {
+	defer c.notify(cl.Key)
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	if err := c.store.Release(sctx, cl); err != nil {
+		return fmt.Errorf("%w: releasing the claim: %w", ErrStoreUnavailable, err)
+	}
+	return nil
+}
+
+// claimCtxKey is the context key of the claim a handler runs under.
+type claimCtxKey struct{}
+
+// WithClaim returns a context carrying the claim, for the operation run
+// under it. The HTTP middleware and the gRPC interceptor call it.
+func WithClaim(ctx context.Context, cl Claim) context.Context {
+	return context.WithValue(ctx, claimCtxKey{}, cl)
+}
+
+// ClaimFromContext returns the claim the operation runs under, when the
+// request came through the middleware with an idempotency key. A handler
+// passes it to a store's Commit helper to make its own write and the
+// outcome commit together, fenced by the claim.
+func ClaimFromContext(ctx context.Context) (Claim, bool) {
+	cl, ok := ctx.Value(claimCtxKey{}).(Claim)
+	return cl, ok
+}

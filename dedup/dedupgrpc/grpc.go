@@ -1,0 +1,292 @@
+// Package dedupgrpc is the gRPC half of package dedup: a unary server
+// interceptor that runs a call carrying an idempotency key once, and
+// replays its reply to every later copy of the call.
+//
+// The key is the metadata entry "idempotency-key" (MetadataKey), checked
+// as dedup.ParseKey checks the HTTP header. The call's fingerprint is the
+// SHA-256 of the full method name and the deterministically marshalled
+// request message. The outcome stored is the marshalled reply message (up
+// to Config.MaxStoredReply bytes), or the status code and message of an
+// error the handler returned that Config.Keep keeps (by default those
+// that say the request itself was wrong: InvalidArgument, NotFound,
+// AlreadyExists, PermissionDenied, FailedPrecondition, OutOfRange,
+// Unimplemented, Unauthenticated); any other error releases the claim so
+// that a retry runs the handler again. A replay is marked in the response
+// header metadata with "idempotent-replayed: true" (ReplayedKey).
+//
+// A replayed reply is unmarshalled into a new message of the method's
+// output type: the type of a reply this process has seen for the method,
+// or else the one the global protobuf registry gives for the method's
+// descriptor (generated code registers it). Requests and replies must be
+// proto.Message values (the default codec).
+//
+// Refusals, each a status with a message that says what to do:
+//
+//   - InvalidArgument: a malformed key (empty, too long, not printable
+//     ASCII), or two different keys in the metadata;
+//   - FailedPrecondition: the key was first used with a different request;
+//   - Unavailable: the store failed; the interceptor fails closed and never
+//     runs a call it could not claim;
+//   - Aborted: another copy still holds the claim and this call's context
+//     ended first;
+//   - AlreadyExists: the call ran, but its reply was too large to store,
+//     so it cannot be replayed.
+//
+// A handler that panics releases its claim, and the panic goes on. The
+// lease, the waiting and the stores are package dedup's.
+package dedupgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/tailcut/hedge/dedup"
+)
+
+// Metadata keys.
+const (
+	// MetadataKey is the request metadata entry that carries the key.
+	MetadataKey = "idempotency-key"
+	// ReplayedKey is the response header entry set to "true" on a replay.
+	ReplayedKey = "idempotent-replayed"
+)
+
+// cleanupTimeout bounds store calls made after the call's context ended.
+const cleanupTimeout = 5 * time.Second
+
+// Config configures New. The zero value deduplicates with an in-memory
+// store and the defaults.
+type Config struct {
+	// Store keeps claims and outcomes. Nil means a new dedup.MemoryStore.
+	Store dedup.Store
+	// Options sets the lease, the TTL and the polling pause; see
+	// dedup.Options.
+	dedup.Options
+	// MaxKeyLen bounds the key. Zero means dedup.DefaultMaxKeyLen.
+	MaxKeyLen int
+	// MaxStoredReply bounds a stored reply. Zero means
+	// dedup.DefaultMaxStoredBody.
+	MaxStoredReply int
+	// Scope returns the namespace of a call's key, such as the
+	// authenticated account. Nil means one namespace for all.
+	Scope func(ctx context.Context) string
+	// Keep reports whether an error status the handler returned is stored
+	// and replayed. Nil means the codes listed in the package doc.
+	Keep func(codes.Code) bool
+}
+
+// Interceptor deduplicates keyed unary calls. Make one with New; it is
+// safe for concurrent use.
+type Interceptor struct {
+	c      *dedup.Coordinator
+	maxKey int
+	max    int
+	scope  func(context.Context) string
+	keep   func(codes.Code) bool
+	types  sync.Map // full method -> protoreflect.MessageType
+}
+
+// New returns an Interceptor. The error says what is wrong with cfg.
+func New(cfg Config) (*Interceptor, error) {
+	store := cfg.Store
+	if store == nil {
+		store = dedup.NewMemoryStore(dedup.MemoryOptions{})
+	}
+	if cfg.MaxKeyLen < 0 || cfg.MaxStoredReply < 0 {
+		return nil, errors.New("dedupgrpc: MaxKeyLen and MaxStoredReply must not be negative; zero means the default")
+	}
+	c, err := dedup.NewCoordinator(store, cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	i := &Interceptor{c: c, maxKey: cfg.MaxKeyLen, max: cfg.MaxStoredReply, scope: cfg.Scope, keep: cfg.Keep}
+	if i.max == 0 {
+		i.max = dedup.DefaultMaxStoredBody
+	}
+	if i.keep == nil {
+		i.keep = defaultKeep
+	}
+	return i, nil
+}
+
+func defaultKeep(c codes.Code) bool {
+	switch c {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
+		codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
+
+// Unary is the grpc.UnaryServerInterceptor: pass it to
+// grpc.UnaryInterceptor or grpc.ChainUnaryInterceptor.
+func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get(MetadataKey)
+	if len(vals) == 0 {
+		return handler(ctx, req)
+	}
+	var key string
+	for n, v := range vals {
+		k, err := dedup.ParseKey(v, i.maxKey)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		if n > 0 && k != key {
+			return nil, status.Errorf(codes.InvalidArgument, "%v: the call carries two different %s values; send one", dedup.ErrInvalidKey, MetadataKey)
+		}
+		key = k
+	}
+	msg, ok := req.(proto.Message)
+	if !ok {
+		return nil, status.Errorf(codes.Internal, "dedupgrpc: the request of %s is a %T, not a proto.Message", info.FullMethod, req)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "dedupgrpc: marshalling the request to fingerprint it: %v", err)
+	}
+	fp := dedup.FingerprintOf([]byte(info.FullMethod), b)
+	if i.scope != nil {
+		s := i.scope(ctx)
+		key = fmt.Sprintf("%d:%s:%s", len(s), s, key)
+	}
+	for range 3 {
+		cl, err := i.c.Acquire(ctx, key, fp)
+		if err != nil {
+			return nil, refusal(err)
+		}
+		if !cl.Won {
+			return i.replay(ctx, info.FullMethod, cl.Existing.Outcome)
+		}
+		resp, done, err := i.run(ctx, req, info, handler, cl)
+		if done {
+			return resp, err
+		}
+	}
+	return nil, status.Errorf(codes.Aborted, "%v: the claim was lost three times in a row; the lease is shorter than the handler's running time", dedup.ErrInProgress)
+}
+
+// run runs the handler under the claim; done is false when the claim was
+// lost and the reply discarded.
+func (i *Interceptor) run(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler, cl dedup.Claim) (resp any, done bool, err error) {
+	cctx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			c, cancel := cctx()
+			defer cancel()
+			_ = i.c.Release(c, cl)
+		}
+	}()
+	resp, err = handler(dedup.WithClaim(ctx, cl), req)
+	finished = true
+	c, cancel := cctx()
+	defer cancel()
+	if err != nil {
+		st := status.Convert(err)
+		if !i.keep(st.Code()) {
+			_ = i.c.Release(c, cl)
+			return nil, true, err
+		}
+		cerr := i.c.Complete(c, cl, dedup.Outcome{Status: int(st.Code()), Body: []byte(st.Message())})
+		if errors.Is(cerr, dedup.ErrLostClaim) {
+			return nil, false, nil
+		}
+		return nil, true, err
+	}
+	m, ok := resp.(proto.Message)
+	if !ok {
+		_ = i.c.Release(c, cl)
+		return nil, true, status.Errorf(codes.Internal, "dedupgrpc: the reply of %s is a %T, not a proto.Message", info.FullMethod, resp)
+	}
+	i.types.Store(info.FullMethod, m.ProtoReflect().Type())
+	out := dedup.Outcome{Status: int(codes.OK)}
+	b, merr := proto.Marshal(m)
+	switch {
+	case merr != nil:
+		_ = i.c.Release(c, cl)
+		return nil, true, status.Errorf(codes.Internal, "dedupgrpc: marshalling the reply: %v", merr)
+	case len(b) > i.max:
+		out.TooLarge = true
+	default:
+		out.Body = b
+	}
+	if cerr := i.c.Complete(c, cl, out); errors.Is(cerr, dedup.ErrLostClaim) && !out.TooLarge {
+		return nil, false, nil
+	}
+	return resp, true, nil
+}
+
+func refusal(err error) error {
+	switch {
+	case errors.Is(err, dedup.ErrFingerprintMismatch):
+		return status.Errorf(codes.FailedPrecondition, "%v: use a new key for a different call", err)
+	case errors.Is(err, dedup.ErrStoreUnavailable):
+		return status.Error(codes.Unavailable, err.Error())
+	default:
+		return status.Errorf(codes.Aborted, "%v: retry with the same key later", err)
+	}
+}
+
+func (i *Interceptor) replay(ctx context.Context, method string, out dedup.Outcome) (any, error) {
+	_ = grpc.SetHeader(ctx, metadata.Pairs(ReplayedKey, "true"))
+	if out.TooLarge {
+		return nil, status.Error(codes.AlreadyExists, dedup.ErrOutcomeTooLarge.Error())
+	}
+	if codes.Code(out.Status) != codes.OK {
+		return nil, status.Error(codes.Code(out.Status), string(out.Body))
+	}
+	mt, err := i.replyType(method)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "dedupgrpc: replaying %s: %v", method, err)
+	}
+	m := mt.New().Interface()
+	if err := proto.Unmarshal(out.Body, m); err != nil {
+		return nil, status.Errorf(codes.Internal, "dedupgrpc: unmarshalling the stored reply of %s: %v", method, err)
+	}
+	return m, nil
+}
+
+// replyType returns the output message type of a full method name
+// "/package.Service/Method".
+func (i *Interceptor) replyType(method string) (protoreflect.MessageType, error) {
+	if t, ok := i.types.Load(method); ok {
+		return t.(protoreflect.MessageType), nil
+	}
+	svc, name, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	if !ok {
+		return nil, fmt.Errorf("%q is not /package.Service/Method", method)
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return nil, fmt.Errorf("service %s is not in the protobuf registry: %w", svc, err)
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a service", svc)
+	}
+	md := sd.Methods().ByName(protoreflect.Name(name))
+	if md == nil {
+		return nil, fmt.Errorf("service %s has no method %s", svc, name)
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
+	if err != nil {
+		return nil, fmt.Errorf("the reply type %s is not registered: %w", md.Output().FullName(), err)
+	}
+	i.types.Store(method, mt)
+	return mt, nil
+}

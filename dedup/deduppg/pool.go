@@ -1,0 +1,131 @@
+package deduppg
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// pool is the small connection pool behind Open: up to max connections,
+// made on demand, a broken one dropped on release. Applications that have
+// a *pgxpool.Pool pass it to New instead.
+type pool struct {
+	cfg  *pgx.ConnConfig
+	sem  chan struct{} // one token per connection allowed
+	mu   sync.Mutex
+	idle []*pgx.Conn
+}
+
+func newPool(dsn string, max int) (*pool, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("deduppg: %w", err)
+	}
+	return &pool{cfg: cfg, sem: make(chan struct{}, max)}, nil
+}
+
+func (p *pool) acquire(ctx context.Context) (*pgx.Conn, error) {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		c := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return c, nil
+	}
+	p.mu.Unlock()
+	c, err := pgx.ConnectConfig(ctx, p.cfg)
+	if err != nil {
+		<-p.sem
+		return nil, err
+	}
+	return c, nil
+}
+
+func (p *pool) release(c *pgx.Conn) {
+	if c.IsClosed() || c.PgConn().TxStatus() != 'I' {
+		_ = c.Close(context.Background())
+	} else {
+		p.mu.Lock()
+		p.idle = append(p.idle, c)
+		p.mu.Unlock()
+	}
+	<-p.sem
+}
+
+func (p *pool) close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		_ = c.Close(context.Background())
+	}
+}
+
+func (p *pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c, err := p.acquire(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	defer p.release(c)
+	return c.Exec(ctx, sql, args...)
+}
+
+func (p *pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c, err := p.acquire(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	return &poolRow{row: c.QueryRow(ctx, sql, args...), release: func() { p.release(c) }}
+}
+
+func (p *pool) BeginTx(ctx context.Context, o pgx.TxOptions) (pgx.Tx, error) {
+	c, err := p.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := c.BeginTx(ctx, o)
+	if err != nil {
+		p.release(c)
+		return nil, err
+	}
+	return &poolTx{Tx: tx, release: sync.OnceFunc(func() { p.release(c) })}, nil
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+type poolRow struct {
+	row     pgx.Row
+	release func()
+}
+
+func (r *poolRow) Scan(dest ...any) error {
+	defer r.release()
+	return r.row.Scan(dest...)
+}
+
+// poolTx gives its connection back once the transaction has ended.
+type poolTx struct {
+	pgx.Tx
+	release func()
+}
+
+func (t *poolTx) Commit(ctx context.Context) error {
+	defer t.release()
+	return t.Tx.Commit(ctx)
+}
+
+func (t *poolTx) Rollback(ctx context.Context) error {
+	defer t.release()
+	return t.Tx.Rollback(ctx)
+}

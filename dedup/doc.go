@@ -1,0 +1,82 @@
+// Package dedup is the server half of hedged writes: it makes a write
+// that carries an idempotency key commit once, however many copies of it
+// arrive (hedges, retries, a client that resends after a timeout), and
+// answers every copy with the one outcome.
+//
+// A client marks a write with a key (hedge.NewIdempotencyKey, made once
+// per user intent; the Idempotency-Key header with hedgehttp's
+// HedgeKeyedWrites), and every copy carries it. New wraps an
+// http.Handler; package dedupgrpc does the same for gRPC unary calls.
+// Requests without a key pass through untouched.
+//
+// # How a keyed request is handled
+//
+//  1. The key is validated: 1 to MaxKeyLen bytes of printable ASCII, bare
+//     or as a quoted Structured Field string; otherwise 400.
+//  2. The request is fingerprinted: SHA-256 over the method, the escaped
+//     path, the raw query and the body (read whole, up to MaxRequestBody;
+//     413 beyond). Headers are not fingerprinted: they vary between
+//     copies (Hedge-Attempt, tracing) without changing the operation.
+//  3. The key is claimed in the Store: an insert that succeeds only if the
+//     key is absent, in one atomic step of the store, never a read
+//     followed by a write, so that of any number of racing copies, across
+//     processes, exactly one wins. The claim carries a lease.
+//  4. The winner runs the handler. Its response is buffered, and the
+//     outcome (status, the headers in StoredHeaders, the body up to
+//     MaxStoredBody) is stored under the key before the response is sent.
+//  5. Every other copy waits for that outcome, bounded by its own
+//     context, and then replays it with the header Idempotent-Replayed:
+//     true. A waiting copy in the same process is woken at once; one in
+//     another process reads the store with pauses growing to
+//     PollInterval. A copy that arrives after the outcome was stored
+//     replays it at once, for the TTL.
+//
+// # Refusals
+//
+//   - The key was first used with a different request (another
+//     fingerprint): 422 Unprocessable Entity, as the IETF draft on the
+//     Idempotency-Key header recommends. The client must make a new key
+//     for each operation.
+//   - The store fails (down, timing out): 503 with Retry-After. The
+//     middleware fails closed: it never runs a keyed request it could not
+//     claim, since that could be a duplicate.
+//   - A copy's context ends while another copy still holds the claim:
+//     409 Conflict with Retry-After (the client has usually gone by then).
+//   - The first response's body exceeded MaxStoredBody: that response is
+//     sent to its client in full, but only a marker is stored, and later
+//     copies get 409 with ErrOutcomeTooLarge's message, rather than a
+//     truncated body or a second run.
+//
+// # Leases, crashes and panics
+//
+// A claim holds for Options.Lease. If its holder crashes or stalls, the
+// claim ends with the lease and a later copy claims the key and runs the
+// handler. The lease must therefore be longer than the handler's longest
+// run: a holder that outlives its lease may have committed its write when
+// the next copy runs it again. Storing the outcome is fenced by the
+// claim's token, so the late holder's outcome is refused (ErrLostClaim),
+// its buffered response is discarded, and its client gets the outcome of
+// the copy that took over. To close the window entirely, commit the
+// write and the outcome in one transaction fenced by the claim: the
+// SQLite, PostgreSQL and Redis stores have Commit helpers for this (see
+// ClaimFromContext), and then a write commits exactly once even when a
+// stalled holder wakes up after its lease.
+//
+// A handler that panics releases its claim (the panic then goes on to
+// net/http): its work is taken as unfinished, and a retry runs it again.
+// A response whose status Config.Keep rejects (by default, 5xx) releases
+// the claim too, and is not replayed. If storing the outcome fails after
+// the handler ran, the client still gets the handler's response, and the
+// claim ends with its lease.
+//
+// # Stores
+//
+// MemoryStore, the default, deduplicates within one process: bounded,
+// with expiry. Replicated services share a store: dedupsqlite (one node,
+// survives restarts), deduppg (PostgreSQL, with a Do that runs the claim
+// and the user's write in one transaction), dedupredis. Package storetest
+// is the conformance suite every store runs against its real server.
+//
+// What it is not: a distributed lock service (a lease is not a lock: see
+// above), or a cache of GET responses.
+package dedup

@@ -1,0 +1,5 @@
+//go:build race
+
+package exactlyonce_test
+
+const raceEnabled = true

@@ -1,0 +1,42 @@
+package hedge
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"time"
+)
+
+// NewIdempotencyKey returns a new idempotency key: a UUIDv7 (RFC 9562) in
+// its canonical text form, 48 bits of Unix milliseconds followed by 74
+// random bits, so that keys are unique without coordination and sort by
+// creation time (which keeps a database index on them compact).
+//
+// Make the key once per user intent, before the first attempt, and reuse
+// it for every copy and retry of that intent: a hedge, a retry after a
+// timeout, a resend after a crash of the client (store the key with the
+// pending work). A key made per attempt defeats deduplication: the server
+// sees distinct operations and runs each. Pass it with WithIdempotencyKey,
+// or as the Idempotency-Key header through hedgehttp with
+// HedgeKeyedWrites; package dedup is the server half that makes the write
+// commit once.
+func NewIdempotencyKey() string {
+	var u [16]byte
+	_, _ = rand.Read(u[6:]) // crypto/rand.Read never fails
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(time.Now().UnixMilli()))
+	copy(u[:6], ms[2:])
+	u[6] = 0x70 | u[6]&0x0f // version 7
+	u[8] = 0x80 | u[8]&0x3f // variant 10
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], u[10:])
+	return string(b[:])
+}

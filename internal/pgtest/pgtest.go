@@ -1,0 +1,354 @@
+// Package pgtest starts and stops throwaway PostgreSQL clusters for the
+// tests and benchmarks of this module. It never touches a system cluster:
+// each cluster lives in a temporary directory of its own, made by initdb,
+// served by a postgres process on a free loopback port (its Unix socket
+// in the same directory), and removed when it stops.
+//
+// The binaries are found under /usr/lib/postgresql/*/bin (Debian's
+// postgresql package; the newest version wins), or in Options.BinDir.
+// When they are missing, the error says to run
+// `apt-get install -y postgresql`, and Need decides, as redistest.Need
+// does for Redis, whether the test skips or fails (HEDGE_REQUIRE_DEPS=1,
+// as in CI).
+//
+// Root: postgres refuses to run as root. When the process runs as root,
+// initdb and postgres run as the unprivileged user "nobody" (through
+// SysProcAttr.Credential), and the cluster's directory is made and
+// chowned for it under os.TempDir (not t.TempDir, whose parents are
+// private to root). As any other user they run as that user.
+//
+// The cluster is tuned for tests, not durability: fsync, synchronous
+// commit and full-page writes are off, and every local connection is
+// trusted (initdb --auth=trust) for the superuser "postgres". A cluster is
+// stopped by its pid: SIGINT (a fast shutdown), then SIGKILL after
+// Options.StopTimeout; on Linux the postmaster also dies with the process
+// that started it.
+//
+// What it is not: a PostgreSQL client (tests bring pgx), or a way to run
+// a production database.
+package pgtest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tailcut/hedge/internal/redistest"
+)
+
+// ErrMissing is matched (errors.Is) by the error of StartCluster, and the
+// messages of Need, when initdb is not installed.
+var ErrMissing = errors.New("PostgreSQL (initdb) is missing")
+
+// Options configures StartCluster. The zero value finds the binaries and
+// uses the default timeouts.
+type Options struct {
+	// BinDir holds initdb, postgres and pg_isready. Empty means the
+	// newest /usr/lib/postgresql/*/bin.
+	BinDir string
+	// Args are extra "-c name=value" settings for postgres, such as
+	// "max_connections=50".
+	Args []string
+	// StartTimeout bounds initdb plus the server becoming ready. Zero
+	// means one minute.
+	StartTimeout time.Duration
+	// StopTimeout is how long Stop waits after SIGINT before SIGKILL.
+	// Zero means 10 seconds.
+	StopTimeout time.Duration
+}
+
+// Cluster is one running throwaway PostgreSQL cluster. Its methods are
+// safe for concurrent use.
+type Cluster struct {
+	// Dir is the temporary directory holding the data directory and the
+	// socket; it is removed by Stop.
+	Dir string
+	// Port is the TCP port on 127.0.0.1.
+	Port int
+	// Pid is the postmaster's process id.
+	Pid int
+	// User is the superuser to connect as ("postgres").
+	User string
+
+	cmd         *exec.Cmd
+	log         *os.File
+	exited      chan struct{}
+	waitErr     error
+	stopTimeout time.Duration
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// DSN returns a connection string for database db ("postgres" when
+// empty), for pgx and libpq: host, port, user, dbname, sslmode=disable.
+func (c *Cluster) DSN(db string) string {
+	if db == "" {
+		db = "postgres"
+	}
+	return fmt.Sprintf("host=127.0.0.1 port=%d user=%s dbname=%s sslmode=disable", c.Port, c.User, db)
+}
+
+// URL returns the connection string of DSN as a postgres:// URL.
+func (c *Cluster) URL(db string) string {
+	if db == "" {
+		db = "postgres"
+	}
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", c.User, c.Port, db)
+}
+
+// FindBinDir returns the newest /usr/lib/postgresql/*/bin that holds
+// initdb, or an error matching ErrMissing.
+func FindBinDir() (string, error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	slices.SortFunc(dirs, func(a, b string) int {
+		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
+		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))
+		return vb - va
+	})
+	for _, d := range dirs {
+		if isExecutable(filepath.Join(d, "initdb")) {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("pgtest: %w: no /usr/lib/postgresql/*/bin/initdb: install it with `apt-get install -y postgresql`", ErrMissing)
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0
+}
+
+// Need reports whether PostgreSQL is installed. If it is not, the test is
+// skipped, or fails when redistest.DepsRequired (HEDGE_REQUIRE_DEPS=1);
+// either way the message says how to install it. With a *testing.T or
+// *testing.B it returns only when PostgreSQL is there.
+func Need(tb redistest.TB) bool {
+	tb.Helper()
+	_, err := FindBinDir()
+	switch {
+	case err == nil:
+		return true
+	case redistest.DepsRequired():
+		tb.Fatalf("%v (%s is set: a missing dependency fails the test)", err, redistest.RequireDepsEnv)
+	default:
+		tb.Skipf("%v (skipped; set %s=1 to make this a failure)", err, redistest.RequireDepsEnv)
+	}
+	return false
+}
+
+// Start starts a cluster with the default Options and registers its Stop
+// with tb.Cleanup. Without PostgreSQL it skips or fails as Need does; if
+// the cluster does not start, it fails the test.
+func Start(tb redistest.TB) *Cluster {
+	tb.Helper()
+	if !Need(tb) {
+		return nil
+	}
+	c, err := StartCluster(Options{})
+	if err != nil {
+		tb.Fatalf("%v", err)
+		return nil
+	}
+	tb.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			tb.Fatalf("%v", err)
+		}
+	})
+	return c
+}
+
+// StartCluster runs initdb in a new temporary directory and starts
+// postgres on a free loopback port, returning once it accepts
+// connections. The caller must Stop it.
+func StartCluster(opt Options) (*Cluster, error) {
+	if opt.BinDir == "" {
+		d, err := FindBinDir()
+		if err != nil {
+			return nil, err
+		}
+		opt.BinDir = d
+	}
+	if opt.StartTimeout == 0 {
+		opt.StartTimeout = time.Minute
+	}
+	if opt.StopTimeout == 0 {
+		opt.StopTimeout = 10 * time.Second
+	}
+	cred, err := credential()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.uid), int(cred.gid)); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("pgtest: giving %s to the postgres user: %w", dir, err)
+		}
+	}
+	data := filepath.Join(dir, "data")
+	initdb := exec.Command(filepath.Join(opt.BinDir, "initdb"),
+		"-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+	initdb.Dir = dir
+	initdb.SysProcAttr = sysProcAttr(cred)
+	if out, err := initdb.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: initdb: %w; its output:\n%s", err, out)
+	}
+	var errs []error
+	for range 5 {
+		c, err := launch(opt, dir, data, cred)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	os.RemoveAll(dir)
+	return nil, errors.Join(errs...)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func launch(opt Options, dir, data string, cred *runAs) (*Cluster, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-D", data, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories=" + dir,
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=200",
+	}
+	for _, a := range opt.Args {
+		args = append(args, "-c", a)
+	}
+	logf, err := os.CreateTemp("", "pgtest-log-")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	os.Remove(logf.Name()) // kept open, read back through the file
+	cmd := exec.Command(filepath.Join(opt.BinDir, "postgres"), args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = sysProcAttr(cred)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("pgtest: starting postgres: %w", err)
+	}
+	c := &Cluster{
+		Dir: dir, Port: port, Pid: cmd.Process.Pid, User: "postgres",
+		cmd: cmd, log: logf, exited: make(chan struct{}), stopTimeout: opt.StopTimeout,
+	}
+	go func() {
+		c.waitErr = cmd.Wait()
+		close(c.exited)
+	}()
+	if err := c.waitReady(filepath.Join(opt.BinDir, "pg_isready"), opt.StartTimeout); err != nil {
+		c.kill()
+		return nil, err
+	}
+	return c, nil
+}
+
+// waitReady polls pg_isready until the server accepts connections, exits,
+// or time runs out.
+func (c *Cluster) waitReady(isready string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := exec.Command(isready, "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(c.Port), "-U", c.User, "-t", "2").Run()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-c.exited:
+			return fmt.Errorf("pgtest: postgres on port %d exited before accepting connections (%v); its log:\n%s", c.Port, c.waitErr, c.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pgtest: postgres on port %d did not accept connections within %v; its log:\n%s", c.Port, timeout, c.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Log returns the tail (last 8 KiB) of the server's log.
+func (c *Cluster) Log() string {
+	fi, err := c.log.Stat()
+	if err != nil {
+		return err.Error()
+	}
+	off := max(fi.Size()-8<<10, 0)
+	b := make([]byte, fi.Size()-off)
+	n, _ := c.log.ReadAt(b, off)
+	return strings.TrimSpace(string(b[:n]))
+}
+
+// kill ends a postmaster that failed to start, without removing the
+// directory (initdb's work is reused by the next attempt).
+func (c *Cluster) kill() {
+	_ = c.cmd.Process.Kill()
+	<-c.exited
+	c.log.Close()
+}
+
+// Stop stops the cluster: SIGINT (fast shutdown: sessions are ended), then
+// SIGKILL after the stop timeout; it returns once the postmaster has
+// exited and was reaped, and removes the directory. It is idempotent.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() { c.stopErr = c.stop() })
+	return c.stopErr
+}
+
+func (c *Cluster) stop() error {
+	defer os.RemoveAll(c.Dir)
+	defer c.log.Close()
+	select {
+	case <-c.exited:
+		return nil
+	default:
+	}
+	if err := c.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("pgtest: SIGINT to pid %d: %w", c.Pid, err)
+	}
+	t := time.NewTimer(c.stopTimeout)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+		return nil
+	case <-t.C:
+	}
+	if err := c.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("pgtest: SIGKILL to pid %d: %w", c.Pid, err)
+	}
+	<-c.exited
+	return nil
+}
+
+// Exited reports whether the postmaster has exited and was reaped.
+func (c *Cluster) Exited() bool {
+	select {
+	case <-c.exited:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,14 @@
+//go:build unix && !linux
+
+package pgtest
+
+import "syscall"
+
+// sysProcAttr runs the process as cred (nil: as ourselves); outside Linux
+// a cluster outlives a test binary that was killed.
+func sysProcAttr(cred *runAs) *syscall.SysProcAttr {
+	if cred == nil {
+		return nil
+	}
+	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: cred.uid, Gid: cred.gid}}
+}
