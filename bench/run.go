@@ -273,6 +273,8 @@ type BackendResult struct {
 	Configs []ConfigResult `json:"configs"`
 	Runs    []RunResult    `json:"runs"`
 	Elapsed time.Duration  `json:"elapsed_ns"`
+
+	latencies map[string][][]int64 // kept runs' latencies per configuration (see WriteLatencies)
 }
 
 // plan is what every configuration of one repeat shares.
@@ -410,6 +412,7 @@ repeats:
 			continue
 		}
 		res.Configs = append(res.Configs, summarise(c, kept[c.Name], kept[baseline], reruns[c.Name]))
+		res.keepLatencies(c.Name, kept[c.Name])
 	}
 	return res, runErr
 }

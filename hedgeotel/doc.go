@@ -14,7 +14,8 @@
 //	defer reg.Unregister()
 //
 // The core package does not import OpenTelemetry; only programs that import
-// hedgeotel do.
+// hedgeotel do. Nothing here adds work to a call of hedge.Do, except
+// TracedDo, which a caller uses instead of it.
 //
 // # Attributes
 //
@@ -69,4 +70,21 @@
 // made, not a recent window: use the rate of the counters to see the
 // present. And they cannot be aggregated across ops, hedgers or instances:
 // take the max, never the mean or the sum.
+//
+// # Alarm state
+//
+// RegisterWatchers exports hedgewatch's state (alarm raised, Hedger held
+// in Shadow, the last judged hedge rate and its baseline) as gauges keyed
+// by the same "hedger" attribute, the counterpart of hedgeprom.WithWatcher.
+//
+// # Tracing
+//
+// TracedDo is hedge.Do with each copy in a span of its own, a child of the
+// caller's span: the spans of one call carry the copy's index and kind
+// (primary or hedge), its replica, and, once the call is decided, its
+// outcome (won, cancelled, lost, failed) and the winner's index; they
+// are linked to each other. The root package stays free of OpenTelemetry:
+// TracedDo wraps the attempt function, and learns which copy won by
+// carrying its index beside the result through hedge.Do. DoHeld has no
+// traced counterpart yet.
 package hedgeotel

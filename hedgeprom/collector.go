@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,12 +22,22 @@ type Collector struct {
 	requests, hedges, hedgeWins, primaryWins, failures *prometheus.Desc
 	refused, shadow, unhedgeable, censored, wasted     *prometheus.Desc
 	delay, tokens, latency                             *prometheus.Desc
+
+	watchers []namedWatcher // sorted by name
+	watch    watchDescs
+}
+
+type namedWatcher struct {
+	name string
+	w    Watcher
 }
 
 // Refusal reasons, the values of the "reason" label.
 const (
 	ReasonBudget   = hedgeset.ReasonBudget   // Stats.BudgetDenied
 	ReasonInFlight = hedgeset.ReasonInFlight // Stats.InFlightDenied
+	ReasonBusy     = hedgeset.ReasonBusy     // Stats.BusyDenied
+	ReasonPayoff   = hedgeset.ReasonPayoff   // Stats.PayoffDenied
 	ReasonDeadline = hedgeset.ReasonDeadline // Stats.DeadlineSkipped
 	ReasonReplicas = hedgeset.ReasonReplicas // Stats.NoReplica
 )
@@ -46,17 +58,35 @@ var ErrInvalid = errors.New("hedgeprom: invalid collector")
 // label. namespace prefixes every metric name ("hedge" gives
 // hedge_requests_total); it must be a valid metric name. Each Hedger may
 // appear once: the same Hedger under two names would count every call twice
-// in any sum over hedgers.
-func New(namespace string, hedgers map[string]*hedge.Hedger) (*Collector, error) {
+// in any sum over hedgers. Options add series: WithWatcher exports an
+// alarm's state.
+func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*Collector, error) {
 	var errs []error
 	if !namespaceRE.MatchString(namespace) {
 		errs = append(errs, fmt.Errorf("namespace %q is not a valid metric name prefix: use letters, digits and underscores, not starting with a digit (for instance \"hedge\")", namespace))
 	}
 	list, more := hedgeset.Sort(hedgers)
-	if errs = append(errs, more...); len(errs) > 0 {
+	errs = append(errs, more...)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	names := map[string]bool{}
+	for _, n := range list {
+		names[n.Name] = true
+	}
+	if more := validateWatchers(o.watchers, names); len(more) > 0 {
+		slices.SortFunc(more, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		errs = append(errs, more...)
+	}
+	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
-	c := &Collector{hedgers: list}
+	c := &Collector{hedgers: list, watch: newWatchDescs(namespace)}
+	for name, w := range o.watchers {
+		c.watchers = append(c.watchers, namedWatcher{name, w})
+	}
+	slices.SortFunc(c.watchers, func(a, b namedWatcher) int { return strings.Compare(a.name, b.name) })
 
 	op := []string{"hedger", "op"}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
@@ -103,10 +133,19 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	if len(c.watchers) > 0 {
+		for _, d := range []*prometheus.Desc{c.watch.alarmed, c.watch.shadowed, c.watch.rate, c.watch.baseline} {
+			ch <- d
+		}
+	}
 }
 
-// Collect reads each Hedger's Stats and sends them as metrics.
+// Collect reads each Hedger's Stats, and each watcher's State, and sends
+// them as metrics.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, w := range c.watchers {
+		c.watch.collect(ch, w.name, w.w)
+	}
 	for _, n := range c.hedgers {
 		if t := n.H.Budget().Tokens(); !math.IsInf(t, 1) {
 			ch <- prometheus.MustNewConstMetric(c.tokens, prometheus.GaugeValue, t, n.Name)

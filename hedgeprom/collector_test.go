@@ -52,9 +52,11 @@ func workload(t *testing.T) map[string]*hedge.Hedger {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: budget, MaxOps: 2})
+	// Plain hedging (no spare-capacity or payoff rule), so that each
+	// counter below moves exactly as scripted.
+	a := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: budget, MaxOps: 2, MinWinRate: -1})
 	b := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MaxAttempts: 3,
-		Replicas: 2, MaxHedgesInFlight: 1})
+		Replicas: 2, MaxHedgesInFlight: 1, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
 	ctx := context.Background()
 
 	// a: a hedge wins (the primary is censored), then the budget refuses.
@@ -152,6 +154,8 @@ func TestCollectorMatchesStats(t *testing.T) {
 				counter("hedge_failures_total", s.Failures)
 				counter("hedge_hedges_refused_total", s.BudgetDenied, "reason=budget")
 				counter("hedge_hedges_refused_total", s.InFlightDenied, "reason=in_flight")
+				counter("hedge_hedges_refused_total", s.BusyDenied, "reason=busy")
+				counter("hedge_hedges_refused_total", s.PayoffDenied, "reason=payoff")
 				counter("hedge_hedges_refused_total", s.DeadlineSkipped, "reason=deadline")
 				counter("hedge_hedges_refused_total", s.NoReplica, "reason=replicas")
 				counter("hedge_shadow_hedges_total", s.ShadowHedges)
@@ -219,8 +223,8 @@ func TestCollectorMatchesStats(t *testing.T) {
 			t.Error("unlimited budget exported")
 		}
 		ops := len(hedgers["a"].Stats()) + len(hedgers["b"].Stats())
-		if n != 12*ops {
-			t.Errorf("checked %d counter series, want 12 per op, %d", n, 12*ops)
+		if n != 14*ops {
+			t.Errorf("checked %d counter series, want 14 per op, %d", n, 14*ops)
 		}
 		if got := testutil.CollectAndCount(c, "hedge_requests_total"); got != ops {
 			t.Errorf("CollectAndCount(requests) = %d, want %d", got, ops)

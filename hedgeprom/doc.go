@@ -3,7 +3,8 @@
 //
 // A Collector reads Hedger.Stats at scrape time and nothing else: it adds no
 // work, lock or allocation to the request path, so a call that sends no hedge
-// costs what it cost before. Wire it up once:
+// costs what it cost before (TestCollectorAddsNoAllocation pins it; a scrape
+// allocates on the scraping goroutine only). Wire it up once:
 //
 //	h, _ := hedge.New(hedge.Config{})
 //	c, err := hedgeprom.New("hedge", map[string]*hedge.Hedger{"items": h})
@@ -39,6 +40,13 @@
 //	hedge_budget_tokens{hedger}                       gauge    budget tokens now (absent if unlimited)
 //	hedge_latency_seconds{hedger,op,path,quantile}    summary  path: caller, primary, hedge
 //
+// With WithWatcher, for each hedgewatch.Watcher given:
+//
+//	hedge_watch_alarmed{hedger}                       gauge    1 while the alarm is raised
+//	hedge_watch_shadowed{hedger}                      gauge    1 while the watcher holds the Hedger in Shadow
+//	hedge_watch_hedge_rate{hedger}                    gauge    hedges decided per request, last judged interval
+//	hedge_watch_baseline_rate{hedger}                 gauge    the baseline that rate is compared with
+//
 // # Why the delay gauge can be absent
 //
 // While a live delay warms up (or with Fixed(hedge.Never)) the delay is
@@ -59,4 +67,36 @@
 // the max, or aggregate _sum and _count for a mean). The quantiles cover every
 // call since the Hedger was made, not a recent window: use rate() of _sum and
 // _count, or of the counters, to see the present.
+//
+// # Native histograms
+//
+// The collector exports no Prometheus histogram, classic or native, and
+// this is why. client_golang (v1.25) can build a native histogram at
+// scrape time, from a snapshot, with prometheus.NewConstNativeHistogram:
+// it takes the count, the sum, and the count of each bucket, keyed by its
+// index in an exponential schema. A Hedger's Stats hold no bucket counts:
+// hedge.Distribution is the count, the sum, the mean, four quantiles and
+// the max, and the bucket counts of the Hedger's quantile.Histogram stay
+// in its Snapshot, unexported. Building one here would take a change to
+// the core that this package cannot make on its own: an accessor of the
+// bucket counts in package quantile, carried in Stats. Recording into a
+// second, client_golang histogram instead would add work to every call,
+// which this package promises not to do (see BenchmarkDoScraped and
+// TestCollectorAddsNoAllocation). Were the counts exported, the mapping is
+// close: quantile's layout has 64 linear buckets per power of two, and
+// native schema 6 has 64 exponential buckets per power of two (bounds
+// 2^(i/64)): counting each of ours in the native bucket of its midpoint
+// puts no value further than quantile.RelativeError (0.8%) outside the
+// bucket it is counted in.
+//
+// # Dashboard and real-server test
+//
+// docs/grafana/hedge-dashboard.json is a Grafana dashboard over these
+// metrics (hedge rate against the budget, win rate, p99 with and without
+// hedging, hedge-path latency, wasted work, refusals by reason, the alarm);
+// TestDashboardUsesExportedMetrics checks that every metric its queries
+// name is one this package exports. TestPrometheusScrapesWhatClientsCounted
+// has a real Prometheus server scrape hedged HTTP traffic and checks,
+// through its query API, that the counts, the hedge rate and the win rate
+// it stored are exactly the Hedgers' own.
 package hedgeprom

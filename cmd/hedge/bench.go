@@ -72,6 +72,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.redisServer, "redis-server", redistestBinary, "redis-server executable")
 	fs.DurationVar(&f.s.SpinWindow, "spin-window", bench.DefaultSpinWindow, "the pacer sleeps until this long before each intended start, then spins (1ns: never spins)")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole invocation to this file")
+	latencies := fs.Bool("latencies", false, "also write each configuration's measured latencies, one duration per line, to latencies-<backend>-<config>.txt in --out (for hedge advise --in)")
+	metricsAddr := benchMetricsFlag(fs)
 	if code := parseFlags(fs, args, stderr); code >= 0 {
 		return code
 	}
@@ -114,6 +116,15 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	// After the first signal, a second one kills at once (the
 	// redis-servers die with us: they are started with Pdeathsig).
 	context.AfterFunc(ctx, stop)
+	bm, merr := startBenchMetrics(*metricsAddr, stderr)
+	if merr != nil {
+		return usageError(stderr, "bench", merr)
+	}
+	defer func() {
+		if err := bm.close(); err != nil {
+			fmt.Fprintf(stderr, "hedge bench: %v\n", err)
+		}
+	}()
 	rep := bench.NewReport("hedge bench " + strings.Join(args, " "))
 	fmt.Fprintf(stderr, "hedge bench: backends %s, configurations %s; %d repeats of %v; load average %.2f; writing to %s\n",
 		strings.Join(backends, ", "), strings.Join(contenderNames(contenders("")), ", "), f.s.Repeats, f.s.Duration, rep.Load1Start, f.out)
@@ -122,9 +133,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if ctx.Err() != nil {
 			break
 		}
-		res, err := benchOne(ctx, name, &f, contenders(name), stderr)
+		res, err := benchOne(ctx, name, &f, bm.contenders(name, contenders(name)), stderr)
 		if res != nil {
 			rep.Backends = append(rep.Backends, res)
+		}
+		if res != nil && *latencies {
+			if _, lerr := res.WriteLatencies(f.out); lerr != nil && err == nil {
+				err = lerr
+			}
 		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			failed = true

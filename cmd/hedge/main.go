@@ -1,6 +1,6 @@
 // Command hedge is the command-line tool of the hedge toolkit: it runs the
 // hedging study and single simulations, and is the home of the later tools
-// (lab, bench, drill).
+// (lab, bench, drill, advise).
 //
 // Each subcommand lives in its own file and registers itself with one line
 // in an init function:

@@ -1,0 +1,393 @@
+package advise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tailcut/hedge/drill"
+)
+
+// DefaultPercentiles are the sample percentiles evaluated as hedge delays
+// when Options.Percentiles is nil.
+var DefaultPercentiles = []float64{50, 60, 70, 80, 90, 95, 99, 99.9}
+
+// Options say what to evaluate. The zero value evaluates
+// DefaultPercentiles with the independent estimate only (no load known).
+type Options struct {
+	// Percentiles are the sample percentiles to try as delays, each in
+	// [1, 99.99]. Nil means DefaultPercentiles; empty means none.
+	Percentiles []float64
+	// Delays are fixed delays to try as well.
+	Delays []time.Duration
+	// Load is the servers' utilisation without hedging, in (0, 1), for the
+	// queueing estimate. Zero infers it from the sample's send times (with
+	// Servers) or, without them, skips the queueing estimate.
+	Load float64
+	// Servers is the number of single-slot servers of the queueing
+	// estimate: replicas times the requests each serves at once. Zero
+	// means the number of replicas the sample names, or 10.
+	Servers int
+	// Requests is the number of simulated requests per run of the
+	// queueing estimate. Zero means 200,000.
+	Requests int
+	// Sizes are the queueing estimates to run. Nil means both Fresh and
+	// Shared.
+	Sizes []Sizes
+	// InOrder says the input lists requests in the order they were sent,
+	// so that the budget meets them in that order; otherwise (and without
+	// send times) they meet it in a seeded random order.
+	InOrder bool
+	// Seed seeds the random order and the simulation. Zero means 1.
+	Seed uint64
+	// GRPCService and GRPCMethod name the method in the service-config
+	// snippet; empty names every method ("name": [{}]).
+	GRPCService, GRPCMethod string
+}
+
+// Prediction is one way of predicting every choice.
+type Prediction struct {
+	// Kind is "independent", "queue-fresh" or "queue-shared".
+	Kind string
+	// Title names it for people.
+	Title string
+	// Assumes lists what it takes for granted, one sentence each.
+	Assumes []string
+	// Today is the latency without hedging that its ratios compare with:
+	// the sample's, or the simulated system's own unhedged run.
+	Today Percentiles
+	// Rows has two outcomes per choice: without the budget, then with it.
+	Rows []Outcome
+}
+
+// Recommendation is the hedge.Config advise recommends, if any.
+type Recommendation struct {
+	// Outcome is the recommended row of the deciding prediction.
+	Outcome Outcome
+	// Kind is the prediction it was judged by.
+	Kind string
+	// Why says how it was chosen.
+	Why string
+}
+
+// Report is advise's answer.
+type Report struct {
+	// Source and N describe the sample; Today, Mean its latency.
+	Source string
+	N      int
+	Today  Percentiles
+	Mean   time.Duration
+	// Notes are facts about the input (histogram resolution, small
+	// sample) and the model.
+	Notes []string
+	// Diagnosis is where the sample suggests its slowness lives.
+	Diagnosis Diagnosis
+	// Choices are the delays evaluated, ascending.
+	Choices []Choice
+	// Predictions are the independent estimate, then the queueing
+	// estimates that ran.
+	Predictions []Prediction
+	// Queue is the simulated system, when a queueing estimate ran, and
+	// LoadFrom says where its load came from.
+	Queue    *QueueModel
+	LoadFrom string
+	// Recommended is the recommended configuration, or nil with NoAdvice
+	// saying why none is.
+	Recommended *Recommendation
+	NoAdvice    string
+	// GRPCService and GRPCMethod are Options'.
+	GRPCService, GRPCMethod string
+}
+
+// ErrOptions is wrapped by the errors of invalid Options.
+var ErrOptions = errors.New("invalid advise options")
+
+// Advise evaluates hedging s's operation at each choice of delay, with and
+// without the library's default budget, by the independent-copies
+// estimate and, when the load is known, by the queueing estimate; it
+// diagnoses where the slowness lives and recommends a configuration. It
+// refuses a sample of fewer than MinSample latencies. It stops early with
+// ctx's error.
+func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Requests == 0 {
+		o.Requests = 200_000
+	}
+	pcts := o.Percentiles
+	if pcts == nil {
+		pcts = DefaultPercentiles
+	}
+	var errs []error
+	for _, p := range pcts {
+		if !(p >= 1 && p <= 99.99) {
+			errs = append(errs, fmt.Errorf("percentile %v: use 1 to 99.99", p))
+		}
+	}
+	for _, d := range o.Delays {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("delay %v: use a positive delay", d))
+		}
+	}
+	if o.Load != 0 && !(o.Load > 0 && o.Load < 1) {
+		errs = append(errs, fmt.Errorf("load %v: use a utilisation in (0, 1), such as 0.5, or 0 to infer it", o.Load))
+	}
+	if o.Servers < 0 || o.Servers == 1 {
+		errs = append(errs, fmt.Errorf("servers %d: use 2 or more (0: the replicas the sample names, or 10)", o.Servers))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, errors.Join(errs...))
+	}
+	e := newEmpirical(s.sorted())
+	rep := &Report{Source: s.Source, N: s.Len(), Today: e.percentiles(), Mean: time.Duration(e.mean()), GRPCService: o.GRPCService, GRPCMethod: o.GRPCMethod}
+	rep.Notes = append(rep.Notes, s.Notes...)
+	if s.Len() < 10000 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("With %d latencies the p99.9 rests on %d values: read its predictions as rough.", s.Len(), s.Len()/1000))
+	}
+	rep.Choices = choices(e, pcts, o.Delays)
+	rep.Diagnosis = diagnose(s, e)
+
+	lat := make([]float64, s.Len())
+	for i, d := range s.Latencies {
+		lat[i] = float64(d)
+	}
+	order := replayOrder(s, o.InOrder, o.Seed)
+	ind := Prediction{
+		Kind:  "independent",
+		Title: "Independent copies (exact, from the sample)",
+		Today: rep.Today,
+		Assumes: []string{
+			"A copy's latency is a fresh, independent draw from the sample: latency = min(X1, delay + X2), computed exactly from the sample's distribution.",
+			"One replica's latencies stand for all, and a copy adds no load: no queueing is modelled.",
+			"Work is server time, taken equal to latency; losers are cancelled when the winner answers.",
+			budgetOrder(s, o.InOrder),
+		},
+	}
+	for _, c := range rep.Choices {
+		for _, b := range []bool{false, true} {
+			ind.Rows = append(ind.Rows, independent(e, lat, order, c, b, rep.Today))
+		}
+	}
+	rep.Predictions = append(rep.Predictions, ind)
+
+	m, from, note := queueModel(s, e, o)
+	rep.LoadFrom = from
+	if note != "" {
+		rep.Notes = append(rep.Notes, note)
+	}
+	if m != nil {
+		if err := m.validate(); err != nil {
+			return nil, fmt.Errorf("%w: queueing estimate: %w", ErrOptions, err)
+		}
+		rep.Queue = m
+		sizes := o.Sizes
+		if sizes == nil {
+			sizes = []Sizes{Fresh, Shared}
+		}
+		for _, sz := range sizes {
+			today, rows, err := queueing(ctx, e, *m, sz, rep.Choices)
+			if err != nil {
+				return nil, err
+			}
+			p := Prediction{Kind: "queue-" + sz.String(), Today: today, Rows: rows}
+			common := []string{
+				fmt.Sprintf("%d FCFS servers with one request in service each, two-choice placement, Poisson arrivals at load %.3g (%s); %d simulated requests, the library's own hedge.Policy deciding (sim.Simulator.RunScript, strategy default).", m.Servers, m.Load, from, m.Requests),
+				fmt.Sprintf("The sample's latencies are the service times: queueing in the sample is counted twice, so the simulated system (p99 %v without hedging) is slower than today's. Ratios compare with it.", round(today.P99)),
+			}
+			switch sz {
+			case Fresh:
+				p.Title = "Queueing, fresh sizes (simulated)"
+				p.Assumes = append([]string{"Every copy draws its own service time from the sample: copies are independent, so a slow request is slow because of where and when it ran."}, common...)
+			case Shared:
+				p.Title = "Queueing, shared sizes (simulated)"
+				p.Assumes = append([]string{"A request's copies share one service time drawn from the sample: a slow request is slow because of what it asks for, and its copy is as slow wherever it runs."}, common...)
+			}
+			rep.Predictions = append(rep.Predictions, p)
+		}
+	}
+	recommend(rep)
+	return rep, nil
+}
+
+func budgetOrder(s *Sample, inOrder bool) string {
+	const b = "With the budget, requests meet a fresh hedge.DefaultBudget() (10% of requests, burst 10) "
+	switch {
+	case s.hasTimes():
+		return b + "in the order they were sent."
+	case inOrder:
+		return b + "in input order."
+	}
+	return b + "in a random order (the sample has no send times): bursts of slowness, which the budget caps harder, do not show."
+}
+
+// choices returns the delays to evaluate: the sample percentiles and the
+// fixed delays, ascending, without duplicates.
+func choices(e *empirical, pcts []float64, delays []time.Duration) []Choice {
+	var cs []Choice
+	for _, p := range pcts {
+		// Three significant digits: a delay people can read and write.
+		d := round(time.Duration(quantileOf(e.xs, p/100)))
+		cs = append(cs, Choice{Label: "p" + strconv.FormatFloat(p, 'f', -1, 64), Percentile: p, Delay: d})
+	}
+	for _, d := range delays {
+		cs = append(cs, Choice{Label: d.String(), Delay: d})
+	}
+	slices.SortStableFunc(cs, func(a, b Choice) int {
+		switch {
+		case a.Delay != b.Delay:
+			return int(min(max(a.Delay-b.Delay, -1), 1))
+		case a.Percentile != b.Percentile:
+			return int(math.Copysign(1, a.Percentile-b.Percentile))
+		}
+		return 0
+	})
+	return slices.CompactFunc(cs, func(a, b Choice) bool { return a.Label == b.Label })
+}
+
+// queueModel returns the queueing estimate's system, where its load comes
+// from, and a note when it cannot run.
+func queueModel(s *Sample, e *empirical, o Options) (*QueueModel, string, string) {
+	servers := o.Servers
+	replicas := 0
+	if s.hasReplicas() {
+		seen := map[string]bool{}
+		for _, r := range s.Replicas {
+			if r != "" {
+				seen[r] = true
+			}
+		}
+		replicas = len(seen)
+	}
+	serversFrom := "--servers"
+	if servers == 0 {
+		servers, serversFrom = 10, "default"
+		if replicas >= 2 {
+			servers, serversFrom = replicas, "the replicas in the sample"
+		}
+	}
+	m := &QueueModel{Load: o.Load, Servers: servers, Requests: o.Requests, Seed: o.Seed}
+	if o.Load > 0 {
+		return m, "--load", ""
+	}
+	if !s.hasTimes() {
+		return nil, "", "No queueing estimate: the load is unknown. Give --load (the servers' utilisation, such as 0.5), or a sample with send times (--time-field) and --servers."
+	}
+	t0, t1 := s.Times[0], s.Times[0]
+	for _, t := range s.Times {
+		if t.Before(t0) {
+			t0 = t
+		}
+		if t.After(t1) {
+			t1 = t
+		}
+	}
+	span := t1.Sub(t0).Seconds()
+	if span <= 0 {
+		return nil, "", "No queueing estimate: every request has the same send time, so the load cannot be inferred; give --load."
+	}
+	rate := float64(s.Len()-1) / span
+	load := rate * e.mean() / 1e9 / float64(servers)
+	from := fmt.Sprintf("inferred: %.4g requests/s x mean latency %v over %d servers (%s)", rate, round(time.Duration(e.mean())), servers, serversFrom)
+	if !(load < 0.98) {
+		return nil, "", fmt.Sprintf("No queueing estimate: the inferred load, %s, is %.3g, at or above capacity; the servers must serve several requests at once: give --servers (replicas x concurrency) or --load.", from, load)
+	}
+	m.Load = max(load, 0.001)
+	return m, from, ""
+}
+
+// recommend picks the recommended configuration: among the rows with the
+// budget (the library's guard against the day everything is slow, which
+// no sample shows), those judged TAIL CUT by every deciding prediction,
+// the one with the lowest p99 of the most pessimistic of them, preferring
+// less extra work within 2% of it; rows without the budget only if none
+// with it qualifies. The deciding predictions are the independent one and
+// the fresh queueing one, or the shared one when the slowness looks like
+// it lives in the requests.
+func recommend(rep *Report) {
+	byKind := map[string]*Prediction{}
+	for i := range rep.Predictions {
+		byKind[rep.Predictions[i].Kind] = &rep.Predictions[i]
+	}
+	var deciding []*Prediction
+	if rep.Diagnosis.Where == InRequests {
+		rep.NoAdvice = "Do not hedge this operation: its slowness looks like it lives in the requests, where a copy is as slow as the original (see above)."
+		if p := byKind["queue-shared"]; p != nil {
+			deciding = append(deciding, p)
+		} else {
+			return
+		}
+	} else {
+		deciding = append(deciding, byKind["independent"])
+		if p := byKind["queue-fresh"]; p != nil {
+			deciding = append(deciding, p)
+		}
+	}
+	type cand struct {
+		i          int
+		p99, work  float64
+		byKind     string
+		withBudget bool
+	}
+	for _, budget := range []bool{true, false} {
+		var cs []cand
+		for i := range deciding[0].Rows {
+			if deciding[0].Rows[i].Budget != budget {
+				continue
+			}
+			ok := true
+			c := cand{i: i, withBudget: budget}
+			for _, p := range deciding {
+				r := p.Rows[i]
+				if r.Verdict != drill.TailCut {
+					ok = false
+					break
+				}
+				if r.P99Ratio >= c.p99 {
+					c.p99, c.byKind = r.P99Ratio, p.Kind
+				}
+				c.work = max(c.work, r.ExtraWork)
+			}
+			if ok {
+				cs = append(cs, c)
+			}
+		}
+		if len(cs) == 0 {
+			continue
+		}
+		best := cs[0]
+		for _, c := range cs {
+			if c.p99 < best.p99 {
+				best = c
+			}
+		}
+		pick := best
+		for _, c := range cs {
+			if c.p99 <= best.p99+0.02 && c.work < pick.work {
+				pick = c
+			}
+		}
+		var kinds []string
+		for _, p := range deciding {
+			kinds = append(kinds, p.Kind)
+		}
+		why := fmt.Sprintf("TAIL CUT in every deciding prediction (%s) with %s; of those, the lowest p99 (ratio %.2f, by %s), preferring less extra work within 0.02 of it.",
+			strings.Join(kinds, ", "), map[bool]string{true: "the default budget", false: "no budget (no row with the budget cut the tail)"}[budget], best.p99, best.byKind)
+		rep.Recommended = &Recommendation{Outcome: deciding[0].Rows[pick.i], Kind: deciding[0].Kind, Why: why}
+		if rep.Diagnosis.Where == InRequests {
+			rep.NoAdvice = ""
+		}
+		return
+	}
+	if rep.NoAdvice == "" {
+		rep.NoAdvice = "No delay cuts the p99 by more than 5% without excess load in every deciding prediction: hedging would cost more than it buys here."
+	}
+}

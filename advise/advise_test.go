@@ -1,0 +1,225 @@
+package advise
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"go/parser"
+	"go/token"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/drill"
+	"github.com/tailcut/hedge/hedgegrpc"
+)
+
+// expSample is n exact quantiles of Exp(mean): the i-th is the
+// (i+0.5)/n quantile.
+func expSample(n int, mean time.Duration) *Sample {
+	s := &Sample{Source: "exp"}
+	for i := range n {
+		x := -math.Log(1 - (float64(i)+0.5)/float64(n))
+		s.Latencies = append(s.Latencies, time.Duration(x*float64(mean)))
+	}
+	return s
+}
+
+// TestIndependentExponential checks the exact computation against the
+// closed form: with X ~ Exp(1) and delay d, P(L > t) = e^-t for t < d and
+// e^-(2t-d) above, so the p99 is (d + ln 100)/2 when that is above d; a
+// hedge goes with probability e^-d; and by memorylessness the work is
+// unchanged.
+func TestIndependentExponential(t *testing.T) {
+	s := expSample(50_000, time.Millisecond)
+	rep, err := Advise(context.Background(), s, Options{Percentiles: []float64{90}, Delays: []time.Duration{time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Predictions) != 1 || rep.Queue != nil {
+		t.Fatalf("%d predictions: without a load only the independent one runs", len(rep.Predictions))
+	}
+	for _, o := range rep.Predictions[0].Rows {
+		if o.Budget {
+			continue
+		}
+		d := float64(o.Choice.Delay) / float64(time.Millisecond)
+		wantP99 := (d + math.Log(100)) / 2
+		if got := float64(o.P99) / float64(time.Millisecond); math.Abs(got/wantP99-1) > 0.005 {
+			t.Errorf("delay %v: p99 %.4f ms, want %.4f", o.Choice.Delay, got, wantP99)
+		}
+		if got, want := o.HedgeRate, math.Exp(-d); math.Abs(got-want) > 0.001 {
+			t.Errorf("delay %v: hedge rate %.4f, want %.4f", o.Choice.Delay, got, want)
+		}
+		if math.Abs(o.ExtraWork) > 0.002 {
+			t.Errorf("delay %v: extra work %.4f, want 0 (memoryless)", o.Choice.Delay, o.ExtraWork)
+		}
+	}
+}
+
+// TestBudgetCaps checks that the default budget caps the hedge rate near
+// 10% when half the requests qualify.
+func TestBudgetCaps(t *testing.T) {
+	rep, err := Advise(context.Background(), expSample(50_000, time.Millisecond), Options{Percentiles: []float64{50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := rep.Predictions[0].Rows
+	if rows[0].HedgeRate < 0.49 || rows[0].Verdict != drill.ExcessLoad {
+		t.Errorf("no budget at the p50: hedge rate %.3f, verdict %s; want about 0.5, EXCESS LOAD", rows[0].HedgeRate, rows[0].Verdict)
+	}
+	if r := rows[1].HedgeRate; r < 0.099 || r > 0.101 {
+		t.Errorf("default budget at the p50: hedge rate %.4f, want 0.1", r)
+	}
+}
+
+func TestJudge(t *testing.T) {
+	for _, tt := range []struct {
+		o    Outcome
+		want drill.Outcome
+	}{
+		{Outcome{HedgeRate: 0.3, P99Ratio: 0.2, P999Ratio: 0.2}, drill.ExcessLoad},
+		{Outcome{HedgeRate: 0.05, ExtraWork: 0.3, P99Ratio: 0.2, P999Ratio: 0.2}, drill.ExcessLoad},
+		{Outcome{HedgeRate: 0.05, P99Ratio: 0.5, P999Ratio: 0.9}, drill.TailCut},
+		{Outcome{HedgeRate: 0.05, P99Ratio: 0.5, P999Ratio: 1.2}, drill.NoTailGain},
+		{Outcome{HedgeRate: 0.05, P99Ratio: 0.97, P999Ratio: 0.5}, drill.NoTailGain},
+	} {
+		if got := Judge(tt.o); got != tt.want {
+			t.Errorf("Judge(%+v) = %s, want %s", tt.o, got, tt.want)
+		}
+	}
+}
+
+func TestAdviseRefusesSmallSample(t *testing.T) {
+	_, err := Advise(context.Background(), expSample(999, time.Millisecond), Options{})
+	if !errors.Is(err, ErrTooSmall) {
+		t.Fatalf("error %v, want ErrTooSmall", err)
+	}
+	_, err = Advise(context.Background(), expSample(2000, time.Millisecond), Options{Load: 1.5, Percentiles: []float64{0}})
+	if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "percentile 0") || !strings.Contains(err.Error(), "load 1.5") {
+		t.Fatalf("error %v, want every mistake", err)
+	}
+}
+
+// TestServiceConfigRoundTrip checks that the snippet hedgegrpc parses to
+// the recommended delay, with and without a method name.
+func TestServiceConfigRoundTrip(t *testing.T) {
+	for _, d := range []time.Duration{12500 * time.Microsecond, 3 * time.Millisecond, 2 * time.Second, 1234567 * time.Nanosecond} {
+		for _, n := range []struct{ svc, method, full string }{{"pkg.Items", "Get", "/pkg.Items/Get"}, {"", "", "/any.Svc/Any"}} {
+			js := ServiceConfigJSON(d, n.svc, n.method)
+			sc, err := hedgegrpc.ParseServiceConfig(js)
+			if err != nil {
+				t.Fatalf("%s: %v", js, err)
+			}
+			if len(sc.Warnings) > 0 {
+				t.Errorf("%s: warnings %v", js, sc.Warnings)
+			}
+			hp := sc.Lookup(n.full)
+			if hp == nil || hp.Delay != d || hp.MaxAttempts != 2 {
+				t.Fatalf("%s: policy %v, want delay %v and 2 attempts", js, hp, d)
+			}
+			if cfg := hp.Config(hedge.Config{Budget: hedge.DefaultBudget()}); cfg.Delay != hedge.Fixed(d) {
+				t.Errorf("config delay %v, want Fixed(%v)", cfg.Delay, d)
+			}
+			if _, err := hedgegrpc.NewFromServiceConfig(sc, hedge.Config{Budget: hedge.DefaultBudget()}); err != nil {
+				t.Errorf("NewFromServiceConfig: %v", err)
+			}
+		}
+	}
+}
+
+// TestReport renders a full report: the Go snippet parses, the SVG is
+// well-formed XML, and the recommended row is TAIL CUT.
+func TestReport(t *testing.T) {
+	s := expSample(20_000, time.Millisecond)
+	// A slow tail: every 50th request twenty times slower.
+	for i := range s.Latencies {
+		if i%50 == 7 {
+			s.Latencies[i] *= 20
+		}
+	}
+	rep, err := Advise(context.Background(), s, Options{Load: 0.3, Requests: 10_000, Percentiles: []float64{90, 99}, Delays: []time.Duration{5 * time.Millisecond}, GRPCService: "pkg.Items", GRPCMethod: "Get"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Predictions) != 3 {
+		t.Fatalf("%d predictions, want independent, fresh and shared", len(rep.Predictions))
+	}
+	if rep.Recommended == nil || rep.Recommended.Outcome.Verdict != drill.TailCut || !rep.Recommended.Outcome.Budget {
+		t.Fatalf("recommendation %+v (%s)", rep.Recommended, rep.NoAdvice)
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	for _, want := range []string{"Independent copies", "Queueing, fresh sizes", "Queueing, shared sizes", "assumes:", "TAIL CUT", "hedge.Fixed(", `"hedgingDelay"`, "pkg.Items", "cannot tell a slow server from a big request"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	src := "package p\nfunc f() {\n" + GoConfig(rep.Recommended.Outcome) + "_, _ = h, err\n}\n"
+	if _, err := parser.ParseFile(token.NewFileSet(), "", src, 0); err != nil {
+		t.Errorf("Go snippet does not parse: %v\n%s", err, src)
+	}
+	buf.Reset()
+	if err := rep.WriteSVG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(&buf)
+	for {
+		if _, err := dec.Token(); err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("SVG is not well-formed: %v", err)
+			}
+			break
+		}
+	}
+}
+
+// TestDiagnose checks the three conclusions on built samples.
+func TestDiagnose(t *testing.T) {
+	t0 := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+	build := func(slowOn func(i int) bool, replica func(i int) string) *Sample {
+		s := expSample(10_000, time.Millisecond)
+		s.Replicas, s.Times = make([]string, s.Len()), make([]time.Time, s.Len())
+		// Spread the quantiles in a fixed pseudo-random order.
+		for i := range s.Latencies {
+			j := (i * 7919) % s.Len()
+			s.Latencies[i], s.Latencies[j] = s.Latencies[j], s.Latencies[i]
+		}
+		for i := range s.Latencies {
+			s.Replicas[i] = replica(i)
+			s.Times[i] = t0.Add(time.Duration(i) * time.Millisecond)
+			if slowOn(i) {
+				s.Latencies[i] = 50 * time.Millisecond
+			}
+		}
+		return s
+	}
+	three := func(i int) string { return []string{"a", "b", "c"}[i%3] }
+	// Stalls: replica a is slow in bursts.
+	stalls := build(func(i int) bool { return i%3 == 0 && (i/500)%20 == 3 }, three)
+	// Big requests: every 50th request, on any replica, at any time.
+	big := build(func(i int) bool { return (i*7)%50 == 1 }, three)
+	for _, tt := range []struct {
+		name string
+		s    *Sample
+		want Where
+	}{{"stalls", stalls, InServers}, {"big requests", big, InRequests}} {
+		dg := diagnose(tt.s, newEmpirical(tt.s.sorted()))
+		if dg.Where != tt.want {
+			t.Errorf("%s: %v, want %v (%q)", tt.name, dg.Where, tt.want, dg.Reasons)
+		}
+	}
+	rep, err := Advise(context.Background(), big, Options{Percentiles: []float64{90}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Recommended != nil || !strings.Contains(rep.NoAdvice, "Do not hedge") {
+		t.Errorf("big requests: recommended %+v, no-advice %q: hedging will not help there", rep.Recommended, rep.NoAdvice)
+	}
+}

@@ -1,0 +1,57 @@
+// Package advise answers "what would hedging buy us?" from a team's own
+// latencies: it is the logic of "hedge advise".
+//
+// # Input
+//
+// A Sample is the recorded latencies of one operation, with the replica
+// and send time of each when the input has them. Parse reads durations
+// (one per line, with units), CSV, JSON lines, a Prometheus text scrape of
+// a histogram's _bucket series, or a Prometheus HTTP API result; parse
+// errors name the line and what was expected. A histogram's counts are
+// spread evenly within their buckets (Sample.Binned). Probe records a
+// sample live with GET or HEAD requests only, at a low fixed rate, per
+// resolved address. Advise refuses a sample of fewer than MinSample
+// latencies.
+//
+// # Predictions
+//
+// For each delay (percentiles of the sample and fixed delays), with and
+// without the library's default budget, Advise predicts the hedge rate,
+// the p50, p99 and p99.9 and the extra work, two ways:
+//
+//   - Independent copies: a copy's latency is a fresh draw from the
+//     sample, latency = min(X1, d + X2), computed exactly from the
+//     empirical distribution (no resampling noise); the budget is the
+//     library's own hedge.Budget met by the requests in order. No queueing:
+//     a copy adds no load.
+//   - Queueing: package sim's engine driven by a generated script
+//     (sim.Simulator.RunScript): Poisson arrivals at the stated load, copy
+//     sizes drawn from the sample, fresh per copy or shared per request,
+//     and the library's own hedge.Policy deciding (strategy default with
+//     the row's hedge.Config). It shows whether the extra load pushes the
+//     tail back up, and, with shared sizes, what happens when a slow
+//     request is slow wherever it runs.
+//
+// Every row is plain hedging: a fixed delay, at most two copies, the
+// default budget or none, and the library's evidence rules (spare
+// capacity, payoff) turned off, since latencies alone cannot model them.
+// Verdicts use the drill's words and rules (Judge).
+//
+// # Where the slowness lives
+//
+// Latencies alone cannot tell a slow server from a big request. With
+// replicas and send times the sample can: slow requests gathered on one
+// replica or in bursts point to servers (a copy elsewhere is fast); slow
+// requests spread evenly over replicas and time point to the requests
+// (a copy is as slow, and hedging will not help), and Advise then
+// recommends no hedging unless the shared-size estimate still cuts the
+// tail.
+//
+// # What it is not
+//
+// It does not model failures, retries, deadlines, fan-out, or a live
+// percentile delay's drift (it predicts the fixed delay equal to today's
+// percentile), and its queueing model is single-slot FCFS servers, as in
+// package sim. The tests check its predictions against the simulator's
+// own worlds (noise, stalls, big jobs) with stated tolerances.
+package advise

@@ -1,0 +1,224 @@
+package advise
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/drill"
+)
+
+// Choice is one hedge delay that advise evaluates: a percentile of the
+// sample or a fixed delay the user asked for.
+type Choice struct {
+	// Label names the choice: "p90", "p99.9" or a duration such as "25ms".
+	Label string
+	// Percentile is the sample percentile the delay is (0 for a fixed
+	// delay given by the user).
+	Percentile float64
+	// Delay is the hedge delay: hedge.Fixed(Delay).
+	Delay time.Duration
+}
+
+// Config returns the hedge.Config of the choice: plain hedging, as both
+// estimates model it. The delay is hedge.Fixed(Delay), at most two copies
+// go, and the budget is the library's default (a fresh
+// hedge.DefaultBudget()) or none. The library's evidence rules are
+// turned off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1):
+// latencies alone say nothing of replicas' queues or of which hedges win,
+// so neither estimate could account for them. With them on, the library
+// sends fewer hedges where they would not pay than these rows predict.
+func (c Choice) Config(budget bool) hedge.Config {
+	cfg := hedge.Config{Delay: hedge.Fixed(c.Delay), MaxAttempts: 2, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}
+	if budget {
+		cfg.Budget = hedge.DefaultBudget()
+	} else {
+		cfg.NoBudget = true
+	}
+	return cfg
+}
+
+// Outcome is what one prediction says of one choice, with or without the
+// budget.
+type Outcome struct {
+	Choice Choice
+	// Budget reports whether the library's default budget (10% of
+	// requests, burst 10) capped the hedges.
+	Budget bool
+	// HedgeRate is the share of requests that sent a hedge; with at most
+	// two copies it is also the extra requests per request.
+	HedgeRate float64
+	// P50, P99 and P999 are the predicted latency percentiles with
+	// hedging, and the ratios their quotients by today's (Prediction.Today).
+	P50, P99, P999                time.Duration
+	P50Ratio, P99Ratio, P999Ratio float64
+	// ExtraWork is server time spent on all copies over the time spent
+	// without hedging, minus 1; losers are cancelled when the winner
+	// answers. It differs from HedgeRate: a hedge runs only until one
+	// copy answers, and a cancelled slow primary stops costing.
+	ExtraWork float64
+	// Verdict is the row's outcome in the drill's words (see Judge).
+	Verdict drill.Outcome
+}
+
+// Judge gives an outcome its verdict, the drill's rules applied to a
+// prediction: EXCESS LOAD when the extra requests or the extra work exceed
+// drill.LoadLimit percent; TAIL CUT when the p99 falls below today's by
+// more than TailMargin and the p99.9 does not rise by more than it; NO
+// TAIL GAIN otherwise. (The drill judges the p95 of twenty requests; with
+// thousands, the p99 is the tail that hedging is for.)
+func Judge(o Outcome) drill.Outcome {
+	limit := float64(drill.LoadLimit) / 100
+	switch {
+	case o.HedgeRate > limit || o.ExtraWork > limit:
+		return drill.ExcessLoad
+	case o.P99Ratio < 1-TailMargin && !(o.P999Ratio > 1+TailMargin):
+		return drill.TailCut
+	}
+	return drill.NoTailGain
+}
+
+// TailMargin is how far a predicted p99 must fall below today's to count
+// as a tail cut (5%), a margin for the noise of the estimates.
+const TailMargin = 0.05
+
+// Percentiles is today's p50, p99 and p99.9.
+type Percentiles struct {
+	P50, P99, P999 time.Duration
+}
+
+// empirical is the distribution of a sample: sorted values and their
+// prefix sums.
+type empirical struct {
+	xs     []float64 // ascending, ns
+	prefix []float64 // prefix[i] = xs[0] + ... + xs[i-1]
+}
+
+func newEmpirical(sorted []float64) *empirical {
+	e := &empirical{xs: sorted, prefix: make([]float64, len(sorted)+1)}
+	for i, x := range sorted {
+		e.prefix[i+1] = e.prefix[i] + x
+	}
+	return e
+}
+
+// above returns how many of sorted exceed t.
+func above(sorted []float64, t float64) int {
+	return len(sorted) - sort.Search(len(sorted), func(i int) bool { return sorted[i] > t })
+}
+
+// surv returns P(X > t).
+func (e *empirical) surv(t float64) float64 {
+	if t < 0 {
+		return 1
+	}
+	return float64(above(e.xs, t)) / float64(len(e.xs))
+}
+
+// meanMin returns E[min(X, a)].
+func (e *empirical) meanMin(a float64) float64 {
+	if a <= 0 {
+		return 0
+	}
+	k := sort.Search(len(e.xs), func(i int) bool { return e.xs[i] > a })
+	return (e.prefix[k] + a*float64(len(e.xs)-k)) / float64(len(e.xs))
+}
+
+func (e *empirical) mean() float64 { return e.prefix[len(e.xs)] / float64(len(e.xs)) }
+
+func (e *empirical) percentiles() Percentiles {
+	return Percentiles{
+		P50:  time.Duration(quantileOf(e.xs, 0.5)),
+		P99:  time.Duration(quantileOf(e.xs, 0.99)),
+		P999: time.Duration(quantileOf(e.xs, 0.999)),
+	}
+}
+
+// replayOrder returns the order in which requests met the budget: by send
+// time when every latency has one, in input order if inOrder, else a
+// seeded random order (a sample with no order must not meet the budget
+// sorted).
+func replayOrder(s *Sample, inOrder bool, seed uint64) []int {
+	idx := make([]int, s.Len())
+	for i := range idx {
+		idx[i] = i
+	}
+	switch {
+	case s.hasTimes():
+		slices.SortStableFunc(idx, func(a, b int) int { return s.Times[a].Compare(s.Times[b]) })
+	case inOrder:
+	default:
+		r := rand.New(rand.NewPCG(seed, 0x5eed))
+		r.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+	}
+	return idx
+}
+
+// independent predicts a choice with the copy's latency an independent
+// draw from the sample: latency = min(X1, d + X2), computed exactly from
+// the empirical distribution given which requests hedge. Without the
+// budget every request slower than d hedges; with it, the requests meet a
+// fresh hedge.DefaultBudget in order (the library's own bucket, credited
+// once per request), and those it refuses keep their latency.
+func independent(e *empirical, lat []float64, order []int, c Choice, budget bool, today Percentiles) Outcome {
+	d := float64(c.Delay)
+	var b *hedge.Budget
+	if budget {
+		b = hedge.DefaultBudget()
+	}
+	var plain, hedged []float64
+	work := 0.0
+	for _, i := range order {
+		x := lat[i]
+		b.OnRequest()
+		if x > d && b.TryHedge() {
+			hedged = append(hedged, x)
+			// E[2L - d] with L = min(x, d + X2): the primary runs until
+			// L, the hedge from d until L.
+			work += d + 2*e.meanMin(x-d)
+			continue
+		}
+		plain = append(plain, x)
+		work += x
+	}
+	slices.Sort(plain)
+	slices.Sort(hedged)
+	n := float64(len(lat))
+	sl := func(t float64) float64 {
+		return (float64(above(plain, t)) + float64(above(hedged, t))*e.surv(t-d)) / n
+	}
+	q := func(p float64) time.Duration {
+		// Nearest rank on the exact distribution: the least t with
+		// P(L <= t) >= p. L jumps only at sample values (a primary
+		// answers) and at d plus a sample value (a hedge answers).
+		target := 1 - p + 1e-12
+		first := func(cands []float64, shift float64) float64 {
+			k := sort.Search(len(cands), func(i int) bool { return sl(cands[i]+shift) <= target })
+			if k == len(cands) {
+				return math.Inf(1)
+			}
+			return cands[k] + shift
+		}
+		return time.Duration(math.Min(first(e.xs, 0), first(e.xs, d)))
+	}
+	o := Outcome{Choice: c, Budget: budget, HedgeRate: float64(len(hedged)) / n}
+	o.P50, o.P99, o.P999 = q(0.5), q(0.99), q(0.999)
+	o.ExtraWork = work/e.prefix[len(e.xs)] - 1
+	o.ratios(today)
+	o.Verdict = Judge(o)
+	return o
+}
+
+// ratios fills the ratio fields from today's percentiles.
+func (o *Outcome) ratios(today Percentiles) {
+	r := func(a, b time.Duration) float64 {
+		if b <= 0 {
+			return math.NaN()
+		}
+		return float64(a) / float64(b)
+	}
+	o.P50Ratio, o.P99Ratio, o.P999Ratio = r(o.P50, today.P50), r(o.P99, today.P99), r(o.P999, today.P999)
+}

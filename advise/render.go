@@ -1,0 +1,196 @@
+package advise
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteText writes the report for a terminal: the sample, the diagnosis,
+// one table per prediction with what it assumes, and the recommendation
+// as Go code and as a gRPC service-config snippet.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Sample: %d latencies (%s).\n", r.N, r.Source)
+	fmt.Fprintf(&b, "Today: p50 %v, p99 %v, p99.9 %v, mean %v.\n", round(r.Today.P50), round(r.Today.P99), round(r.Today.P999), round(r.Mean))
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "Note: %s\n", n)
+	}
+	fmt.Fprintf(&b, "\nWhere the slowness lives: %s.\n", r.Diagnosis.Where)
+	if len(r.Diagnosis.Replicas) > 0 {
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  replica\tlatencies\tp50\tp99\tshare of the slowest 1%")
+		for _, rs := range r.Diagnosis.Replicas {
+			fmt.Fprintf(tw, "  %s\t%d\t%v\t%v\t%.2gx\n", rs.Replica, rs.Count, round(rs.P50), round(rs.P99), rs.TailShare)
+		}
+		tw.Flush()
+	}
+	for _, s := range r.Diagnosis.Reasons {
+		fmt.Fprintf(&b, "  - %s\n", s)
+	}
+	for _, p := range r.Predictions {
+		fmt.Fprintf(&b, "\n%s\n", p.Title)
+		for _, a := range p.Assumes {
+			fmt.Fprintf(&b, "  assumes: %s\n", a)
+		}
+		if p.Kind != "independent" {
+			fmt.Fprintf(&b, "  without hedging here: p50 %v, p99 %v, p99.9 %v\n", round(p.Today.P50), round(p.Today.P99), round(p.Today.P999))
+		}
+		writeRows(&b, p.Rows)
+	}
+	b.WriteString("\nVerdicts use the drill's words: EXCESS LOAD when the extra requests or the extra work exceed 25%; TAIL CUT when the p99 falls by more than 5% and the p99.9 rises by no more than 5%; NO TAIL GAIN otherwise.\n")
+	b.WriteString("Extra work is server time over today's: a hedge runs only until a copy answers, and a cancelled slow primary stops costing, so it can be far from the extra requests.\n")
+	b.WriteString("\nRecommendation\n")
+	if r.Recommended == nil {
+		fmt.Fprintf(&b, "  %s\n", r.NoAdvice)
+	} else {
+		o := r.Recommended.Outcome
+		fmt.Fprintf(&b, "  Hedge at %s (%v)%s: hedge rate %.1f%%, p99 %v -> %v, p99.9 %v -> %v, extra work %+.1f%% (%s estimate).\n",
+			o.Choice.Label, round(o.Choice.Delay), map[bool]string{true: " with the default budget", false: " without a budget"}[o.Budget],
+			100*o.HedgeRate, round(r.Today.P99), round(o.P99), round(r.Today.P999), round(o.P999), 100*o.ExtraWork, r.Recommended.Kind)
+		fmt.Fprintf(&b, "  Why: %s\n", r.Recommended.Why)
+		if r.NoAdvice != "" {
+			fmt.Fprintf(&b, "  But: %s\n", r.NoAdvice)
+		}
+		b.WriteString("\nAs Go:\n\n")
+		b.WriteString(indent(GoConfig(o), "    "))
+		b.WriteString("\nAs a gRPC service config (hedgegrpc.ParseServiceConfig, then hedgegrpc.NewFromServiceConfig(sc, base)):\n\n")
+		b.WriteString(indent(ServiceConfigJSON(o.Choice.Delay, r.GRPCService, r.GRPCMethod), "    "))
+		if o.Budget {
+			b.WriteString("\n    with base hedge.Config{Budget: hedge.DefaultBudget()}: a service config cannot say the budget.\n")
+		} else {
+			b.WriteString("\n    with base hedge.Config{NoBudget: true}: a service config cannot say the budget.\n")
+		}
+		if r.GRPCService == "" {
+			b.WriteString("    \"name\": [{}] applies to every method of the channel: name the service and method (--grpc-service, --grpc-method) to hedge this one only.\n")
+		}
+		if o.Choice.Percentile > 0 {
+			fmt.Fprintf(&b, "\n  The delay is today's p%s. To follow the latency as it changes, hedge.Percentile{P: %s} is the live equivalent (it learns from primaries, so its delay and hedge rate differ somewhat from these predictions).\n",
+				strconv.FormatFloat(o.Choice.Percentile, 'f', -1, 64), strconv.FormatFloat(o.Choice.Percentile, 'f', -1, 64))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeRows(w io.Writer, rows []Outcome) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  delay\t\tbudget\thedged\tp50\t\tp99\t\tp99.9\t\textra work\tverdict\t")
+	for _, o := range rows {
+		bud := "none"
+		if o.Budget {
+			bud = "10%"
+		}
+		fmt.Fprintf(tw, "  %s\t%v\t%s\t%.1f%%\t%v\t(%s)\t%v\t(%s)\t%v\t(%s)\t%+.1f%%\t%s\t\n",
+			o.Choice.Label, round(o.Choice.Delay), bud, 100*o.HedgeRate,
+			round(o.P50), ratio(o.P50Ratio), round(o.P99), ratio(o.P99Ratio), round(o.P999), ratio(o.P999Ratio),
+			100*o.ExtraWork, o.Verdict)
+	}
+	tw.Flush()
+}
+
+func ratio(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
+
+func indent(s, by string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = by + l
+		}
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// GoConfig returns the hedge.Config of an outcome as Go source.
+func GoConfig(o Outcome) string {
+	var b strings.Builder
+	b.WriteString("h, err := hedge.New(hedge.Config{\n")
+	comment := "a fixed delay"
+	if o.Choice.Percentile > 0 {
+		comment = "today's p" + strconv.FormatFloat(o.Choice.Percentile, 'f', -1, 64)
+	}
+	fmt.Fprintf(&b, "\tDelay:       hedge.Fixed(%s), // %s\n", GoDuration(o.Choice.Delay), comment)
+	if o.Budget {
+		b.WriteString("\tBudget:      hedge.DefaultBudget(),      // at most 10% of requests hedge, bursts of 10\n")
+	} else {
+		b.WriteString("\tNoBudget:    true,                       // no cap on hedges: doubles the load when everything is slow\n")
+	}
+	b.WriteString("\tMaxAttempts: 2,\n")
+	b.WriteString("\t// As predicted: plain hedging. Drop these two lines to let the\n")
+	b.WriteString("\t// library stop hedges that find every replica busy or do not win.\n")
+	b.WriteString("\tMaxReplicaLoad: hedge.AnyReplicaLoad,\n")
+	b.WriteString("\tMinWinRate:     -1,\n")
+	b.WriteString("})\n")
+	return b.String()
+}
+
+// GoDuration formats d as a Go expression: "12500 * time.Microsecond",
+// "3 * time.Millisecond", "time.Second".
+func GoDuration(d time.Duration) string {
+	units := []struct {
+		u    time.Duration
+		name string
+	}{{time.Hour, "time.Hour"}, {time.Minute, "time.Minute"}, {time.Second, "time.Second"}, {time.Millisecond, "time.Millisecond"}, {time.Microsecond, "time.Microsecond"}, {time.Nanosecond, "time.Nanosecond"}}
+	if d == 0 {
+		return "0"
+	}
+	for _, u := range units {
+		if d%u.u == 0 {
+			if d == u.u {
+				return u.name
+			}
+			return fmt.Sprintf("%d * %s", d/u.u, u.name)
+		}
+	}
+	return strconv.FormatInt(int64(d), 10)
+}
+
+// ProtoDuration formats d (not negative) as the JSON form of a
+// google.protobuf.Duration: seconds with 0, 3, 6 or 9 fractional digits
+// and an "s" suffix, such as "0.012500s".
+func ProtoDuration(d time.Duration) string {
+	secs := strconv.FormatInt(int64(d/time.Second), 10)
+	ns := int64(d % time.Second)
+	switch {
+	case ns == 0:
+		return secs + "s"
+	case ns%1e6 == 0:
+		return fmt.Sprintf("%s.%03ds", secs, ns/1e6)
+	case ns%1e3 == 0:
+		return fmt.Sprintf("%s.%06ds", secs, ns/1e3)
+	}
+	return fmt.Sprintf("%s.%09ds", secs, ns)
+}
+
+// ServiceConfigJSON returns a gRPC service config whose hedgingPolicy
+// sends one hedge after delay, for service/method (both empty: every
+// method).
+func ServiceConfigJSON(delay time.Duration, service, method string) string {
+	type name struct {
+		Service string `json:"service,omitempty"`
+		Method  string `json:"method,omitempty"`
+	}
+	type policy struct {
+		MaxAttempts  int    `json:"maxAttempts"`
+		HedgingDelay string `json:"hedgingDelay"`
+	}
+	type mc struct {
+		Name          []name `json:"name"`
+		HedgingPolicy policy `json:"hedgingPolicy"`
+	}
+	doc := struct {
+		MethodConfig []mc `json:"methodConfig"`
+	}{[]mc{{Name: []name{{Service: service, Method: method}}, HedgingPolicy: policy{MaxAttempts: 2, HedgingDelay: ProtoDuration(delay)}}}}
+	out, _ := json.MarshalIndent(doc, "", "  ") // plain structs: cannot fail
+	return string(out) + "\n"
+}

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tailcut/hedge/advise"
+)
+
+func init() { register(adviseCommand) }
+
+var adviseCommand = &command{
+	name:    "advise",
+	summary: "predict what hedging at each delay would buy, from your own latencies",
+	run:     runAdvise,
+}
+
+// adviseExamples are shown by "hedge advise --help": one per input format.
+const adviseExamples = `Examples, one per input:
+
+  # One duration per line, with units (12.5ms, 850us, 1.2s); '#' lines are skipped.
+  hedge advise --in latencies.txt
+
+  # CSV with a header row: name the latency column; bare numbers need --unit.
+  hedge advise --in requests.csv --field latency_ms --unit ms --replica-field host
+
+  # JSON lines: latency field, and optionally the replica and the send time.
+  hedge advise --in access.jsonl --field duration --unit ms --replica-field upstream --time-field ts
+
+  # A Prometheus scrape holding a histogram's _bucket series (bounds in seconds).
+  curl -s http://app:9090/metrics > scrape.txt
+  hedge advise --in scrape.txt --metric http_request_duration_seconds --load 0.4
+
+  # A Prometheus HTTP API query result, saved as JSON.
+  curl -s 'http://prom:9090/api/v1/query' --data-urlencode \
+    'query=sum by (le) (increase(http_request_duration_seconds_bucket{route="/item"}[1h]))' > buckets.json
+  hedge advise --in buckets.json --load 0.4
+
+  # A live probe: read-only GETs (or HEADs) at 5 per second, per resolved address.
+  hedge advise --probe https://api.example.com/health --probe-rate 5 --probe-count 1000
+
+  # Fixed delays as well as the percentiles, and the queueing estimate at load 0.6 on 12 servers.
+  hedge advise --in latencies.txt --delays 20ms,50ms --load 0.6 --servers 12
+
+The probe sends only GET or HEAD requests (never anything else), at most
+50 per second and 100,000 in all, for at most an hour.
+`
+
+// adviseFlags are the flags of "hedge advise".
+type adviseFlags struct {
+	in, format, field, replicaField, timeField, unit, metric string
+	probe, probeMethod                                       string
+	probeRate                                                float64
+	probeCount                                               int
+	probeDuration, probeTimeout                              time.Duration
+	percentiles, delays, sizes, out                          string
+	grpcService, grpcMethod                                  string
+	load                                                     float64
+	servers, simRequests                                     int
+	inOrder                                                  bool
+	seed                                                     uint64
+}
+
+func runAdvise(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("advise", "--in FILE [flags] | --probe URL [flags]", stderr)
+	usage := fs.Usage
+	fs.Usage = func() {
+		usage()
+		fmt.Fprintf(stderr, "\n%s", adviseExamples)
+	}
+	var f adviseFlags
+	fs.StringVar(&f.in, "in", "", "recorded latencies of one operation (- for standard input)")
+	fs.StringVar(&f.format, "format", "auto", "input format: auto, durations, csv, jsonl, prom (text scrape), prom-json (HTTP API result)")
+	fs.StringVar(&f.field, "field", "latency", "CSV column (name or number from 1) or JSON field of the latency; dots reach into nested JSON objects")
+	fs.StringVar(&f.replicaField, "replica-field", "", "CSV column or JSON field naming the replica (host) that served each request")
+	fs.StringVar(&f.timeField, "time-field", "", "CSV column or JSON field with each request's send time (RFC 3339, or Unix seconds)")
+	fs.StringVar(&f.unit, "unit", "", "unit of latencies given as bare numbers: ns, us, ms, s (a histogram's bounds default to seconds)")
+	fs.StringVar(&f.metric, "metric", "", "Prometheus histogram name, with or without _bucket (needed when the input has several)")
+	fs.StringVar(&f.probe, "probe", "", "probe this http(s) URL live with read-only GET (or HEAD) requests instead of reading --in")
+	fs.StringVar(&f.probeMethod, "probe-method", "GET", "probe method: GET or HEAD (nothing else is ever sent)")
+	fs.Float64Var(&f.probeRate, "probe-rate", 5, fmt.Sprintf("probe requests per second, open loop (at most %d)", advise.MaxProbeRate))
+	fs.IntVar(&f.probeCount, "probe-count", advise.MinSample, fmt.Sprintf("latencies to record (at most %d)", advise.MaxProbeCount))
+	fs.DurationVar(&f.probeDuration, "probe-duration", 0, "longest the probe may run (0: what --probe-count needs at --probe-rate, plus a tenth; at most 1h)")
+	fs.DurationVar(&f.probeTimeout, "probe-timeout", 10*time.Second, "timeout of each probe request")
+	fs.StringVar(&f.percentiles, "percentiles", "50,60,70,80,90,95,99,99.9", "sample percentiles to try as hedge delays, comma-separated (empty: none)")
+	fs.StringVar(&f.delays, "delays", "", "fixed hedge delays to try as well, comma-separated, such as 20ms,50ms")
+	fs.Float64Var(&f.load, "load", 0, "servers' utilisation without hedging, in (0, 1), for the queueing estimate (0: inferred from send times, or no queueing estimate)")
+	fs.IntVar(&f.servers, "servers", 0, "servers of the queueing estimate: replicas x requests each serves at once (0: the replicas in the sample, or 10)")
+	fs.IntVar(&f.simRequests, "sim-requests", 200_000, "simulated requests per run of the queueing estimate")
+	fs.StringVar(&f.sizes, "sizes", "both", "queueing estimates: fresh (each copy draws its own service time), shared (copies share the request's), or both")
+	fs.BoolVar(&f.inOrder, "in-order", false, "the input lists requests in the order they were sent (the budget meets them in that order); without it and without send times, a random order")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the random order and the simulation")
+	fs.StringVar(&f.out, "out", "./advise-out", "directory for report.txt and advise.svg (empty: print only)")
+	fs.StringVar(&f.grpcService, "grpc-service", "", "fully qualified gRPC service for the service-config snippet, such as pkg.Items")
+	fs.StringVar(&f.grpcMethod, "grpc-method", "", "gRPC method for the snippet, such as GetItem (needs --grpc-service)")
+	if code := parseFlags(fs, args, stderr); code >= 0 {
+		return code
+	}
+	opts, format, fields, err := f.validate()
+	if err != nil {
+		return usageError(stderr, "advise", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var s *advise.Sample
+	if f.probe != "" {
+		s, err = advise.Probe(ctx, advise.ProbeOptions{
+			URL: f.probe, Method: strings.ToUpper(f.probeMethod), Rate: f.probeRate, Count: f.probeCount,
+			Duration: f.probeDuration, Timeout: f.probeTimeout, Progress: stderr,
+		})
+	} else {
+		s, err = readSample(f.in, format, fields)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "hedge advise: interrupted\n")
+			return exitInterrupted
+		}
+		fmt.Fprintf(stderr, "hedge advise: %v\n", err)
+		return exitFailure
+	}
+	rep, err := advise.Advise(ctx, s, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "hedge advise: interrupted\n")
+			return exitInterrupted
+		}
+		fmt.Fprintf(stderr, "hedge advise: %v\n", err)
+		return exitFailure
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		fmt.Fprintf(stderr, "hedge advise: %v\n", err)
+		return exitFailure
+	}
+	if f.out != "" {
+		files, err := writeAdvice(f.out, rep)
+		if err != nil {
+			fmt.Fprintf(stderr, "hedge advise: %v\n", err)
+			return exitFailure
+		}
+		fmt.Fprintf(stderr, "hedge advise: wrote %s\n", strings.Join(files, ", "))
+	}
+	return exitOK
+}
+
+// validate checks the flags before any work.
+func (f *adviseFlags) validate() (advise.Options, advise.Format, advise.Fields, error) {
+	var errs []error
+	o := advise.Options{Load: f.load, Servers: f.servers, Requests: f.simRequests, InOrder: f.inOrder, Seed: f.seed, GRPCService: f.grpcService, GRPCMethod: f.grpcMethod}
+	switch {
+	case f.in == "" && f.probe == "":
+		errs = append(errs, errors.New("give the latencies with --in FILE (or - for standard input), or probe a URL with --probe"))
+	case f.in != "" && f.probe != "":
+		errs = append(errs, errors.New("give --in or --probe, not both"))
+	}
+	format, err := advise.ParseFormat(f.format)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--format: %w", err))
+	}
+	fields := advise.Fields{Latency: f.field, Replica: f.replicaField, Time: f.timeField, Metric: f.metric}
+	if f.unit != "" {
+		u, err := time.ParseDuration("1" + strings.TrimPrefix(f.unit, "1"))
+		if err != nil || u <= 0 {
+			errs = append(errs, fmt.Errorf("--unit %q: use ns, us, ms, s, m or h", f.unit))
+		}
+		fields.Unit = u
+	}
+	o.Percentiles = []float64{}
+	for _, p := range splitList(f.percentiles) {
+		v, err := strconv.ParseFloat(strings.TrimPrefix(p, "p"), 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--percentiles: %q is not a number: give percentiles such as 90,99,99.9", p))
+			continue
+		}
+		o.Percentiles = append(o.Percentiles, v)
+	}
+	for _, d := range splitList(f.delays) {
+		v, err := time.ParseDuration(d)
+		if err != nil || v <= 0 {
+			errs = append(errs, fmt.Errorf("--delays: %q is not a positive duration: give delays such as 20ms,50ms", d))
+			continue
+		}
+		o.Delays = append(o.Delays, v)
+	}
+	if len(o.Percentiles) == 0 && len(o.Delays) == 0 {
+		errs = append(errs, errors.New("--percentiles and --delays are both empty: give at least one delay to try"))
+	}
+	switch f.sizes {
+	case "both":
+	case "fresh":
+		o.Sizes = []advise.Sizes{advise.Fresh}
+	case "shared":
+		o.Sizes = []advise.Sizes{advise.Shared}
+	default:
+		errs = append(errs, fmt.Errorf("--sizes %q: use fresh, shared or both", f.sizes))
+	}
+	if f.grpcMethod != "" && f.grpcService == "" {
+		errs = append(errs, errors.New("--grpc-method needs --grpc-service: a gRPC method is named within its service"))
+	}
+	if f.probe != "" {
+		po := advise.ProbeOptions{URL: f.probe, Method: strings.ToUpper(f.probeMethod), Rate: f.probeRate, Count: f.probeCount, Duration: f.probeDuration, Timeout: f.probeTimeout}.Defaults()
+		if err := po.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--probe: %w", err))
+		}
+	}
+	return o, format, fields, errors.Join(errs...)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// readSample reads the sample from path ("-": standard input). Without an
+// explicit format, a file's extension may decide it.
+func readSample(path string, format advise.Format, fields advise.Fields) (*advise.Sample, error) {
+	var r io.Reader = os.Stdin
+	name := "standard input"
+	if path != "-" {
+		fh, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading the latencies: %w", err)
+		}
+		defer fh.Close()
+		r, name = fh, path
+		if format == advise.Auto {
+			switch strings.ToLower(filepath.Ext(path)) {
+			case ".csv":
+				format = advise.CSV
+			case ".jsonl", ".ndjson":
+				format = advise.JSONLines
+			}
+		}
+	}
+	s, err := advise.Parse(r, format, fields)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	s.Source = name + ", " + s.Source
+	return s, nil
+}
+
+// writeAdvice writes report.txt and advise.svg into dir.
+func writeAdvice(dir string, rep *advise.Report) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating --out %s: %w", dir, err)
+	}
+	var files []string
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{{"report.txt", rep.WriteText}, {"advise.svg", rep.WriteSVG}} {
+		p := filepath.Join(dir, f.name)
+		fh, err := os.Create(p)
+		if err != nil {
+			return files, fmt.Errorf("writing %s: %w", p, err)
+		}
+		err = f.write(fh)
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return files, fmt.Errorf("writing %s: %w", p, err)
+		}
+		files = append(files, p)
+	}
+	return files, nil
+}

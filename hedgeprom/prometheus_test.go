@@ -1,0 +1,309 @@
+package hedgeprom_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/goleak"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/hedgeprom"
+	"github.com/tailcut/hedge/internal/hedgeset"
+	"github.com/tailcut/hedge/internal/promtest"
+)
+
+// liveTraffic is real hedged HTTP traffic on loopback, from two Hedgers:
+//
+//   - "items" drives a hedgehttp.Transport over two replicas with a fixed
+//     delay of 10 ms, no budget, and neither the spare-capacity nor the
+//     payoff rule: the primary of every fourth key takes 30 ms, so each of
+//     those calls is hedged, and the hedge, answered at once, wins unless
+//     the machine stalls.
+//   - "direct" calls hedge.Do with its own attempt function over
+//     net/http, with a fixed delay of 5 ms, a budget of 5% and a burst of
+//     2, and the library's other defaults: some slow primaries are hedged
+//     and the hedge wins, the rest are refused (by the budget, or a rule)
+//     and the primary answers.
+//
+// The test compares what Prometheus scraped with the Hedgers' Stats, so the
+// exact numbers do not matter; the design only makes sure that every
+// counter the comparison reads is non-zero.
+type liveTraffic struct {
+	// slowEvery: the primary of every slowEvery-th key is slow (4 unless
+	// set); a slow primary answers after 30 ms, or when cancelled.
+	slowEvery atomic.Int64
+
+	items, direct *hedge.Hedger
+	replicas      []*httptest.Server
+	base          *http.Transport
+	client        *http.Client // through hedgehttp, for "items"
+}
+
+// slowKey reports whether request k has a slow primary.
+func (lt *liveTraffic) slowKey(k int) bool { return int64(k)%lt.slowEvery.Load() == 0 }
+
+func startTraffic(t testing.TB) *liveTraffic {
+	t.Helper()
+	lt := &liveTraffic{}
+	lt.slowEvery.Store(4)
+	for range 2 {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			k, _ := strconv.Atoi(r.URL.Query().Get("k"))
+			if lt.slowKey(k) && hedgehttp.AttemptIndex(r) == 0 {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(30 * time.Millisecond):
+				}
+			}
+			io.WriteString(w, "ok")
+		}))
+		lt.replicas = append(lt.replicas, s)
+	}
+	t.Cleanup(func() {
+		for _, s := range lt.replicas {
+			s.Close()
+		}
+	})
+	var err error
+	if lt.items, err = hedge.New(hedge.Config{Delay: hedge.Fixed(10 * time.Millisecond), NoBudget: true, Replicas: 2,
+		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}); err != nil {
+		t.Fatal(err)
+	}
+	budget, err := hedge.NewBudget(0.05, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lt.direct, err = hedge.New(hedge.Config{Delay: hedge.Fixed(5 * time.Millisecond), Budget: budget, Replicas: 2,
+		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}); err != nil {
+		t.Fatal(err)
+	}
+	lt.base = &http.Transport{MaxIdleConnsPerHost: 16}
+	t.Cleanup(lt.base.CloseIdleConnections)
+	rt, err := hedgehttp.New(lt.base, lt.items, hedgehttp.Config{Replicas: []string{lt.replicas[0].URL, lt.replicas[1].URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt.client = &http.Client{Transport: rt}
+	return lt
+}
+
+// get reads url through rt and fails unless it answers 200 "ok".
+func get(ctx context.Context, rt http.RoundTripper, url string, hedgeIndex int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if hedgeIndex > 0 {
+		req.Header.Set(hedgehttp.AttemptHeader, strconv.Itoa(hedgeIndex))
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+		return fmt.Errorf("GET %s: %s %q", url, resp.Status, body)
+	}
+	return nil
+}
+
+// run sends n requests through each Hedger, from workers goroutines, and
+// returns once every call has returned.
+func (lt *liveTraffic) run(ctx context.Context, n, workers int) error {
+	errs := make(chan error, 2*workers)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Go(func() {
+			for k := range next {
+				url := lt.replicas[0].URL + "/item?k=" + strconv.Itoa(k)
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				resp, err := lt.client.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				if err != nil {
+					errs <- fmt.Errorf("items, key %d: %w", k, err)
+					return
+				}
+				_, err = hedge.Do(ctx, lt.direct, "get", func(ctx context.Context, a hedge.Attempt) (struct{}, error) {
+					return struct{}{}, get(ctx, lt.base, lt.replicas[a.Replica].URL+"/item?k="+strconv.Itoa(k), a.Index)
+				})
+				if err != nil {
+					errs <- fmt.Errorf("direct, key %d: %w", k, err)
+					return
+				}
+			}
+		})
+	}
+feed:
+	for k := range n {
+		select {
+		case next <- k:
+		case err := <-errs:
+			errs <- err
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// refusals is the sum of s's refusals over every reason.
+func refusals(s hedge.Stats) int64 {
+	var n int64
+	for _, r := range hedgeset.Refusals(s) {
+		n += r.N
+	}
+	return n
+}
+
+// serveMetrics serves reg on /metrics on a loopback port until the test
+// ends, and returns its address.
+func serveMetrics(t testing.TB, reg *prometheus.Registry) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(l)
+	}()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-done
+	})
+	return l.Addr().String()
+}
+
+// TestPrometheusScrapesWhatClientsCounted runs hedged HTTP traffic with the
+// collector on /metrics, has a real Prometheus server scrape it, and reads
+// the hedge counts, the hedge rate and the win rate back from Prometheus's
+// query API once a scrape taken after the traffic stopped was stored: they
+// must equal the Hedgers' own Stats exactly.
+func TestPrometheusScrapesWhatClientsCounted(t *testing.T) {
+	promtest.Need(t)
+	t.Cleanup(func() { goleak.VerifyNone(t) })                              // registered first: runs after every other cleanup
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // hang guard
+	defer cancel()
+
+	lt := startTraffic(t)
+	c, err := hedgeprom.New("hedge", map[string]*hedge.Hedger{"items": lt.items, "direct": lt.direct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	addr := serveMetrics(t, reg)
+	prom := promtest.Start(t, promtest.Options{Targets: []string{addr}, ScrapeInterval: 100 * time.Millisecond})
+
+	// Prometheus scrapes while the traffic runs.
+	if err := lt.run(ctx, 400, 8); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	want := map[string]hedge.Stats{"items": lt.items.OpStats(http.MethodGet), "direct": lt.direct.OpStats("get")}
+	for name, s := range want {
+		if s.Requests != 400 || s.Hedges == 0 || s.HedgeWins == 0 || s.PrimaryWins == 0 {
+			t.Fatalf("%s: %v; the traffic should have hedged some calls and not others", name, s)
+		}
+	}
+	if want["items"].Hedges < 100 {
+		t.Errorf("items: %d hedges; each of the 100 slow primaries should have been hedged", want["items"].Hedges)
+	}
+	if refusals(want["direct"]) == 0 {
+		t.Errorf("direct: no refusal: %v", want["direct"])
+	}
+
+	latest, err := prom.WaitScrapedAfter(ctx, "hedge_requests_total", stopped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(latest) != 2 {
+		t.Fatalf("hedge_requests_total: %v; want the two hedgers' series", latest)
+	}
+	at := latest[0].Time
+	for _, s := range latest[1:] {
+		if s.Time.After(at) {
+			at = s.Time
+		}
+	}
+	for name, s := range want {
+		sel := fmt.Sprintf(`{hedger=%q,op=%q}`, name, s.Op)
+		for _, q := range []struct {
+			expr string
+			want float64
+		}{
+			{"hedge_requests_total" + sel, float64(s.Requests)},
+			{"hedge_hedges_sent_total" + sel, float64(s.Hedges)},
+			{"hedge_hedge_wins_total" + sel, float64(s.HedgeWins)},
+			{"hedge_primary_wins_total" + sel, float64(s.PrimaryWins)},
+			{"hedge_failures_total" + sel, float64(s.Failures)},
+			{"hedge_primaries_censored_total" + sel, float64(s.PrimaryCensored)},
+			{"sum(hedge_hedges_refused_total" + sel + ")", float64(refusals(s))},
+			{`hedge_hedges_refused_total{reason="budget",hedger="` + name + `"}`, float64(s.BudgetDenied)},
+			{"hedge_wasted_work_seconds_total" + sel, s.WastedWork.Seconds()},
+			// The hedge rate (extra load) and the win rate, as a
+			// dashboard computes them.
+			{"hedge_hedges_sent_total" + sel + " / hedge_requests_total" + sel, s.HedgeRate()},
+			{"hedge_hedge_wins_total" + sel + " / hedge_hedges_sent_total" + sel, s.WinRate()},
+			{`hedge_latency_seconds{quantile="0.99",path="caller",hedger="` + name + `"}`, s.Latency.P99.Seconds()},
+			{`hedge_latency_seconds_count{path="primary",hedger="` + name + `"}`, float64(s.Primary.Count)},
+			{`hedge_latency_seconds_sum{path="hedge",hedger="` + name + `"}`, s.HedgePath.Sum.Seconds()},
+			{"hedge_delay_seconds" + sel, s.Delay.Seconds()},
+		} {
+			got, err := prom.Query(ctx, q.expr, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].Value != q.want {
+				t.Errorf("%s at %v: %v; want exactly %v (the Hedger's Stats)", q.expr, at, got, q.want)
+			}
+		}
+	}
+	// The hedge rate over both Hedgers, summed as a dashboard does.
+	all := float64(want["items"].Hedges+want["direct"].Hedges) / float64(want["items"].Requests+want["direct"].Requests)
+	got, err := prom.Query(ctx, "sum(hedge_hedges_sent_total) / sum(hedge_requests_total)", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Value != all {
+		t.Errorf("overall hedge rate %v; want %v", got, all)
+	}
+	t.Logf("items: %v", want["items"])
+	t.Logf("direct: %v", want["direct"])
+}
