@@ -23,6 +23,10 @@ type PointResult struct {
 	StallMean   *float64 `json:"stall_mean,omitempty"`
 	CancelDelay *float64 `json:"cancel_delay,omitempty"`
 	SCV         *float64 `json:"scv,omitempty"`
+	// Sigma is the log-standard-deviation of the lognormal world, and
+	// Discipline "ps" for processor-sharing servers (absent: FCFS).
+	Sigma      *float64 `json:"sigma,omitempty"`
+	Discipline string   `json:"discipline,omitempty"`
 	// Groups lists the parts of the study the point belongs to (main,
 	// mixed, random, budget, stall-length, cancel-delay).
 	Groups   []string `json:"groups"`
@@ -142,7 +146,26 @@ func (s Summary) Result() PointResult {
 	if c.World == BigJobs || c.World == Mixed {
 		r.SCV = fptr(c.SCV)
 	}
+	if c.World == LogNormal {
+		r.Sigma = fptr(c.Sigma)
+	}
+	if c.Discipline != FCFS {
+		r.Discipline = c.Discipline.String()
+	}
 	return r
+}
+
+// Scenario names the point's world with the parameters that make it a
+// world of its own in the study: "lognormal σ=0.5", "ps-stalls".
+func (r *PointResult) Scenario() string {
+	name := r.World
+	if r.Discipline != "" {
+		name = r.Discipline + "-" + name
+	}
+	if r.Sigma != nil {
+		name += fmt.Sprintf(" σ=%g", *r.Sigma)
+	}
+	return name
 }
 
 func (sp *studyPoint) result() PointResult {
@@ -214,7 +237,7 @@ func indexResults(res []PointResult) resultIndex {
 	ix := resultIndex{}
 	for i := range res {
 		r := &res[i]
-		ix[ixKey(r.World, r.Routing, r.Strategy, r.Load, r.Budget, r.StallMean, r.CancelDelay)] = r
+		ix[ixKey(r.Scenario(), r.Routing, r.Strategy, r.Load, r.Budget, r.StallMean, r.CancelDelay)] = r
 	}
 	return ix
 }
@@ -246,6 +269,21 @@ func (ix resultIndex) get(w World, ro Routing, s Strategy, load float64, mod fun
 		budget, stall, cd = mod(budget, stall, cd)
 	}
 	return ix[ixKey(w.String(), ro.String(), s.String(), load, budget, stall, cd)]
+}
+
+// at finds a point of the default group's scenario (see DefaultScenarios)
+// with the study's default parameters.
+func (ix resultIndex) at(sc DefaultScenario, s Strategy, load float64) *PointResult {
+	c := DefaultConfig()
+	sc.Apply(&c)
+	var stall, cd *float64
+	if c.World.HasStalls() {
+		stall = fptr(c.StallMean)
+	}
+	if s.IsTied() {
+		cd = fptr(0)
+	}
+	return ix[ixKey(sc.Name, TwoChoice.String(), s.String(), load, nil, stall, cd)]
 }
 
 func loadsOf(res []PointResult, keep func(*PointResult) bool) []float64 {
@@ -326,6 +364,10 @@ func Table(res []PointResult) string {
 			b.WriteString("\n")
 		}
 		b.WriteString("\n")
+	}
+
+	if slices.ContainsFunc(res, func(r PointResult) bool { return slices.Contains(r.Groups, GroupDefault) }) {
+		b.WriteString(DefaultTable(res))
 	}
 
 	// Random versus two-choice routing.
@@ -424,4 +466,93 @@ func cellHedged(r *PointResult) string {
 		return "–"
 	}
 	return fmt.Sprintf("%s / %.1f%%", cell(r), 100*r.HedgedFraction)
+}
+
+// WorstDefault is the largest ratio to none of the library default's p50,
+// p99 or p99.9 in the default group, and where it is.
+type WorstDefault struct {
+	Ratio, SE  float64
+	Percentile string
+	Scenario   string
+	Load       float64
+}
+
+// Worst finds the library default's worst ratio to none in the default
+// group of res, and reports false if the group has no default point.
+func Worst(res []PointResult) (WorstDefault, bool) {
+	var w WorstDefault
+	found := false
+	for i := range res {
+		r := &res[i]
+		if r.Strategy != Default.String() || !slices.Contains(r.Groups, GroupDefault) {
+			continue
+		}
+		for _, q := range []struct {
+			name  string
+			v, se *float64
+		}{{"p50", r.RatioP50, r.RatioP50SE}, {"p99", r.RatioP99, r.RatioP99SE}, {"p99.9", r.RatioP999, r.RatioP999SE}} {
+			if q.v == nil {
+				continue
+			}
+			if !found || *q.v > w.Ratio {
+				w = WorstDefault{Ratio: *q.v, Percentile: q.name, Scenario: r.Scenario(), Load: r.Load}
+				if q.se != nil {
+					w.SE = *q.se
+				}
+				found = true
+			}
+		}
+	}
+	return w, found
+}
+
+// DefaultTable renders the default group: for each world of
+// DefaultScenarios, the library default's p50, p99 and p99.9 as ratios to
+// none (with their standard errors' worst case stated above), its extra
+// work and hedged share, next to the headline ratio of live p95 and tied.
+func DefaultTable(res []PointResult) string {
+	ix := indexResults(res)
+	var b bytes.Buffer
+	b.WriteString("## The library default against not hedging\n\n")
+	if w, ok := Worst(res); ok {
+		fmt.Fprintf(&b, "**Worst ratio of `default` to `none` anywhere in this grid: %.3f ± %.3f (%s, %s world, load %g).**\n\n",
+			w.Ratio, w.SE, w.Percentile, w.Scenario, w.Load)
+	}
+	b.WriteString("`default` is the zero hedge.Config. Its cells are the ratios to `none` of p50 / p99 / p99.9, " +
+		"then the extra work and the share of requests hedged. `live p95` (the study's hedge-p95-live, no budget) and `tied` " +
+		"show the headline percentile's ratio and extra work. Processor-sharing worlds have no tied column: every copy starts at once there.\n\n")
+	for _, sc := range DefaultScenarios {
+		rows := loadsOf(res, func(r *PointResult) bool {
+			return r.Scenario() == sc.Name && slices.Contains(r.Groups, GroupDefault)
+		})
+		if len(rows) == 0 {
+			continue
+		}
+		c := DefaultConfig()
+		sc.Apply(&c)
+		_, _, label := headlineOf(&PointResult{Headline: Headline(c.World)})
+		fmt.Fprintf(&b, "### %s\n\n| load | none p50 / p99 / p99.9 | default p50 / p99 / p99.9 | default extra work, hedged | live p95 %s | tied %s |\n|---:|---:|---:|---:|---:|---:|\n", sc.Name, label, label)
+		for _, l := range rows {
+			none, def := ix.at(sc, None, l), ix.at(sc, Default, l)
+			fmt.Fprintf(&b, "| %g |", l)
+			if none != nil {
+				fmt.Fprintf(&b, " %.3g / %.3g / %.3g |", none.P50, none.P99, none.P999)
+			} else {
+				b.WriteString(" |")
+			}
+			if def != nil && def.RatioP50 != nil && def.RatioP99 != nil && def.RatioP999 != nil {
+				fmt.Fprintf(&b, " %.3f / %.3f / %.3f | %+.1f%%, %.1f%% |", *def.RatioP50, *def.RatioP99, *def.RatioP999, 100*def.ExtraWork, 100*def.HedgedFraction)
+			} else {
+				b.WriteString(" | |")
+			}
+			fmt.Fprintf(&b, " %s |", cell(ix.at(sc, HedgeP95Live, l)))
+			if sc.Disc == PS {
+				b.WriteString(" n/a |\n")
+			} else {
+				fmt.Fprintf(&b, " %s |\n", cell(ix.at(sc, Tied, l)))
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }

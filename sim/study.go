@@ -34,7 +34,48 @@ const (
 	GroupBudget      = "budget"       // hedge-quiet-budget at 5% and 15%
 	GroupStallLength = "stall-length" // stall means with hedge-p95-live at loads 0.3 and 0.7
 	GroupCancelDelay = "cancel-delay" // tied with cancel delay 0.1 at high load
+	GroupDefault     = "default"      // the library default against none, live p95 and tied in every world
 )
+
+// DefaultScenario is a world of the default group: a World with the
+// parameters that make it a world of its own.
+type DefaultScenario struct {
+	Name  string // as PointResult.Scenario names it
+	World World
+	Sigma float64    // lognormal only
+	Disc  Discipline // FCFS or PS
+}
+
+// Apply sets the scenario's world on c.
+func (sc DefaultScenario) Apply(c *Config) {
+	c.World, c.Discipline = sc.World, sc.Disc
+	if sc.World == LogNormal {
+		c.Sigma = sc.Sigma
+	}
+}
+
+// DefaultScenarios are the worlds in which the default group checks that
+// the library's zero hedge.Config is never worse than not hedging: the
+// study's four, lognormal sizes at three spreads, a correlated slowdown of
+// every server, and processor-sharing servers with stalls and with big
+// jobs.
+var DefaultScenarios = []DefaultScenario{
+	{Name: "noise", World: Noise},
+	{Name: "stalls", World: Stalls},
+	{Name: "bigjobs", World: BigJobs},
+	{Name: "mixed", World: Mixed},
+	{Name: "lognormal σ=0.5", World: LogNormal, Sigma: 0.5},
+	{Name: "lognormal σ=1", World: LogNormal, Sigma: 1},
+	{Name: "lognormal σ=2", World: LogNormal, Sigma: 2},
+	{Name: "correlated", World: Correlated},
+	{Name: "ps-stalls", World: Stalls, Disc: PS},
+	{Name: "ps-bigjobs", World: BigJobs, Disc: PS},
+}
+
+// DefaultGroupStrategies are the strategies of the default group: none,
+// the library default, the study's live p95 and tied (not under
+// processor sharing, where it does not apply).
+var DefaultGroupStrategies = []Strategy{None, Default, HedgeP95Live, Tied}
 
 // StudyOptions configures RunStudy. The zero value runs the full study with
 // seed 0 on GOMAXPROCS workers and writes nothing.
@@ -230,6 +271,19 @@ func planStudy(o StudyOptions) *studyPlan {
 				c := at(Stalls, TwoChoice, s, l)
 				c.StallMean = m
 				p.add(c, GroupStallLength)
+			}
+		}
+	}
+	// The library default in every world of DefaultScenarios.
+	for _, sc := range DefaultScenarios {
+		for _, s := range DefaultGroupStrategies {
+			if s.IsTied() && sc.Disc == PS {
+				continue
+			}
+			for _, l := range loads {
+				c := at(sc.World, TwoChoice, s, l)
+				sc.Apply(&c)
+				p.add(c, GroupDefault)
 			}
 		}
 	}
