@@ -18,6 +18,28 @@
 // operation's own latency, hedges are budgeted to 10% of requests, at most
 // two copies are sent, and the loser is cancelled and waited for.
 //
+// # Hedge the server, not the request
+//
+// A percentile says that a request is slow, not why. When its server is
+// stuck (a stall, a pause, a bad host), a copy elsewhere wins; when the
+// request is big, or every server is busy, a copy takes as long and only
+// adds load, and hedging makes the tail worse. With Replicas, the zero
+// Config tells the two apart from what the client sees of its own
+// traffic, and is never worse than not hedging across the simulator's
+// worlds (docs/default.md):
+//
+//   - spare capacity (Config.MaxReplicaLoad): a copy goes only to a
+//     replica with none of this Hedger's requests in flight, is asked for
+//     again a delay later when there is none, and no copy goes while fewer
+//     than a quarter of recent primaries found their replica idle;
+//   - evidence and payoff (Config.MinWinRate, Evidence): a hedge is classed
+//     by whether its primary waits behind earlier work on its replica or
+//     is at the head of it, and a class goes on only while its hedges win
+//     often enough or lose cheaply (copies of big requests lose and run
+//     long; copies around a stuck server win);
+//   - no hiding a stuck replica (Picker): a copy cancelled because another
+//     won keeps counting as load on its replica for a while.
+//
 // # One policy, two clocks
 //
 // Every decision lives in a small policy value that never reads the clock:

@@ -29,7 +29,12 @@ const OtherOp = "(other)"
 // p95 delay per operation class, at most 2 copies per request, hedges
 // budgeted to 10% of requests with a burst of 10, every error except
 // Permanent ones and context errors retryable, losers reaped before Do
-// returns, mode On for every request.
+// returns, mode On for every request. With Replicas, it also hedges the
+// server rather than the request (see evidence.go's rules): a copy goes
+// only to an idle replica (MaxReplicaLoad), hedges that do not pay stop
+// (MinWinRate), and a cancelled loser keeps counting on its replica for a
+// while (Picker). The plain live percentile of earlier versions is
+// Config{MaxReplicaLoad: AnyReplicaLoad, MinWinRate: -1}.
 type Config struct {
 	// Delay says when to send the next copy. Nil means Percentile{}: the
 	// p95 of the last 1,000 primary latencies of the operation class, and

@@ -19,7 +19,12 @@ import (
 //
 // A Picker is a plain value with no state; the load of each replica is
 // passed in, so the live engine uses its in-flight counts and the simulator
-// its queue lengths.
+// its queue lengths. Under the zero Config's spare-capacity rule, both
+// count one more on a replica where a copy was cancelled because another
+// copy of its request won, until the replica answers something or
+// Policy.Ghost has passed: cancelling a copy stuck on a stalled server
+// must not make that server look idle, or new requests walk into the
+// stall.
 type Picker struct {
 	// Random picks uniformly instead of by two choices.
 	Random bool

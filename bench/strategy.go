@@ -58,6 +58,11 @@ var builtinStrategies = []Strategy{
 		Config: constant(hedge.Config{}),
 	},
 	{
+		Name:   "hedge-live-plain",
+		Doc:    "The plain live p95 of earlier versions: the zero hedge.Config with the spare-capacity and payoff rules off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1).",
+		Config: constant(hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}),
+	},
+	{
 		Name:   "hedge-fixed",
 		Doc:    "As default with a fixed delay (--delay, hedge.Fixed) instead of the default delay.",
 		Config: fixedDelay(hedge.Config{}),
@@ -129,7 +134,7 @@ func withBudget(ratio, burst float64) func(StrategyOptions) (hedge.Config, error
 // so that the report follows the library too.
 func defaultDoc() string {
 	doc := "The library's default: the zero hedge.Config, only Replicas set."
-	pol, err := hedge.NewPolicy(hedge.Config{})
+	pol, err := hedge.NewPolicy(hedge.Config{Replicas: 3})
 	if err != nil {
 		return doc
 	}
@@ -137,8 +142,8 @@ func defaultDoc() string {
 	if pol.Delay() == (hedge.Percentile{}) {
 		delay = "a live percentile of recent primary latencies (hedge.Percentile{}, its defaults)"
 	}
-	return fmt.Sprintf("%s As built: delay %s, at most %d copies per request, budget %s, replicas chosen by hedge.Picker's default. Formerly named hedge-live.",
-		doc, delay, pol.MaxAttempts(), pol.Budget())
+	return fmt.Sprintf("%s As built: delay %s, at most %d copies per request, budget %s, replicas chosen by hedge.Picker's default; in full: %s. Formerly named hedge-live.",
+		doc, delay, pol.MaxAttempts(), pol.Budget(), pol)
 }
 
 var (

@@ -58,6 +58,7 @@ function pointsOf(s, w) {
   return data.filter((p) =>
     p.world === w && p.strategy === s.strategy &&
     p.routing === (s.routing || 'two-choice') &&
+    !p.discipline && p.sigma === undefined && // the FCFS world, not its variants
     (p.stall_mean === undefined || p.stall_mean === 50) &&
     (s.budget === undefined || p.budget === s.budget) &&
     (s.cancelDelay === undefined || (p.cancel_delay || 0) === s.cancelDelay),
