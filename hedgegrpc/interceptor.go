@@ -43,6 +43,7 @@ type options struct {
 	conns  []*grpc.ClientConn
 	opName func(string) string
 	errs   []error
+	tied   *TiedConfig // WithTied
 }
 
 // WithReplicas sends each copy of a call on conns[a.Replica], where
@@ -99,6 +100,7 @@ type Interceptor struct {
 	conns  []*grpc.ClientConn
 	opName func(string) string
 	mode   *hedge.ModeVar // shared by every Hedger of the Interceptor
+	tied   *tiedState     // WithTied; nil without
 }
 
 // SetMode switches every Hedger of the Interceptor at once (hedge.Off is
@@ -131,10 +133,11 @@ func New(h *hedge.Hedger, opts ...Option) (*Interceptor, error) {
 	} else if o.conns != nil && h.Replicas() != len(o.conns) {
 		err = errors.Join(err, fmt.Errorf("hedgegrpc: the Hedger has Config.Replicas = %d but WithReplicas has %d conns: make it with Config.Replicas = %d", h.Replicas(), len(o.conns), len(o.conns)))
 	}
-	if err != nil {
+	ts, terr := newTiedState(o)
+	if err = errors.Join(err, terr); err != nil {
 		return nil, err
 	}
-	return &Interceptor{all: h, conns: o.conns, opName: o.opName, mode: h.ModeVar()}, nil
+	return &Interceptor{all: h, conns: o.conns, opName: o.opName, mode: h.ModeVar(), tied: ts}, nil
 }
 
 // NewFromServiceConfig returns an Interceptor that hedges the methods sc
@@ -156,7 +159,8 @@ func New(h *hedge.Hedger, opts ...Option) (*Interceptor, error) {
 // ParseServiceConfig.
 func NewFromServiceConfig(sc *ServiceConfig, base hedge.Config, opts ...Option) (*Interceptor, error) {
 	o, err := collect(opts)
-	errs := []error{err}
+	ts, terr := newTiedState(o)
+	errs := []error{err, terr}
 	if sc == nil {
 		errs = append(errs, errors.New("hedgegrpc: NewFromServiceConfig(nil, ...): pass the result of ParseServiceConfig"))
 	} else {
@@ -203,7 +207,7 @@ func NewFromServiceConfig(sc *ServiceConfig, base hedge.Config, opts ...Option) 
 		_ = base.ModeVar.Set(base.Mode) // validated above
 		base.Mode = hedge.On
 	}
-	ic := &Interceptor{byKey: map[string]*hedge.Hedger{}, conns: o.conns, opName: o.opName, mode: base.ModeVar}
+	ic := &Interceptor{byKey: map[string]*hedge.Hedger{}, conns: o.conns, opName: o.opName, mode: base.ModeVar, tied: ts}
 	for i, mc := range sc.MethodConfigs {
 		var h *hedge.Hedger
 		if mc.Hedging != nil {
@@ -298,6 +302,9 @@ func (ic *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 			grpc.OnFinishCallOption, *grpc.OnFinishCallOption:
 			c.special = true
 		}
+	}
+	if ic.tied != nil {
+		return c.tiedCall(ctx)
 	}
 	op := method
 	if ic.opName != nil {

@@ -144,6 +144,11 @@ type Config struct {
 	// context takes precedence. Nil, or "", means the operation class is
 	// the method alone.
 	Route func(*http.Request) string
+
+	// Tied, if not nil, sends eligible requests as tied requests to
+	// servers that run tied.Server's middleware, instead of hedging them:
+	// see TiedConfig. It needs Replicas.
+	Tied *TiedConfig
 }
 
 // Transport is an http.RoundTripper that hedges requests with a
@@ -159,6 +164,7 @@ type Transport struct {
 	maxBody       int64
 	keyedWrites   bool
 	route         func(*http.Request) string
+	tied          *tiedState // Config.Tied; nil without
 
 	unreplayable atomic.Int64
 	writesOnce   atomic.Int64
@@ -200,6 +206,9 @@ func New(base http.RoundTripper, h *hedge.Hedger, cfg Config) (*Transport, error
 	}
 	errs = append(errs, t.parseService(cfg)...)
 	errs = append(errs, checkCredentials(cfg)...)
+	var terrs []error
+	t.tied, terrs = newTied(cfg, t.replicas)
+	errs = append(errs, terrs...)
 	if h != nil && h.Replicas() != len(cfg.Replicas) {
 		if n := len(cfg.Replicas); n == 0 {
 			errs = append(errs, fmt.Errorf("hedgehttp: the Hedger picks among %d replicas but Config.Replicas is empty: make the Hedger with hedge.Config{Replicas: 0}, or list the replicas' base URLs", h.Replicas()))
@@ -473,6 +482,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 
+	if t.tied != nil && !once && (getBody != nil || req.Body == nil || req.Body == http.NoBody) {
+		return t.roundTripTied(ctx, req, body, getBody, contentLength)
+	}
 	attempt := func(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
 		out, err := t.copyRequest(ctx, req, a, body, getBody, contentLength)
 		if err != nil {

@@ -1,0 +1,360 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailcut/hedge/tied"
+)
+
+// TiedConfigs are the configurations a tied comparison runs: no hedging
+// (two-choice placement), the library's default hedge.Config, and tied
+// requests.
+var TiedConfigs = []string{"none", DefaultStrategy, "tied"}
+
+// TiedWorld is the workload of a tied comparison: request sizes and
+// stalls.
+type TiedWorld struct {
+	// Name labels the world in the report.
+	Name string
+	// BigShare of requests are BigFactor times larger than the others
+	// (the big-jobs pattern); zero means every request has the base size.
+	BigShare, BigFactor float64
+	// StallShare is the fraction of time each replica's workers are
+	// stalled, in stalls of StallLength; zero means no stalls.
+	StallShare  float64
+	StallLength time.Duration
+}
+
+// meanSize returns the mean request size in units of the base size.
+func (w TiedWorld) meanSize() float64 {
+	return 1 - w.BigShare + w.BigShare*w.BigFactor
+}
+
+// DefaultTiedWorlds are the worlds of "hedge bench tied": plain, stalls
+// (each replica stalled 2% of the time in 50 ms stalls) and big jobs (3%
+// of requests 30 times larger: a squared coefficient of variation near
+// 10, as in the study's bigjobs world).
+var DefaultTiedWorlds = []TiedWorld{
+	{Name: "plain"},
+	{Name: "stalls", StallShare: 0.02, StallLength: 50 * time.Millisecond},
+	{Name: "bigjobs", BigShare: 0.03, BigFactor: 30},
+}
+
+// TiedOptions configures a tied comparison.
+type TiedOptions struct {
+	// Replicas, Workers and MaxQueue are the servers': Workers requests
+	// run at once on each, the rest wait in a queue of MaxQueue.
+	Replicas, Workers, MaxQueue int
+	// Service is the base request size: a request of size s holds its
+	// worker for s * Service.
+	Service time.Duration
+	// Loads are the offered loads, as fractions of the servers' capacity
+	// (Replicas * Workers / mean service time).
+	Loads []float64
+	// Worlds are the workloads.
+	Worlds []TiedWorld
+	// Configs are the configurations (TiedConfigs by default).
+	Configs []string
+	// Duration and Warmup are each run's measured span and warm-up.
+	Duration, Warmup time.Duration
+	// Gap is the tied client's gap (zero: tied.DefaultGap).
+	Gap time.Duration
+	// Seed seeds arrivals, sizes and stalls: every configuration of a
+	// world and load meets the same ones.
+	Seed uint64
+	// Timeout bounds each request.
+	Timeout time.Duration
+}
+
+// TiedBackendOptions are what a TiedBackend's servers need.
+type TiedBackendOptions struct {
+	Replicas, Workers, MaxQueue int
+	// Secret signs the servers' cancel messages.
+	Secret []byte
+}
+
+// TiedBackend is a set of replicas running tied.Server's queue, whose
+// application handler holds its worker for the request's size and waits
+// out stalls. StartTiedHTTP makes the HTTP one; package grpcbench the
+// gRPC one.
+type TiedBackend interface {
+	// Name is the backend's name ("http", "grpc").
+	Name() string
+	// Servers returns each replica's tied.Server.
+	Servers() []*tied.Server
+	// Received counts the requests that reached the replicas (cancel
+	// messages excluded).
+	Received() int64
+	// Stall holds every worker of replica i that starts or runs during
+	// the next d.
+	Stall(ctx context.Context, i int, d time.Duration) error
+	// NewCaller returns a function that sends request i with the given
+	// size through configuration config, and a function that frees it.
+	NewCaller(config string, gap time.Duration) (call func(ctx context.Context, i int, size time.Duration) error, closeFn func(), err error)
+	// Close stops the replicas.
+	Close() error
+}
+
+// TiedResult is one run of a tied comparison.
+type TiedResult struct {
+	Backend, World, Config string
+	// Load is the offered load; Rate the arrival rate it means.
+	Load, Rate float64
+	// Calls and Errors count the measured calls and those that failed.
+	Calls, Errors int
+	// P50, P99, P999 are latency percentiles of the measured calls.
+	P50, P99, P999 time.Duration
+	// Extra is the requests that reached the servers per call, minus 1.
+	Extra float64
+	// Duplicated is the share of calls of which two copies started (the
+	// servers' starts over the calls, minus 1): the simulator's
+	// MultiStarted.
+	Duplicated float64
+	// Dropped counts tied copies dropped before they started.
+	Dropped int64
+	// TooLate counts cancel messages that found their copy started.
+	TooLate int64
+	// CancelP50 and CancelP99 are percentiles of the cancellation
+	// latency (a copy's start to its cancel message acting on the
+	// sibling's server, dropping the sibling if queued); CancelUnits is
+	// the median over the mean service time, the simulator's
+	// CancelDelay.
+	CancelP50, CancelP99 time.Duration
+	CancelUnits          float64
+}
+
+// tiedSecret is the servers' shared secret in a comparison: fresh random
+// bytes, never written anywhere.
+func tiedSecret() []byte {
+	b := make([]byte, 32)
+	for i := range b {
+		b[i] = byte(rand.Uint32())
+	}
+	return b
+}
+
+// RunTied runs every world x load x configuration of o on backends made by
+// start, one fresh backend per run, and returns the results in that
+// order. progress, if not nil, gets one line per run.
+func RunTied(ctx context.Context, o TiedOptions, start func(TiedBackendOptions) (TiedBackend, error), progress io.Writer) ([]TiedResult, error) {
+	if o.Replicas < 2 || o.Workers < 1 || o.Service <= 0 || len(o.Loads) == 0 || len(o.Worlds) == 0 {
+		return nil, errors.New("bench: tied comparison: need at least 2 replicas, 1 worker, a positive service time, loads and worlds")
+	}
+	configs := o.Configs
+	if len(configs) == 0 {
+		configs = TiedConfigs
+	}
+	var out []TiedResult
+	for wi, w := range o.Worlds {
+		for li, load := range o.Loads {
+			seed := o.Seed*1_000_003 + uint64(wi)*1009 + uint64(li)
+			for _, cfg := range configs {
+				b, err := start(TiedBackendOptions{Replicas: o.Replicas, Workers: o.Workers, MaxQueue: o.MaxQueue, Secret: tiedSecret()})
+				if err != nil {
+					return out, err
+				}
+				r, err := runTiedOnce(ctx, o, b, w, load, cfg, seed)
+				if cerr := b.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return out, fmt.Errorf("bench: tied comparison, %s %s load %.2f %s: %w", b.Name(), w.Name, load, cfg, err)
+				}
+				out = append(out, r)
+				if progress != nil {
+					fmt.Fprintf(progress, "%-5s %-8s load %.2f %-8s p99 %8s p99.9 %8s dup %5.2f%% extra %6.2f%% cancel p50 %s\n",
+						r.Backend, r.World, r.Load, r.Config, r.P99, r.P999, 100*r.Duplicated, 100*r.Extra, r.CancelP50)
+				}
+				if err := ctx.Err(); err != nil {
+					return out, err
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// runTiedOnce runs one configuration on b.
+func runTiedOnce(ctx context.Context, o TiedOptions, b TiedBackend, w TiedWorld, load float64, cfg string, seed uint64) (TiedResult, error) {
+	call, closeFn, err := b.NewCaller(cfg, o.Gap)
+	if err != nil {
+		return TiedResult{}, err
+	}
+	defer closeFn()
+	mean := o.Service.Seconds() * w.meanSize()
+	rate := load * float64(o.Replicas*o.Workers) / mean
+	res := TiedResult{Backend: b.Name(), World: w.Name, Config: cfg, Load: load, Rate: rate}
+
+	rng := rand.New(rand.NewPCG(seed, 1))
+	sizeOf := func() time.Duration {
+		if w.BigShare > 0 && rng.Float64() < w.BigShare {
+			return time.Duration(float64(o.Service) * w.BigFactor)
+		}
+		return o.Service
+	}
+	// Warm-up: the same rate, not recorded.
+	wctx, cancelWarm := context.WithCancel(ctx)
+	runArrivals(wctx, rate, o.Warmup, rng, sizeOf, o.Timeout, call, nil)
+	cancelWarm()
+
+	// Counters at the start of the measured span.
+	servers := b.Servers()
+	started0, dropped0, late0 := tiedTotals(servers)
+	received0 := b.Received()
+	lat0 := make([]int, len(servers))
+	for i, s := range servers {
+		lat0[i] = len(s.CancelLatencies())
+	}
+	stallCtx, stopStalls := context.WithCancel(ctx)
+	var stallWG sync.WaitGroup
+	if w.StallShare > 0 {
+		for i := range servers {
+			srng := rand.New(rand.NewPCG(seed, uint64(100+i)))
+			stallWG.Add(1)
+			go func() {
+				defer stallWG.Done()
+				stallLoop(stallCtx, b, i, w, srng)
+			}()
+		}
+	}
+	var lats []int64
+	var errs atomic.Int64
+	calls := runArrivals(ctx, rate, o.Duration, rng, sizeOf, o.Timeout, call, func(d time.Duration, err error) {
+		if err != nil {
+			errs.Add(1)
+		}
+		lats = append(lats, int64(d))
+	})
+	stopStalls()
+	stallWG.Wait()
+	for _, s := range servers {
+		s.Close() // waits for cancel messages in flight
+	}
+	started1, dropped1, late1 := tiedTotals(servers)
+	var cl []int64
+	for i, s := range servers {
+		all := s.CancelLatencies()
+		for _, d := range all[min(lat0[i], len(all)):] {
+			cl = append(cl, int64(d))
+		}
+	}
+	slices.Sort(lats)
+	slices.Sort(cl)
+	res.Calls, res.Errors = calls, int(errs.Load())
+	if len(lats) > 0 {
+		res.P50 = time.Duration(Quantile(lats, 0.5))
+		res.P99 = time.Duration(Quantile(lats, 0.99))
+		res.P999 = time.Duration(Quantile(lats, 0.999))
+	}
+	if calls > 0 {
+		res.Extra = float64(b.Received()-received0)/float64(calls) - 1
+		res.Duplicated = max(0, float64(started1-started0)/float64(calls)-1)
+	}
+	res.Dropped, res.TooLate = dropped1-dropped0, late1-late0
+	if len(cl) > 0 {
+		res.CancelP50 = time.Duration(Quantile(cl, 0.5))
+		res.CancelP99 = time.Duration(Quantile(cl, 0.99))
+		res.CancelUnits = res.CancelP50.Seconds() / mean
+	}
+	return res, nil
+}
+
+// tiedTotals sums the servers' counters.
+func tiedTotals(servers []*tied.Server) (started, dropped, tooLate int64) {
+	for _, s := range servers {
+		st := s.Stats()
+		started += st.Started
+		dropped += st.Dropped
+		tooLate += st.CancelsTooLate
+	}
+	return
+}
+
+// runArrivals sends requests at Poisson times at rate for span, each on
+// its own goroutine, waits for them, and returns how many it sent. done,
+// if not nil, gets each one's latency from its intended start, under a
+// lock.
+func runArrivals(ctx context.Context, rate float64, span time.Duration, rng *rand.Rand, sizeOf func() time.Duration, timeout time.Duration, call func(context.Context, int, time.Duration) error, done func(time.Duration, error)) int {
+	p := &Pacer{Start: time.Now()}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	n := 0
+	for at := time.Duration(0); ; n++ {
+		at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+		if at >= span || ctx.Err() != nil {
+			break
+		}
+		size := sizeOf()
+		p.Wait(at)
+		intended := p.Start.Add(at)
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			err := call(cctx, i, size)
+			cancel()
+			if done != nil {
+				d := time.Since(intended)
+				mu.Lock()
+				done(d, err)
+				mu.Unlock()
+			}
+		}(n)
+	}
+	wg.Wait()
+	return n
+}
+
+// stallLoop stalls replica i of b at Poisson times so that it is stalled
+// w.StallShare of the time, until ctx ends.
+func stallLoop(ctx context.Context, b TiedBackend, i int, w TiedWorld, rng *rand.Rand) {
+	gapMean := float64(w.StallLength) * (1 - w.StallShare) / w.StallShare
+	for {
+		t := time.NewTimer(time.Duration(rng.ExpFloat64() * gapMean))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if err := b.Stall(ctx, i, w.StallLength); err != nil {
+			return
+		}
+	}
+}
+
+// WriteTiedTable writes results as a Markdown table.
+func WriteTiedTable(w io.Writer, results []TiedResult) error {
+	_, err := fmt.Fprintln(w, "| backend | world | load | config | rate/s | calls | errors | p50 | p99 | p99.9 | extra on wire | duplicated | dropped | too late | cancel p50 | cancel p99 | cancel / mean service |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		if err != nil {
+			break
+		}
+		cu := "-"
+		if r.CancelP50 > 0 {
+			cu = fmt.Sprintf("%.3f", r.CancelUnits)
+		}
+		_, err = fmt.Fprintf(w, "| %s | %s | %.2f | %s | %.0f | %d | %d | %s | %s | %s | %.1f%% | %.2f%% | %d | %d | %s | %s | %s |\n",
+			r.Backend, r.World, r.Load, r.Config, r.Rate, r.Calls, r.Errors, roundDur(r.P50), roundDur(r.P99), roundDur(r.P999),
+			100*r.Extra, 100*r.Duplicated, r.Dropped, r.TooLate, roundDur(r.CancelP50), roundDur(r.CancelP99), cu)
+	}
+	return err
+}
+
+// roundDur shows d with three significant digits, "-" for zero.
+func roundDur(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	p := math.Pow(10, math.Floor(math.Log10(float64(d)))-2)
+	return time.Duration(math.Round(float64(d)/p) * p).String()
+}

@@ -1,0 +1,191 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/tied"
+)
+
+// TiedHTTPBackend is a TiedBackend of net/http servers on loopback, each
+// behind tied.Server's middleware, serving GET /work?us=N: the handler
+// holds its worker for N microseconds (returning early if its request is
+// cancelled, as a loser does), and waits out the replica's stalls before
+// and after. Cancel messages reach the middleware, not the stalled
+// handler.
+type TiedHTTPBackend struct {
+	urls     []string
+	servers  []*http.Server
+	tieds    []*tied.Server
+	gates    []*Gate
+	received atomic.Int64
+	wg       sync.WaitGroup
+	once     sync.Once
+	err      error
+}
+
+// StartTiedHTTP starts the replicas of o on free loopback ports.
+func StartTiedHTTP(o TiedBackendOptions) (TiedBackend, error) {
+	b := &TiedHTTPBackend{}
+	var lns []net.Listener
+	for range o.Replicas {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("bench: tied HTTP replica: %w", err)
+		}
+		lns = append(lns, l)
+		b.urls = append(b.urls, "http://"+l.Addr().String())
+	}
+	for i, l := range lns {
+		var peers []string
+		for j, u := range b.urls {
+			if j != i {
+				peers = append(peers, u)
+			}
+		}
+		ts, err := tied.NewServer(tied.Config{Workers: o.Workers, MaxQueue: o.MaxQueue, Secret: o.Secret, Peers: peers})
+		if err != nil {
+			for _, l := range lns[i:] {
+				l.Close()
+			}
+			_ = b.Close()
+			return nil, err
+		}
+		g := &Gate{}
+		mw := ts.Handler(workHandler(g))
+		srv := &http.Server{
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != tied.DefaultCancelPath {
+					b.received.Add(1)
+				}
+				mw.ServeHTTP(w, r)
+			}),
+			ReadHeaderTimeout: 10 * time.Second,
+		}
+		b.tieds = append(b.tieds, ts)
+		b.gates = append(b.gates, g)
+		b.servers = append(b.servers, srv)
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			_ = srv.Serve(l)
+		}()
+	}
+	return b, nil
+}
+
+// workHandler holds its worker for the request's "us" microseconds.
+func workHandler(g *Gate) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		us, err := strconv.Atoi(r.URL.Query().Get("us"))
+		if err != nil || us < 0 {
+			http.Error(w, "us must be a number of microseconds", http.StatusBadRequest)
+			return
+		}
+		ctx := r.Context()
+		g.Wait(ctx)
+		Work(ctx, time.Duration(us)*time.Microsecond)
+		g.Wait(ctx)
+		w.Write([]byte("ok"))
+	})
+}
+
+// Work holds the caller for d, or until ctx ends.
+func Work(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// Name returns "http".
+func (b *TiedHTTPBackend) Name() string { return "http" }
+
+// Servers returns the replicas' tied.Servers.
+func (b *TiedHTTPBackend) Servers() []*tied.Server { return b.tieds }
+
+// Received counts the requests that reached the replicas.
+func (b *TiedHTTPBackend) Received() int64 { return b.received.Load() }
+
+// Stall stalls replica i for d.
+func (b *TiedHTTPBackend) Stall(ctx context.Context, i int, d time.Duration) error {
+	return b.gates[i].Stall(ctx, d)
+}
+
+// NewCaller returns a caller for config "none", DefaultStrategy or "tied".
+func (b *TiedHTTPBackend) NewCaller(config string, gap time.Duration) (func(context.Context, int, time.Duration) error, func(), error) {
+	hc, tc, err := tiedClientConfig(config, len(b.urls))
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := hedge.New(hc)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := hedgehttp.Config{Replicas: b.urls}
+	if tc {
+		cfg.Tied = &hedgehttp.TiedConfig{Gap: gap}
+	}
+	base, _ := NewCountingTransport()
+	t, err := hedgehttp.New(base, h, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	call := func(ctx context.Context, i int, size time.Duration) error {
+		return HTTPGet(ctx, t, b.urls[0]+"/work?us="+strconv.FormatInt(size.Microseconds(), 10))
+	}
+	return call, t.CloseIdleConnections, nil
+}
+
+// tiedClientConfig returns the hedge.Config of a tied comparison's
+// configuration, and whether it is tied.
+func tiedClientConfig(config string, replicas int) (hedge.Config, bool, error) {
+	switch config {
+	case "none":
+		return hedge.Config{Replicas: replicas, MaxAttempts: 1}, false, nil
+	case DefaultStrategy:
+		return hedge.Config{Replicas: replicas}, false, nil
+	case "tied":
+		return hedge.Config{Replicas: replicas, MaxAttempts: 1}, true, nil
+	}
+	return hedge.Config{}, false, fmt.Errorf("bench: tied comparison: unknown configuration %q: use none, %s or tied", config, DefaultStrategy)
+}
+
+// TiedClientConfig is tiedClientConfig for other packages' backends.
+func TiedClientConfig(config string, replicas int) (hedge.Config, bool, error) {
+	return tiedClientConfig(config, replicas)
+}
+
+// Close ends stalls, stops the servers and their tied.Servers, and waits
+// for their goroutines.
+func (b *TiedHTTPBackend) Close() error {
+	b.once.Do(func() {
+		for _, g := range b.gates {
+			g.Close()
+		}
+		var errs []error
+		for _, s := range b.servers {
+			errs = append(errs, s.Close())
+		}
+		b.wg.Wait()
+		for _, t := range b.tieds {
+			errs = append(errs, t.Close())
+		}
+		b.err = errors.Join(errs...)
+	})
+	return b.err
+}

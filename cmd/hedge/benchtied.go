@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tailcut/hedge/bench"
+	"github.com/tailcut/hedge/bench/grpcbench"
+)
+
+// runBenchTied is "hedge bench tied": tied requests against servers with
+// a worker limit and a queue, compared with no hedging and the default
+// hedge config (see bench.RunTied).
+func runBenchTied(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("bench tied", "[--backend http,grpc] [--quick] [flags]", stderr)
+	o := bench.TiedOptions{Worlds: bench.DefaultTiedWorlds, Configs: bench.TiedConfigs}
+	backends := fs.String("backend", "http,grpc", "backends, comma-separated: http, grpc")
+	loads := fs.String("loads", "0.5,0.85", "offered loads, fractions of the servers' capacity, comma-separated")
+	worlds := fs.String("worlds", "plain,stalls,bigjobs", "worlds, comma-separated: plain, stalls (2% stalled, 50 ms stalls), bigjobs (3% of requests 30x larger)")
+	configs := fs.String("configs", strings.Join(bench.TiedConfigs, ","), "configurations: none, default, tied")
+	fs.IntVar(&o.Replicas, "replicas", 3, "replicas")
+	fs.IntVar(&o.Workers, "workers", 2, "requests each replica runs at once (the rest queue)")
+	fs.IntVar(&o.MaxQueue, "queue", 4096, "queue bound of each replica")
+	fs.DurationVar(&o.Service, "service", 5*time.Millisecond, "base request size: the time a request holds its worker")
+	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "measured span of each run")
+	fs.DurationVar(&o.Warmup, "warmup", time.Second, "warm-up of each run")
+	fs.DurationVar(&o.Gap, "gap", 0, "gap between a tied request's copies (0: tied.DefaultGap)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of arrivals, sizes and stalls")
+	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "timeout of each request")
+	quick := fs.Bool("quick", false, "short runs: 2 s measured after 0.5 s of warm-up")
+	if code := parseFlags(fs, args, stderr); code >= 0 {
+		return code
+	}
+	if *quick {
+		if !flagSet(fs, "duration") {
+			o.Duration = 2 * time.Second
+		}
+		if !flagSet(fs, "warmup") {
+			o.Warmup = 500 * time.Millisecond
+		}
+	}
+	for _, s := range strings.Split(*loads, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || v <= 0 || v >= 1 {
+			return usageError(stderr, "bench tied", fmt.Errorf("--loads: %q is not a load between 0 and 1", s))
+		}
+		o.Loads = append(o.Loads, v)
+	}
+	o.Worlds = nil
+	for _, name := range strings.Split(*worlds, ",") {
+		found := false
+		for _, w := range bench.DefaultTiedWorlds {
+			if w.Name == strings.TrimSpace(name) {
+				o.Worlds, found = append(o.Worlds, w), true
+			}
+		}
+		if !found {
+			return usageError(stderr, "bench tied", fmt.Errorf("--worlds: unknown world %q: use plain, stalls or bigjobs", name))
+		}
+	}
+	o.Configs = strings.Split(*configs, ",")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var all []bench.TiedResult
+	for _, name := range strings.Split(*backends, ",") {
+		var start func(bench.TiedBackendOptions) (bench.TiedBackend, error)
+		switch strings.TrimSpace(name) {
+		case "http":
+			start = bench.StartTiedHTTP
+		case "grpc":
+			start = grpcbench.StartTied
+		default:
+			return usageError(stderr, "bench tied", fmt.Errorf("--backend: unknown backend %q: use http or grpc", name))
+		}
+		rs, err := bench.RunTied(ctx, o, start, stderr)
+		all = append(all, rs...)
+		if err != nil {
+			fmt.Fprintln(stderr, "hedge bench tied:", err)
+			return 1
+		}
+	}
+	if err := bench.WriteTiedTable(stdout, all); err != nil {
+		fmt.Fprintln(stderr, "hedge bench tied:", err)
+		return 1
+	}
+	return 0
+}

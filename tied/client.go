@@ -1,0 +1,270 @@
+package tied
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailcut/hedge"
+)
+
+// DefaultGap is the time between the two copies of a tied call when
+// ClientConfig.Gap is zero: about two network round trips within a data
+// centre. The gap lets the first copy, if its server is idle, start and
+// cancel the second before the second is queued (the second server then
+// drops it on arrival), so that on an idle service a call runs once.
+const DefaultGap = time.Millisecond
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Replicas is the number of replicas, at least 2. Copies go to two
+	// distinct ones.
+	Replicas int
+	// Picker chooses the two replicas of a call, the second never the
+	// first's, by the copies of this Client in flight on each (two
+	// choices by default; see hedge.Picker).
+	Picker hedge.Picker
+	// Gap is the time between the first copy and the second. Zero means
+	// DefaultGap; a negative value sends both at once.
+	Gap time.Duration
+}
+
+// Client sends tied calls: two copies of each to two distinct replicas,
+// the second Gap after the first, both carrying a tie (a fresh
+// identifier, and each the address of the other's replica) so that the
+// first server to start its copy has the other dropped. Transports build
+// on it (hedgehttp.Config.Tied, hedgegrpc.WithTied); see Run. Make one
+// with NewClient; it is safe for concurrent use.
+type Client struct {
+	n      int
+	picker hedge.Picker
+	gap    time.Duration
+	load   []atomic.Int64
+	loadFn func(int) int
+
+	calls, seconds, drops, secondWins, failures atomic.Int64
+}
+
+// NewClient validates cfg and returns a Client. The error matches
+// ErrInvalidConfig.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	var errs []error
+	if cfg.Replicas < 2 {
+		errs = append(errs, fmt.Errorf("Replicas is %d: a tied call needs two replicas; list at least two", cfg.Replicas))
+	}
+	if cfg.Picker.Zones != nil && len(cfg.Picker.Zones) != cfg.Replicas {
+		errs = append(errs, fmt.Errorf("Picker.Zones has %d entries for %d replicas: give one zone per replica", len(cfg.Picker.Zones), cfg.Replicas))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+	}
+	c := &Client{n: cfg.Replicas, picker: cfg.Picker, gap: cfg.Gap, load: make([]atomic.Int64, cfg.Replicas)}
+	if c.gap == 0 {
+		c.gap = DefaultGap
+	}
+	c.gap = max(c.gap, 0)
+	c.loadFn = func(i int) int { return int(c.load[i].Load()) }
+	return c, nil
+}
+
+// Gap returns the time between a call's two copies.
+func (c *Client) Gap() time.Duration { return c.gap }
+
+// Copy tells an attempt function which copy of a tied call it sends.
+type Copy struct {
+	// Index is 0 for the first copy, 1 for the second.
+	Index int
+	// Replica is where this copy goes; Sibling where the other goes
+	// (or would go). They differ.
+	Replica, Sibling int
+	// ID is the tie identifier, shared by both copies (NewID).
+	ID string
+}
+
+// ClientStats are a Client's counters; they only grow.
+type ClientStats struct {
+	// Calls counts tied calls.
+	Calls int64
+	// Seconds counts second copies sent: a call whose first copy
+	// answers within the gap sends none.
+	Seconds int64
+	// Dropped counts copies answered "dropped by the sibling"
+	// (ErrDropped): the other copy had started.
+	Dropped int64
+	// SecondWins counts calls won by the second copy.
+	SecondWins int64
+	// Failures counts calls that returned an error.
+	Failures int64
+}
+
+// Stats returns a snapshot of the Client's counters.
+func (c *Client) Stats() ClientStats {
+	return ClientStats{Calls: c.calls.Load(), Seconds: c.seconds.Load(), Dropped: c.drops.Load(), SecondWins: c.secondWins.Load(), Failures: c.failures.Load()}
+}
+
+type result[T any] struct {
+	i     int
+	v     T
+	err   error
+	panic any
+}
+
+// Run sends a tied call through c: copy 0 at once, copy 1 Gap later
+// (unless copy 0 has answered by then), each by attempt on its own
+// goroutine with its own context, derived from ctx. attempt must send the
+// copy to Copy.Replica with the tie (Copy.ID and the address of
+// Copy.Sibling), and return an error matching ErrDropped when the server
+// answered that it dropped the copy for its sibling.
+//
+// The first copy to succeed wins: the other's context is cancelled, Run
+// waits for it to return, and passes its value, if it succeeded too, to
+// discard (which may be nil). A dropped copy is no failure: Run waits for
+// the other. A copy that fails otherwise ends the call with its error if
+// the other copy was not sent or failed too; a failure of copy 0 before
+// the gap does not send copy 1 (a tied call is no retry: copy 0's server
+// may have cancelled copy 1 already). If both copies were dropped, which
+// a correct server never does, the error wraps ErrDropped. If ctx ends
+// first, Run cancels both copies, waits for them and returns ctx's error.
+//
+// The winner's context stays alive until release is called (an HTTP
+// body must be read within it); release must be called once, also after
+// an error. A panic in attempt is re-raised on the caller's goroutine
+// after the other copy returned.
+func Run[T any](ctx context.Context, c *Client, attempt func(ctx context.Context, cp Copy) (T, error), discard func(T)) (v T, release func(), err error) {
+	c.calls.Add(1)
+	id := NewID()
+	var rng *rand.Rand // the package-level generator
+	r0 := c.picker.Pick(c.n, nil, c.loadFn, rng)
+	held := [1]int{r0}
+	r1 := c.picker.Pick(c.n, held[:], c.loadFn, rng)
+
+	results := make(chan result[T], 2)
+	var cancels [2]context.CancelFunc
+	var wg sync.WaitGroup
+	launch := func(i int) {
+		rep, sib := r0, r1
+		if i == 1 {
+			rep, sib = r1, r0
+			c.seconds.Add(1)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancels[i] = cancel
+		c.load[rep].Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := result[T]{i: i}
+			defer func() {
+				c.load[rep].Add(-1)
+				if p := recover(); p != nil {
+					res.panic = p
+				}
+				results <- res
+			}()
+			res.v, res.err = attempt(cctx, Copy{Index: i, Replica: rep, Sibling: sib, ID: id})
+		}()
+	}
+	launch(0)
+	sent, pending := 1, 1
+	var timer <-chan time.Time
+	if c.gap == 0 {
+		launch(1)
+		sent, pending = 2, 2
+	} else {
+		t := time.NewTimer(c.gap)
+		defer t.Stop()
+		timer = t.C
+	}
+
+	winner := -1
+	var firstPanic any
+	var errs []error
+	dropped := 0
+loop:
+	for pending > 0 {
+		select {
+		case <-timer:
+			timer = nil
+			if winner < 0 && sent == 1 {
+				launch(1)
+				sent, pending = 2, pending+1
+			}
+		case <-ctx.Done():
+			break loop
+		case res := <-results:
+			pending--
+			switch {
+			case res.panic != nil:
+				if firstPanic == nil {
+					firstPanic = res.panic
+				}
+				break loop
+			case res.err == nil:
+				winner, v = res.i, res.v
+				break loop
+			case errors.Is(res.err, ErrDropped):
+				c.drops.Add(1)
+				dropped++
+				if sent == 1 {
+					// Copy 0 dropped before copy 1 left: send it now.
+					timer = nil
+					launch(1)
+					sent, pending = 2, pending+1
+				}
+			default:
+				errs = append(errs, fmt.Errorf("tied copy %d: %w", res.i, res.err))
+				if sent == 1 {
+					timer = nil // no second copy after a failure
+				}
+			}
+		}
+	}
+	// Cancel every copy but the winner, and reap them.
+	for i := range sent {
+		if i != winner {
+			cancels[i]()
+		}
+	}
+	for pending > 0 {
+		res := <-results
+		pending--
+		switch {
+		case res.panic != nil && firstPanic == nil:
+			firstPanic = res.panic
+		case res.err == nil && res.panic == nil && discard != nil:
+			discard(res.v)
+		}
+	}
+	wg.Wait()
+	release = func() {
+		for i := range sent {
+			cancels[i]()
+		}
+	}
+	if firstPanic != nil {
+		release()
+		if winner >= 0 && discard != nil {
+			discard(v)
+		}
+		panic(firstPanic)
+	}
+	if winner >= 0 {
+		if winner == 1 {
+			c.secondWins.Add(1)
+		}
+		return v, release, nil
+	}
+	c.failures.Add(1)
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, release, err
+	}
+	if len(errs) == 0 && dropped > 0 {
+		return zero, release, fmt.Errorf("%w: both copies of tie %s were dropped; the servers disagree on which started", ErrDropped, id)
+	}
+	return zero, release, errors.Join(errs...)
+}

@@ -1,0 +1,141 @@
+package tied
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Handler returns net/http middleware that runs each request through the
+// Server's queue (see Admit) before next, and serves cancel messages from
+// peers itself: a POST to DefaultCancelPath never reaches next.
+//
+// A request with a malformed IDHeader or SiblingHeader runs untied
+// (counted in Stats.BadTie). A request refused because the queue is full
+// is answered 503 Service Unavailable with RefusedHeader "queue-full"; a
+// tied copy dropped because its sibling started first, 409 Conflict with
+// DroppedHeader "sibling"; a request whose client went away while it
+// waited, nothing.
+func (s *Server) Handler(next http.Handler) http.Handler {
+	cancel := s.CancelHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == s.cancelPath {
+			cancel.ServeHTTP(w, r)
+			return
+		}
+		t, err := ParseTie(r.Header.Get(IDHeader), r.Header.Get(SiblingHeader))
+		if err != nil {
+			s.CountBadTie()
+		}
+		release, err := s.Admit(r.Context(), t)
+		switch {
+		case errors.Is(err, ErrQueueFull):
+			w.Header().Set(RefusedHeader, "queue-full")
+			http.Error(w, "server busy: its queue is full; retry later or elsewhere", http.StatusServiceUnavailable)
+			return
+		case errors.Is(err, ErrDropped):
+			w.Header().Set(DroppedHeader, "sibling")
+			http.Error(w, "dropped: the sibling copy of this tied request started first", http.StatusConflict)
+			return
+		case err != nil:
+			return // the client is gone
+		}
+		defer release()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// CancelHandler returns the handler of cancel messages, for a server that
+// mounts it itself (at the path its peers' HTTPSender posts to) rather
+// than through Handler. It accepts only POST with the message (Cancel.Sign)
+// as the body, and answers 200 with the outcome's name ("dropped",
+// "too-late", "early", "repeated"), 403 Forbidden for a message refused by
+// VerifyCancel, 405 for other methods.
+func (s *Server) CancelHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "cancel messages are POSTed", http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxMessageLen+1))
+		if err != nil {
+			http.Error(w, "reading the cancel message failed", http.StatusBadRequest)
+			return
+		}
+		out, err := s.ReceiveCancel(strings.TrimSpace(string(body)))
+		if err != nil {
+			http.Error(w, "cancel message refused", http.StatusForbidden)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, out.String())
+	})
+}
+
+// HTTPSender is the Sender of Server.Handler's peers: it POSTs each cancel
+// message to the peer's base URL followed by the cancel path.
+type HTTPSender struct {
+	client *http.Client
+	own    *http.Transport // the transport made for it, closed by CloseIdleConnections
+	path   string
+}
+
+// NewHTTPSender returns an HTTPSender that posts through rt (nil means a
+// transport of its own, a clone of http.DefaultTransport's settings) to
+// path on each peer ("" means DefaultCancelPath).
+func NewHTTPSender(rt http.RoundTripper, path string) *HTTPSender {
+	s := &HTTPSender{path: path}
+	if s.path == "" {
+		s.path = DefaultCancelPath
+	}
+	if rt == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 16
+		t.IdleConnTimeout = 30 * time.Second
+		s.own, rt = t, t
+	}
+	s.client = &http.Client{Transport: rt}
+	return s
+}
+
+// ErrCancelStatus is wrapped by the error of a cancel message that a peer
+// answered with a status other than 200.
+var ErrCancelStatus = errors.New("tied: the peer refused the cancel message")
+
+// SendCancel posts msg to addr + the cancel path.
+func (s *HTTPSender) SendCancel(ctx context.Context, addr, msg string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, addr+s.path, strings.NewReader(msg))
+	if err != nil {
+		return fmt.Errorf("tied: cancel message to %s: %w", addr, err)
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("tied: cancel message to %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%w: %s answered %s", ErrCancelStatus, addr, resp.Status)
+	}
+	return nil
+}
+
+// CloseIdleConnections closes the idle connections of the sender's own
+// transport. Server.Close calls it.
+func (s *HTTPSender) CloseIdleConnections() {
+	if s.own != nil {
+		s.own.CloseIdleConnections()
+	}
+}
+
+// IsDropped reports whether resp is the answer to a tied copy dropped by
+// its sibling: 409 with DroppedHeader.
+func IsDropped(resp *http.Response) bool {
+	return resp != nil && resp.StatusCode == http.StatusConflict && resp.Header.Get(DroppedHeader) != ""
+}

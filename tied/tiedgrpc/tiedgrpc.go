@@ -1,0 +1,196 @@
+// Package tiedgrpc runs a gRPC server's unary calls through a
+// tied.Server: a worker limit, a bounded FIFO queue, and tied copies
+// dropped from the queue when their sibling starts on another server. See
+// package tied for the design; this package adds the gRPC wiring, so that
+// package tied itself needs no gRPC.
+//
+// A server installs UnaryServerInterceptor and registers the cancel
+// service with Register; its tied.Config.Sender is a Sender, which reaches
+// the peers (host:port, as clients name them in the tied-sibling metadata)
+// over gRPC:
+//
+//	sender := tiedgrpc.NewSender(grpc.WithTransportCredentials(creds))
+//	ts, err := tied.NewServer(tied.Config{Workers: 8, Secret: secret, Peers: peers, Sender: sender})
+//	srv := grpc.NewServer(grpc.UnaryInterceptor(tiedgrpc.UnaryServerInterceptor(ts)))
+//	tiedgrpc.Register(srv, ts)
+//
+// Clients send tied calls with hedgegrpc.WithTied.
+//
+// Streaming calls are not queued.
+package tiedgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/tailcut/hedge/tied"
+)
+
+// ServiceName and CancelMethod name the cancel service that Register
+// installs: its one method takes the signed message (tied.Cancel.Sign) as
+// a google.protobuf.StringValue and answers the outcome's name
+// ("dropped", "too-late", "early", "repeated") the same way, or
+// PermissionDenied for a refused message.
+const (
+	ServiceName  = "tailcut.tied.v1.Tied"
+	CancelMethod = "/" + ServiceName + "/Cancel"
+)
+
+// UnaryServerInterceptor runs each unary call through s.Admit before the
+// handler, with the tie read from the tied.IDKey and tied.SiblingKey
+// metadata (malformed: untied, counted in tied.Stats.BadTie). A call
+// refused because the queue is full fails with ResourceExhausted and a
+// tied.RefusedHeader ("tied-refused") trailer; a tied copy dropped for its
+// sibling fails with Aborted and a tied.DroppedKey trailer "sibling"
+// (which clients such as hedgegrpc.WithTied tell from the service's own
+// Aborted). Calls to the cancel service bypass the queue.
+func UnaryServerInterceptor(s *tied.Server) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if info.FullMethod == CancelMethod {
+			return handler(ctx, req)
+		}
+		md, _ := metadata.FromIncomingContext(ctx)
+		t, err := tied.ParseTie(first(md, tied.IDKey), first(md, tied.SiblingKey))
+		if err != nil {
+			s.CountBadTie()
+		}
+		release, err := s.Admit(ctx, t)
+		switch {
+		case errors.Is(err, tied.ErrQueueFull):
+			_ = grpc.SetTrailer(ctx, metadata.Pairs("tied-refused", "queue-full"))
+			return nil, status.Error(codes.ResourceExhausted, "server busy: its queue is full; retry later or elsewhere")
+		case errors.Is(err, tied.ErrDropped):
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(tied.DroppedKey, "sibling"))
+			return nil, status.Error(codes.Aborted, "dropped: the sibling copy of this tied call started first")
+		case err != nil:
+			return nil, status.FromContextError(err).Err()
+		}
+		defer release()
+		return handler(ctx, req)
+	}
+}
+
+// first returns md's first value for key, or "".
+func first(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// IsDropped reports whether err, with the trailer of its call, is the
+// answer to a tied copy dropped for its sibling: Aborted with a
+// tied.DroppedKey trailer.
+func IsDropped(err error, trailer metadata.MD) bool {
+	return status.Code(err) == codes.Aborted && len(trailer.Get(tied.DroppedKey)) > 0
+}
+
+// cancelServer is the cancel service's implementation.
+type cancelServer interface {
+	cancel(ctx context.Context, msg *wrapperspb.StringValue) (*wrapperspb.StringValue, error)
+}
+
+type cancelImpl struct{ s *tied.Server }
+
+func (c cancelImpl) cancel(_ context.Context, msg *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+	out, err := c.s.ReceiveCancel(msg.GetValue())
+	if err != nil {
+		return nil, status.Error(codes.PermissionDenied, "cancel message refused")
+	}
+	return wrapperspb.String(out.String()), nil
+}
+
+var serviceDesc = grpc.ServiceDesc{
+	ServiceName: ServiceName,
+	HandlerType: (*cancelServer)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Cancel",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+			in := new(wrapperspb.StringValue)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			call := func(ctx context.Context, req any) (any, error) {
+				return srv.(cancelServer).cancel(ctx, req.(*wrapperspb.StringValue))
+			}
+			if ic == nil {
+				return call(ctx, in)
+			}
+			return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: CancelMethod}, call)
+		},
+	}},
+	Metadata: "tied.proto",
+}
+
+// Register installs the cancel service of s on reg (a *grpc.Server), so
+// that peers' Senders reach it.
+func Register(reg grpc.ServiceRegistrar, s *tied.Server) {
+	reg.RegisterService(&serviceDesc, cancelImpl{s})
+}
+
+// Sender is a tied.Sender that calls peers' cancel service, on one
+// ClientConn per peer, made on first use and closed by
+// CloseIdleConnections (which tied.Server.Close calls).
+type Sender struct {
+	opts []grpc.DialOption
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+// NewSender returns a Sender that dials peers with opts. Without a
+// transport credentials option it uses insecure ones: fine on loopback,
+// not across machines, where the cancel messages, though signed, would
+// travel in the clear.
+func NewSender(opts ...grpc.DialOption) *Sender {
+	return &Sender{opts: append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...), conns: map[string]*grpc.ClientConn{}}
+}
+
+// ErrClosed is returned by SendCancel after CloseIdleConnections.
+var ErrClosed = errors.New("tiedgrpc: the Sender is closed")
+
+// SendCancel calls the cancel service of the peer at addr with msg.
+func (s *Sender) SendCancel(ctx context.Context, addr, msg string) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	cc := s.conns[addr]
+	if cc == nil {
+		var err error
+		if cc, err = grpc.NewClient(addr, s.opts...); err != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("tiedgrpc: connecting to peer %s: %w", addr, err)
+		}
+		s.conns[addr] = cc
+	}
+	s.mu.Unlock()
+	out := new(wrapperspb.StringValue)
+	if err := cc.Invoke(ctx, CancelMethod, wrapperspb.String(msg), out); err != nil {
+		return fmt.Errorf("tiedgrpc: cancel message to %s: %w", addr, err)
+	}
+	return nil
+}
+
+// CloseIdleConnections closes every connection of the Sender; it sends
+// nothing afterwards.
+func (s *Sender) CloseIdleConnections() {
+	s.mu.Lock()
+	conns := s.conns
+	s.conns, s.closed = nil, true
+	s.mu.Unlock()
+	for _, cc := range conns {
+		cc.Close()
+	}
+}

@@ -1,0 +1,216 @@
+package tied
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// IDHeader is the request header that makes a request tied: its value is
+// the tie identifier, shared by both copies of the request (see NewID).
+const IDHeader = "Tied-Id"
+
+// SiblingHeader is the request header that names where the other copy of a
+// tied request was sent: the address by which this server reaches the
+// sibling's server, one of the server's Config.Peers ("http://10.0.0.2:8080"
+// for HTTP, "10.0.0.2:9090" for gRPC).
+const SiblingHeader = "Tied-Sibling"
+
+// DroppedHeader is the response header (gRPC: trailer) set, with the value
+// "sibling", on the answer to a copy that its server dropped without
+// running it because the sibling copy started first. HTTP answers such a
+// copy 409 Conflict, gRPC with code Aborted; the header tells this answer
+// from a 409 or Aborted of the service itself.
+const DroppedHeader = "Tied-Dropped"
+
+// RefusedHeader is the response header set, with the value "queue-full",
+// on the 503 Service Unavailable answer (gRPC: ResourceExhausted) to a
+// request refused because the server's queue was full.
+const RefusedHeader = "Tied-Refused"
+
+// IDKey, SiblingKey and DroppedKey are the gRPC metadata keys of IDHeader,
+// SiblingHeader and DroppedHeader (gRPC metadata keys are lower case).
+const (
+	IDKey      = "tied-id"
+	SiblingKey = "tied-sibling"
+	DroppedKey = "tied-dropped"
+)
+
+// DefaultCancelPath is where Server.Handler serves cancel messages from
+// peers, unless Config.CancelPath names another path.
+const DefaultCancelPath = "/.tied/cancel"
+
+// ID length bounds: NewID makes 22 characters (128 random bits); a peer's
+// implementation may use up to 64.
+const (
+	minIDLen = 16
+	maxIDLen = 64
+	// maxAddrLen bounds SiblingHeader.
+	maxAddrLen = 256
+	// maxMessageLen bounds a cancel message: "v1.", an ID, a
+	// timestamp of at most 20 digits and a signature of 43 characters,
+	// with dots between.
+	maxMessageLen = 3 + maxIDLen + 1 + 20 + 1 + 43
+)
+
+// Errors of parsing and verification. Match them with errors.Is.
+var (
+	// ErrBadTie is wrapped by ParseTie's errors: the tie headers are
+	// malformed.
+	ErrBadTie = errors.New("tied: malformed tie headers")
+	// ErrBadMessage is wrapped by the errors of a cancel message that is
+	// malformed, not signed with the shared secret, or stale.
+	ErrBadMessage = errors.New("tied: cancel message refused")
+)
+
+// Tie is what a tied request carries: its tie identifier and where its
+// sibling went. The zero Tie means "not tied".
+type Tie struct {
+	// ID is the tie identifier, shared by both copies.
+	ID string
+	// Sibling is the address of the sibling's server.
+	Sibling string
+}
+
+// Tied reports whether t names a tie.
+func (t Tie) Tied() bool { return t.ID != "" }
+
+// NewID returns a fresh tie identifier: 128 random bits, base64url without
+// padding (22 characters). Identifiers must be unguessable: a cancel
+// message names only the identifier, so whoever could predict one could
+// have a peer's copy dropped in the name of a request it did not send.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ParseTie parses the values of IDHeader and SiblingHeader. Both empty is
+// the zero Tie (an untied request) and no error; one without the other, an
+// identifier that is not 16 to 64 characters of A-Z, a-z, 0-9, '-' and '_',
+// or an address that is empty, longer than 256 bytes or holds spaces or
+// control characters, is an error wrapping ErrBadTie. The address is
+// returned in normal form (see NormalizeAddr).
+func ParseTie(id, sibling string) (Tie, error) {
+	if id == "" && sibling == "" {
+		return Tie{}, nil
+	}
+	if err := checkID(id); err != nil {
+		return Tie{}, fmt.Errorf("%w: %s %q: %v", ErrBadTie, IDHeader, id, err)
+	}
+	a, err := NormalizeAddr(sibling)
+	if err != nil {
+		return Tie{}, fmt.Errorf("%w: %s: %v", ErrBadTie, SiblingHeader, err)
+	}
+	return Tie{ID: id, Sibling: a}, nil
+}
+
+// checkID reports what is wrong with a tie identifier, or nil.
+func checkID(id string) error {
+	if len(id) < minIDLen || len(id) > maxIDLen {
+		return fmt.Errorf("length %d, want %d to %d characters (tied.NewID makes one)", len(id), minIDLen, maxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		if !idChar(id[i]) {
+			return fmt.Errorf("character %q at %d is not in A-Z a-z 0-9 - _", id[i], i)
+		}
+	}
+	return nil
+}
+
+func idChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+}
+
+// NormalizeAddr returns a peer address in the form in which Config.Peers
+// and SiblingHeader are compared: in lower case, without trailing slashes.
+// It refuses an empty address, one longer than 256 bytes, and one with
+// spaces or control characters.
+func NormalizeAddr(addr string) (string, error) {
+	a := strings.ToLower(strings.TrimRight(addr, "/"))
+	if a == "" {
+		return "", errors.New("empty address: name the sibling's server, as in Config.Peers")
+	}
+	if len(a) > maxAddrLen {
+		return "", fmt.Errorf("address of %d bytes, longer than %d", len(a), maxAddrLen)
+	}
+	for i := 0; i < len(a); i++ {
+		if a[i] <= ' ' || a[i] == 0x7f {
+			return "", fmt.Errorf("address %q holds a space or control character", addr)
+		}
+	}
+	return a, nil
+}
+
+// Cancel is an authenticated cancel message: the server whose copy of tie
+// ID started at Started asks the receiver to drop its copy.
+type Cancel struct {
+	ID      string
+	Started time.Time
+}
+
+// Sign returns the wire form of c signed with secret:
+//
+//	v1.<id>.<started, Unix nanoseconds>.<signature>
+//
+// where the signature is HMAC-SHA256 keyed with secret over
+// "tied-cancel-v1\n<id>\n<started>", in base64url without padding.
+func (c Cancel) Sign(secret []byte) string {
+	ts := strconv.FormatInt(c.Started.UnixNano(), 10)
+	return "v1." + c.ID + "." + ts + "." + base64.RawURLEncoding.EncodeToString(mac(secret, c.ID, ts))
+}
+
+func mac(secret []byte, id, ts string) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("tied-cancel-v1\n"))
+	m.Write([]byte(id))
+	m.Write([]byte{'\n'})
+	m.Write([]byte(ts))
+	return m.Sum(nil)
+}
+
+// VerifyCancel parses and authenticates a cancel message made by Sign. It
+// refuses, with an error wrapping ErrBadMessage, a malformed message, a
+// signature that is not secret's (compared in constant time), and a
+// message whose timestamp is more than maxSkew away from now, in either
+// direction.
+//
+// Within maxSkew a message can be replayed; that is harmless: it only ever
+// asks to drop a queued copy of the tie it names, whose sibling has
+// started.
+func VerifyCancel(msg string, secret []byte, now time.Time, maxSkew time.Duration) (Cancel, error) {
+	if len(msg) > maxMessageLen {
+		return Cancel{}, fmt.Errorf("%w: %d bytes, longer than %d", ErrBadMessage, len(msg), maxMessageLen)
+	}
+	rest, ok := strings.CutPrefix(msg, "v1.")
+	if !ok {
+		return Cancel{}, fmt.Errorf("%w: not a v1 message", ErrBadMessage)
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 {
+		return Cancel{}, fmt.Errorf("%w: want v1.<id>.<time>.<signature>", ErrBadMessage)
+	}
+	id, ts, sig := parts[0], parts[1], parts[2]
+	if err := checkID(id); err != nil {
+		return Cancel{}, fmt.Errorf("%w: tie id: %v", ErrBadMessage, err)
+	}
+	nanos, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || ts != strconv.FormatInt(nanos, 10) {
+		return Cancel{}, fmt.Errorf("%w: time %q is not Unix nanoseconds", ErrBadMessage, ts)
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, mac(secret, id, ts)) {
+		return Cancel{}, fmt.Errorf("%w: bad signature (do the servers share Config.Secret?)", ErrBadMessage)
+	}
+	started := time.Unix(0, nanos)
+	if d := now.Sub(started); d > maxSkew || d < -maxSkew {
+		return Cancel{}, fmt.Errorf("%w: stale: signed %v from now, more than %v (are the servers' clocks in step?)", ErrBadMessage, -d, maxSkew)
+	}
+	return Cancel{ID: id, Started: started}, nil
+}
