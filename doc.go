@@ -93,9 +93,10 @@
 // needs no Close. Inside a testing/synctest bubble, let fake time pass that
 // linger before the bubble ends. The runtime's timers fire up to about a
 // millisecond late on many Linux machines, which matters for sub-millisecond
-// delays (an in-memory store's p95); Config.PreciseTimers spins for the last
-// stretch before each timer instead, for CPU (see BENCHMARKS.md). A spinning
-// queue never blocks, so it cannot run inside a synctest bubble.
+// delays (an in-memory store's p95); Config.PreciseTimers sleeps in the
+// kernel until shortly before each timer and spins only the last stretch,
+// within 5% of a core (see BENCHMARKS.md). A spinning queue does not block
+// as synctest needs, so it cannot run inside a synctest bubble.
 //
 // When no hedge fires, the primary runs on the caller's goroutine: no
 // goroutine is started, and the call costs three allocations (see

@@ -122,10 +122,11 @@ type Config struct {
 
 	// PreciseTimers makes hedge timers fire within tens of microseconds
 	// instead of the runtime timer's granularity (about a millisecond on
-	// many Linux machines), by spinning for the last stretch before each
-	// timer. It costs CPU: up to one core while timers are due within
-	// that stretch. Use it for delays under a few milliseconds, such as
-	// hedging an in-memory store.
+	// many Linux machines): the timer goroutine sleeps in the kernel until
+	// shortly before each timer and spins only the last stretch, sized
+	// from the measured wake-up error, and never more than 5% of a core
+	// (past that allowance it sleeps and fires later). Use it for delays
+	// under a few milliseconds, such as hedging an in-memory store.
 	PreciseTimers bool
 
 	// MaxOps bounds the number of operation classes with their own state.

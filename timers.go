@@ -3,6 +3,7 @@ package hedge
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,21 @@ type timerItem struct {
 // linger, so that steady traffic does not start one per call); an idle
 // Hedger runs no goroutine and needs no Close.
 //
+// Precise timers (Config.PreciseTimers). The runtime's timers fire about a
+// millisecond late when the process is otherwise idle (the runtime then
+// sleeps in epoll_wait, whose timeout is rounded up to a millisecond), and
+// the kernel's own sleep (nanosleep) wakes tens of microseconds late (its
+// timer slack). A precise queue approaches each timer in three stages,
+// chosen by planWait: the runtime timer while the timer is further away
+// than that timer's lateness; then short kernel sleeps; then it spins,
+// yielding the processor, for the last stretch only, sized from the
+// kernel sleep's measured lateness. Both latenesses are estimated as the
+// loop runs (adapt: quick to rise, slow to fall, so a high percentile
+// rather than the mean). Spinning stops as soon as the timer it waits for
+// is removed (the call ended first, the usual case) and nothing else is
+// due within the stretch; so the cost follows the timers that come close
+// to firing, not the calls in flight.
+//
 // Lock order: a call's own mutex may be held while taking the queue's (to
 // remove its timer), never the reverse: the loop fires timers after
 // releasing the queue's mutex.
@@ -41,19 +57,159 @@ type timerQueue struct {
 	// sleepUntil is when the loop will look next; an earlier timer wakes it.
 	sleepUntil time.Duration
 	wake       chan struct{} // buffered(1)
-	precise    bool          // spin for the last spinWindow before a timer
+	precise    bool          // approach each timer by planWait
+	// head is the earliest timer's at, or Never: written under mu, read
+	// without it by a spinning loop.
+	head atomic.Int64
+	// late is the loop's estimate of how late each way of sleeping wakes,
+	// and spin what it may still spin; only the loop goroutine touches
+	// them.
+	late lateness
+	spin allowance
 }
 
-// spinWindow is how far ahead of a timer a precise queue stops sleeping and
-// starts spinning: a little more than the runtime timer's usual overshoot.
+// lateness is how late the two ways of sleeping wake, as estimated by
+// adapt from the loop's own sleeps.
+type lateness struct {
+	coarse time.Duration // the runtime timer
+	fine   time.Duration // a kernel sleep (fineSleep)
+}
+
+// Starting estimates, before the loop has measured anything: what this
+// project's test machines showed (BENCHMARKS.md), and caps that keep one
+// descheduled wake-up from making the queue spin for long.
+const (
+	initialCoarseLate = 1100 * time.Microsecond
+	initialFineLate   = 80 * time.Microsecond
+	maxCoarseLate     = 4 * time.Millisecond
+	maxFineLate       = 500 * time.Microsecond
+)
+
+// spinWindow bounds the stretch a precise queue spins before a timer.
 const spinWindow = 1500 * time.Microsecond
+
+// minSpin is the shortest stretch spun before a timer: a clock read and a
+// yield take a few microseconds.
+const minSpin = 10 * time.Microsecond
+
+// fineSlice is the longest single kernel sleep. The loop cannot be woken
+// during one, so a timer added meanwhile, due sooner than the one slept
+// for, is seen at most this late.
+const fineSlice = 250 * time.Microsecond
 
 // linger is how long the serving goroutine waits for new timers before it
 // exits.
 const linger = 50 * time.Millisecond
 
+// waitMode is a way for the loop to wait for its next timer.
+type waitMode uint8
+
+const (
+	// waitCoarse sleeps on the runtime timer, and wakes early when an
+	// earlier timer is added.
+	waitCoarse waitMode = iota
+	// waitFine sleeps in the kernel (fineSleep), not woken by new timers.
+	waitFine
+	// waitSpin spins, yielding the processor, until the timer is due,
+	// an earlier one is added, or the one waited for is removed.
+	waitSpin
+)
+
+// spinStretch is how long before a timer a precise queue starts to spin,
+// given the kernel sleep's estimated lateness: that lateness and half
+// again, within [minSpin, spinWindow].
+func spinStretch(fineLate time.Duration) time.Duration {
+	return min(max(fineLate+fineLate/2, minSpin), spinWindow)
+}
+
+// spinShare bounds the queue's spinning to this share of wall time (one
+// twentieth: 5% of a core), and spinBurst is the most spinning it may save
+// up while idle. Spinning beyond that, as a loaded machine with late
+// kernel sleeps would ask, buys little: a spinning thread that the kernel
+// deschedules is late whatever it does.
+const (
+	spinShare = 20
+	spinBurst = 2 * time.Millisecond
+)
+
+// allowance is how much spinning the queue may still do: spinShare of the
+// time that passed, saved up to spinBurst, less what it spun.
+type allowance struct {
+	left time.Duration
+	at   time.Duration // when left was last brought up to date
+}
+
+// refill brings the allowance up to date at now.
+func (a allowance) refill(now time.Duration) allowance {
+	if now > a.at {
+		a.left = min(a.left+(now-a.at)/spinShare, spinBurst)
+		a.at = now
+	}
+	return a
+}
+
+// spend takes d of spinning out of the allowance.
+func (a allowance) spend(d time.Duration) allowance {
+	a.left = max(a.left-max(d, 0), 0)
+	return a
+}
+
+// planWait decides how the loop waits for the earliest timer, due in wait
+// (pending), or for new timers (not pending: it lingers), and for how
+// long. A queue that is not precise always sleeps on the runtime timer
+// until the timer is due. A precise one spins only when the timer is
+// within spinStretch and its allowance covers that stretch; further
+// away, it sleeps on the runtime timer when even that timer's lateness
+// leaves a kernel sleep's worth of time before the stretch, and in a
+// kernel sleep of at most fineSlice otherwise. Without the allowance, it
+// sleeps in the kernel up to the timer itself.
+func planWait(wait time.Duration, pending, precise bool, late lateness, spin time.Duration) (waitMode, time.Duration) {
+	if !pending {
+		return waitCoarse, linger
+	}
+	if !precise {
+		return waitCoarse, wait
+	}
+	stretch := spinStretch(late.fine)
+	if spin < min(wait, stretch) {
+		stretch = 0
+	}
+	if wait <= stretch {
+		return waitSpin, wait
+	}
+	if d := wait - stretch - late.coarse; d >= fineSlice {
+		return waitCoarse, d
+	}
+	return waitFine, min(wait-stretch, fineSlice)
+}
+
+// adapt returns the estimate est of a lateness updated with one measured
+// sample, clamped to [0, ceiling]: it moves a quarter of the way up to a
+// sample above it and a sixty-fourth of the way down to one below, so it
+// settles near a high percentile of the samples (about the 95th for a
+// steady spread) and one outlier moves it only part of the way.
+func adapt(est, sample, ceiling time.Duration) time.Duration {
+	sample = min(max(sample, 0), ceiling)
+	if sample > est {
+		return est + (sample-est+3)/4
+	}
+	return est - (est-sample)/64
+}
+
 func newTimerQueue(epoch time.Time) *timerQueue {
-	return &timerQueue{epoch: epoch, wake: make(chan struct{}, 1)}
+	q := &timerQueue{epoch: epoch, wake: make(chan struct{}, 1),
+		late: lateness{coarse: initialCoarseLate, fine: initialFineLate}}
+	q.head.Store(int64(Never))
+	return q
+}
+
+// setHead publishes the earliest timer's time. q.mu is held.
+func (q *timerQueue) setHead() {
+	at := Never
+	if len(q.items) > 0 {
+		at = q.items[0].at
+	}
+	q.head.Store(int64(at))
 }
 
 // add queues t to fire at at (since the epoch) and records its slot.
@@ -63,6 +219,7 @@ func (q *timerQueue) add(t timed, at time.Duration, slot *int) {
 	q.items = append(q.items, timerItem{at: at, t: t, slot: slot})
 	*slot = i
 	q.up(i)
+	q.setHead()
 	q.added = true
 	start := !q.serving
 	poke := !start && at < q.sleepUntil
@@ -86,6 +243,7 @@ func (q *timerQueue) remove(slot *int) {
 	q.mu.Lock()
 	if i := *slot; i >= 0 {
 		q.removeAt(i)
+		q.setHead()
 	}
 	q.mu.Unlock()
 }
@@ -143,13 +301,14 @@ func (q *timerQueue) down(i int) {
 	}
 }
 
-// loop fires due timers. It sleeps until the earliest timer, or for at most
-// linger, and exits after a whole linger with no timer added.
+// loop fires due timers. It waits as planWait says, for the earliest
+// timer or for at most linger, and exits after a whole linger with no
+// timer added.
 func (q *timerQueue) loop() {
 	sleep := time.NewTimer(linger)
 	defer sleep.Stop()
 	var due []timed
-	idle := false
+	lingered := false // the last wait was a whole linger with nothing queued
 	for {
 		q.mu.Lock()
 		now := time.Since(q.epoch)
@@ -158,16 +317,13 @@ func (q *timerQueue) loop() {
 			due = append(due, q.items[0].t)
 			q.removeAt(0)
 		}
-		if len(due) == 0 && len(q.items) == 0 {
-			if idle && !q.added {
-				q.serving = false
-				q.mu.Unlock()
-				return
-			}
-			idle = true
-		} else {
-			idle = false
+		q.setHead()
+		if lingered && !q.added && len(due) == 0 && len(q.items) == 0 {
+			q.serving = false
+			q.mu.Unlock()
+			return
 		}
+		lingered = false
 		q.added = false
 		wait := linger
 		pending := len(q.items) > 0
@@ -183,28 +339,51 @@ func (q *timerQueue) loop() {
 			}
 			continue // firing took time and may have queued more
 		}
-		if q.precise && pending && wait <= spinWindow {
-			// Spin, yielding the processor, until the timer is due or an
-			// earlier one arrives. Checking the heap takes the lock, so
-			// peek at the clock alone and look again when it is time.
-			until := now + wait
-			for time.Since(q.epoch) < until {
-				select {
-				case <-q.wake:
-					until = 0
-				default:
-					runtime.Gosched()
-				}
+		q.spin = q.spin.refill(now)
+		mode, d := planWait(wait, pending, q.precise, q.late, q.spin.left)
+		switch mode {
+		case waitSpin:
+			q.spinUntil(now + d)
+			q.spin = q.spin.spend(time.Since(q.epoch) - now)
+		case waitFine:
+			start := time.Since(q.epoch)
+			fineSleep(d)
+			q.late.fine = adapt(q.late.fine, time.Since(q.epoch)-start-d, maxFineLate)
+			// The heap is looked at next: a wake-up sent meanwhile is
+			// stale.
+			select {
+			case <-q.wake:
+			default:
 			}
-			continue
+		default:
+			sleep.Reset(d)
+			select {
+			case <-sleep.C:
+				lingered = !pending
+				if q.precise && pending {
+					q.late.coarse = adapt(q.late.coarse, time.Since(q.epoch)-now-d, maxCoarseLate)
+				}
+			case <-q.wake:
+			}
 		}
-		if q.precise && pending {
-			wait -= spinWindow
+	}
+}
+
+// spinUntil yields the processor until until (since the epoch), or until an
+// earlier timer is added, or until the earliest timer is later than until
+// (the one waited for was removed): nothing is due then, and the loop
+// plans again. Checking the heap would take the lock, so it peeks at the
+// clock and at head alone.
+func (q *timerQueue) spinUntil(until time.Duration) {
+	for time.Since(q.epoch) < until {
+		if time.Duration(q.head.Load()) > until {
+			return
 		}
-		sleep.Reset(wait)
 		select {
-		case <-sleep.C:
 		case <-q.wake:
+			return
+		default:
+			runtime.Gosched()
 		}
 	}
 }

@@ -1,0 +1,285 @@
+package hedgerueidis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/tailcut/hedge"
+)
+
+// Config configures a Client. The zero Config hedges with hedge.Config's
+// defaults, replica 0 being the primary.
+type Config struct {
+	// Primary is the index of the client that takes writes. Zero means
+	// the first.
+	Primary int
+	// Hedge configures the Client's Hedger. Replicas is set to the number
+	// of clients (leave it 0, or give that number). ReapInBackground is
+	// left as given: rueidis returns when a copy's context ends, so losers
+	// do not hold the caller either way.
+	Hedge hedge.Config
+}
+
+// ErrClosed is returned, in the result, by every call made after Close.
+var ErrClosed = errors.New("hedgerueidis: client is closed")
+
+// Client hedges reads across a primary and its replicas, each a
+// rueidis.Client over one standalone server, and sends writes to the
+// primary once. It is safe for concurrent use. Make one with New or
+// NewFromOptions; Close it when done.
+type Client struct {
+	clients []rueidis.Client
+	addrs   []string
+	primary int
+	h       *hedge.Hedger
+	owned   bool
+	reps    []replica
+
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// replica holds one replica's counters.
+type replica struct {
+	copies, wins, failed, cancelled, writes, inFlight atomic.Int64
+}
+
+// New returns a Client over clients (replica i is clients[i]; at least
+// two, each connected to a different standalone server). The Client does
+// not own them: Close leaves them open for the caller to close. The error
+// lists every mistake at once and matches ErrInvalidConfig.
+func New(clients []rueidis.Client, cfg Config) (*Client, error) {
+	clients = append([]rueidis.Client(nil), clients...)
+	h, addrs, err := validate("clients", clients, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(clients, addrs, cfg, h, false), nil
+}
+
+// NewFromOptions makes one rueidis.Client per options value (opts[i]
+// becoming replica i, its InitAddress naming one standalone server) and
+// returns a Client that owns them: Close closes them. rueidis connects as
+// it makes a client; a failure to connect is returned wrapped (errors.Is
+// reaches rueidis's error), and no client is left open then. Mistakes in
+// the configuration are reported as by New.
+func NewFromOptions(opts []rueidis.ClientOption, cfg Config) (*Client, error) {
+	clients := make([]rueidis.Client, len(opts))
+	var errs []error
+	for i, o := range opts {
+		rc, err := rueidis.NewClient(o)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("hedgerueidis: opts[%d] (%s): %w", i, strings.Join(o.InitAddress, ","), err))
+			continue
+		}
+		clients[i] = rc
+	}
+	if len(errs) > 0 {
+		closeAll(clients)
+		return nil, errors.Join(errs...)
+	}
+	h, addrs, err := validate("opts", clients, cfg)
+	if err != nil {
+		closeAll(clients)
+		return nil, err
+	}
+	return newClient(clients, addrs, cfg, h, true), nil
+}
+
+func closeAll(clients []rueidis.Client) {
+	for _, rc := range clients {
+		if rc != nil {
+			rc.Close()
+		}
+	}
+}
+
+func newClient(clients []rueidis.Client, addrs []string, cfg Config, h *hedge.Hedger, owned bool) *Client {
+	return &Client{
+		clients: clients,
+		addrs:   addrs,
+		primary: cfg.Primary,
+		h:       h,
+		owned:   owned,
+		reps:    make([]replica, len(clients)),
+	}
+}
+
+// enter registers a copy or a write about to use a client, or reports
+// false after Close.
+func (c *Client) enter() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
+func (c *Client) leave() { c.wg.Done() }
+
+// Close stops new calls (their results carry ErrClosed), closes the
+// clients if the Client owns them (NewFromOptions), which fails the calls
+// still waiting for a server, and returns once every copy and write the
+// Client started has returned. Close is idempotent.
+func (c *Client) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.mu.Unlock()
+	if c.owned {
+		closeAll(c.clients)
+	}
+	c.wg.Wait()
+}
+
+// Hedger returns the Client's Hedger, for SetMode, SetRollout and its own
+// Stats. Do not use it with other replicas.
+func (c *Client) Hedger() *hedge.Hedger { return c.h }
+
+// Primary returns the write primary's client, for what the Client does not
+// route (pipelines, transactions, pub/sub, blocking commands, DoCache);
+// nothing sent through it is hedged or counted.
+func (c *Client) Primary() rueidis.Client { return c.clients[c.primary] }
+
+// Replica returns replica i's client (0 <= i < Len()).
+func (c *Client) Replica(i int) rueidis.Client { return c.clients[i] }
+
+// Len returns the number of replicas, the primary included.
+func (c *Client) Len() int { return len(c.clients) }
+
+// B returns a command builder, for Do.
+func (c *Client) B() rueidis.Builder { return c.clients[c.primary].B() }
+
+// Do sends cmd, built with B. A command on the allow-list (ReadCommands)
+// is hedged across the replicas, its operation class being the upper-case
+// name; it is pinned first (copies share it), so rueidis does not recycle
+// it. Any other command goes to the primary, once, never hedged. Do is for
+// single commands: use Primary for MULTI, WATCH and the like.
+func (c *Client) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	args := cmd.Commands()
+	if len(args) > 0 {
+		if op, ok := readOp(args[0]); ok {
+			cmd = cmd.Pin()
+			return c.read(ctx, op, cmdReader{cmd})
+		}
+	}
+	return c.write(ctx, cmd)
+}
+
+// reader builds the command of one copy for the client it goes to.
+type reader interface {
+	build(rc rueidis.Client) rueidis.Completed
+}
+
+// cmdReader sends the same pinned command on every copy.
+type cmdReader struct{ cmd rueidis.Completed }
+
+func (r cmdReader) build(rueidis.Client) rueidis.Completed { return r.cmd }
+
+// reply is what one copy returns: the server's reply and where it ran.
+type reply struct {
+	res     rueidis.RedisResult
+	replica int
+}
+
+// read runs a read with hedge.Do: each copy builds its command with r and
+// sends it to the replica the Hedger picked. The result is the winning
+// copy's; when every copy failed, a result carrying Do's error.
+func (c *Client) read(ctx context.Context, op string, r reader) rueidis.RedisResult {
+	rp, err := hedge.Do(ctx, c.h, op, func(ctx context.Context, a hedge.Attempt) (reply, error) {
+		return c.runCopy(ctx, a, r)
+	})
+	if err != nil {
+		return rueidis.NewErrorResult(err)
+	}
+	c.reps[rp.replica].wins.Add(1)
+	return rp.res
+}
+
+// runCopy sends one copy of a read to replica a.Replica.
+func (c *Client) runCopy(ctx context.Context, a hedge.Attempt, r reader) (reply, error) {
+	if !c.enter() {
+		return reply{}, hedge.Permanent(ErrClosed)
+	}
+	defer c.leave()
+	rs := &c.reps[a.Replica]
+	rs.copies.Add(1)
+	rs.inFlight.Add(1)
+	defer rs.inFlight.Add(-1)
+	rc := c.clients[a.Replica]
+	res := rc.Do(pipelined(ctx), r.build(rc))
+	err := res.Error()
+	if err == nil || isAnswer(err) {
+		return reply{res: res, replica: a.Replica}, nil
+	}
+	if ctx.Err() != nil {
+		rs.cancelled.Add(1)
+	} else {
+		rs.failed.Add(1)
+	}
+	return reply{res: res, replica: a.Replica}, fmt.Errorf("hedgerueidis: replica %d (%s): %w", a.Replica, c.addrs[a.Replica], err)
+}
+
+// noDeadline is a context without its deadline: Done still closes when
+// the deadline passes, but rueidis, seeing no deadline, sends the command
+// through its pipeline, where cancellation ends the wait, rather than
+// reading the reply synchronously until the deadline (see the package
+// doc).
+type noDeadline struct{ context.Context }
+
+// Deadline reports no deadline.
+func (noDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func pipelined(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); ok {
+		return noDeadline{ctx}
+	}
+	return ctx
+}
+
+// write sends cmd to the primary, once, on the caller's goroutine, and
+// counts it in the primary's ReplicaStats.Writes.
+func (c *Client) write(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if !c.enter() {
+		return rueidis.NewErrorResult(ErrClosed)
+	}
+	defer c.leave()
+	c.reps[c.primary].writes.Add(1)
+	return c.clients[c.primary].Do(ctx, cmd)
+}
+
+// replicaStatePrefixes are error replies that say "not this replica, not
+// now": another replica may well answer.
+var replicaStatePrefixes = []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"}
+
+// isAnswer reports whether err is a reply from the server that any replica
+// would give (a nil reply, WRONGTYPE, a syntax error), as opposed to a
+// transport error or a replica-state error.
+func isAnswer(err error) bool {
+	if rueidis.IsRedisNil(err) {
+		return true
+	}
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return false
+	}
+	msg := re.Error()
+	for _, p := range replicaStatePrefixes {
+		if strings.HasPrefix(msg, p) {
+			return false
+		}
+	}
+	return !strings.Contains(msg, "max number of clients reached")
+}

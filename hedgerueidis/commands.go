@@ -1,0 +1,188 @@
+package hedgerueidis
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// readCommands is the allow-list of hedged commands, upper-case: the same
+// list as hedgeredis's (TestAllowListMatchesHedgeredis keeps them equal;
+// hedgeredis's package doc says why each is on it and what is left out).
+// It is kept here so that this package does not import go-redis.
+var readCommands = []string{
+	// keys
+	"EXISTS", "TYPE", "TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME",
+	// strings and bitmaps
+	"GET", "MGET", "STRLEN", "GETRANGE", "GETBIT", "BITCOUNT", "BITPOS",
+	// hashes
+	"HGET", "HMGET", "HGETALL", "HEXISTS", "HLEN", "HKEYS", "HVALS", "HSTRLEN",
+	// lists
+	"LRANGE", "LLEN", "LINDEX", "LPOS",
+	// sets
+	"SMEMBERS", "SISMEMBER", "SMISMEMBER", "SCARD",
+	// sorted sets
+	"ZRANGE", "ZRANGEBYSCORE", "ZRANGEBYLEX", "ZREVRANGE", "ZREVRANGEBYSCORE",
+	"ZSCORE", "ZMSCORE", "ZCARD", "ZCOUNT", "ZLEXCOUNT", "ZRANK", "ZREVRANK",
+	// streams
+	"XRANGE", "XREVRANGE", "XLEN",
+	// geo
+	"GEOPOS", "GEODIST", "GEOHASH", "GEOSEARCH",
+}
+
+// readSet maps each name in readCommands to itself, so that operation
+// classes are these static strings whatever the caller's spelling.
+var readSet = func() map[string]string {
+	m := make(map[string]string, len(readCommands))
+	for _, name := range readCommands {
+		m[name] = name
+	}
+	return m
+}()
+
+// maxNameLen is longer than every name in readCommands.
+const maxNameLen = 24
+
+// ReadCommands returns the commands that are hedged, upper-case, in a new
+// slice. Every other command is a write: it goes to the primary, once.
+func ReadCommands() []string { return slices.Clone(readCommands) }
+
+// IsRead reports whether the command named name (any case) is on the
+// allow-list of hedged reads.
+func IsRead(name string) bool {
+	_, ok := readOp(name)
+	return ok
+}
+
+// readOp returns the canonical name of a read command, or false. It does
+// not allocate.
+func readOp(name string) (string, bool) {
+	if len(name) == 0 || len(name) > maxNameLen {
+		return "", false
+	}
+	var buf [maxNameLen]byte
+	for i := 0; i < len(name); i++ {
+		b := name[i]
+		if 'a' <= b && b <= 'z' {
+			b -= 'a' - 'A'
+		}
+		buf[i] = b
+	}
+	op, ok := readSet[string(buf[:len(name)])]
+	return op, ok
+}
+
+// getRead builds GET key.
+type getRead string
+
+func (k getRead) build(rc rueidis.Client) rueidis.Completed {
+	return rc.B().Get().Key(string(k)).Build()
+}
+
+// argsRead builds name keys... args... as a read-only command.
+type argsRead struct {
+	name string
+	keys []string
+	args []string
+}
+
+func (r *argsRead) build(rc rueidis.Client) rueidis.Completed {
+	return rc.B().Arbitrary(r.name).Keys(r.keys...).Args(r.args...).ReadOnly()
+}
+
+func (c *Client) readArgs(ctx context.Context, op string, keys []string, args ...string) rueidis.RedisResult {
+	return c.read(ctx, op, &argsRead{name: op, keys: keys, args: args})
+}
+
+// The typed reads below send the command of the same name, hedged; each
+// copy builds its own command. The result is rueidis's: read it with
+// ToString, AsStrSlice, AsStrMap and so on. A missing key is an answer
+// (rueidis.IsRedisNil), not a failure: it is not hedged again.
+
+// Get is GET key, hedged.
+func (c *Client) Get(ctx context.Context, key string) rueidis.RedisResult {
+	return c.read(ctx, "GET", getRead(key))
+}
+
+// MGet is MGET key..., hedged.
+func (c *Client) MGet(ctx context.Context, keys ...string) rueidis.RedisResult {
+	return c.readArgs(ctx, "MGET", keys)
+}
+
+// StrLen is STRLEN key, hedged.
+func (c *Client) StrLen(ctx context.Context, key string) rueidis.RedisResult {
+	return c.readArgs(ctx, "STRLEN", []string{key})
+}
+
+// Exists is EXISTS key..., hedged.
+func (c *Client) Exists(ctx context.Context, keys ...string) rueidis.RedisResult {
+	return c.readArgs(ctx, "EXISTS", keys)
+}
+
+// HGet is HGET key field, hedged.
+func (c *Client) HGet(ctx context.Context, key, field string) rueidis.RedisResult {
+	return c.readArgs(ctx, "HGET", []string{key}, field)
+}
+
+// HMGet is HMGET key field..., hedged.
+func (c *Client) HMGet(ctx context.Context, key string, fields ...string) rueidis.RedisResult {
+	return c.readArgs(ctx, "HMGET", []string{key}, fields...)
+}
+
+// HGetAll is HGETALL key, hedged.
+func (c *Client) HGetAll(ctx context.Context, key string) rueidis.RedisResult {
+	return c.readArgs(ctx, "HGETALL", []string{key})
+}
+
+// LRange is LRANGE key start stop, hedged.
+func (c *Client) LRange(ctx context.Context, key string, start, stop int64) rueidis.RedisResult {
+	return c.readArgs(ctx, "LRANGE", []string{key}, strconv.FormatInt(start, 10), strconv.FormatInt(stop, 10))
+}
+
+// SMembers is SMEMBERS key, hedged.
+func (c *Client) SMembers(ctx context.Context, key string) rueidis.RedisResult {
+	return c.readArgs(ctx, "SMEMBERS", []string{key})
+}
+
+// ZScore is ZSCORE key member, hedged.
+func (c *Client) ZScore(ctx context.Context, key, member string) rueidis.RedisResult {
+	return c.readArgs(ctx, "ZSCORE", []string{key}, member)
+}
+
+// ZRange is ZRANGE key start stop (by rank, without scores), hedged.
+func (c *Client) ZRange(ctx context.Context, key string, start, stop int64) rueidis.RedisResult {
+	return c.readArgs(ctx, "ZRANGE", []string{key}, strconv.FormatInt(start, 10), strconv.FormatInt(stop, 10))
+}
+
+// The typed writes below go to the primary, once, on the caller's
+// goroutine, like a write sent with Do: never hedged, never seen by the
+// Hedger, whatever the context carries (an idempotency key included), and
+// counted in the primary's ReplicaStats.Writes.
+
+// Set is SET key value, with PX when expiration is positive: on the
+// primary, once.
+func (c *Client) Set(ctx context.Context, key, value string, expiration time.Duration) rueidis.RedisResult {
+	b := c.B().Set().Key(key).Value(value)
+	if expiration > 0 {
+		return c.write(ctx, b.PxMilliseconds(max(expiration.Milliseconds(), 1)).Build())
+	}
+	return c.write(ctx, b.Build())
+}
+
+// SetNX is SET key value NX (with PX when expiration is positive): the
+// reply is OK if the key was set, nil if it existed. On the primary, once.
+func (c *Client) SetNX(ctx context.Context, key, value string, expiration time.Duration) rueidis.RedisResult {
+	b := c.B().Set().Key(key).Value(value).Nx()
+	if expiration > 0 {
+		return c.write(ctx, b.PxMilliseconds(max(expiration.Milliseconds(), 1)).Build())
+	}
+	return c.write(ctx, b.Build())
+}
+
+// Del is DEL key...: the number of keys removed. On the primary, once.
+func (c *Client) Del(ctx context.Context, keys ...string) rueidis.RedisResult {
+	return c.write(ctx, c.B().Del().Key(keys...).Build())
+}

@@ -1,0 +1,94 @@
+// Package hedgerueidis hedges Redis reads across replicas with rueidis
+// (github.com/redis/rueidis), the Redis project's other Go client: a read
+// still unanswered after the Hedger's delay is sent to another replica,
+// and the first answer wins. Writes go to the primary alone, once.
+//
+//	c, err := hedgerueidis.NewFromOptions([]rueidis.ClientOption{
+//		{InitAddress: []string{primary}}, {InitAddress: []string{replica}},
+//	}, hedgerueidis.Config{})
+//	...
+//	err = c.Set(ctx, "user:42", "Ada", time.Hour).Error() // the primary, once
+//	v, err := c.Get(ctx, "user:42").ToString()            // hedged
+//
+// It mirrors package hedgeredis (go-redis v9): the same allow-list of
+// hedged reads (ReadCommands, equal to hedgeredis.ReadCommands), the same
+// routing of writes, the same configuration checks, per-replica stats. It
+// differs where rueidis differs from go-redis, and that difference is why
+// it exists: it is the cheaper of the two when hedging is armed and does
+// not fire (BENCHMARKS.md).
+//
+// # Why a second Redis adapter
+//
+// go-redis v9 does not stop a command whose context is cancelled once it
+// holds a connection (hedgeredis's package docs trace the code path), so
+// hedgeredis must run every copy, the primary included, on a goroutine of
+// its own (hedge.Config.ReapInBackground), lest a loser hold the caller
+// until a stalled server answers. That hand-off is paid on every read,
+// hedged or not.
+//
+// rueidis returns from Client.Do as soon as the context ends, leaving the
+// reply to be read and dropped by the connection's own reader: its
+// auto-pipelining multiplexes commands over one connection per server,
+// with a writer and a reader goroutine per connection, and a cancelled
+// command only stops waiting for its reply (pipe.Do in rueidis v1.0.79:
+// the caller selects on the reply channel and ctx.Done(); on
+// cancellation a goroutine drains the reply). So a losing copy returns at
+// once, and hedgerueidis runs the primary on the caller's goroutine, as
+// hedge.Do does by default; Do returns after every copy has returned,
+// which with rueidis is immediately after the winner. No goroutine is
+// started for a read that is not hedged.
+//
+// One rueidis detail matters here. A command whose context has a deadline
+// but nothing else in flight on its connection is written and read
+// synchronously on the caller's goroutine, bounded by the deadline only
+// (syncDo): cancellation is not looked at then. Each copy's context is
+// therefore handed to rueidis without its deadline (Done still closes when
+// the deadline passes), which sends the command through the pipeline,
+// where cancellation works. TestDeadlineDoesNotHoldLosers checks it
+// against a stalled server.
+//
+// # Reads and writes
+//
+// A command is hedged when its name is on the allow-list (see
+// hedgeredis's package docs for how the list was chosen and what is left
+// out on purpose); its operation class in the Hedger's stats is the
+// upper-case name. The typed reads (Get, MGet, HGet, HMGet, HGetAll,
+// Exists, StrLen, LRange, SMembers, ZScore, ZRange) build each copy's
+// command from their arguments. Do takes a command built with B(): a read
+// is pinned (rueidis.Completed.Pin) since copies share it, so rueidis does
+// not recycle its buffer; a write is sent as it is.
+//
+// A server's reply is the answer, even an error reply (a missing key,
+// WRONGTYPE): every replica would give it. Transport errors and replies
+// that say "not this replica, not now" (LOADING, BUSY, MASTERDOWN,
+// TRYAGAIN, CLUSTERDOWN, max clients) fail the copy, and the next copy
+// goes at once. When every copy fails, the result carries hedge.Do's
+// error.
+//
+// Set, SetNX, Del and every command sent with Do that is not on the
+// allow-list go to the primary (Config.Primary), once, on the caller's
+// goroutine, never through the Hedger: replicas refuse writes, and a
+// second copy to the primary would queue behind the stall it escapes.
+// rueidis retries only read-only commands on network errors (unless
+// ClientOption.DisableRetry), so a write is sent at most once by it.
+//
+// Replicas may lag the primary: read your own writes from Primary.
+//
+// # Losers and connections
+//
+// A losing copy's command stays in its connection's pipeline until the
+// server answers; its reply is then read and dropped, so the connection
+// stays usable and in step (TestStalledReplica reads every key from every
+// replica after a stall and checks each reply is its own). Commands sent
+// later to a stalled server queue behind it on the same connection: the
+// default Picker, which counts copies in flight per replica, steers
+// primaries away from it while it holds more than the others, and
+// hedging sends the rest elsewhere.
+//
+// # What it is not
+//
+// Not a cluster client (give it standalone servers: a primary and its
+// replicas), not a cache (DoCache is not hedged: use Primary or Replica),
+// and not a pipeline or transaction API (use Primary for MULTI, pipelines,
+// pub/sub and blocking commands).
+package hedgerueidis

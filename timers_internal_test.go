@@ -1,0 +1,153 @@
+package hedge
+
+import (
+	"testing"
+	"time"
+)
+
+const us = time.Microsecond
+
+// TestPlanWait checks, at fixed estimates of lateness, how the loop waits
+// for a timer due in wait: never a spin for a queue that is not precise
+// or for a timer far away, a kernel sleep when the runtime timer would
+// wake too late, and a spin for the last stretch only.
+func TestPlanWait(t *testing.T) {
+	typical := lateness{coarse: 1000 * us, fine: 60 * us} // stretch 90 µs
+	for _, tc := range []struct {
+		name    string
+		wait    time.Duration
+		pending bool
+		precise bool
+		late    lateness
+		spin    time.Duration // allowance left; -1: spinBurst
+		mode    waitMode
+		d       time.Duration
+	}{
+		{"nothing queued", 0, false, true, typical, -1, waitCoarse, linger},
+		{"nothing queued, not precise", 0, false, false, typical, -1, waitCoarse, linger},
+		{"not precise: runtime timer, however close", 300 * us, true, false, typical, -1, waitCoarse, 300 * us},
+		{"not precise, far", 5 * time.Millisecond, true, false, typical, -1, waitCoarse, 5 * time.Millisecond},
+		{"far: runtime timer until its lateness and the stretch", 5 * time.Millisecond, true, true, typical, -1, waitCoarse, 5*time.Millisecond - 1000*us - 90*us},
+		{"just far enough for the runtime timer", 1340 * us, true, true, typical, -1, waitCoarse, 250 * us},
+		{"too close for the runtime timer: one slice", 1339 * us, true, true, typical, -1, waitFine, fineSlice},
+		{"sub-millisecond: kernel sleep, a slice at most", 500 * us, true, true, typical, -1, waitFine, fineSlice},
+		{"kernel sleep to the stretch", 200 * us, true, true, typical, -1, waitFine, 110 * us},
+		{"within the stretch: spin", 90 * us, true, true, typical, -1, waitSpin, 90 * us},
+		{"due now: spin (the loop fires it next turn)", 0, true, true, typical, -1, waitSpin, 0},
+		{"precise kernel sleeps: a short stretch", 30 * us, true, true, lateness{coarse: 1000 * us, fine: 2 * us}, -1, waitFine, 20 * us},
+		{"late kernel sleeps: stretch capped", 1600 * us, true, true, lateness{coarse: 4 * time.Millisecond, fine: 4 * time.Millisecond}, -1, waitFine, 100 * us},
+		{"late kernel sleeps: spin within the cap", 1500 * us, true, true, lateness{coarse: 4 * time.Millisecond, fine: 4 * time.Millisecond}, -1, waitSpin, 1500 * us},
+		{"an idle machine's runtime timer", 400 * us, true, true, lateness{coarse: 50 * us, fine: 60 * us}, -1, waitCoarse, 260 * us},
+		{"spent: kernel sleep to the timer itself", 90 * us, true, true, typical, 89 * us, waitFine, 90 * us},
+		{"spent: no stretch kept before a far timer", 1300 * us, true, true, typical, 0, waitCoarse, 300 * us},
+		{"enough left for what remains of the stretch", 40 * us, true, true, typical, 40 * us, waitSpin, 40 * us},
+		{"not enough for the stretch: kernel sleep to the timer", 200 * us, true, true, typical, 89 * us, waitFine, 200 * us},
+	} {
+		spin := tc.spin
+		if spin < 0 {
+			spin = spinBurst
+		}
+		mode, d := planWait(tc.wait, tc.pending, tc.precise, tc.late, spin)
+		if mode != tc.mode || d != tc.d {
+			t.Errorf("%s: planWait(%v, %v, %v, %+v, %v) = %v, %v; want %v, %v", tc.name, tc.wait, tc.pending, tc.precise, tc.late, spin, mode, d, tc.mode, tc.d)
+		}
+	}
+}
+
+func TestSpinStretch(t *testing.T) {
+	for _, tc := range []struct{ fine, want time.Duration }{
+		{0, minSpin},
+		{4 * us, minSpin},
+		{60 * us, 90 * us},
+		{time.Millisecond, spinWindow},
+		{time.Hour, spinWindow},
+	} {
+		if got := spinStretch(tc.fine); got != tc.want {
+			t.Errorf("spinStretch(%v) = %v; want %v", tc.fine, got, tc.want)
+		}
+	}
+}
+
+// TestAdapt feeds the lateness estimator fixed sequences: it rises a
+// quarter of the way to a later sample and falls a sixty-fourth of the
+// way to an earlier one, within [0, ceiling]; on a steady spread it
+// settles near a high percentile, and one outlier moves it only part of
+// the way.
+func TestAdapt(t *testing.T) {
+	for _, tc := range []struct {
+		est, sample, ceiling, want time.Duration
+	}{
+		{100 * us, 200 * us, time.Millisecond, 125 * us},
+		{100 * us, 36 * us, time.Millisecond, 99 * us},
+		{100 * us, 100 * us, time.Millisecond, 100 * us},
+		{100 * us, -5 * us, time.Millisecond, 100*us - 100*us/64},
+		{100 * us, time.Hour, 500 * us, 200 * us},
+		{0, 1, time.Millisecond, 1}, // a one-nanosecond rise is not lost to rounding
+	} {
+		if got := adapt(tc.est, tc.sample, tc.ceiling); got != tc.want {
+			t.Errorf("adapt(%v, %v, %v) = %v; want %v", tc.est, tc.sample, tc.ceiling, got, tc.want)
+		}
+	}
+	// Samples 50, 51, ..., 149 µs over and over: the estimate ends in
+	// the upper part of the spread, not at its mean.
+	est := time.Duration(0)
+	for range 200 {
+		for i := range 100 {
+			est = adapt(est, time.Duration(50+i)*us, time.Millisecond)
+		}
+	}
+	if est < 125*us || est > 149*us {
+		t.Errorf("estimate over a steady 50-149 µs spread = %v; want between the p75 and the max", est)
+	}
+	// One outlier of 10 ms among samples of 60 µs: capped, and forgotten.
+	est = 60 * us
+	est = adapt(est, 10*time.Millisecond, maxFineLate)
+	if est != 60*us+(maxFineLate-60*us+3)/4 {
+		t.Errorf("after an outlier: %v", est)
+	}
+	for range 400 {
+		est = adapt(est, 60*us, maxFineLate)
+	}
+	if est > 61*us {
+		t.Errorf("400 steady samples after an outlier: %v; want back near 60 µs", est)
+	}
+}
+
+// TestAllowance checks the spin allowance at fixed times: a twentieth of
+// the time that passed, saved up to spinBurst, less what was spun; time
+// going backwards adds nothing.
+func TestAllowance(t *testing.T) {
+	var a allowance
+	a = a.refill(time.Millisecond)
+	if a.left != 50*us {
+		t.Fatalf("after 1 ms: %v; want 50 µs", a.left)
+	}
+	a = a.spend(30 * us)
+	if a.left != 20*us {
+		t.Fatalf("after spinning 30 µs: %v; want 20 µs", a.left)
+	}
+	a = a.spend(time.Millisecond)
+	if a.left != 0 {
+		t.Fatalf("overspent: %v; want 0", a.left)
+	}
+	a = a.refill(500 * us) // earlier than the last refill
+	if a.left != 0 || a.at != time.Millisecond {
+		t.Fatalf("time going backwards: %+v", a)
+	}
+	a = a.refill(time.Hour)
+	if a.left != spinBurst {
+		t.Fatalf("after an hour: %v; want the burst, %v", a.left, spinBurst)
+	}
+	// Spinning all the time it is allowed to, over a second, spins a
+	// twentieth of it.
+	a, spun := allowance{}, time.Duration(0)
+	for now := time.Duration(0); now < time.Second; now += 100 * us {
+		a = a.refill(now)
+		s := min(a.left, 100*us)
+		spun += s
+		a = a.spend(s)
+	}
+	if spun > time.Second/spinShare {
+		t.Fatalf("spun %v in a second; want at most %v", spun, time.Second/spinShare)
+	}
+}
