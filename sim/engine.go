@@ -153,6 +153,7 @@ type engine struct {
 	pool   bool
 	ps     bool       // processor-sharing servers
 	pss    []psServer // their state, with ps
+	psfv   []float64  // with ps: the finishing virtual time of copy k of slot s, at s*MaxAttempts+k
 	slow   bool       // the correlated world's slowdown is on
 	slowF  float64    // speed factor of the slowdown in force (1 when off)
 	slots  []request
@@ -757,10 +758,10 @@ func (e *engine) cancelWaiting(r *request, k uint8) {
 
 // cancelRunning stops a copy in service, counting the work it got, and
 // lets its server take the next copy.
-func (e *engine) cancelRunning(r *request, k uint8) {
+func (e *engine) cancelRunning(slot int32, r *request, k uint8) {
 	c := &r.copies[k]
 	if e.ps {
-		e.psCancel(r, k)
+		e.psCancel(slot, r, k)
 		return
 	}
 	sv := &e.srv[c.srv]
@@ -840,7 +841,7 @@ func (e *engine) finish(slot int32, r *request, k uint8) {
 		e.pol.Succeeded(&r.plan, toDuration(e.now), k > 0)
 	}
 	if e.cancel && r.live > 0 {
-		e.cancelAll(r)
+		e.cancelAll(slot, r)
 	}
 	if r.parent < 0 {
 		if r.measured {
@@ -854,13 +855,13 @@ func (e *engine) finish(slot int32, r *request, k uint8) {
 	e.subDone(r.parent)
 }
 
-func (e *engine) cancelAll(r *request) {
+func (e *engine) cancelAll(slot int32, r *request) {
 	for j := range r.n {
 		switch r.state[j] {
 		case cWaiting:
 			e.cancelWaiting(r, j)
 		case cRunning:
-			e.cancelRunning(r, j)
+			e.cancelRunning(slot, r, j)
 		default:
 			continue
 		}
@@ -1020,7 +1021,14 @@ func (e *engine) psStart(s int32, ent qent) {
 	c.srv = s
 	r.ran++
 	p := &e.pss[s]
-	psPush(&p.h, psEnt{fv: p.v + c.size, slot: ent.slot, gen: ent.gen, k: ent.k})
+	fv := p.v + c.size
+	psPush(&p.h, psEnt{fv: fv, slot: ent.slot, gen: ent.gen, k: ent.k})
+	if i := int(ent.slot)*MaxAttempts + int(ent.k); i < len(e.psfv) {
+		e.psfv[i] = fv
+	} else {
+		e.psfv = append(e.psfv, make([]float64, i+1-len(e.psfv))...)
+		e.psfv[i] = fv
+	}
 	p.n++
 	if p.n == 1 {
 		e.nRunning++
@@ -1065,17 +1073,12 @@ func (e *engine) psComplete(s int32) {
 
 // psCancel stops copy k of r, in service on a processor-sharing server,
 // counting the work it got.
-func (e *engine) psCancel(r *request, k uint8) {
+func (e *engine) psCancel(slot int32, r *request, k uint8) {
 	c := &r.copies[k]
 	s := c.srv
 	e.psAdvance(s)
 	p := &e.pss[s]
-	for _, x := range p.h {
-		if x.k == k && x.gen == r.gen && &e.slots[x.slot] == r {
-			r.work += c.size - max(0, x.fv-p.v)
-			break
-		}
-	}
+	r.work += c.size - max(0, e.psfv[int(slot)*MaxAttempts+int(k)]-p.v)
 	r.state[k] = cCancelled
 	r.live--
 	e.leave(c.q)

@@ -54,7 +54,7 @@ func (e *engine) subDone(p int32) {
 			continue
 		}
 		r.done = true
-		e.cancelAll(r)
+		e.cancelAll(ref.slot, r)
 		e.maybeFree(ref.slot)
 	}
 }

@@ -27,6 +27,7 @@ var simCommand = &command{
 // simFlags are the flags of "hedge sim", parsed into a sim.Config.
 type simFlags struct {
 	world, routing, strategy, liveFeed string
+	discipline                         string
 	runs, workers                      int
 	json                               bool
 	cancel                             bool
@@ -39,6 +40,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	f := simFlags{c: d}
 	fs.StringVar(&f.world, "world", "noise", "why requests are slow: "+list(sim.Worlds()))
 	fs.StringVar(&f.routing, "routing", "two-choice", "how copies choose a server: "+list(sim.Routings()))
+	fs.StringVar(&f.discipline, "discipline", "fcfs", "how a server shares itself among its copies: "+list(sim.Disciplines())+" (ps: processor sharing, as threads share a machine)")
 	fs.StringVar(&f.strategy, "strategy", "none", "when copies are sent: "+list(sim.Strategies())+" (default: the library's zero hedge.Config)")
 	fs.StringVar(&f.liveFeed, "live-feed", "auto", "which latency feeds a live percentile: auto (the strategy's own rule), primary (the library's), client (the study's)")
 	fs.Float64Var(&f.c.Load, "load", d.Load, "arrival rate over total service rate, in (0, 1)")
@@ -48,6 +50,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.c.Delay, "delay", 0, "hedge delay in time units (hedge-fixed; for the p95 strategies it skips calibration)")
 	fs.Float64Var(&f.c.Budget, "budget", d.Budget, "hedges per request allowed by hedge-quiet-budget")
 	fs.Float64Var(&f.c.StallMean, "stall-mean", d.StallMean, "mean stalled stretch in time units (stalls, mixed)")
+	fs.Float64Var(&f.c.SlowShare, "slow-share", d.SlowShare, "fraction of time every server is slowed down together (correlated)")
+	fs.Float64Var(&f.c.SlowMean, "slow-mean", d.SlowMean, "mean slowed stretch in time units (correlated)")
+	fs.Float64Var(&f.c.SlowFactor, "slow-factor", d.SlowFactor, "how many times slower every server is then (correlated)")
 	fs.Float64Var(&f.c.SCV, "scv", d.SCV, "squared coefficient of variation of big-job sizes (bigjobs, mixed)")
 	fs.Float64Var(&f.c.Sigma, "sigma", d.Sigma, "log-standard-deviation of sizes (lognormal)")
 	fs.BoolVar(&f.c.SameSize, "same-size", false, "lognormal: copies share the request's size instead of a fresh draw")
@@ -104,6 +109,9 @@ func (f *simFlags) config(fs *flag.FlagSet) (sim.Config, error) {
 	var errs []error
 	var err error
 	if c.World, err = sim.ParseWorld(f.world); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Discipline, err = sim.ParseDiscipline(f.discipline); err != nil {
 		errs = append(errs, err)
 	}
 	if c.LiveFeed, err = sim.ParseFeed(f.liveFeed); err != nil {
