@@ -132,6 +132,9 @@ func writeBackend(b *strings.Builder, br *BackendResult) {
 	stalls := "no stalls"
 	if s.StallShare > 0 {
 		stalls = fmt.Sprintf("each replica stalled %s of the time in stalls of %v (Poisson starts)", pct(s.StallShare), s.StallLength)
+		if s.StallTogether {
+			stalls = fmt.Sprintf("every replica stalled together %s of the time in stalls of %v (Poisson starts)", pct(s.StallShare), s.StallLength)
+		}
 	}
 	span := fmt.Sprintf("%v measured after %v of warm-up", s.Duration, s.Warmup)
 	if s.Requests > 0 {

@@ -33,6 +33,10 @@ type Scenario struct {
 	// StallShare is the fraction of time each replica is stalled; 0 means
 	// no stalls.
 	StallShare float64 `json:"stall_share"`
+	// StallTogether makes every replica stall at the same times (one
+	// schedule for all): the global slowdown, pushed to a stop, in which
+	// every request looks as if it needs a hedge and none can help.
+	StallTogether bool `json:"stall_together,omitempty"`
 	// Repeats is how many times each configuration runs, each repeat with
 	// its own arrivals and stall schedules, shared by every configuration.
 	Repeats int `json:"repeats"`
@@ -299,7 +303,11 @@ func makePlan(s Scenario, replicas, repeat int) plan {
 	}
 	p.stalls = make([][]Stall, replicas)
 	for i := range replicas {
-		p.stalls[i] = StallSchedule(DeriveSeed(s.Seed, "stalls", repeat, i), s.StallLength, s.StallShare, span)
+		sched := i
+		if s.StallTogether {
+			sched = 0
+		}
+		p.stalls[i] = StallSchedule(DeriveSeed(s.Seed, "stalls", repeat, sched), s.StallLength, s.StallShare, span)
 	}
 	return p
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -102,6 +103,26 @@ func TestDeriveSeed(t *testing.T) {
 					t.Fatal("DeriveSeed is not deterministic")
 				}
 			}
+		}
+	}
+}
+
+// TestStallTogether checks that with StallTogether every replica gets the
+// same schedule, and without it each its own.
+func TestStallTogether(t *testing.T) {
+	s := Scenario{Rate: 1000, Duration: 20 * time.Second, StallLength: 50 * time.Millisecond, StallShare: 0.05, Seed: 3}.Defaults()
+	apart := makePlan(s, 3, 0)
+	if reflect.DeepEqual(apart.stalls[0], apart.stalls[1]) {
+		t.Fatal("replicas stall together without StallTogether")
+	}
+	s.StallTogether = true
+	together := makePlan(s, 3, 0)
+	if len(together.stalls[0]) == 0 {
+		t.Fatal("no stalls")
+	}
+	for i := 1; i < 3; i++ {
+		if !reflect.DeepEqual(together.stalls[i], together.stalls[0]) {
+			t.Fatalf("replica %d's stalls differ from replica 0's with StallTogether", i)
 		}
 	}
 }

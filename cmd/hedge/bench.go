@@ -58,6 +58,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.s.Warmup, "warmup", d.Warmup, "warm-up before each measured span: same load, no stalls, not recorded")
 	fs.DurationVar(&f.s.StallLength, "stall-length", d.StallLength, "length of each stall")
 	fs.Float64Var(&f.s.StallShare, "stall-share", 0.02, "fraction of time each replica is stalled (0: no stalls)")
+	fs.BoolVar(&f.s.StallTogether, "stall-together", false, "every replica stalls at the same times (a global slowdown pushed to a stop), instead of each on its own schedule")
 	fs.IntVar(&f.s.Repeats, "repeats", d.Repeats, "repeats of each configuration (the report gives the median and range)")
 	fs.StringVar(&f.configs, "configs", strings.Join(bench.DefaultStrategies, ","), "configurations to compare, comma-separated: "+strings.Join(bench.StrategyNames(), ", ")+
 		" ("+bench.DefaultStrategy+" is the library's default, the zero hedge.Config"+aliasHelp()+")")
