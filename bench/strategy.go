@@ -68,6 +68,11 @@ var builtinStrategies = []Strategy{
 		Config: fixedDelay(hedge.Config{}),
 	},
 	{
+		Name:   "hedge-fixed-plain",
+		Doc:    "Plain hedging at a fixed delay (--delay): no budget, and the spare-capacity and payoff rules off, as hedge advise's rows model it.",
+		Config: fixedDelay(hedge.Config{NoBudget: true, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}),
+	},
+	{
 		Name:   "hedge-fixed-nobudget",
 		Doc:    "As hedge-fixed with no budget (NoBudget), as the peer libraries hedge by default.",
 		Config: fixedDelay(hedge.Config{NoBudget: true}),
