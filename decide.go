@@ -242,6 +242,10 @@ type Plan struct {
 
 	// HedgeAt is when the first hedge went (Never before).
 	HedgeAt time.Duration
+	// Holdout marks a request that the rollout kept in Shadow while the
+	// mode is On: one of the control group, whose latency is what the
+	// hedged requests' would be without hedging (Stats.Holdout).
+	Holdout bool
 
 	retry   bool          // the copy being decided replaces one that failed
 	checkAt time.Duration // when Check ran
@@ -257,12 +261,14 @@ func (pl *Plan) Single() bool { return pl.Mode == Off }
 // caller's deadline, or Never. once marks a request that must not be
 // copied (a write without an idempotency key).
 func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time.Duration, once bool, r *rand.Rand) {
-	pl.Start, pl.Deadline, pl.Copies, pl.Stopped, pl.Evidence, pl.HedgeAt = now, deadline, 1, false, EvidenceNone, Never
+	pl.Start, pl.Deadline, pl.Copies, pl.Stopped, pl.Evidence, pl.HedgeAt, pl.Holdout = now, deadline, 1, false, EvidenceNone, Never, false
 	if once || p.maxAttempts == 1 {
 		pl.Mode, pl.Delay = Off, Never
 		return
 	}
-	if pl.Mode = p.mode(r); pl.Mode == Off {
+	pl.Mode = p.mode(r)
+	pl.Holdout = pl.Mode == Shadow && Mode(p.sw.mode.v.Load()) == On
+	if pl.Mode == Off {
 		pl.Delay = Never
 		return
 	}

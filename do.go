@@ -131,6 +131,7 @@ type copyState struct {
 	start   time.Duration
 	replica int32
 	hedge   bool // holds a MaxHedgesInFlight slot
+	done    bool // the copy's function has returned
 }
 
 // run starts the primary, waits for the outcome and returns it.
@@ -254,6 +255,7 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 	defer c.mu.Unlock()
 	c.running--
 	cs := &c.copies[i]
+	cs.done = true
 	ran := now - cs.start
 	if cs.hedge {
 		h.pol.Done()
@@ -291,6 +293,11 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 	case err == nil:
 		c.val = v
 		c.decide(i, now)
+		if i > 0 && !c.copies[0].done {
+			// A hedge won while the primary was still running: a call
+			// the hedge rescued (not one that replaced a failed primary).
+			st.rescued.Add(1)
+		}
 		if i > 0 && c.h.onEvent != nil {
 			c.event(Event{Kind: HedgeWon, Copy: i, Replica: int(cs.replica)}, now)
 		}
@@ -331,6 +338,11 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 	}
 	if i == 0 {
 		c.observePrimary(now, err, p, wasDecided)
+		if wasDecided && err == nil && p == nil && c.winner > 0 {
+			// A primary that ran on to success after a hedge won: the
+			// hedge saved at least the difference.
+			st.saved.Add(int64(now - c.decidedAt))
+		}
 	}
 	if wasDecided {
 		// This copy was still running when another decided the call.
@@ -553,6 +565,9 @@ func (c *call[T]) result() (T, error) {
 	defer c.mu.Unlock()
 	h, st := c.h, c.st
 	st.latency.Record(int64(c.decidedAt - c.plan.Start))
+	if c.plan.Holdout {
+		st.holdout.Record(int64(c.decidedAt - c.plan.Start))
+	}
 	c.release = noRelease
 	if c.winner >= 0 && c.keep && c.copies[c.winner].cancel != nil {
 		c.release = c.copies[c.winner].cancel

@@ -402,10 +402,13 @@ type opState struct {
 	failures       atomic.Int64
 	censored       atomic.Int64
 	wasted         atomic.Int64 // nanoseconds
+	rescued        atomic.Int64
+	saved          atomic.Int64 // nanoseconds
 
 	latency quantile.Histogram // winner's latency: what the caller saw
 	primary quantile.Histogram // the primary alone; censored at cancellation
 	hedge   quantile.Histogram // hedge copies on their own, from send to success
+	holdout quantile.Histogram // what callers saw in the rollout's control group
 }
 
 // op returns the state of operation class name, creating it if needed.

@@ -56,6 +56,26 @@ type Stats struct {
 	// primaries are not recorded.
 	Primary         Distribution
 	PrimaryCensored int64
+	// Holdout is what callers saw in the rollout's control group: the
+	// requests that a rollout below 1 (SetRollout) kept in Shadow while
+	// the mode is On. They run at the same time, on the same replicas,
+	// through the same picker as the hedged ones, so Holdout against
+	// Latency is the honest comparison of latency without and with
+	// hedging (Latency counts every call, the control group's included:
+	// keep the group small, 5 to 10%, and the difference is small). It
+	// is empty unless a rollout below 1 is in force.
+	Holdout Distribution
+	// Rescued counts calls won by a hedge while their primary was still
+	// running (not those won by a copy that replaced a failed primary).
+	Rescued int64
+	// SavedAtLeast is a lower bound of the time hedges saved: for each
+	// rescued call whose primary later returned a success, how much
+	// later it did. A primary that stops when cancelled returns at once
+	// with an error and adds nothing, so it is far below the time really
+	// saved unless primaries run on (ReapInBackground, clients that do
+	// not stop when cancelled); Holdout is the measure to compare.
+	SavedAtLeast time.Duration
+
 	// HedgePath is hedge copies on their own, from the moment each was
 	// sent to its success, whether it won or not. A hedge path far slower
 	// than the primary (another zone, a cold cache) holds resources longer
@@ -72,10 +92,10 @@ type Stats struct {
 func (s Stats) String() string {
 	return fmt.Sprintf("%s: %d requests, %d hedges (%.1f%%), %d hedge wins (%.1f%% of hedges), %d primary wins, %d failures; "+
 		"refused: budget %d, in flight %d, busy %d, payoff %d, deadline %d, no replica %d; shadow hedges %d, unhedgeable %d; wasted %v; delay %s; "+
-		"latency %v; primary %v (%d censored); hedge path %v",
+		"latency %v; primary %v (%d censored); hedge path %v; holdout %v; rescued %d, saved at least %v",
 		s.Op, s.Requests, s.Hedges, 100*s.HedgeRate(), s.HedgeWins, 100*s.WinRate(), s.PrimaryWins, s.Failures,
 		s.BudgetDenied, s.InFlightDenied, s.BusyDenied, s.PayoffDenied, s.DeadlineSkipped, s.NoReplica, s.ShadowHedges, s.Unhedgeable, s.WastedWork,
-		FormatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath)
+		FormatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast)
 }
 
 // FormatDelay formats a delay as time.Duration does, except that Never
@@ -155,6 +175,9 @@ func (st *opState) stats(now time.Duration) Stats {
 		Primary:         distribution(&st.primary),
 		PrimaryCensored: st.censored.Load(),
 		HedgePath:       distribution(&st.hedge),
+		Holdout:         distribution(&st.holdout),
+		Rescued:         st.rescued.Load(),
+		SavedAtLeast:    time.Duration(st.saved.Load()),
 		Delay:           st.est.Delay(now),
 	}
 }

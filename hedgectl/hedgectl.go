@@ -217,6 +217,10 @@ type OpState struct {
 	PrimaryP99      float64  `json:"primary_p99_seconds"`
 	PrimaryCensored int64    `json:"primary_censored"`
 	HedgePathP99    float64  `json:"hedge_path_p99_seconds"`
+	HoldoutCount    int64    `json:"holdout_count"`
+	HoldoutP99      float64  `json:"holdout_p99_seconds"`
+	Rescued         int64    `json:"rescued"`
+	SavedAtLeast    float64  `json:"saved_at_least_seconds"`
 }
 
 // Snapshot returns the state GET / serves.
@@ -240,6 +244,7 @@ func (h *Handler) Snapshot() State {
 				NoReplica: st.NoReplica, ShadowHedges: st.ShadowHedges, Unhedgeable: st.Unhedgeable,
 				WastedSeconds: st.WastedWork.Seconds(), LatencyP99: st.Latency.P99.Seconds(),
 				PrimaryP99: st.Primary.P99.Seconds(), PrimaryCensored: st.PrimaryCensored, HedgePathP99: st.HedgePath.P99.Seconds(),
+				HoldoutCount: st.Holdout.Count, HoldoutP99: st.Holdout.P99.Seconds(), Rescued: st.Rescued, SavedAtLeast: st.SavedAtLeast.Seconds(),
 			}
 			if st.Delay != hedge.Never {
 				d := time.Duration(st.Delay).Seconds()
