@@ -45,6 +45,9 @@ type liveTraffic struct {
 	// slowEvery: the primary of every slowEvery-th key is slow (4 unless
 	// set); a slow primary answers after 30 ms, or when cancelled.
 	slowEvery atomic.Int64
+	// slowFor, if positive, is how long a slow primary of the items
+	// Hedger takes unless cancelled; zero: until cancelled.
+	slowFor atomic.Int64 // nanoseconds
 
 	items, direct *hedge.Hedger
 	replicas      []*httptest.Server
@@ -63,10 +66,23 @@ func startTraffic(t testing.TB) *liveTraffic {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			k, _ := strconv.Atoi(r.URL.Query().Get("k"))
 			if lt.slowKey(k) && hedgehttp.AttemptIndex(r) == 0 {
+				// A slow primary of the items Hedger (plain hedging, no
+				// budget) answers only when cancelled (unless slowFor
+				// is set): its hedge always goes and wins, however late
+				// its timer fires. One of the direct Hedger, whose
+				// budget refuses some hedges, answers after 300 ms
+				// unless cancelled first: sixty times its 5 ms delay.
+				var late <-chan time.Time
+				switch {
+				case r.URL.Query().Get("via") == "direct":
+					late = time.After(300 * time.Millisecond)
+				case lt.slowFor.Load() > 0:
+					late = time.After(time.Duration(lt.slowFor.Load()))
+				}
 				select {
 				case <-r.Context().Done():
 					return
-				case <-time.After(30 * time.Millisecond):
+				case <-late:
 				}
 			}
 			io.WriteString(w, "ok")
@@ -150,7 +166,7 @@ func (lt *liveTraffic) run(ctx context.Context, n, workers int) error {
 					return
 				}
 				_, err = hedge.Do(ctx, lt.direct, "get", func(ctx context.Context, a hedge.Attempt) (struct{}, error) {
-					return struct{}{}, get(ctx, lt.base, lt.replicas[a.Replica].URL+"/item?k="+strconv.Itoa(k), a.Index)
+					return struct{}{}, get(ctx, lt.base, lt.replicas[a.Replica].URL+"/item?via=direct&k="+strconv.Itoa(k), a.Index)
 				})
 				if err != nil {
 					errs <- fmt.Errorf("direct, key %d: %w", k, err)

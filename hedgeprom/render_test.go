@@ -42,6 +42,7 @@ func TestRenderDashboard(t *testing.T) {
 	defer cancel()
 
 	lt := startTraffic(t)
+	lt.slowFor.Store(int64(30 * time.Millisecond)) // the watcher puts items in Shadow, where nothing cancels a slow primary
 	w, err := hedgewatch.New(lt.items, hedgewatch.Config{AutoShadow: true, Baseline: 5})
 	if err != nil {
 		t.Fatal(err)
