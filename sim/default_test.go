@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/tailcut/hedge"
 )
 
 // TestDefaultNeverWorse runs the library's zero hedge.Config (strategy
@@ -99,5 +102,116 @@ func TestDefaultNeverWorse(t *testing.T) {
 			continue
 		}
 		t.Logf("%s at load %g: %s ratio %.3f ± %.3f (gain kept)", g.scenario, g.load, g.pct, e.Value, e.SE)
+	}
+}
+
+var alternatives = flag.Bool("alternatives", false, "run TestDefaultAlternatives: the default's rules one by one over a reduced grid (about a minute)")
+
+// TestDefaultAlternatives measures the zero Config's rules one by one, the
+// table of docs/default.md ("How the rules were chosen"):
+//
+//	go test ./sim -run TestDefaultAlternatives -alternatives -v
+//
+// It prints, for each variant, the worst ratio to none of p50, p99 or
+// p99.9 over seven worlds at loads 0.3 to 0.9 (3 runs of 300,000 requests
+// per point), and the gains at the points the goals name. It asserts
+// nothing: it is the measurement behind a choice, kept so that it can be
+// repeated.
+func TestDefaultAlternatives(t *testing.T) {
+	if !*alternatives {
+		t.Skip("a measurement, not a test: run with -alternatives")
+	}
+	variants := []struct {
+		name string
+		cfg  hedge.Config
+	}{
+		{"plain live p95 with the budget (the old default)", hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}},
+		{"spare capacity only (MinWinRate -1)", hedge.Config{MinWinRate: -1}},
+		{"payoff only (MaxReplicaLoad AnyReplicaLoad)", hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad}},
+		{"the default", hedge.Config{}},
+		{"the default, one request in flight allowed (MaxReplicaLoad 1)", hedge.Config{MaxReplicaLoad: 1}},
+	}
+	worlds := []string{"noise", "stalls", "bigjobs", "mixed", "correlated", "ps-stalls", "ps-bigjobs"}
+	loads := []float64{0.3, 0.5, 0.7, 0.8, 0.9}
+	const runs, reqs = 3, 300_000
+	type key struct {
+		world string
+		load  float64
+	}
+	point := func(world string, load float64, s Strategy, h *hedge.Config) Summary {
+		c := DefaultConfig()
+		for _, sc := range DefaultScenarios {
+			if sc.Name == world {
+				sc.Apply(&c)
+			}
+		}
+		c.Load, c.Requests, c.Warmup, c.Strategy, c.Hedge = load, reqs, reqs/10, s, h
+		c.Seed = DeriveSeed(7, fmt.Sprint(world, load))
+		return runPoint(t, c, runs)
+	}
+	none := map[key]Summary{}
+	for _, w := range worlds {
+		for _, l := range loads {
+			none[key{w, l}] = point(w, l, None, nil)
+		}
+	}
+	ratio := func(a, b Summary, f func(*RunResult) float64) Estimate {
+		xs, ys := make([]float64, len(a.Runs)), make([]float64, len(b.Runs))
+		for i := range a.Runs {
+			xs[i], ys[i] = f(&a.Runs[i]), f(&b.Runs[i])
+		}
+		return Ratio(xs, ys)
+	}
+	p50 := func(r *RunResult) float64 { return r.P50 }
+	p99 := func(r *RunResult) float64 { return r.P99 }
+	p999 := func(r *RunResult) float64 { return r.P999 }
+	t.Logf("| policy | worst ratio (where) | stalls p99.9 at 0.3 / 0.5 / 0.7 | noise p99 at 0.3 / 0.5 / 0.7 |")
+	for _, v := range variants {
+		worst, where := 0.0, ""
+		gain := map[key]float64{}
+		for _, w := range worlds {
+			for _, l := range loads {
+				cfg := v.cfg
+				s := point(w, l, Default, &cfg)
+				n := none[key{w, l}]
+				for _, q := range []struct {
+					name string
+					f    func(*RunResult) float64
+				}{{"p50", p50}, {"p99", p99}, {"p99.9", p999}} {
+					if e := ratio(s, n, q.f); e.Value > worst {
+						worst, where = e.Value, fmt.Sprintf("%s %s at %g, ± %.3f", w, q.name, l, e.SE)
+					}
+				}
+				switch w {
+				case "stalls":
+					gain[key{w, l}] = ratio(s, n, p999).Value
+				case "noise":
+					gain[key{w, l}] = ratio(s, n, p99).Value
+				}
+			}
+		}
+		t.Logf("| %s | %.3f (%s) | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f |", v.name, worst, where,
+			gain[key{"stalls", 0.3}], gain[key{"stalls", 0.5}], gain[key{"stalls", 0.7}],
+			gain[key{"noise", 0.3}], gain[key{"noise", 0.5}], gain[key{"noise", 0.7}])
+	}
+
+	// The learning transient: the same default, measured after a short
+	// warm-up (2,500 requests of 25,000) and after the usual one.
+	for _, wl := range []key{{"bigjobs", 0.7}, {"mixed", 0.8}} {
+		for _, warm := range []int{2_500, 20_000} {
+			mk := func(s Strategy) Summary {
+				c := DefaultConfig()
+				for _, sc := range DefaultScenarios {
+					if sc.Name == wl.world {
+						sc.Apply(&c)
+					}
+				}
+				c.Load, c.Requests, c.Warmup, c.Strategy = wl.load, warm+22_500, warm, s
+				c.Seed = DeriveSeed(8, fmt.Sprint(wl.world, wl.load))
+				return runPoint(t, c, 4)
+			}
+			e := ratio(mk(Default), mk(None), p50)
+			t.Logf("learning transient: %s at %g, warm-up %d then 22,500 measured: default's p50 %.3f ± %.3f of none's", wl.world, wl.load, warm, e.Value, e.SE)
+		}
 	}
 }
