@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/rediscmd"
 )
 
 // Config configures a Client. The zero Config hedges with hedge.Config's
@@ -170,7 +171,7 @@ func (c *Client) B() rueidis.Builder { return c.clients[c.primary].B() }
 func (c *Client) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	args := cmd.Commands()
 	if len(args) > 0 {
-		if op, ok := readOp(args[0]); ok {
+		if op, ok := rediscmd.ReadOp(args[0]); ok {
 			cmd = cmd.Pin()
 			return c.read(ctx, op, cmdReader{cmd})
 		}

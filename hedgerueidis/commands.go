@@ -2,77 +2,23 @@ package hedgerueidis
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/tailcut/hedge/internal/rediscmd"
 )
 
-// readCommands is the allow-list of hedged commands, upper-case: the same
-// list as hedgeredis's (TestAllowListMatchesHedgeredis keeps them equal;
-// hedgeredis's package doc says why each is on it and what is left out).
-// It is kept here so that this package does not import go-redis.
-var readCommands = []string{
-	// keys
-	"EXISTS", "TYPE", "TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME",
-	// strings and bitmaps
-	"GET", "MGET", "STRLEN", "GETRANGE", "GETBIT", "BITCOUNT", "BITPOS",
-	// hashes
-	"HGET", "HMGET", "HGETALL", "HEXISTS", "HLEN", "HKEYS", "HVALS", "HSTRLEN",
-	// lists
-	"LRANGE", "LLEN", "LINDEX", "LPOS",
-	// sets
-	"SMEMBERS", "SISMEMBER", "SMISMEMBER", "SCARD",
-	// sorted sets
-	"ZRANGE", "ZRANGEBYSCORE", "ZRANGEBYLEX", "ZREVRANGE", "ZREVRANGEBYSCORE",
-	"ZSCORE", "ZMSCORE", "ZCARD", "ZCOUNT", "ZLEXCOUNT", "ZRANK", "ZREVRANK",
-	// streams
-	"XRANGE", "XREVRANGE", "XLEN",
-	// geo
-	"GEOPOS", "GEODIST", "GEOHASH", "GEOSEARCH",
-}
-
-// readSet maps each name in readCommands to itself, so that operation
-// classes are these static strings whatever the caller's spelling.
-var readSet = func() map[string]string {
-	m := make(map[string]string, len(readCommands))
-	for _, name := range readCommands {
-		m[name] = name
-	}
-	return m
-}()
-
-// maxNameLen is longer than every name in readCommands.
-const maxNameLen = 24
-
 // ReadCommands returns the commands that are hedged, upper-case, in a new
-// slice. Every other command is a write: it goes to the primary, once.
-func ReadCommands() []string { return slices.Clone(readCommands) }
+// slice: hedgeredis's list (package internal/rediscmd holds it for both).
+// Every other command is a write: it goes to the primary, once.
+func ReadCommands() []string { return rediscmd.Reads() }
 
 // IsRead reports whether the command named name (any case) is on the
 // allow-list of hedged reads.
 func IsRead(name string) bool {
-	_, ok := readOp(name)
+	_, ok := rediscmd.ReadOp(name)
 	return ok
-}
-
-// readOp returns the canonical name of a read command, or false. It does
-// not allocate.
-func readOp(name string) (string, bool) {
-	if len(name) == 0 || len(name) > maxNameLen {
-		return "", false
-	}
-	var buf [maxNameLen]byte
-	for i := 0; i < len(name); i++ {
-		b := name[i]
-		if 'a' <= b && b <= 'z' {
-			b -= 'a' - 'A'
-		}
-		buf[i] = b
-	}
-	op, ok := readSet[string(buf[:len(name)])]
-	return op, ok
 }
 
 // getRead builds GET key.
