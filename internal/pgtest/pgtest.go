@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge/internal/redistest"
+	"github.com/tailcut/hedge/internal/testproc"
 )
 
 // ErrMissing is matched (errors.Is) by the error of StartCluster, and the
@@ -78,10 +79,8 @@ type Cluster struct {
 	// User is the superuser to connect as ("postgres").
 	User string
 
-	cmd         *exec.Cmd
+	proc        *testproc.Proc
 	log         *os.File
-	exited      chan struct{}
-	waitErr     error
 	stopTimeout time.Duration
 
 	stopOnce sync.Once
@@ -250,18 +249,15 @@ func launch(opt Options, dir, data string, cred *runAs) (*Cluster, error) {
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr(cred)
-	if err := cmd.Start(); err != nil {
+	proc, err := testproc.Start(cmd)
+	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("pgtest: starting postgres: %w", err)
 	}
 	c := &Cluster{
-		Dir: dir, Port: port, Pid: cmd.Process.Pid, User: "postgres",
-		cmd: cmd, log: logf, exited: make(chan struct{}), stopTimeout: opt.StopTimeout,
+		Dir: dir, Port: port, Pid: proc.Pid, User: "postgres",
+		proc: proc, log: logf, stopTimeout: opt.StopTimeout,
 	}
-	go func() {
-		c.waitErr = cmd.Wait()
-		close(c.exited)
-	}()
 	if err := c.waitReady(filepath.Join(opt.BinDir, "pg_isready"), opt.StartTimeout); err != nil {
 		c.kill()
 		return nil, err
@@ -279,8 +275,8 @@ func (c *Cluster) waitReady(isready string, timeout time.Duration) error {
 			return nil
 		}
 		select {
-		case <-c.exited:
-			return fmt.Errorf("pgtest: postgres on port %d exited before accepting connections (%v); its log:\n%s", c.Port, c.waitErr, c.Log())
+		case <-c.proc.Done():
+			return fmt.Errorf("pgtest: postgres on port %d exited before accepting connections (%v); its log:\n%s", c.Port, c.proc.Err(), c.Log())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -305,8 +301,7 @@ func (c *Cluster) Log() string {
 // kill ends a postmaster that failed to start, without removing the
 // directory (initdb's work is reused by the next attempt).
 func (c *Cluster) kill() {
-	_ = c.cmd.Process.Kill()
-	<-c.exited
+	c.proc.Kill()
 	c.log.Close()
 }
 
@@ -321,34 +316,8 @@ func (c *Cluster) Stop() error {
 func (c *Cluster) stop() error {
 	defer os.RemoveAll(c.Dir)
 	defer c.log.Close()
-	select {
-	case <-c.exited:
-		return nil
-	default:
-	}
-	if err := c.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("pgtest: SIGINT to pid %d: %w", c.Pid, err)
-	}
-	t := time.NewTimer(c.stopTimeout)
-	defer t.Stop()
-	select {
-	case <-c.exited:
-		return nil
-	case <-t.C:
-	}
-	if err := c.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("pgtest: SIGKILL to pid %d: %w", c.Pid, err)
-	}
-	<-c.exited
-	return nil
+	return c.proc.Stop("pgtest", os.Interrupt, c.stopTimeout, nil)
 }
 
 // Exited reports whether the postmaster has exited and was reaped.
-func (c *Cluster) Exited() bool {
-	select {
-	case <-c.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (c *Cluster) Exited() bool { return c.proc.Exited() }

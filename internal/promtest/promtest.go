@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge/internal/redistest"
+	"github.com/tailcut/hedge/internal/testproc"
 )
 
 // DefaultBinary is the executable looked up on PATH when Options.Binary
@@ -107,11 +108,9 @@ type Server struct {
 	// Pid is the process id.
 	Pid int
 
-	cmd         *exec.Cmd
+	proc        *testproc.Proc
 	dir         string
-	log         *tailBuffer
-	exited      chan struct{} // closed once the process has exited and was reaped
-	waitErr     error         // set before exited is closed
+	log         *testproc.Tail
 	stopTimeout time.Duration
 	client      *http.Client
 
@@ -259,30 +258,24 @@ func launch(path string, opt Options, port int) (*Server, error) {
 	args = append(args, opt.Args...)
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
-	log := &tailBuffer{max: 16 << 10}
+	log := &testproc.Tail{Max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	proc, err := testproc.Start(cmd)
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("promtest: starting %s: %w", path, err)
 	}
 	s := &Server{
 		URL:         "http://" + addr,
 		Port:        port,
-		Pid:         cmd.Process.Pid,
-		cmd:         cmd,
+		Pid:         proc.Pid,
+		proc:        proc,
 		dir:         dir,
 		log:         log,
-		exited:      make(chan struct{}),
 		stopTimeout: opt.StopTimeout,
 		client:      &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
 	}
-	// The only goroutine of a Server: it reaps the process and ends when
-	// the process exits.
-	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.exited)
-	}()
 	if err := s.waitReady(opt.StartTimeout); err != nil {
 		_ = s.Stop()
 		return nil, err
@@ -301,8 +294,8 @@ func (s *Server) waitReady(timeout time.Duration) error {
 			return nil
 		}
 		select {
-		case <-s.exited:
-			return fmt.Errorf("promtest: prometheus on port %d exited before it was ready (%v); its log:\n%s", s.Port, s.waitErr, s.log.String())
+		case <-s.proc.Done():
+			return fmt.Errorf("promtest: prometheus on port %d exited before it was ready (%v); its log:\n%s", s.Port, s.proc.Err(), s.log.String())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -343,41 +336,11 @@ func (s *Server) Stop() error {
 func (s *Server) stop() error {
 	defer os.RemoveAll(s.dir)
 	defer s.client.CloseIdleConnections()
-	select {
-	case <-s.exited:
-		return nil // already gone
-	default:
-	}
-	if err := s.cmd.Process.Signal(termSignal); err != nil {
-		if errors.Is(err, os.ErrProcessDone) {
-			<-s.exited
-			return nil
-		}
-		return fmt.Errorf("promtest: SIGTERM to pid %d: %w", s.Pid, err)
-	}
-	t := time.NewTimer(s.stopTimeout)
-	defer t.Stop()
-	select {
-	case <-s.exited:
-		return nil
-	case <-t.C:
-	}
-	if err := s.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("promtest: SIGKILL to pid %d: %w", s.Pid, err)
-	}
-	<-s.exited
-	return nil
+	return s.proc.Stop("promtest", termSignal, s.stopTimeout, nil)
 }
 
 // Exited reports whether the process has exited and was reaped.
-func (s *Server) Exited() bool {
-	select {
-	case <-s.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Server) Exited() bool { return s.proc.Exited() }
 
 // Log returns the tail of the server's output.
 func (s *Server) Log() string { return s.log.String() }
@@ -510,7 +473,7 @@ func (s *Server) WaitScrapedAfter(ctx context.Context, selector string, t time.T
 		}
 		last, lastErr = got, err
 		if s.Exited() {
-			return nil, fmt.Errorf("promtest: prometheus exited (%v); its log:\n%s", s.waitErr, s.Log())
+			return nil, fmt.Errorf("promtest: prometheus exited (%v); its log:\n%s", s.proc.Err(), s.Log())
 		}
 		select {
 		case <-ctx.Done():
@@ -749,27 +712,4 @@ func parseTime(sec float64) time.Time { return time.UnixMilli(int64(math.Round(s
 func formatTime(t time.Time) string {
 	ms := t.UnixMilli()
 	return strconv.FormatInt(ms/1000, 10) + "." + fmt.Sprintf("%03d", ms%1000)
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }

@@ -47,6 +47,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tailcut/hedge/internal/testproc"
 )
 
 // DefaultBinary is the redis-server used when Options.Binary is empty.
@@ -91,11 +93,9 @@ type Server struct {
 	// Pid is the process id.
 	Pid int
 
-	cmd         *exec.Cmd
+	proc        *testproc.Proc
 	dir         string
-	log         *tailBuffer
-	exited      chan struct{} // closed once the process has exited and was reaped
-	waitErr     error         // set before exited is closed
+	log         *testproc.Tail
 	stopTimeout time.Duration
 
 	stopOnce sync.Once
@@ -269,29 +269,23 @@ func launch(opt Options, port int) (*Server, error) {
 	}
 	args = append(args, opt.Args...)
 	cmd := exec.Command(opt.Binary, args...)
-	log := &tailBuffer{max: 8 << 10}
+	log := &testproc.Tail{Max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	proc, err := testproc.Start(cmd)
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("redistest: starting %s: %w", opt.Binary, err)
 	}
 	s := &Server{
 		Addr:        net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		Port:        port,
-		Pid:         cmd.Process.Pid,
-		cmd:         cmd,
+		Pid:         proc.Pid,
+		proc:        proc,
 		dir:         dir,
 		log:         log,
-		exited:      make(chan struct{}),
 		stopTimeout: opt.StopTimeout,
 	}
-	// The only goroutine of a Server: it reaps the process and ends when
-	// the process exits.
-	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.exited)
-	}()
 	if err := s.waitReady(opt.StartTimeout); err != nil {
 		_ = s.Stop()
 		return nil, err
@@ -308,8 +302,8 @@ func (s *Server) waitReady(timeout time.Duration) error {
 			return nil
 		}
 		select {
-		case <-s.exited:
-			return fmt.Errorf("redistest: redis-server on port %d exited before answering PING (%v); its log:\n%s", s.Port, s.waitErr, s.log.String())
+		case <-s.proc.Done():
+			return fmt.Errorf("redistest: redis-server on port %d exited before answering PING (%v); its log:\n%s", s.Port, s.proc.Err(), s.log.String())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -355,45 +349,16 @@ func (s *Server) stop() error {
 	s.stopping = true
 	stalled := s.stalls > 0
 	s.stallMu.Unlock()
-	select {
-	case <-s.exited:
-		return nil // already gone (it crashed, or was killed by someone else)
-	default:
-	}
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		if errors.Is(err, os.ErrProcessDone) {
-			<-s.exited
-			return nil
+	return s.proc.Stop("redistest", syscall.SIGTERM, s.stopTimeout, func() {
+		if stalled {
+			// The SIGTERM waits, pending, until the process runs again.
+			_ = s.proc.Signal(contSignal)
 		}
-		return fmt.Errorf("redistest: SIGTERM to pid %d: %w", s.Pid, err)
-	}
-	if stalled {
-		// The SIGTERM waits, pending, until the process runs again.
-		_ = s.cmd.Process.Signal(contSignal)
-	}
-	t := time.NewTimer(s.stopTimeout)
-	defer t.Stop()
-	select {
-	case <-s.exited:
-		return nil
-	case <-t.C:
-	}
-	if err := s.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("redistest: SIGKILL to pid %d: %w", s.Pid, err)
-	}
-	<-s.exited
-	return nil
+	})
 }
 
 // Exited reports whether the process has exited and was reaped.
-func (s *Server) Exited() bool {
-	select {
-	case <-s.exited:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Server) Exited() bool { return s.proc.Exited() }
 
 // Log returns the tail of the server's output (its log at level warning).
 func (s *Server) Log() string { return s.log.String() }
@@ -438,11 +403,11 @@ func (s *Server) Stall() (*Stall, error) {
 		return nil, fmt.Errorf("redistest: Stall: the server on port %d is stopped", s.Port)
 	}
 	if s.stalls == 0 {
-		if err := s.cmd.Process.Signal(stopSignal); err != nil {
+		if err := s.proc.Signal(stopSignal); err != nil {
 			return nil, fmt.Errorf("redistest: Stall: SIGSTOP to pid %d: %w", s.Pid, err)
 		}
 		if err := s.waitStopped(10 * time.Second); err != nil {
-			_ = s.cmd.Process.Signal(contSignal)
+			_ = s.proc.Signal(contSignal)
 			return nil, err
 		}
 	}
@@ -465,7 +430,7 @@ func (s *Server) waitStopped(timeout time.Duration) error {
 			return nil
 		}
 		if s.Exited() {
-			return fmt.Errorf("redistest: Stall: the server on port %d exited (%v); its log:\n%s", s.Port, s.waitErr, s.log.String())
+			return fmt.Errorf("redistest: Stall: the server on port %d exited (%v); its log:\n%s", s.Port, s.proc.Err(), s.log.String())
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("redistest: Stall: pid %d did not stop within %v of SIGSTOP", s.Pid, timeout)
@@ -486,7 +451,7 @@ func (st *Stall) Release() error {
 		if s.stalls > 0 {
 			return
 		}
-		if err := s.cmd.Process.Signal(contSignal); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		if err := s.proc.Signal(contSignal); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			st.err = fmt.Errorf("redistest: Release: SIGCONT to pid %d: %w", s.Pid, err)
 		}
 	})
@@ -504,27 +469,4 @@ func command(args ...string) []byte {
 		b = append(b, "\r\n"...)
 	}
 	return b
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }

@@ -171,8 +171,8 @@ func TestStopKillsAStuckServer(t *testing.T) {
 	if !pidGone(s.Pid) {
 		t.Fatalf("pid %d still exists after Stop", s.Pid)
 	}
-	if s.waitErr == nil || !strings.Contains(s.waitErr.Error(), "killed") {
-		t.Errorf("exit status %v, want killed", s.waitErr)
+	if s.proc.Err() == nil || !strings.Contains(s.proc.Err().Error(), "killed") {
+		t.Errorf("exit status %v, want killed", s.proc.Err())
 	}
 }
 
@@ -193,8 +193,8 @@ func TestStopEndsAStall(t *testing.T) {
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if s.waitErr != nil {
-		t.Errorf("exit status %v: the stalled server was killed, not shut down by SIGTERM", s.waitErr)
+	if s.proc.Err() != nil {
+		t.Errorf("exit status %v: the stalled server was killed, not shut down by SIGTERM", s.proc.Err())
 	}
 	if err := st.Release(); err != nil {
 		t.Errorf("Release after Stop: %v, want nil", err)
