@@ -266,9 +266,7 @@ func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time
 		pl.Mode, pl.Delay = Off, Never
 		return
 	}
-	pl.Mode = p.mode(r)
-	pl.Holdout = pl.Mode == Shadow && Mode(p.sw.mode.v.Load()) == On
-	if pl.Mode == Off {
+	if pl.Mode, pl.Holdout = p.mode(r); pl.Mode == Off {
 		pl.Delay = Never
 		return
 	}
@@ -282,15 +280,16 @@ func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time
 	pl.Delay = est.Delay(now)
 }
 
-// mode snapshots the mode for one request, applying the rollout.
-func (p *Policy) mode(r *rand.Rand) Mode {
-	m := Mode(p.sw.mode.v.Load())
+// mode snapshots the mode for one request, applying the rollout, and
+// reports whether the rollout held the request out (Plan.Holdout).
+func (p *Policy) mode(r *rand.Rand) (m Mode, holdout bool) {
+	m = Mode(p.sw.mode.v.Load())
 	if m == On && p.sw.partial.Load() {
 		if f := math.Float64frombits(p.sw.rollout.Load()); uniform(r) >= f {
-			return Shadow
+			return Shadow, true
 		}
 	}
-	return m
+	return m, false
 }
 
 func uniform(r *rand.Rand) float64 {
