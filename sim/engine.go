@@ -43,12 +43,14 @@ type request struct {
 	ran      uint8 // copies that started service
 	done     bool  // a copy finished (or the parent no longer needs it)
 	measured bool
-	ahead    int32              // copies on the primary's queue when it was placed (for hedge.Behind)
-	leftAt   uint32             // the queue's left count then
 	state    [MaxAttempts]uint8 // copy k's state (cWaiting, ...)
 	held     [MaxAttempts]bool  // copy k holds one of the Policy's in-flight slots until it ends
 	plan     hedge.Plan         // the library's decision state, for hedging strategies
 	copies   [MaxAttempts]copyRec
+	// For the library's evidence (hedge.Behind), at the end: only the
+	// default strategy reads them.
+	ahead  int32  // copies on the primary's queue when it was placed
+	leftAt uint32 // the queue's completed count then
 }
 
 // qent is a queue entry. Cancelled copies are not removed from their queue
@@ -140,30 +142,31 @@ type subRef struct {
 // engine is the state of one run. A Simulator keeps one and reuses its
 // buffers from run to run.
 type engine struct {
-	c      Config
-	now    float64
-	rA     *rand.Rand // arrival times and request sizes (common to all strategies)
-	rS     *rand.Rand // stall processes (common to all strategies)
-	rM     *rand.Rand // routing, fresh copy sizes, tie breaks
-	ev     eventHeap
-	timers timerFIFO // hedge timers in time order (see timerFIFO)
-	srv    []server
-	qs     []fifo
-	idle   []int32 // idle servers, Pool routing only
-	pool   bool
-	ps     bool       // processor-sharing servers
-	pss    []psServer // their state, with ps
-	psfv   []float64  // with ps: the finishing virtual time of copy k of slot s, at s*MaxAttempts+k
-	slow   bool       // the correlated world's slowdown is on
-	slowF  float64    // speed factor of the slowdown in force (1 when off)
-	slots  []request
-	free   []int32
-	par    []parentRec
-	pfree  []int32
-	subs   []subRef // Fanout entries per parent
-	sz     sizer
-	picker hedge.Picker
-	load   func(int) int
+	c                    Config
+	now                  float64
+	rA                   *rand.Rand // arrival times and request sizes (common to all strategies)
+	rS                   *rand.Rand // stall processes (common to all strategies)
+	rM                   *rand.Rand // routing, fresh copy sizes, tie breaks
+	ev                   eventHeap
+	timers               timerFIFO // hedge timers in time order (see timerFIFO)
+	srv                  []server
+	qs                   []fifo
+	idle                 []int32 // idle servers, Pool routing only
+	pool                 bool
+	ps                   bool       // processor-sharing servers
+	pss                  []psServer // their state, with ps
+	psfv                 []float64  // with ps: the finishing virtual time of copy k of slot s, at s*MaxAttempts+k
+	slow                 bool       // the correlated world's slowdown is on
+	slowF                float64    // speed factor of the slowdown in force (1 when off)
+	slots                []request
+	free                 []int32
+	par                  []parentRec
+	pfree                []int32
+	subs                 []subRef // Fanout entries per parent
+	sz                   sizer
+	picker               hedge.Picker
+	load                 func(int) int // the routing load: loadPlain, or loadGhost with the library's ghosts
+	loadPlain, loadGhost func(int) int
 
 	hedges      bool
 	ghosts      bool // count cancelled losers as load until progress (the library's picker)
@@ -221,8 +224,9 @@ func (e *engine) init(c Config) {
 	e.ps = c.Discipline == PS
 	e.leastLoaded = c.Routing == LeastLoaded
 	e.picker = hedge.Picker{Random: c.Routing == Random}
-	if e.load == nil {
-		e.load = func(i int) int {
+	if e.loadPlain == nil {
+		e.loadPlain = func(i int) int { return e.qs[i].busy }
+		e.loadGhost = func(i int) int {
 			f := &e.qs[i]
 			if e.now < f.ghostUntil {
 				return f.busy + 1
@@ -281,6 +285,10 @@ func (e *engine) init(c Config) {
 	// The library's picker counts a cancelled loser as load for a while
 	// (hedge.Policy.Ghost); the study's presets do not.
 	e.ghosts = e.pol != nil && e.pol.Ghost(time.Millisecond) > 0
+	e.load = e.loadPlain
+	if e.ghosts {
+		e.load = e.loadGhost
+	}
 	e.feedPrimary = c.feedPrimary()
 	e.refused = [hedge.NumRefusals]int64{}
 	e.shadow = 0
@@ -492,9 +500,9 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 		}
 	default:
 		q := e.addCopy(slot, r)
-		f := &e.qs[q]
-		r.ahead, r.leftAt = int32(f.busy-1), f.left
 		if e.pol != nil {
+			f := &e.qs[q]
+			r.ahead, r.leftAt = int32(f.busy-1), f.left
 			e.pol.Placed(e.load(int(q)) - 1)
 		}
 		e.kick(q)
@@ -807,8 +815,12 @@ func (e *engine) onComplete(ev event) {
 	r.state[sv.k] = cDone
 	r.live--
 	e.leave(c.q)
-	e.qs[c.q].left++
-	e.qs[c.q].ghostUntil = 0
+	if e.pol != nil {
+		e.qs[c.q].left++ // for hedge.Behind
+		if e.ghosts {
+			e.qs[c.q].ghostUntil = 0
+		}
+	}
 	e.ended(r, sv.k)
 	switch {
 	case !r.done:
@@ -1058,8 +1070,12 @@ func (e *engine) psComplete(s int32) {
 	r.state[x.k] = cDone
 	r.live--
 	e.leave(c.q)
-	e.qs[c.q].left++
-	e.qs[c.q].ghostUntil = 0
+	if e.pol != nil {
+		e.qs[c.q].left++ // for hedge.Behind
+		if e.ghosts {
+			e.qs[c.q].ghostUntil = 0
+		}
+	}
 	e.ended(r, x.k)
 	switch {
 	case !r.done:
