@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +16,7 @@ import (
 type Gate struct {
 	cur    atomic.Pointer[stall] // non-nil while stalled
 	closed atomic.Bool
+	slow   atomic.Uint64 // math.Float64bits of the slowdown factor; 0 means 1
 }
 
 // stall is one stall of a Gate: done is closed, once, when it ends.
@@ -74,5 +77,38 @@ func (g *Gate) Close() {
 	g.closed.Store(true)
 	if s := g.cur.Swap(nil); s != nil {
 		s.end()
+	}
+}
+
+// Scale returns how long work of size d takes on the replica now: d, or d
+// times the factor of a slowdown in force (Slow).
+func (g *Gate) Scale(d time.Duration) time.Duration {
+	if f := g.slow.Load(); f != 0 {
+		return time.Duration(float64(d) * math.Float64frombits(f))
+	}
+	return d
+}
+
+// Slow makes work started on the replica during the next d take factor
+// times as long (Scale), as a replica whose CPU is shared with a noisy
+// neighbour, or whose every request got costlier, does; it returns when
+// the slowdown is over, or as soon as ctx ends. Work already running
+// keeps its length. Slowdowns of one Gate must not overlap.
+func (g *Gate) Slow(ctx context.Context, factor float64, d time.Duration) error {
+	if !(factor >= 1) || math.IsInf(factor, 0) {
+		return fmt.Errorf("bench: slowdown factor %v: use a factor >= 1", factor)
+	}
+	if g.closed.Load() {
+		return ErrGateClosed
+	}
+	g.slow.Store(math.Float64bits(factor))
+	defer g.slow.Store(0)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

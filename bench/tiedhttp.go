@@ -96,7 +96,7 @@ func workHandler(g *Gate) http.Handler {
 		}
 		ctx := r.Context()
 		g.Wait(ctx)
-		Work(ctx, time.Duration(us)*time.Microsecond)
+		Work(ctx, g.Scale(time.Duration(us)*time.Microsecond))
 		g.Wait(ctx)
 		w.Write([]byte("ok"))
 	})

@@ -328,6 +328,14 @@ type Config struct {
 	SlowShare  float64
 	SlowMean   float64
 	SlowFactor float64
+	// SlowFor, if positive, replaces the correlated world's random
+	// stretches with one slowdown, scheduled: every server is SlowFactor
+	// slower from SlowAt (time units from the start of the run, warm-up
+	// included) for SlowFor units, and normal before and after, so that
+	// the recovery after a global slowdown can be followed
+	// (Simulator.Done). The load may then exceed the slowed capacity:
+	// the queues grow during the slowdown and drain after it.
+	SlowAt, SlowFor float64
 	// SCV is the squared coefficient of variation of big-job sizes (10).
 	SCV float64
 	// Sigma is the log-standard-deviation of lognormal sizes (1).
@@ -443,6 +451,9 @@ func (c Config) Validate() error {
 		if !(c.SlowFactor >= 1) || math.IsInf(c.SlowFactor, 0) {
 			bad("slow factor %v: use a factor >= 1, e.g. 3", c.SlowFactor)
 		}
+		if !(c.SlowFor >= 0) || math.IsInf(c.SlowFor, 0) || !(c.SlowAt >= 0) || math.IsInf(c.SlowAt, 0) {
+			bad("scheduled slowdown at %v for %v: use a start >= 0 and a length > 0 (or 0 for random stretches)", c.SlowAt, c.SlowFor)
+		}
 	}
 	if c.Discipline < 0 || int(c.Discipline) >= len(disciplineNames) {
 		bad("unknown discipline %d: use one of %s", c.Discipline, strings.Join(disciplineNames, ", "))
@@ -459,7 +470,7 @@ func (c Config) Validate() error {
 	} else if capa := c.Capacity(); c.World.HasStalls() && c.Load >= capa {
 		bad("load %v is at or above the %s world's capacity %.4g (stalled servers work at 1/%g speed %g%% of the time): use a load below %.4g",
 			c.Load, c.World, capa, c.StallSlowdown, 100*c.StallShare, capa)
-	} else if c.World == Correlated && c.Load >= capa {
+	} else if c.World == Correlated && c.SlowFor <= 0 && c.Load >= capa {
 		bad("load %v is at or above the correlated world's capacity %.4g (every server works at 1/%g speed %g%% of the time): use a load below %.4g",
 			c.Load, capa, c.SlowFactor, 100*c.SlowShare, capa)
 	}

@@ -183,6 +183,7 @@ type engine struct {
 	memoD       time.Duration              // the last delay converted by delayUnits
 	memoF       float64                    // and its value in time units
 	traceFn     func(TraceEvent)           // Simulator.Trace, during RunScript
+	doneFn      func(Completion)           // Simulator.Done
 	script      []ScriptedRequest          // RunScript's requests, or nil
 
 	lambda    float64
@@ -333,7 +334,10 @@ func (e *engine) init(c Config) {
 			e.ev.push(event{t: e.rS.ExpFloat64() * e.stallMean[b2i(s.stalled)], a: int32(i), tag: evTag{kind: evStall}})
 		}
 	}
-	if c.World == Correlated && c.SlowShare > 0 {
+	if c.World == Correlated && c.SlowFor > 0 {
+		// One slowdown, scheduled.
+		e.ev.push(event{t: c.SlowAt, tag: evTag{kind: evSlow}})
+	} else if c.World == Correlated && c.SlowShare > 0 {
 		e.slowMean[1] = c.SlowMean
 		e.slowMean[0] = c.SlowMean * (1 - c.SlowShare) / c.SlowShare
 		// Stationary start, as for stalls.
@@ -859,6 +863,9 @@ func (e *engine) finish(slot int32, r *request, k uint8) {
 		if r.measured {
 			e.lat = append(e.lat, lat)
 		}
+		if e.doneFn != nil {
+			e.doneFn(Completion{Arrival: r.arrival, Latency: lat, Copies: int(r.n), Measured: r.measured})
+		}
 		return
 	}
 	if r.measured {
@@ -961,6 +968,12 @@ func (e *engine) onSlow() {
 			speed *= e.slowSpeed
 		}
 		e.setSpeed(int32(i), speed)
+	}
+	if e.c.SlowFor > 0 {
+		if e.slow {
+			e.ev.push(event{t: e.now + e.c.SlowFor, tag: evTag{kind: evSlow}})
+		}
+		return
 	}
 	e.ev.push(event{t: e.now + e.rS.ExpFloat64()*e.slowMean[b2i(e.slow)], tag: evTag{kind: evSlow}})
 }

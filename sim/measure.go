@@ -70,8 +70,24 @@ type Simulator struct {
 	// Trace, if set, is told every decision of RunScript's runs: each
 	// copy sent and each copy the library's Policy refused.
 	Trace func(TraceEvent)
+	// Done, if set, is told of every request as it completes, warm-up
+	// included, in completion order: to follow latency over time, as a
+	// recovery after a slowdown needs (Completion).
+	Done func(Completion)
 
 	e engine
+}
+
+// Completion is one request's end, reported to Simulator.Done.
+type Completion struct {
+	// Arrival is when the request arrived and Latency how long it took,
+	// in time units.
+	Arrival, Latency float64
+	// Copies is how many copies it placed (1: no hedge went).
+	Copies int
+	// Measured says that the request counts in the run's results (it
+	// arrived after the warm-up).
+	Measured bool
 }
 
 // Run validates c and runs it once with seed c.Seed.
@@ -81,7 +97,9 @@ func (s *Simulator) Run(c Config) (RunResult, error) {
 	}
 	e := &s.e
 	e.init(c)
+	e.doneFn = s.Done
 	e.run()
+	e.doneFn = nil
 	return e.result(), nil
 }
 

@@ -73,10 +73,10 @@ func (s *Simulator) RunScript(c Config, sc Script) (RunResult, error) {
 	e := &s.e
 	e.init(c)
 	e.script = sc.Requests
-	e.traceFn = s.Trace
+	e.traceFn, e.doneFn = s.Trace, s.Done
 	e.nextArr = sc.Requests[0].At
 	e.run()
-	e.script, e.traceFn = nil, nil
+	e.script, e.traceFn, e.doneFn = nil, nil, nil
 	return e.result(), nil
 }
 

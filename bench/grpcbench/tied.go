@@ -45,7 +45,7 @@ type workService struct {
 
 func (s *workService) UnaryCall(ctx context.Context, in *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	s.gate.Wait(ctx)
-	bench.Work(ctx, time.Duration(in.GetResponseSize())*time.Microsecond)
+	bench.Work(ctx, s.gate.Scale(time.Duration(in.GetResponseSize())*time.Microsecond))
 	s.gate.Wait(ctx)
 	return &testgrpc.SimpleResponse{}, nil
 }

@@ -46,6 +46,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "tied" {
 		return runBenchTied(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "recovery" {
+		return runBenchRecovery(args[1:], stdout, stderr)
+	}
 	fs := newFlags("bench", "[--backend http|redis|grpc|all] [--quick] [flags]", stderr)
 	d := bench.Scenario{}.Defaults()
 	f := benchFlags{s: d}
