@@ -27,6 +27,11 @@ const ValueSize = 64
 type HTTPOptions struct {
 	// Replicas is the number of servers. Zero means 3.
 	Replicas int
+	// H2C serves and sends HTTP/2 without TLS (prior knowledge) instead
+	// of HTTP/1.1. Over HTTP/1.1 a cancelled copy's connection is closed,
+	// and the next request to that replica pays a new dial; over HTTP/2
+	// the cancel is a stream reset and the connection stays.
+	H2C bool
 }
 
 // HTTPBackend is a set of in-process HTTP replicas, each a net/http server
@@ -35,6 +40,7 @@ type HTTPOptions struct {
 // until it ends (Gate), before and after reading the request, like a
 // process paused by a stop-the-world collection.
 type HTTPBackend struct {
+	h2c     bool
 	urls    []string
 	servers []*http.Server
 	gates   []*Gate
@@ -57,7 +63,7 @@ func StartHTTP(o HTTPOptions) (*HTTPBackend, error) {
 	if n < 2 || n > 64 {
 		return nil, fmt.Errorf("bench: %d HTTP replicas: use 2 to 64", n)
 	}
-	b := &HTTPBackend{served: make([]atomic.Int64, n)}
+	b := &HTTPBackend{served: make([]atomic.Int64, n), h2c: o.H2C}
 	value := make([]byte, ValueSize)
 	for i := range value {
 		value[i] = 'a' + byte(i%26)
@@ -74,6 +80,11 @@ func StartHTTP(o HTTPOptions) (*HTTPBackend, error) {
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       60 * time.Second,
 			ErrorLog:          nil,
+		}
+		if o.H2C {
+			srv.Protocols = new(http.Protocols)
+			srv.Protocols.SetHTTP1(true)
+			srv.Protocols.SetUnencryptedHTTP2(true)
 		}
 		b.gates = append(b.gates, g)
 		b.servers = append(b.servers, srv)
@@ -166,6 +177,10 @@ func (b *HTTPBackend) NewClient(cfg hedge.Config) (Client, error) {
 		return nil, err
 	}
 	base, dials := NewCountingTransport()
+	if b.h2c {
+		base.Protocols = new(http.Protocols)
+		base.Protocols.SetUnencryptedHTTP2(true)
+	}
 	t, err := hedgehttp.New(base, h, hedgehttp.Config{Replicas: b.URLs()})
 	if err != nil {
 		return nil, err

@@ -37,7 +37,7 @@ type benchFlags struct {
 	backend, configs, out, precise, redisServer string
 	cpuprofile                                  string
 	replicas, redisPool                         int
-	quick, requestsOnly                         bool
+	quick, requestsOnly, h2c                    bool
 	delay                                       time.Duration
 	s                                           bench.Scenario
 }
@@ -55,6 +55,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	f.s.StallShare = 0.02
 	fs.StringVar(&f.backend, "backend", "all", "backends to run, comma-separated: http, redis, grpc, or all")
 	fs.IntVar(&f.replicas, "replicas", 3, "replicas of each backend")
+	fs.BoolVar(&f.h2c, "h2c", false, "the HTTP backend serves and sends HTTP/2 without TLS instead of HTTP/1.1 (a cancelled copy resets a stream instead of closing a connection)")
 	fs.Float64Var(&f.s.Rate, "rate", 0, "open-loop arrival rate, requests per second (0: 10000 for redis, 5000 for http and grpc)")
 	fs.DurationVar(&f.s.Duration, "duration", d.Duration, "measured span of each run")
 	fs.IntVar(&f.s.Requests, "requests", 0, "cap on measured requests per run (0: rate x duration)")
@@ -289,8 +290,12 @@ func benchOne(ctx context.Context, name string, f *benchFlags, contenders []benc
 	var err error
 	switch name {
 	case "http":
-		b, err = bench.StartHTTP(bench.HTTPOptions{Replicas: f.replicas})
-		notes = append(notes, "In-process net/http servers, one per 127.0.0.1 port; client: hedgehttp.Transport over one http.Transport (HTTP/1.1 keep-alive); dials counted by its DialContext; a cancelled loser's connection is closed, so losers cost dials.")
+		b, err = bench.StartHTTP(bench.HTTPOptions{Replicas: f.replicas, H2C: f.h2c})
+		if f.h2c {
+			notes = append(notes, "In-process net/http servers, one per 127.0.0.1 port, serving HTTP/2 without TLS (h2c); client: hedgehttp.Transport over one http.Transport speaking h2c; dials counted by its DialContext; a cancelled loser is a stream reset, and its connection stays.")
+		} else {
+			notes = append(notes, "In-process net/http servers, one per 127.0.0.1 port; client: hedgehttp.Transport over one http.Transport (HTTP/1.1 keep-alive); dials counted by its DialContext; a cancelled loser's connection is closed, so losers cost dials.")
+		}
 	case "redis":
 		b, err = redisbench.Start(redisbench.Options{Replicas: f.replicas, PoolSize: f.redisPool, Binary: f.redisServer})
 		pool := fmt.Sprintf("%d", f.redisPool)
