@@ -44,7 +44,9 @@
 //	hedge.wasted.work{hedger,op}                   counter  s          running time of copies that lost
 //	hedge.delay{hedger,op}                         gauge    s          delay in force now (absent while Never)
 //	hedge.budget.tokens{hedger}                    gauge    {token}    budget tokens now (absent if unlimited)
-//	hedge.latency{hedger,op,path,quantile}         gauge    s          path: caller, primary, hedge; quantile: p50, p90, p99, p999
+//	hedge.rescued.requests{hedger,op}              counter  {request}  calls a hedge won while the primary still ran
+//	hedge.saved.at.least{hedger,op}                counter  s          lower bound of the time hedges saved
+//	hedge.latency{hedger,op,path,quantile}         gauge    s          path: caller, primary, hedge, holdout; quantile: p50, p90, p99, p999
 //
 // Counters are cumulative and monotonic, exactly the Stats counters.
 //
@@ -57,6 +59,23 @@
 // "not hedging yet". Likewise a latency path with no samples yet (no hedge
 // ever succeeded, say) has no quantile points.
 //
+// # Holdout, rescues and time saved: what each can tell
+//
+// path=holdout is the rollout's control group: while a rollout below 1
+// is in force (Hedger.SetRollout), that share of calls, drawn at random,
+// runs unhedged on the same replicas at the same time as the hedged ones,
+// so its latency against path=caller is the honest measure of what
+// hedging buys, the only unbiased one. It has no points at rollout 1 (no
+// control group), and path=caller counts the control group too: keep it
+// small. hedge.rescued.requests counts calls a hedge won while their
+// primary still ran (hedging changed their outcome; by how much, it does
+// not say); hedge.saved.at.least is, for those whose primary later
+// succeeded, how much later it did: a lower bound, far below the real
+// saving where primaries stop as soon as they are cancelled. path=primary
+// is censored (a primary cancelled because a hedge won is recorded at its
+// running time then), so its high quantiles are lower bounds, not a
+// control group.
+//
 // # Why gauges of quantiles, not a histogram
 //
 // A Hedger keeps its latencies in bounded-memory log-linear histograms
@@ -64,12 +83,20 @@
 // p99 and p99.9, each within quantile.RelativeError (about 0.8%) of the exact
 // one. OpenTelemetry's histogram instruments are synchronous: they would need
 // a Record on the request path, which this package promises not to add, and
-// there is no observable histogram to fill from the Hedger's own buckets.
-// So the quantiles are exported as they are, one gauge point per path and
-// quantile. Two things follow. They cover every call since the Hedger was
-// made, not a recent window: use the rate of the counters to see the
-// present. And they cannot be aggregated across ops, hedgers or instances:
-// take the max, never the mean or the sum.
+// the API has no observable histogram to fill from the Hedger's own
+// buckets. The SDK's exponential histogram aggregation cannot be fed
+// either: it aggregates Record calls, one per value. So the quantiles are
+// exported as they are, one gauge point per path and quantile. Two things
+// follow. They cover every call since the Hedger was made, not a recent
+// window: use the rate of the counters to see the present. And they cannot
+// be aggregated across ops, hedgers or instances: take the max, never the
+// mean or the sum.
+//
+// Programs that use the OpenTelemetry SDK can have the buckets too:
+// package otelhist is an SDK Producer that converts Hedger.Histograms to
+// exponential histograms (hedge.latency.distribution) at collection time,
+// still adding nothing to a call. It is a separate package because it
+// imports the SDK, which this one does not.
 //
 // # Alarm state
 //

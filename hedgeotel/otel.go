@@ -29,6 +29,7 @@ const (
 	PathCaller  = hedgeset.PathCaller  // Stats.Latency
 	PathPrimary = hedgeset.PathPrimary // Stats.Primary
 	PathHedge   = hedgeset.PathHedge   // Stats.HedgePath
+	PathHoldout = "holdout"            // Stats.Holdout
 )
 
 // Quantiles, the values of the "quantile" attribute of hedge.latency.
@@ -45,8 +46,8 @@ var ErrInvalid = errors.New("hedgeotel: invalid registration")
 
 type instruments struct {
 	requests, hedges, hedgeWins, primaryWins, failures metric.Int64ObservableCounter
-	refused, shadow, unhedgeable, censored             metric.Int64ObservableCounter
-	wasted                                             metric.Float64ObservableCounter
+	refused, shadow, unhedgeable, censored, rescued    metric.Int64ObservableCounter
+	wasted, saved                                      metric.Float64ObservableCounter
 	delay, tokens, latency                             metric.Float64ObservableGauge
 }
 
@@ -99,19 +100,25 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger) (metric.Regi
 		metric.WithDescription("Running time of copies that did not win, in calls that sent more than one copy: backend time spent for nothing."))
 	errs = append(errs, err)
 	ins.wasted = wasted
+	ins.rescued = i64("hedge.rescued.requests", "{request}",
+		"Calls won by a hedge while their primary was still running (not those won by a copy that replaced a failed primary). How much each gained is not known: see hedge.saved.at.least and path=holdout.")
+	saved, err := meter.Float64ObservableCounter("hedge.saved.at.least", metric.WithUnit("s"),
+		metric.WithDescription("A lower bound of the time hedges saved: for each rescued call whose primary later returned a success, how much later it did. Far below the real saving when primaries stop as soon as they are cancelled; compare path=holdout with path=caller for the real effect."))
+	errs = append(errs, err)
+	ins.saved = saved
 	ins.delay = gauge("hedge.delay", "s",
 		"Hedge delay in force now. Absent while the delay is hedge.Never (a live estimate warming up): no hedge is sent then.")
 	ins.tokens = gauge("hedge.budget.tokens", "{token}",
 		"Tokens in the Hedger's budget now. Hedgers sharing a budget report the same value. Absent for an unlimited budget.")
 	ins.latency = gauge("hedge.latency", "s",
-		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window. path=caller: what callers saw; path=primary: the primary alone, censored (high quantiles are lower bounds); path=hedge: hedge copies from send to success. Absent for a path with no samples. Quantiles cannot be averaged across series.")
+		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window. path=caller: what callers saw; path=primary: the primary alone, censored (high quantiles are lower bounds); path=hedge: hedge copies from send to success; path=holdout: the rollout's control group, calls left unhedged at random while a rollout below 1 is in force (against path=caller, the honest latency without and with hedging). Absent for a path with no samples. Quantiles cannot be averaged across series.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("hedgeotel: creating instruments: %w", err)
 	}
 	reg, err := meter.RegisterCallback(ins.observe(list),
 		ins.requests, ins.hedges, ins.hedgeWins, ins.primaryWins, ins.failures,
 		ins.refused, ins.shadow, ins.unhedgeable, ins.censored, ins.wasted,
-		ins.delay, ins.tokens, ins.latency)
+		ins.delay, ins.tokens, ins.latency, ins.rescued, ins.saved)
 	if err != nil {
 		return nil, fmt.Errorf("hedgeotel: registering callback: %w", err)
 	}
@@ -152,10 +159,13 @@ func (ins *instruments) observe(list []hedgeset.Named) metric.Callback {
 				o.ObserveInt64(ins.unhedgeable, s.Unhedgeable, attrs)
 				o.ObserveInt64(ins.censored, s.PrimaryCensored, attrs)
 				o.ObserveFloat64(ins.wasted, s.WastedWork.Seconds(), attrs)
+				o.ObserveInt64(ins.rescued, s.Rescued, attrs)
+				o.ObserveFloat64(ins.saved, s.SavedAtLeast.Seconds(), attrs)
 				if s.Delay != hedge.Never {
 					o.ObserveFloat64(ins.delay, s.Delay.Seconds(), attrs)
 				}
-				for _, p := range hedgeset.Paths(s) {
+				paths := hedgeset.Paths(s)
+				for _, p := range [...]hedgeset.Path{paths[0], paths[1], paths[2], {Label: PathHoldout, D: s.Holdout}} {
 					if p.D.Count == 0 {
 						continue
 					}

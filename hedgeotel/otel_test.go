@@ -90,8 +90,32 @@ func workload(t *testing.T) map[string]*hedge.Hedger {
 	// c: warming up, never hedges.
 	hedge.Do(ctx, c, "get", sleeper(7*ms))
 
+	// d: a rollout of one half keeps a control group (the holdout); the
+	// other calls are hedged, and their primaries, deaf to cancellation,
+	// run on to success after the hedge won: rescued, and time saved.
+	d := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MinWinRate: -1})
+	if err := d.SetRollout(0.5); err != nil {
+		t.Fatal(err)
+	}
+	deaf := func(ctx context.Context, a hedge.Attempt) (int, error) {
+		if a.Index == 0 {
+			time.Sleep(50 * ms)
+			return 0, nil
+		}
+		return sleeper(0, 5*ms)(ctx, a)
+	}
+	for i := 0; ; i++ {
+		if st := d.OpStats("get"); st.Holdout.Count > 0 && st.Rescued > 0 {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("200 calls at a rollout of one half, and still no holdout or no rescue: %v", d.OpStats("get"))
+		}
+		hedge.Do(ctx, d, "get", deaf)
+	}
+
 	time.Sleep(time.Second) // let the Hedgers' timer goroutines exit
-	return map[string]*hedge.Hedger{"a": a, "b": b, "c": c}
+	return map[string]*hedge.Hedger{"a": a, "b": b, "c": c, "d": d}
 }
 
 // point is one collected data point.
@@ -198,10 +222,12 @@ func TestRegisterMatchesStats(t *testing.T) {
 				counter("hedge.unhedgeable.requests", "{request}", s.Unhedgeable)
 				counter("hedge.primaries.censored", "{request}", s.PrimaryCensored)
 				want[key("hedge.wasted.work", attrs...)] = point{s.WastedWork.Seconds(), "s", "counter"}
+				counter("hedge.rescued.requests", "{request}", s.Rescued)
+				want[key("hedge.saved.at.least", attrs...)] = point{s.SavedAtLeast.Seconds(), "s", "counter"}
 				if s.Delay != hedge.Never {
 					want[key("hedge.delay", attrs...)] = point{s.Delay.Seconds(), "s", "gauge"}
 				}
-				for path, d := range map[string]hedge.Distribution{"caller": s.Latency, "primary": s.Primary, "hedge": s.HedgePath} {
+				for path, d := range map[string]hedge.Distribution{"caller": s.Latency, "primary": s.Primary, "hedge": s.HedgePath, "holdout": s.Holdout} {
 					if d.Count == 0 {
 						continue
 					}
@@ -225,6 +251,9 @@ func TestRegisterMatchesStats(t *testing.T) {
 				total.PrimaryCensored += s.PrimaryCensored
 				total.WastedWork += s.WastedWork
 				total.HedgePath.Count += s.HedgePath.Count
+				total.Holdout.Count += s.Holdout.Count
+				total.Rescued += s.Rescued
+				total.SavedAtLeast += s.SavedAtLeast
 			}
 		}
 		for k, w := range want {
@@ -251,7 +280,8 @@ func TestRegisterMatchesStats(t *testing.T) {
 			"DeadlineSkipped": total.DeadlineSkipped, "NoReplica": total.NoReplica,
 			"ShadowHedges": total.ShadowHedges, "Unhedgeable": total.Unhedgeable,
 			"PrimaryCensored": total.PrimaryCensored, "WastedWork": int64(total.WastedWork),
-			"HedgePath.Count": total.HedgePath.Count,
+			"HedgePath.Count": total.HedgePath.Count, "Holdout.Count": total.Holdout.Count,
+			"Rescued": total.Rescued, "SavedAtLeast": int64(total.SavedAtLeast),
 		} {
 			if v == 0 {
 				t.Errorf("workload left %s at 0", name)

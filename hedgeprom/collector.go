@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/hedgeset"
+	"github.com/tailcut/hedge/quantile"
 )
 
 // Collector is a prometheus.Collector for a fixed set of Hedgers. Make one
@@ -22,6 +23,9 @@ type Collector struct {
 	requests, hedges, hedgeWins, primaryWins, failures *prometheus.Desc
 	refused, shadow, unhedgeable, censored, wasted     *prometheus.Desc
 	delay, tokens, latency                             *prometheus.Desc
+	rescued, saved, histogram                          *prometheus.Desc
+
+	buckets []float64 // classic bucket bounds of histogram, seconds
 
 	watchers []namedWatcher // sorted by name
 	watch    watchDescs
@@ -47,6 +51,7 @@ const (
 	PathCaller  = hedgeset.PathCaller  // Stats.Latency
 	PathPrimary = hedgeset.PathPrimary // Stats.Primary
 	PathHedge   = hedgeset.PathHedge   // Stats.HedgePath
+	PathHoldout = "holdout"            // Stats.Holdout
 )
 
 var namespaceRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
@@ -58,8 +63,9 @@ var ErrInvalid = errors.New("hedgeprom: invalid collector")
 // label. namespace prefixes every metric name ("hedge" gives
 // hedge_requests_total); it must be a valid metric name. Each Hedger may
 // appear once: the same Hedger under two names would count every call twice
-// in any sum over hedgers. Options add series: WithWatcher exports an
-// alarm's state.
+// in any sum over hedgers. Options add series or shape them: WithWatcher
+// exports an alarm's state, WithBuckets sets the classic buckets of the
+// latency histograms.
 func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*Collector, error) {
 	var errs []error
 	if !namespaceRE.MatchString(namespace) {
@@ -70,6 +76,12 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 	var o options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if !o.bucketsSet {
+		o.buckets = DefaultBuckets()
+	}
+	if err := validateBuckets(o.buckets); err != nil {
+		errs = append(errs, err)
 	}
 	names := map[string]bool{}
 	for _, n := range list {
@@ -82,7 +94,7 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
-	c := &Collector{hedgers: list, watch: newWatchDescs(namespace)}
+	c := &Collector{hedgers: list, watch: newWatchDescs(namespace), buckets: o.buckets}
 	for name, w := range o.watchers {
 		c.watchers = append(c.watchers, namedWatcher{name, w})
 	}
@@ -119,8 +131,15 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 		"Tokens in the Hedger's budget now. A ratio budget spends one per hedge and refuses below 1; a throttle (gRPC retryThrottling) refuses at or below half its maximum. Hedgers sharing a budget report the same value. Absent for an unlimited budget.",
 		"hedger")
 	c.latency = desc("latency_seconds",
-		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window; use rate of _sum over _count for recent means. path=caller: what callers saw, winner or final error. path=primary: the primary alone, the latency without hedging, but censored: a primary cancelled because a hedge won is recorded at its running time then (see primaries_censored_total), so high quantiles are lower bounds; failed primaries are not recorded. path=hedge: hedge copies from send to success, won or not. Quantiles cannot be averaged across series.",
+		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window; use rate of _sum over _count for recent means. path=caller: what callers saw, winner or final error. path=primary: the primary alone, the latency without hedging, but censored: a primary cancelled because a hedge won is recorded at its running time then (see primaries_censored_total), so high quantiles are lower bounds; failed primaries are not recorded. path=hedge: hedge copies from send to success, won or not. path=holdout: what callers saw in the rollout's control group, calls left unhedged at random while a rollout below 1 is in force: against path=caller, the honest latency without and with hedging (empty at rollout 1). Quantiles cannot be averaged across series.",
 		"hedger", "op", "path")
+	c.histogram = desc("latency_distribution_seconds",
+		"The latencies of latency_seconds, bucketed: a native histogram (schema 6, 64 buckets per power of two) and classic buckets, both filled from the Hedger's log-linear buckets counted at their midpoints, so a value may sit up to quantile.RelativeError (about 0.8%) outside the bucket it is counted in. Since the Hedger was made: use rate() or increase() for a recent window; unlike the summary, it aggregates across ops, hedgers and instances. Paths as for latency_seconds.",
+		"hedger", "op", "path")
+	c.rescued = desc("rescued_requests_total",
+		"Calls won by a hedge while their primary was still running: the calls hedging rescued from a slow primary (a copy that replaced a failed primary is not counted). How much each gained is not known: see saved_at_least_seconds_total and path=holdout.", op...)
+	c.saved = desc("saved_at_least_seconds_total",
+		"A lower bound of the time hedges saved: for each rescued call whose primary later returned a success, how much later it did. A primary that stops when cancelled adds nothing, so this is far below the real saving unless primaries run on; compare path=holdout with path=caller for the real effect.", op...)
 	return c, nil
 }
 
@@ -130,6 +149,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.requests, c.hedges, c.hedgeWins, c.primaryWins, c.failures,
 		c.refused, c.shadow, c.unhedgeable, c.censored, c.wasted,
 		c.delay, c.tokens, c.latency,
+		c.rescued, c.saved, c.histogram,
 	} {
 		ch <- d
 	}
@@ -166,11 +186,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.unhedgeable, float64(s.Unhedgeable))
 			counter(c.censored, float64(s.PrimaryCensored))
 			counter(c.wasted, s.WastedWork.Seconds())
+			counter(c.rescued, float64(s.Rescued))
+			counter(c.saved, s.SavedAtLeast.Seconds())
 			if s.Delay != hedge.Never {
 				ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, s.Delay.Seconds(), n.Name, s.Op)
 			}
 			for _, p := range hedgeset.Paths(s) {
 				c.summary(ch, n.Name, s.Op, p.Label, p.D)
+			}
+			c.summary(ch, n.Name, s.Op, PathHoldout, s.Holdout)
+		}
+		for _, hs := range n.H.Histograms() {
+			for _, p := range [...]struct {
+				label string
+				c     quantile.Counts
+			}{{PathCaller, hs.Latency}, {PathPrimary, hs.Primary}, {PathHedge, hs.HedgePath}, {PathHoldout, hs.Holdout}} {
+				ch <- latencyHistogram(c.histogram, p.c, c.buckets, n.Name, hs.Op, p.label)
 			}
 		}
 	}

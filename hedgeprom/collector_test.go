@@ -87,8 +87,62 @@ func workload(t *testing.T) map[string]*hedge.Hedger {
 		wg.Go(func() { hedge.Do(ctx, b, "scan", sleeper(40*ms, 35*ms, 1*ms)) })
 	}
 	wg.Wait()
-	time.Sleep(time.Second) // let the Hedgers' timer goroutines exit
-	return map[string]*hedge.Hedger{"a": a, "b": b}
+
+	// c: a rollout of one half keeps a control group (the holdout); the
+	// other calls are hedged, and their primaries, deaf to cancellation,
+	// run on to success after the hedge won: rescued, and time saved.
+	c := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MinWinRate: -1})
+	if err := c.SetRollout(0.5); err != nil {
+		t.Fatal(err)
+	}
+	deaf := func(ctx context.Context, a hedge.Attempt) (int, error) {
+		if a.Index == 0 {
+			time.Sleep(50 * ms)
+			return 0, nil
+		}
+		return sleeper(0, 5*ms)(ctx, a)
+	}
+	for i := 0; ; i++ {
+		if st := c.OpStats("get"); st.Holdout.Count > 0 && st.Rescued > 0 {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("200 calls at a rollout of one half, and still no holdout or no rescue: %v", c.OpStats("get"))
+		}
+		hedge.Do(ctx, c, "get", deaf)
+	}
+	time.Sleep(time.Second) // let the Hedgers' timer goroutines and the deaf primaries exit
+	return map[string]*hedge.Hedger{"a": a, "b": b, "c": c}
+}
+
+// nativeBuckets decodes the positive buckets of a native histogram: count
+// by bucket index.
+func nativeBuckets(h *dto.Histogram) map[int]uint64 {
+	out := map[int]uint64{}
+	i, d := 0, 0
+	var n int64
+	for _, sp := range h.GetPositiveSpan() {
+		i += int(sp.GetOffset())
+		for range sp.GetLength() {
+			n += h.GetPositiveDelta()[d]
+			d++
+			if n != 0 {
+				out[i] = uint64(n)
+			}
+			i++
+		}
+	}
+	return out
+}
+
+// classicBuckets returns the cumulative counts of a histogram's classic
+// buckets by upper bound.
+func classicBuckets(h *dto.Histogram) map[float64]uint64 {
+	out := map[float64]uint64{}
+	for _, b := range h.GetBucket() {
+		out[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	return out
 }
 
 // series indexes gathered metrics by name and sorted label pairs.
@@ -161,6 +215,12 @@ func TestCollectorMatchesStats(t *testing.T) {
 				counter("hedge_shadow_hedges_total", s.ShadowHedges)
 				counter("hedge_unhedgeable_requests_total", s.Unhedgeable)
 				counter("hedge_primaries_censored_total", s.PrimaryCensored)
+				counter("hedge_rescued_requests_total", s.Rescued)
+				if k := key("hedge_saved_at_least_seconds_total", ls...); got[k].GetCounter().GetValue() != s.SavedAtLeast.Seconds() {
+					t.Errorf("%s = %v, want %v", k, got[k].GetCounter().GetValue(), s.SavedAtLeast.Seconds())
+				} else {
+					n++
+				}
 
 				k := key("hedge_wasted_work_seconds_total", ls...)
 				if v := got[k].GetCounter().GetValue(); v != s.WastedWork.Seconds() {
@@ -170,7 +230,43 @@ func TestCollectorMatchesStats(t *testing.T) {
 				if v := got[k].GetGauge().GetValue(); v != 0.010 {
 					t.Errorf("%s = %v, want 0.01", k, v)
 				}
-				for path, d := range map[string]hedge.Distribution{"caller": s.Latency, "primary": s.Primary, "hedge": s.HedgePath} {
+				paths := map[string]hedge.Distribution{"caller": s.Latency, "primary": s.Primary, "hedge": s.HedgePath, "holdout": s.Holdout}
+				for path, d := range paths {
+					k := key("hedge_latency_distribution_seconds", "hedger="+name, "op="+s.Op, "path="+path)
+					h := got[k].GetHistogram()
+					if h == nil {
+						t.Errorf("%s missing", k)
+						continue
+					}
+					if h.GetSampleCount() != uint64(d.Count) || h.GetSampleSum() != d.Sum.Seconds() {
+						t.Errorf("%s: count %d sum %v, want %d and %v", k, h.GetSampleCount(), h.GetSampleSum(), d.Count, d.Sum.Seconds())
+					}
+					if h.GetSchema() != hedgeprom.NativeSchema || h.GetZeroThreshold() != hedgeprom.NativeZeroThreshold {
+						t.Errorf("%s: schema %d, zero threshold %v", k, h.GetSchema(), h.GetZeroThreshold())
+					}
+					native := h.GetZeroCount()
+					for _, c := range nativeBuckets(h) {
+						native += c
+					}
+					if native != uint64(d.Count) {
+						t.Errorf("%s: native buckets hold %d values, want %d", k, native, d.Count)
+					}
+					bounds := hedgeprom.DefaultBuckets()
+					if len(h.GetBucket()) != len(bounds) {
+						t.Errorf("%s: %d classic buckets, want %d", k, len(h.GetBucket()), len(bounds))
+					}
+					// Cumulative counts: never decreasing, never above the
+					// count. (TestHistogramMatchesClientGolang checks
+					// each bucket.)
+					var prev uint64
+					for i, b := range h.GetBucket() {
+						if b.GetUpperBound() != bounds[i] || b.GetCumulativeCount() < prev || b.GetCumulativeCount() > uint64(d.Count) {
+							t.Errorf("%s: bucket %d le=%v holds %d (after %d) of %d values", k, i, b.GetUpperBound(), b.GetCumulativeCount(), prev, d.Count)
+						}
+						prev = b.GetCumulativeCount()
+					}
+				}
+				for path, d := range paths {
 					k := key("hedge_latency_seconds", "hedger="+name, "op="+s.Op, "path="+path)
 					sum := got[k].GetSummary()
 					if sum == nil {
@@ -205,9 +301,12 @@ func TestCollectorMatchesStats(t *testing.T) {
 				total.PrimaryCensored += s.PrimaryCensored
 				total.Failures += s.Failures
 				total.WastedWork += s.WastedWork
+				total.Rescued += s.Rescued
+				total.SavedAtLeast += s.SavedAtLeast
+				total.Holdout.Count += s.Holdout.Count
 			}
 		}
-		if total.Requests != 10 || total.HedgeWins == 0 || total.BudgetDenied == 0 || total.InFlightDenied == 0 ||
+		if total.Requests != 10+hedgers["c"].OpStats("get").Requests || total.Rescued == 0 || total.SavedAtLeast == 0 || total.Holdout.Count == 0 || total.HedgeWins == 0 || total.BudgetDenied == 0 || total.InFlightDenied == 0 ||
 			total.DeadlineSkipped == 0 || total.NoReplica == 0 || total.ShadowHedges == 0 || total.Unhedgeable == 0 ||
 			total.PrimaryCensored == 0 || total.Failures == 0 || total.WastedWork == 0 {
 			t.Errorf("workload missed a counter: %+v", total)
@@ -222,9 +321,9 @@ func TestCollectorMatchesStats(t *testing.T) {
 		if _, ok := got[key("hedge_budget_tokens", "hedger=b")]; ok {
 			t.Error("unlimited budget exported")
 		}
-		ops := len(hedgers["a"].Stats()) + len(hedgers["b"].Stats())
-		if n != 14*ops {
-			t.Errorf("checked %d counter series, want 14 per op, %d", n, 14*ops)
+		ops := len(hedgers["a"].Stats()) + len(hedgers["b"].Stats()) + len(hedgers["c"].Stats())
+		if n != 16*ops {
+			t.Errorf("checked %d counter series, want 16 per op, %d", n, 16*ops)
 		}
 		if got := testutil.CollectAndCount(c, "hedge_requests_total"); got != ops {
 			t.Errorf("CollectAndCount(requests) = %d, want %d", got, ops)
@@ -305,6 +404,16 @@ func TestHTTPExposition(t *testing.T) {
 		`myapp_hedge_latency_seconds_count{hedger="items",op="get",path="caller"} 4`,
 		`myapp_hedge_latency_seconds_count{hedger="items",op="get",path="hedge"} 0`,
 		`myapp_hedge_latency_seconds{hedger="items",op="get",path="hedge",quantile="0.5"} NaN`,
+		`myapp_hedge_latency_seconds_count{hedger="items",op="get",path="holdout"} 0`,
+		`myapp_hedge_rescued_requests_total{hedger="items",op="get"} 0`,
+		`myapp_hedge_saved_at_least_seconds_total{hedger="items",op="get"} 0`,
+		// The text format carries the classic buckets of the histograms.
+		"# TYPE myapp_hedge_latency_distribution_seconds histogram",
+		`myapp_hedge_latency_distribution_seconds_bucket{hedger="items",op="get",path="caller",le="10"} 4`,
+		`myapp_hedge_latency_distribution_seconds_bucket{hedger="items",op="get",path="caller",le="+Inf"} 4`,
+		`myapp_hedge_latency_distribution_seconds_count{hedger="items",op="get",path="caller"} 4`,
+		`myapp_hedge_latency_distribution_seconds_bucket{hedger="items",op="get",path="holdout",le="0.0005"} 0`,
+		`myapp_hedge_latency_distribution_seconds_count{hedger="items",op="put",path="primary"} 1`,
 	} {
 		if !slices.Contains(strings.Split(text, "\n"), line) {
 			t.Errorf("exposition lacks line %q", line)

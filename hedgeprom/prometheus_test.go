@@ -36,7 +36,8 @@ import (
 //     net/http, with a fixed delay of 5 ms, a budget of 5% and a burst of
 //     2, and the library's other defaults: some slow primaries are hedged
 //     and the hedge wins, the rest are refused (by the budget, or a rule)
-//     and the primary answers.
+//     and the primary answers. Its rollout is 0.9: one call in ten, at
+//     random, is held out unhedged, the control group of Stats.Holdout.
 //
 // The test compares what Prometheus scraped with the Hedgers' Stats, so the
 // exact numbers do not matter; the design only makes sure that every
@@ -105,6 +106,9 @@ func startTraffic(t testing.TB) *liveTraffic {
 	}
 	if lt.direct, err = hedge.New(hedge.Config{Delay: hedge.Fixed(5 * time.Millisecond), Budget: budget, Replicas: 2,
 		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lt.direct.SetRollout(0.9); err != nil {
 		t.Fatal(err)
 	}
 	lt.base = &http.Transport{MaxIdleConnsPerHost: 16}
@@ -230,7 +234,9 @@ func serveMetrics(t testing.TB, reg *prometheus.Registry) string {
 // collector on /metrics, has a real Prometheus server scrape it, and reads
 // the hedge counts, the hedge rate and the win rate back from Prometheus's
 // query API once a scrape taken after the traffic stopped was stored: they
-// must equal the Hedgers' own Stats exactly.
+// must equal the Hedgers' own Stats exactly. The server ingests native
+// histograms, and PromQL's histogram functions read the counts and sums
+// of hedge_latency_distribution_seconds back, exactly too.
 func TestPrometheusScrapesWhatClientsCounted(t *testing.T) {
 	promtest.Need(t)
 	t.Cleanup(func() { goleak.VerifyNone(t) })                              // registered first: runs after every other cleanup
@@ -245,7 +251,10 @@ func TestPrometheusScrapesWhatClientsCounted(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	addr := serveMetrics(t, reg)
-	prom := promtest.Start(t, promtest.Options{Targets: []string{addr}, ScrapeInterval: 100 * time.Millisecond})
+	// Native histograms are a feature flag up to Prometheus 2.x; with it,
+	// the server scrapes the protobuf format, which carries them.
+	prom := promtest.Start(t, promtest.Options{Targets: []string{addr}, ScrapeInterval: 100 * time.Millisecond,
+		Args: []string{"--enable-feature=native-histograms"}})
 
 	// Prometheus scrapes while the traffic runs.
 	if err := lt.run(ctx, 400, 8); err != nil {
@@ -261,8 +270,8 @@ func TestPrometheusScrapesWhatClientsCounted(t *testing.T) {
 	if want["items"].Hedges < 100 {
 		t.Errorf("items: %d hedges; each of the 100 slow primaries should have been hedged", want["items"].Hedges)
 	}
-	if refusals(want["direct"]) == 0 {
-		t.Errorf("direct: no refusal: %v", want["direct"])
+	if refusals(want["direct"]) == 0 || want["direct"].Holdout.Count == 0 {
+		t.Errorf("direct: no refusal or no holdout: %v", want["direct"])
 	}
 
 	latest, err := prom.WaitScrapedAfter(ctx, "hedge_requests_total", stopped)
@@ -301,6 +310,18 @@ func TestPrometheusScrapesWhatClientsCounted(t *testing.T) {
 			{`hedge_latency_seconds_count{path="primary",hedger="` + name + `"}`, float64(s.Primary.Count)},
 			{`hedge_latency_seconds_sum{path="hedge",hedger="` + name + `"}`, s.HedgePath.Sum.Seconds()},
 			{"hedge_delay_seconds" + sel, s.Delay.Seconds()},
+			{"hedge_rescued_requests_total" + sel, float64(s.Rescued)},
+			{"hedge_saved_at_least_seconds_total" + sel, s.SavedAtLeast.Seconds()},
+			{`hedge_latency_seconds_count{path="holdout",hedger="` + name + `"}`, float64(s.Holdout.Count)},
+			// The native histograms, read by PromQL's histogram
+			// functions: exact counts and sums.
+			{`histogram_count(hedge_latency_distribution_seconds{path="caller",hedger="` + name + `"})`, float64(s.Latency.Count)},
+			{`histogram_count(hedge_latency_distribution_seconds{path="hedge",hedger="` + name + `"})`, float64(s.HedgePath.Count)},
+			{`histogram_count(hedge_latency_distribution_seconds{path="holdout",hedger="` + name + `"})`, float64(s.Holdout.Count)},
+			{`histogram_sum(hedge_latency_distribution_seconds{path="primary",hedger="` + name + `"})`, s.Primary.Sum.Seconds()},
+			// Every call took at least a microsecond and less than a
+			// minute.
+			{`histogram_fraction(1e-6, 60, hedge_latency_distribution_seconds{path="caller",hedger="` + name + `"})`, 1},
 		} {
 			got, err := prom.Query(ctx, q.expr, at)
 			if err != nil {

@@ -53,7 +53,8 @@ func TestRenderDashboard(t *testing.T) {
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
-	prom := promtest.Start(t, promtest.Options{Targets: []string{serveMetrics(t, reg)}, ScrapeInterval: 200 * time.Millisecond})
+	prom := promtest.Start(t, promtest.Options{Targets: []string{serveMetrics(t, reg)}, ScrapeInterval: 200 * time.Millisecond,
+		Args: []string{"--enable-feature=native-histograms"}}) // the holdout panel's p99 reads the native histograms
 
 	// Prometheus applies a new target a few seconds after it starts:
 	// the run begins once the target was scraped.
@@ -127,9 +128,9 @@ func unitOf(title string) string {
 	switch title {
 	case "Hedge rate against budget", "Win rate":
 		return "percentunit"
-	case "p99 with and without hedging", "Hedge-path latency", "Wasted work":
+	case "p99 with and without hedging", "Hedge-path latency", "Wasted work", "With vs without hedging (holdout)":
 		return "s"
-	case "Refusals by reason", "Traffic":
+	case "Refusals by reason", "Traffic", "Rescues":
 		return "reqps"
 	}
 	return "short"

@@ -17,7 +17,9 @@ type Watcher interface {
 type Option func(*options)
 
 type options struct {
-	watchers map[string]Watcher
+	watchers   map[string]Watcher
+	buckets    []float64 // classic bucket bounds, seconds
+	bucketsSet bool      // WithBuckets was given
 }
 
 // WithWatcher exports w's state under the "hedger" label hedger, which

@@ -3,6 +3,9 @@
 // Two types share one bucket layout: Window answers quantiles over the last
 // N values (the sliding window behind a live hedge delay), and Histogram
 // counts everything since it was made, concurrently, for reporting.
+// Histogram.Counts copies its non-empty buckets (bounds and counts), so
+// that an exporter can re-bucket them into a metrics system's own
+// histograms at scrape time, at no cost to Record.
 //
 // The layout is log-linear: 64 buckets per power of two, so a quantile read
 // back is within RelativeError (1/128, about 0.8%) of the exact nearest-rank
