@@ -48,6 +48,14 @@ type Options struct {
 	// GRPCService and GRPCMethod name the method in the service-config
 	// snippet; empty names every method ("name": [{}]).
 	GRPCService, GRPCMethod string
+	// SendLag is how long after its delay a hedge actually leaves the
+	// client: the timer's lateness (the Go runtime's timers fire up to
+	// about a millisecond late under load; hedge.Config.PreciseTimers
+	// brings that to tens of microseconds) and, where a cancelled loser
+	// closes its connection (HTTP/1.1), the dial of a new one for the
+	// copy. Every prediction sends the copy at delay + SendLag, and a
+	// primary that answers before then sends none. Zero means on time.
+	SendLag time.Duration
 }
 
 // Prediction is one way of predicting every choice.
@@ -102,6 +110,8 @@ type Report struct {
 	NoAdvice    string
 	// GRPCService and GRPCMethod are Options'.
 	GRPCService, GRPCMethod string
+	// SendLag is Options'.
+	SendLag time.Duration
 }
 
 // ErrOptions is wrapped by the errors of invalid Options.
@@ -141,6 +151,9 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 	if o.Load != 0 && !(o.Load > 0 && o.Load < 1) {
 		errs = append(errs, fmt.Errorf("load %v: use a utilisation in (0, 1), such as 0.5, or 0 to infer it", o.Load))
 	}
+	if o.SendLag < 0 {
+		errs = append(errs, fmt.Errorf("send lag %v: use 0 or more, such as 500us for the Go runtime's timers under load", o.SendLag))
+	}
 	if o.Servers < 0 || o.Servers == 1 {
 		errs = append(errs, fmt.Errorf("servers %d: use 2 or more (0: the replicas the sample names, or 10)", o.Servers))
 	}
@@ -154,6 +167,10 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("With %d latencies the p99.9 rests on %d values: read its predictions as rough.", s.Len(), s.Len()/1000))
 	}
 	rep.Choices = choices(e, pcts, o.Delays)
+	rep.SendLag = o.SendLag
+	if o.SendLag > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("Copies leave %v after their delay (SendLag): every prediction hedges at delay + %v.", o.SendLag, o.SendLag))
+	}
 	rep.Diagnosis = diagnose(s, e)
 
 	lat := make([]float64, s.Len())
@@ -174,7 +191,7 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 	}
 	for _, c := range rep.Choices {
 		for _, b := range []bool{false, true} {
-			ind.Rows = append(ind.Rows, independent(e, lat, order, c, b, rep.Today))
+			ind.Rows = append(ind.Rows, independent(e, lat, order, c, o.SendLag, b, rep.Today))
 		}
 	}
 	rep.Predictions = append(rep.Predictions, ind)
@@ -194,7 +211,7 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 			sizes = []Sizes{Fresh, Shared}
 		}
 		for _, sz := range sizes {
-			today, rows, err := queueing(ctx, e, *m, sz, rep.Choices)
+			today, rows, err := queueing(ctx, e, *m, sz, rep.Choices, o.SendLag)
 			if err != nil {
 				return nil, err
 			}

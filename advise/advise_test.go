@@ -223,3 +223,44 @@ func TestDiagnose(t *testing.T) {
 		t.Errorf("big requests: recommended %+v, no-advice %q: hedging will not help there", rep.Recommended, rep.NoAdvice)
 	}
 }
+
+// TestSendLagDelaysTheCopy checks that a send lag L predicts what a delay
+// d + L predicts on time, in both estimates, while the rows keep the delay
+// the user would configure; and that a negative lag is refused.
+func TestSendLagDelaysTheCopy(t *testing.T) {
+	s := expSample(20_000, time.Millisecond)
+	const d, lag = 2 * time.Millisecond, 700 * time.Microsecond
+	o := Options{Percentiles: []float64{}, Load: 0.3, Servers: 4, Requests: 20_000, Sizes: []Sizes{Fresh}}
+	withLag, onTime := o, o
+	withLag.Delays, withLag.SendLag = []time.Duration{d}, lag
+	onTime.Delays = []time.Duration{d + lag}
+	a, err := Advise(context.Background(), s, withLag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Advise(context.Background(), s, onTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Predictions) != 2 || len(b.Predictions) != 2 {
+		t.Fatalf("%d and %d predictions, want the independent and one queueing estimate each", len(a.Predictions), len(b.Predictions))
+	}
+	for i := range a.Predictions {
+		for j, ra := range a.Predictions[i].Rows {
+			rb := b.Predictions[i].Rows[j]
+			if ra.Choice.Delay != d {
+				t.Errorf("%s row %d: delay %v, want the configured %v", a.Predictions[i].Kind, j, ra.Choice.Delay, d)
+			}
+			if ra.P99 != rb.P99 || ra.P999 != rb.P999 || ra.HedgeRate != rb.HedgeRate || ra.ExtraWork != rb.ExtraWork {
+				t.Errorf("%s row %d: with a %v lag %+v, want what a %v delay predicts: %+v", a.Predictions[i].Kind, j, lag, ra, d+lag, rb)
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(a.Notes, " "), "after their delay") {
+		t.Errorf("notes %q do not mention the send lag", a.Notes)
+	}
+	o.SendLag = -time.Millisecond
+	if _, err := Advise(context.Background(), s, o); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "send lag") {
+		t.Errorf("negative lag: %v, want ErrOptions naming the send lag", err)
+	}
+}

@@ -158,13 +158,14 @@ func replayOrder(s *Sample, inOrder bool, seed uint64) []int {
 }
 
 // independent predicts a choice with the copy's latency an independent
-// draw from the sample: latency = min(X1, d + X2), computed exactly from
+// draw from the sample: latency = min(X1, d + X2), where d is the delay
+// plus the send lag, computed exactly from
 // the empirical distribution given which requests hedge. Without the
 // budget every request slower than d hedges; with it, the requests meet a
 // fresh hedge.DefaultBudget in order (the library's own bucket, credited
 // once per request), and those it refuses keep their latency.
-func independent(e *empirical, lat []float64, order []int, c Choice, budget bool, today Percentiles) Outcome {
-	d := float64(c.Delay)
+func independent(e *empirical, lat []float64, order []int, c Choice, lag time.Duration, budget bool, today Percentiles) Outcome {
+	d := float64(c.Delay + lag)
 	var b *hedge.Budget
 	if budget {
 		b = hedge.DefaultBudget()

@@ -126,7 +126,7 @@ func runQueue(s *sim.Simulator, m QueueModel, sc sim.Script, mean float64, cfg *
 // the simulator on one script (common random numbers: every row meets the
 // same arrivals and sizes). today is the simulated system's own unhedged
 // percentiles.
-func queueing(ctx context.Context, e *empirical, m QueueModel, sizes Sizes, choices []Choice) (today Percentiles, rows []Outcome, err error) {
+func queueing(ctx context.Context, e *empirical, m QueueModel, sizes Sizes, choices []Choice, lag time.Duration) (today Percentiles, rows []Outcome, err error) {
 	sc := m.script(e, sizes)
 	mean := e.mean()
 	var s sim.Simulator
@@ -143,7 +143,7 @@ func queueing(ctx context.Context, e *empirical, m QueueModel, sizes Sizes, choi
 			cfg := c.Config(budget)
 			// The simulator's clock: one unit is sim.Unit, and here one
 			// unit is the sample's mean latency.
-			cfg.Delay = hedge.Fixed(time.Duration(math.Round(float64(c.Delay) / mean * float64(sim.Unit))))
+			cfg.Delay = hedge.Fixed(time.Duration(math.Round(float64(c.Delay+lag) / mean * float64(sim.Unit))))
 			r, err := runQueue(&s, m, sc, mean, &cfg)
 			if err != nil {
 				return today, nil, err
