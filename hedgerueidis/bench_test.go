@@ -2,6 +2,9 @@ package hedgerueidis
 
 import (
 	"context"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -21,21 +24,27 @@ import (
 // hedgerueidis. Each runs one call at a time, then from parallel
 // goroutines (GOMAXPROCS x 8 callers). Besides time per call it reports
 // the client process's CPU time per call (cpu-µs/op: user + system from
-// getrusage; the servers are other processes).
+// getrusage; the servers are other processes) and, where /proc/self/io
+// tells, its read and write system calls per call (syscalls/op).
 //
 // rueidis reads a command synchronously on the caller's goroutine when
-// its context has no Done channel and nothing else is in flight, and
-// pipelines it through its connection's goroutines otherwise; a hedged
-// copy always has a cancellable context, and hedgerueidis spreads reads
-// over the three servers, so "rueidis-replicas" (the Client's own
-// rueidis clients taken in turn, with a cancellable context) is the
-// like-for-like baseline: reading from replicas without hedging.
-// "rueidis-cancellable" (one plain client, a cancellable context) and
-// "rueidis" (context.Background, on a client of its own) show what one
-// connection and the synchronous path save; auto-pipelining batches
-// parallel callers better over one connection than over three.
+// its context has no Done channel and nothing else is in flight on a
+// connection that has never pipelined, and pipelines it through the
+// connection's writer and reader goroutines otherwise, for good: only
+// there does cancellation end the wait. A hedged copy must be
+// cancellable, so hedgerueidis always pipelines, over three servers;
+// "rueidis-replicas" (the Client's own rueidis clients taken in turn,
+// with a cancellable context) is the like-for-like baseline: reading
+// from replicas without hedging. The other rueidis rows take one
+// connection apart: "rueidis" (context.Background, on a client of its
+// own: synchronous while serial), "rueidis-pipelined" (the same, with
+// ClientOption.AlwaysPipelining: the pipeline without a Done channel)
+// and "rueidis-cancellable" (a cancellable context). "hedge.Do" runs
+// the Client's Hedger around the plain rueidis call, with nothing of
+// hedgerueidis in between: hedgerueidis less hedge.Do is the adapter's
+// cost, hedge.Do less rueidis-replicas the engine's.
 //
-//	go test ./hedgerueidis -run '^$' -bench . -benchmem -count 5
+//	go test ./hedgerueidis -run '^$' -bench . -benchmem -count 10
 func BenchmarkGet(b *testing.B) {
 	servers := redistest.Start(b, 3)
 	hedged := hedge.Config{Delay: hedge.Fixed(time.Hour)}
@@ -59,18 +68,27 @@ func BenchmarkGet(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer hr.Close()
-	plain := func() rueidis.Client {
-		rc, err := rueidis.NewClient(ruOpts[0])
+	plain := func(o rueidis.ClientOption) rueidis.Client {
+		rc, err := rueidis.NewClient(o)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return rc
 	}
-	ru, ruc := plain(), plain()
+	pipelinedOpts := ruOpts[0]
+	pipelinedOpts.AlwaysPipelining = true
+	ru, rup, ruc := plain(ruOpts[0]), plain(pipelinedOpts), plain(ruOpts[0])
 	defer ru.Close()
+	defer rup.Close()
 	defer ruc.Close()
 	seed(b, hr, "k", "v")
 	var next atomic.Uint64
+
+	plainGet := func(ctx context.Context, a hedge.Attempt) (rueidis.RedisResult, error) {
+		rc := hr.Replica(a.Replica)
+		res := rc.Do(ctx, rc.B().Get().Key("k").Build())
+		return res, res.Error()
+	}
 
 	cases := []struct {
 		name string
@@ -79,10 +97,15 @@ func BenchmarkGet(b *testing.B) {
 		{"go-redis", func() error { return gr.Replica(0).Get(ctx, "k").Err() }},
 		{"hedgeredis", func() error { return gr.Get(ctx, "k").Err() }},
 		{"rueidis", func() error { return ru.Do(ctx, ru.B().Get().Key("k").Build()).Error() }},
+		{"rueidis-pipelined", func() error { return rup.Do(ctx, rup.B().Get().Key("k").Build()).Error() }},
 		{"rueidis-cancellable", func() error { return ruc.Do(cctx, ruc.B().Get().Key("k").Build()).Error() }},
 		{"rueidis-replicas", func() error {
 			rc := hr.Replica(int(next.Add(1) % uint64(hr.Len())))
 			return rc.Do(cctx, rc.B().Get().Key("k").Build()).Error()
+		}},
+		{"hedge.Do", func() error {
+			_, err := hedge.Do(ctx, hr.Hedger(), "GET", plainGet)
+			return err
 		}},
 		{"hedgerueidis", func() error { return hr.Get(ctx, "k").Error() }},
 	}
@@ -120,13 +143,18 @@ func BenchmarkGet(b *testing.B) {
 	}
 }
 
-// reportCPU starts measuring the process's CPU time and returns the
-// function that reports it per call.
+// reportCPU starts measuring the process's CPU time and system calls,
+// and returns the function that reports them per call.
 func reportCPU(b *testing.B) func() {
 	start := cpuTime()
+	calls, ok := syscalls()
 	return func() {
-		if b.N > 0 {
-			b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+		if b.N <= 0 {
+			return
+		}
+		b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+		if now, ok2 := syscalls(); ok && ok2 {
+			b.ReportMetric(float64(now-calls)/float64(b.N), "syscalls/op")
 		}
 	}
 }
@@ -137,4 +165,28 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// syscalls returns the read and write system calls the process made so
+// far (syscr and syscw in /proc/self/io), or false where that file is
+// not to be had.
+func syscalls() (int64, bool) {
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, false
+	}
+	var n int64
+	found := 0
+	for line := range strings.SplitSeq(string(data), "\n") {
+		name, v, _ := strings.Cut(line, ": ")
+		if name == "syscr" || name == "syscw" {
+			c, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			n += c
+			found++
+		}
+	}
+	return n, found == 2
 }

@@ -22,8 +22,10 @@ type Config struct {
 	Primary int
 	// Hedge configures the Client's Hedger. Replicas is set to the number
 	// of clients (leave it 0, or give that number). ReapInBackground is
-	// left as given: rueidis returns when a copy's context ends, so losers
-	// do not hold the caller either way.
+	// left as given, but there is no need for it: rueidis returns when a
+	// copy's context ends, so losers do not hold the caller either way,
+	// and with it each read allocates its state afresh, since its copies
+	// may outlive hedge.Do.
 	Hedge hedge.Config
 }
 
@@ -40,16 +42,29 @@ type Client struct {
 	primary int
 	h       *hedge.Hedger
 	owned   bool
-	reps    []replica
+	// reuse is true when hedge.Do returns only after every copy has
+	// (not ReapInBackground): a read's state is then free once Do
+	// returns, and is used again (reads).
+	reuse bool
+	reads sync.Pool // of *readOp
+	reps  []replica
 
-	mu     sync.RWMutex
-	closed bool
-	wg     sync.WaitGroup
+	// closed is set by Close. A copy or a write counts itself in flight
+	// before it looks at closed, and Close sets closed before it looks at
+	// the counts (sequentially consistent atomics), so either the call
+	// sees closed and stays away, or Close sees it and waits for it; and
+	// no call writes to memory that every call shares.
+	closed atomic.Bool
+	// idle receives a token when a call leaves after Close began.
+	idle chan struct{}
 }
 
-// replica holds one replica's counters.
+// replica holds one replica's counters, on cache lines of their own: the
+// calls sent to one replica do not slow down those sent to another.
 type replica struct {
-	copies, wins, failed, cancelled, writes, inFlight atomic.Int64
+	copies, wins, failed, cancelled, writes atomic.Int64
+	inFlight, writing                       atomic.Int64 // read copies and writes running
+	_                                       [128 - 7*8]byte
 }
 
 // New returns a Client over clients (replica i is clients[i]; at least
@@ -109,40 +124,61 @@ func newClient(clients []rueidis.Client, addrs []string, cfg Config, h *hedge.He
 		primary: cfg.Primary,
 		h:       h,
 		owned:   owned,
+		reuse:   !cfg.Hedge.ReapInBackground,
 		reps:    make([]replica, len(clients)),
+		idle:    make(chan struct{}, 1),
 	}
 }
 
-// enter registers a copy or a write about to use a client, or reports
-// false after Close.
-func (c *Client) enter() bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
+// enter counts a call in flight on *n, or reports false after Close. A
+// call that comes after Close returned is not counted even for a moment.
+func (c *Client) enter(n *atomic.Int64) bool {
+	if c.closed.Load() {
 		return false
 	}
-	c.wg.Add(1)
+	n.Add(1)
+	if c.closed.Load() {
+		c.leave(n)
+		return false
+	}
 	return true
 }
 
-func (c *Client) leave() { c.wg.Done() }
+// leave ends a call counted by enter, and tells Close if it waits.
+func (c *Client) leave(n *atomic.Int64) {
+	n.Add(-1)
+	if c.closed.Load() {
+		select {
+		case c.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// quiet reports whether no copy or write is in flight.
+func (c *Client) quiet() bool {
+	for i := range c.reps {
+		if c.reps[i].inFlight.Load() != 0 || c.reps[i].writing.Load() != 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // Close stops new calls (their results carry ErrClosed), closes the
 // clients if the Client owns them (NewFromOptions), which fails the calls
 // still waiting for a server, and returns once every copy and write the
 // Client started has returned. Close is idempotent.
 func (c *Client) Close() {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if c.closed.Swap(true) {
 		return
 	}
-	c.closed = true
-	c.mu.Unlock()
 	if c.owned {
 		closeAll(c.clients)
 	}
-	c.wg.Wait()
+	for !c.quiet() {
+		<-c.idle
+	}
 }
 
 // Hedger returns the Client's Hedger, for SetMode, SetRollout and its own
@@ -172,22 +208,64 @@ func (c *Client) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRes
 	args := cmd.Commands()
 	if len(args) > 0 {
 		if op, ok := rediscmd.ReadOp(args[0]); ok {
-			cmd = cmd.Pin()
-			return c.read(ctx, op, cmdReader{cmd})
+			r := c.newRead()
+			r.kind, r.cmd = pinnedRead, cmd.Pin()
+			return c.read(ctx, op, r)
 		}
 	}
 	return c.write(ctx, cmd)
 }
 
-// reader builds the command of one copy for the client it goes to.
-type reader interface {
-	build(rc rueidis.Client) rueidis.Completed
+// readKind says how a readOp builds its command.
+type readKind uint8
+
+const (
+	getRead    readKind = iota // GET key
+	argsRead                   // name keys... args..., read-only
+	pinnedRead                 // cmd, the same pinned command on every copy
+)
+
+// readOp is one hedged read: what each copy sends, and the attempt
+// function given to hedge.Do, bound to the readOp once, when it is made,
+// so that a read whose readOp is used again allocates no closure.
+type readOp struct {
+	c       *Client
+	attempt func(context.Context, hedge.Attempt) (reply, error)
+
+	kind       readKind
+	cmd        rueidis.Completed // pinnedRead
+	name       string            // argsRead
+	key        string            // getRead
+	keys, args []string          // argsRead
 }
 
-// cmdReader sends the same pinned command on every copy.
-type cmdReader struct{ cmd rueidis.Completed }
+// newRead returns a readOp to fill in, used again if one is free.
+func (c *Client) newRead() *readOp {
+	if c.reuse {
+		if r, ok := c.reads.Get().(*readOp); ok {
+			return r
+		}
+	}
+	r := &readOp{c: c}
+	r.attempt = r.run
+	return r
+}
 
-func (r cmdReader) build(rueidis.Client) rueidis.Completed { return r.cmd }
+// build returns the command of one copy, for the client it goes to.
+func (r *readOp) build(rc rueidis.Client) rueidis.Completed {
+	switch r.kind {
+	case getRead:
+		return rc.B().Get().Key(r.key).Build()
+	case argsRead:
+		return rc.B().Arbitrary(r.name).Keys(r.keys...).Args(r.args...).ReadOnly()
+	}
+	return r.cmd
+}
+
+// run is the attempt function: one copy of the read.
+func (r *readOp) run(ctx context.Context, a hedge.Attempt) (reply, error) {
+	return r.c.runCopy(ctx, a, r)
+}
 
 // reply is what one copy returns: the server's reply and where it ran.
 type reply struct {
@@ -197,11 +275,15 @@ type reply struct {
 
 // read runs a read with hedge.Do: each copy builds its command with r and
 // sends it to the replica the Hedger picked. The result is the winning
-// copy's; when every copy failed, a result carrying Do's error.
-func (c *Client) read(ctx context.Context, op string, r reader) rueidis.RedisResult {
-	rp, err := hedge.Do(ctx, c.h, op, func(ctx context.Context, a hedge.Attempt) (reply, error) {
-		return c.runCopy(ctx, a, r)
-	})
+// copy's; when every copy failed, a result carrying Do's error. r is
+// used again once Do has returned, unless copies may outlive Do
+// (ReapInBackground).
+func (c *Client) read(ctx context.Context, op string, r *readOp) rueidis.RedisResult {
+	rp, err := hedge.Do(ctx, c.h, op, r.attempt)
+	if c.reuse {
+		*r = readOp{c: c, attempt: r.attempt}
+		c.reads.Put(r)
+	}
 	if err != nil {
 		return rueidis.NewErrorResult(err)
 	}
@@ -210,15 +292,13 @@ func (c *Client) read(ctx context.Context, op string, r reader) rueidis.RedisRes
 }
 
 // runCopy sends one copy of a read to replica a.Replica.
-func (c *Client) runCopy(ctx context.Context, a hedge.Attempt, r reader) (reply, error) {
-	if !c.enter() {
+func (c *Client) runCopy(ctx context.Context, a hedge.Attempt, r *readOp) (reply, error) {
+	rs := &c.reps[a.Replica]
+	if !c.enter(&rs.inFlight) {
 		return reply{}, hedge.Permanent(ErrClosed)
 	}
-	defer c.leave()
-	rs := &c.reps[a.Replica]
+	defer c.leave(&rs.inFlight)
 	rs.copies.Add(1)
-	rs.inFlight.Add(1)
-	defer rs.inFlight.Add(-1)
 	rc := c.clients[a.Replica]
 	res := rc.Do(pipelined(ctx), r.build(rc))
 	err := res.Error()
@@ -253,11 +333,12 @@ func pipelined(ctx context.Context) context.Context {
 // write sends cmd to the primary, once, on the caller's goroutine, and
 // counts it in the primary's ReplicaStats.Writes.
 func (c *Client) write(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	if !c.enter() {
+	rs := &c.reps[c.primary]
+	if !c.enter(&rs.writing) {
 		return rueidis.NewErrorResult(ErrClosed)
 	}
-	defer c.leave()
-	c.reps[c.primary].writes.Add(1)
+	defer c.leave(&rs.writing)
+	rs.writes.Add(1)
 	return c.clients[c.primary].Do(ctx, cmd)
 }
 

@@ -21,26 +21,10 @@ func IsRead(name string) bool {
 	return ok
 }
 
-// getRead builds GET key.
-type getRead string
-
-func (k getRead) build(rc rueidis.Client) rueidis.Completed {
-	return rc.B().Get().Key(string(k)).Build()
-}
-
-// argsRead builds name keys... args... as a read-only command.
-type argsRead struct {
-	name string
-	keys []string
-	args []string
-}
-
-func (r *argsRead) build(rc rueidis.Client) rueidis.Completed {
-	return rc.B().Arbitrary(r.name).Keys(r.keys...).Args(r.args...).ReadOnly()
-}
-
 func (c *Client) readArgs(ctx context.Context, op string, keys []string, args ...string) rueidis.RedisResult {
-	return c.read(ctx, op, &argsRead{name: op, keys: keys, args: args})
+	r := c.newRead()
+	r.kind, r.name, r.keys, r.args = argsRead, op, keys, args
+	return c.read(ctx, op, r)
 }
 
 // The typed reads below send the command of the same name, hedged; each
@@ -50,7 +34,9 @@ func (c *Client) readArgs(ctx context.Context, op string, keys []string, args ..
 
 // Get is GET key, hedged.
 func (c *Client) Get(ctx context.Context, key string) rueidis.RedisResult {
-	return c.read(ctx, "GET", getRead(key))
+	r := c.newRead()
+	r.kind, r.key = getRead, key
+	return c.read(ctx, "GET", r)
 }
 
 // MGet is MGET key..., hedged.
