@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -265,7 +266,7 @@ func summariseRecovery(o RecoveryOptions, load float64, cfg string, runs []recov
 		}
 		return r.after
 	}
-	slices.SortFunc(idx, func(a, b int) int { return int(min(1, max(-1, key(runs[a])-key(runs[b])))) })
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(key(runs[a]), key(runs[b])) })
 	res.Windows = runs[idx[len(idx)/2]].windows
 	return res
 }
