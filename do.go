@@ -50,10 +50,14 @@ func (a Attempt) IsHedge() bool { return a.Index > 0 }
 // goroutine as a *PanicError, after the other copies were cancelled and
 // reaped.
 //
-// When no hedge fires, the primary runs on the caller's goroutine and a call
-// costs three small allocations (see BENCHMARKS.md).
+// When no hedge fires, the primary runs on the caller's goroutine, no
+// goroutine is started, and a call costs one small allocation, for the
+// primary's context, as long as the function does not ask for its Done
+// channel (which makes the context.WithCancel it stands for: two more).
+// See BENCHMARKS.md.
 func Do[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error)) (T, error) {
-	return newCall(ctx, h, op, attempt).run()
+	v, _, err := newCall(ctx, h, op, attempt).run()
+	return v, err
 }
 
 // DoHeld is Do for results that stay tied to the winning copy's context
@@ -68,8 +72,7 @@ func Do[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx conte
 func DoHeld[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error), discard func(T)) (v T, release func(), err error) {
 	c := newCall(ctx, h, op, attempt)
 	c.keep, c.discard = true, discard
-	v, err = c.run()
-	return v, c.release, err
+	return c.run()
 }
 
 func noRelease() {}
@@ -77,7 +80,14 @@ func noRelease() {}
 func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error)) *call[T] {
 	st := h.op(op)
 	st.requests.Add(1)
-	c := &call[T]{h: h, st: st, parent: ctx, fn: attempt, winner: -1, slot: -1}
+	// The state of a call that nothing can touch any more once it
+	// returned is used again (see reusable): on the fast path it costs no
+	// allocation.
+	c, _ := h.calls.Get().(*call[T])
+	if c == nil {
+		c = new(call[T])
+	}
+	c.h, c.st, c.parent, c.fn, c.winner, c.slot = h, st, ctx, attempt, -1, -1
 	once := false
 	if v, ok := ctx.Value(idemCtxKey{}).(*idempotency); ok {
 		c.key = v.key
@@ -103,11 +113,13 @@ type call[T any] struct {
 	key     string
 	keep    bool    // DoHeld: the winner's context outlives the call
 	discard func(T) // DoHeld: frees a result that lost
-	release func()  // DoHeld: cancels the winner's context
 	plan    Plan    // the Policy's state for this call; times since the Hedger's epoch
 	ahead   int64   // this Hedger's requests in flight on the primary's replica when it went
 	leftAt  int64   // copies that had left that replica then
 	slot    int     // in the Hedger's timer queue, guarded by its lock; -1 if none
+	// timerDue is set, under the timer queue's lock, when the queue took
+	// the call's timer to fire it: fire may run after the call returned.
+	timerDue bool
 
 	mu        sync.Mutex
 	launched  int  // copies started (plan.Copies also counts Shadow's virtual ones)
@@ -127,15 +139,37 @@ type call[T any] struct {
 }
 
 type copyState struct {
-	cancel  context.CancelFunc // nil for a lone copy
+	own     *copyCtx           // the copy's context, if Do made it by newCopyCtx
+	cancel  context.CancelFunc // else its cancel; nil for a lone copy
 	start   time.Duration
 	replica int32
 	hedge   bool // holds a MaxHedgesInFlight slot
 	done    bool // the copy's function has returned
 }
 
-// run starts the primary, waits for the outcome and returns it.
-func (c *call[T]) run() (T, error) {
+// stop cancels the copy's context, if Do made one for it.
+func (cs *copyState) stop() {
+	if cs.own != nil {
+		cs.own.cancel()
+	} else if cs.cancel != nil {
+		cs.cancel()
+	}
+}
+
+// stopFunc returns stop as a function for DoHeld's release.
+func (cs *copyState) stopFunc() func() {
+	switch {
+	case cs.own != nil:
+		return cs.own.cancel
+	case cs.cancel != nil:
+		return cs.cancel
+	}
+	return noRelease
+}
+
+// run starts the primary, waits for the outcome and returns it, with
+// DoHeld's release.
+func (c *call[T]) run() (T, func(), error) {
 	c.mu.Lock()
 	ctx, a := c.launch(0, c.plan.Start, -1)
 	// Copies due now (a zero delay) go at once, as far as the Policy
@@ -177,16 +211,19 @@ func (c *call[T]) launch(i int, now time.Duration, replica int) (context.Context
 			c.h.pol.Placed(int(n - 1))
 		}
 	}
-	ctx, cancel := c.parent, context.CancelFunc(nil)
+	ctx, cancel, own := c.parent, context.CancelFunc(nil), (*copyCtx)(nil)
 	switch {
 	case c.h.attemptTO > 0:
 		ctx, cancel = context.WithTimeout(c.parent, c.h.attemptTO)
-	case !c.plan.Single():
+	case c.plan.Single():
 		// A lone copy is never cancelled by Do: it can use the caller's
 		// context as it is.
-		ctx, cancel = context.WithCancel(c.parent)
+	default:
+		// WithCancel, made only if the copy watches its context.
+		own = newCopyCtx(c.parent)
+		ctx = own
 	}
-	c.copies[i] = copyState{cancel: cancel, replica: int32(a.Replica), start: now, hedge: i > 0 && c.h.pol.HoldsSlot(&c.plan)}
+	c.copies[i] = copyState{own: own, cancel: cancel, replica: int32(a.Replica), start: now, hedge: i > 0 && c.h.pol.HoldsSlot(&c.plan)}
 	c.launched++
 	c.running++
 	return ctx, a
@@ -349,8 +386,8 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 		st.wasted.Add(int64(ran))
 	}
 	c.wake()
-	if cs.cancel != nil && !(c.keep && c.winner == i) {
-		cs.cancel()
+	if !(c.keep && c.winner == i) {
+		cs.stop()
 	}
 	return p != nil && c.returned, wasDecided && err == nil && p == nil
 }
@@ -502,8 +539,8 @@ func (c *call[T]) decide(winner int, now time.Duration) {
 	c.winner = winner
 	c.h.timers.remove(&c.slot)
 	for j := range c.launched {
-		if cancel := c.copies[j].cancel; j != winner && cancel != nil {
-			cancel()
+		if j != winner {
+			c.copies[j].stop()
 		}
 	}
 }
@@ -552,25 +589,47 @@ func (c *call[T]) wait() {
 	c.mu.Lock()
 }
 
-// result turns the outcome into Do's return values and records the call's
-// stats. The caller may return: c.decided is true and no copy will change
-// winner, val, errs or pnc any more.
-// c.mu is held, and released on return.
-func (c *call[T]) result() (T, error) {
+// result turns the outcome into Do's return values (with DoHeld's
+// release) and records the call's stats. The caller may return: c.decided
+// is true and no copy will change winner, val, errs or pnc any more.
+// c.mu is held, and released on return; c may be used again by then.
+func (c *call[T]) result() (v T, release func(), err error) {
 	c.returned = true
 	if p := c.pnc; p != nil {
 		c.freeWinner()
 		panic(p)
 	}
-	defer c.mu.Unlock()
+	v, err = c.outcome()
+	release = noRelease
+	if c.winner >= 0 && c.keep {
+		release = c.copies[c.winner].stopFunc()
+	}
+	reuse := c.reusable()
+	c.mu.Unlock()
+	if reuse {
+		h := c.h
+		*c = call[T]{}
+		h.calls.Put(c)
+	}
+	return v, release, err
+}
+
+// reusable reports whether nothing can touch c once the caller returns,
+// so that another call may use it: the primary alone ran, on the caller's
+// goroutine, and the timer queue never took the call's timer to fire it
+// (fire would then run late, on whatever call c had become). c.mu is
+// held.
+func (c *call[T]) reusable() bool {
+	return c.launched == 1 && !c.h.bgReap && !c.timerDue
+}
+
+// outcome records the call's stats and returns its value or error. c.mu
+// is held.
+func (c *call[T]) outcome() (T, error) {
 	h, st := c.h, c.st
 	st.latency.Record(int64(c.decidedAt - c.plan.Start))
 	if c.plan.Holdout {
 		st.holdout.Record(int64(c.decidedAt - c.plan.Start))
-	}
-	c.release = noRelease
-	if c.winner >= 0 && c.keep && c.copies[c.winner].cancel != nil {
-		c.release = c.copies[c.winner].cancel
 	}
 	if c.winner >= 0 {
 		if c.winner == 0 {
@@ -597,10 +656,10 @@ func (c *call[T]) result() (T, error) {
 // result goes to discard and its context is cancelled.
 func (c *call[T]) freeWinner() {
 	var val T
-	var cancel context.CancelFunc
+	var winner copyState
 	held := c.keep && c.winner >= 0
 	if held {
-		val, cancel = c.val, c.copies[c.winner].cancel
+		val, winner = c.val, c.copies[c.winner]
 		c.val = *new(T)
 	}
 	c.mu.Unlock()
@@ -610,10 +669,12 @@ func (c *call[T]) freeWinner() {
 	if c.discard != nil {
 		c.discard(val)
 	}
-	if cancel != nil {
-		cancel()
-	}
+	winner.stop()
 }
+
+// due marks the call's timer as taken by the timer queue, to be fired.
+// The queue's lock is held.
+func (c *call[T]) due() { c.timerDue = true }
 
 // fire runs when the delay since the last copy has passed.
 func (c *call[T]) fire() {

@@ -787,3 +787,59 @@ func TestPushback(t *testing.T) {
 		}
 	})
 }
+
+// TestCallsReusedSafely runs many calls at once on one Hedger and checks
+// that every call returns its own result, and that no hedge goes before
+// its call's delay unless its primary failed. The engine reuses the state
+// of calls that hedged nothing, and must never hand one call's state,
+// timer or outcome to another: a timer taken to fire just as its call
+// ended (primaries here that answer exactly at the delay) would otherwise
+// send a hedge for whichever call the state went to next, early.
+func TestCallsReusedSafely(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const delay = time.Millisecond
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(delay), NoBudget: true, MaxAttempts: 3})
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 200 {
+					id := g*1000 + i
+					start := time.Now()
+					attempt := func(ctx context.Context, a hedge.Attempt) (int, error) {
+						if a.Index > 0 {
+							if id%4 != 1 && time.Since(start) < delay {
+								t.Errorf("call %d: hedge %d sent after %v, before the delay", id, a.Index, time.Since(start))
+							}
+							return id, nil
+						}
+						switch id % 4 {
+						case 0: // hedged
+							<-ctx.Done()
+							return 0, ctx.Err()
+						case 1: // failed over at once
+							return 0, errors.New("retryable")
+						case 2: // answers as the timer comes due
+							time.Sleep(delay)
+						}
+						return id, nil
+					}
+					var v int
+					var err error
+					if i%3 == 2 {
+						var release func()
+						v, release, err = hedge.DoHeld(context.Background(), h, "op", attempt, nil)
+						release()
+					} else {
+						v, err = hedge.Do(context.Background(), h, "op", attempt)
+					}
+					if err != nil || v != id {
+						t.Errorf("call %d: Do = %d, %v; want %d, nil", id, v, err, id)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		settle()
+	})
+}

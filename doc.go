@@ -88,9 +88,9 @@
 //
 // Hedge timers of a Hedger are served by one goroutine and a heap, rather
 // than one runtime timer per call: the timer is armed on every call and
-// fires on few, so arming must be cheap. That goroutine exists only while
-// timers are pending and for 50 ms after, so an idle Hedger runs nothing and
-// needs no Close. Inside a testing/synctest bubble, let fake time pass that
+// fires on few, so arming must be cheap. That goroutine is started only when
+// a timer comes due, and lives while timers are pending and for 50 ms after,
+// so an idle Hedger runs nothing and needs no Close. Inside a testing/synctest bubble, let fake time pass that
 // linger before the bubble ends. The runtime's timers fire up to about a
 // millisecond late on many Linux machines, which matters for sub-millisecond
 // delays (an in-memory store's p95); Config.PreciseTimers sleeps in the
@@ -99,8 +99,10 @@
 // as synctest needs, so it cannot run inside a synctest bubble.
 //
 // When no hedge fires, the primary runs on the caller's goroutine: no
-// goroutine is started, and the call costs three allocations (see
-// BENCHMARKS.md).
+// goroutine is started, and the call costs one small allocation, for the
+// primary's context, as long as the attempt function does not ask for its
+// Done channel (the context is made lazily; a call's state is reused when
+// nothing can outlive it; see BENCHMARKS.md).
 //
 // # Memory
 //

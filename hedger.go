@@ -169,6 +169,7 @@ type Hedger struct {
 	maxOps    int
 	epoch     time.Time
 	timers    *timerQueue
+	calls     sync.Pool // of *call[T], for whatever T the Hedger's calls return
 
 	opsMu sync.Mutex
 	ops   atomic.Pointer[map[string]*opState]

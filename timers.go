@@ -8,7 +8,10 @@ import (
 )
 
 // timed is what the timer queue fires: a call waiting for its next copy.
+// due is called, under the queue's lock, when the queue takes the timer
+// out to fire it; fire is called after, without the lock.
 type timed interface {
+	due()
 	fire()
 }
 
@@ -26,9 +29,19 @@ type timerItem struct {
 // (the timer and the bound callback), on every call, for a timer that fires
 // for a few percent of them. Here a call costs a heap push and a heap
 // removal under a mutex, and nothing is allocated once the heap has grown.
-// The serving goroutine exists only while timers are pending (plus a short
-// linger, so that steady traffic does not start one per call); an idle
-// Hedger runs no goroutine and needs no Close.
+//
+// No goroutine is started for a timer that does not come due. The serving
+// goroutine (loop) is started by one runtime timer per queue (kick), armed
+// for the earliest timer queued while nothing serves, only once that timer
+// is due; it then serves while timers are pending, plus a short linger,
+// so that steady traffic does not start one per call. The kick is not
+// stopped when its timer is removed, which would cost a runtime timer
+// operation on every call: it fires later, finds nothing due, and arms
+// itself for the earliest timer left, if any. So a timer removed before
+// it is due (a call whose primary answered) costs no goroutine, though an
+// idle queue's kick may still fire once, for nothing. An idle Hedger runs
+// no goroutine and needs no Close. A precise queue starts its loop at the
+// first timer instead, to spin before it.
 //
 // Precise timers (Config.PreciseTimers). The runtime's timers fire about a
 // millisecond late when the process is otherwise idle (the runtime then
@@ -54,6 +67,10 @@ type timerQueue struct {
 	items   []timerItem // min-heap on at
 	serving bool
 	added   bool // a timer was added since the loop last looked
+	// kick starts the loop when the earliest timer is due while nothing
+	// serves; kickAt is when it is armed for, or Never.
+	kick   *time.Timer
+	kickAt time.Duration
 	// sleepUntil is when the loop will look next; an earlier timer wakes it.
 	sleepUntil time.Duration
 	wake       chan struct{} // buffered(1)
@@ -200,6 +217,7 @@ func newTimerQueue(epoch time.Time) *timerQueue {
 	q := &timerQueue{epoch: epoch, wake: make(chan struct{}, 1),
 		late: lateness{coarse: initialCoarseLate, fine: initialFineLate}}
 	q.head.Store(int64(Never))
+	q.kickAt = Never
 	return q
 }
 
@@ -221,12 +239,17 @@ func (q *timerQueue) add(t timed, at time.Duration, slot *int) {
 	q.up(i)
 	q.setHead()
 	q.added = true
-	start := !q.serving
-	poke := !start && at < q.sleepUntil
-	if poke {
-		q.sleepUntil = at
+	start, poke := false, false
+	switch {
+	case q.serving:
+		if poke = at < q.sleepUntil; poke {
+			q.sleepUntil = at
+		}
+	case q.precise:
+		q.serving, start = true, true
+	case at < q.kickAt:
+		q.armKick(at)
 	}
-	q.serving = true
 	q.mu.Unlock()
 	if start {
 		go q.loop()
@@ -236,6 +259,37 @@ func (q *timerQueue) add(t timed, at time.Duration, slot *int) {
 		default:
 		}
 	}
+}
+
+// armKick arms the kick for at (since the epoch). q.mu is held.
+func (q *timerQueue) armKick(at time.Duration) {
+	q.kickAt = at
+	d := at - time.Since(q.epoch)
+	if q.kick == nil {
+		q.kick = time.AfterFunc(d, q.kicked)
+	} else {
+		q.kick.Reset(d)
+	}
+}
+
+// kicked runs on a goroutine of its own when the kick fires. It serves
+// the queue if its earliest timer is due; if that timer is not due yet
+// (the one the kick was armed for was removed), it arms the kick for it.
+func (q *timerQueue) kicked() {
+	q.mu.Lock()
+	q.kickAt = Never
+	if q.serving || len(q.items) == 0 {
+		q.mu.Unlock()
+		return
+	}
+	if at := q.items[0].at; at > time.Since(q.epoch) {
+		q.armKick(at)
+		q.mu.Unlock()
+		return
+	}
+	q.serving = true
+	q.mu.Unlock()
+	q.loop()
 }
 
 // remove takes the timer at *slot out of the queue, if it is still there.
@@ -314,6 +368,7 @@ func (q *timerQueue) loop() {
 		now := time.Since(q.epoch)
 		due = due[:0]
 		for len(q.items) > 0 && q.items[0].at <= now {
+			q.items[0].t.due()
 			due = append(due, q.items[0].t)
 			q.removeAt(0)
 		}

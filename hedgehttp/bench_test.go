@@ -42,6 +42,31 @@ func noHedge(tb testing.TB, base http.RoundTripper) *hedgehttp.Transport {
 	return t
 }
 
+// TestRoundTripAllocations pins what the Transport adds to a round trip
+// when no hedge fires, in allocations: the primary's request
+// (req.WithContext), the state its copies share, and the Hedger's two
+// (the primary's context and the function that releases it when the body
+// is closed).
+func TestRoundTripAllocations(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation changes allocations")
+	}
+	req, _ := http.NewRequest("GET", "http://backend.invalid/items/1", nil)
+	perTrip := func(rt http.RoundTripper) float64 {
+		return testing.AllocsPerRun(1000, func() {
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		})
+	}
+	base, hedged := perTrip(cannedTransport{}), perTrip(noHedge(t, cannedTransport{}))
+	if extra := hedged - base; extra > 4 {
+		t.Errorf("a round trip that does not hedge: %v allocations above the base transport's %v; want at most 4", extra, base)
+	}
+}
+
 // BenchmarkRoundTrip measures what the Transport adds to a RoundTrip when
 // no hedge fires: base is the in-memory transport alone, hedgehttp wraps
 // it. The difference is the overhead.

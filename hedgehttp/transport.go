@@ -485,25 +485,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.tied != nil && !once && (getBody != nil || req.Body == nil || req.Body == http.NoBody) {
 		return t.roundTripTied(ctx, req, body, getBody, contentLength)
 	}
-	attempt := func(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
-		out, err := t.copyRequest(ctx, req, a, body, getBody, contentLength)
-		if err != nil {
-			return nil, err
-		}
-		rt := t.base
-		if a.Index > 0 {
-			rt = t.hedgeRT
-		}
-		resp, err := rt.RoundTrip(out)
-		if err != nil {
-			if resp != nil {
-				closeBody(resp.Body)
-			}
-			return nil, err
-		}
-		return t.classify(resp)
-	}
-	resp, release, err := hedge.DoHeld(ctx, t.h, t.op(req), attempt, discard)
+	rt := &roundTrip{Context: ctx, t: t, req: req, body: body, getBody: getBody, contentLength: contentLength}
+	resp, release, err := hedge.DoHeld(rt, t.h, t.op(req), sendCopy, discard)
 	if err != nil {
 		release()
 		if req.Context().Err() == nil {
@@ -513,8 +496,68 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	resp.Body = &heldBody{rc: resp.Body, release: release}
+	rt.held = heldBody{rc: resp.Body, release: release}
+	resp.Body = &rt.held
 	return resp, nil
+}
+
+// roundTrip is what the copies of one RoundTrip share: the request, how a
+// copy gets its body, and, once a copy won, its held body. It is also the
+// context that RoundTrip hands the Hedger, the caller's with nothing
+// changed but the roundTrip itself as a value, so that every copy's
+// context leads sendCopy to it. This way one allocation carries what a
+// closure over the request and a separate held body would cost two for,
+// on every request.
+type roundTrip struct {
+	context.Context // the caller's, with the Hedger's marks
+	t               *Transport
+	req             *http.Request
+	body            io.ReadCloser // the primary's body; nil: the request's own
+	getBody         func() (io.ReadCloser, error)
+	contentLength   int64
+	held            heldBody // the winner's body, once there is one
+}
+
+type roundTripKey struct{}
+
+// Value returns the roundTrip itself for roundTripKey, and the caller's
+// values for other keys.
+func (rt *roundTrip) Value(key any) any {
+	if key == (roundTripKey{}) {
+		return rt
+	}
+	return rt.Context.Value(key)
+}
+
+// String names the context after its parent, as package context does.
+func (rt *roundTrip) String() string {
+	if s, ok := rt.Context.(interface{ String() string }); ok {
+		return s.String() + ".WithValue(hedgehttp round trip)"
+	}
+	return "hedgehttp round trip"
+}
+
+// sendCopy is the attempt function of every RoundTrip: it sends one copy
+// of the request whose roundTrip ctx leads to.
+func sendCopy(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
+	rt := ctx.Value(roundTripKey{}).(*roundTrip)
+	t := rt.t
+	out, err := t.copyRequest(ctx, rt.req, a, rt.body, rt.getBody, rt.contentLength)
+	if err != nil {
+		return nil, err
+	}
+	base := t.base
+	if a.Index > 0 {
+		base = t.hedgeRT
+	}
+	resp, err := base.RoundTrip(out)
+	if err != nil {
+		if resp != nil {
+			closeBody(resp.Body)
+		}
+		return nil, err
+	}
+	return t.classify(resp)
 }
 
 // copyRequest builds the request of one copy. The primary is a shallow
