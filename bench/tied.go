@@ -73,13 +73,23 @@ type TiedOptions struct {
 	Seed uint64
 	// Timeout bounds each request.
 	Timeout time.Duration
+	// Repeats runs each world x load x configuration this many times,
+	// with seeds Seed, Seed+1, ... (the same for every configuration of
+	// a repeat), and reports medians (see MedianTied). Zero means 1.
+	Repeats int
+	// ClaimAhead is the servers' tied.Config.ClaimAhead (backends that
+	// support it: StartTiedHTTP; others use the default).
+	ClaimAhead int
 }
 
 // TiedBackendOptions are what a TiedBackend's servers need.
 type TiedBackendOptions struct {
 	Replicas, Workers, MaxQueue int
-	// Secret signs the servers' cancel messages.
+	// Secret signs the servers' claims.
 	Secret []byte
+	// ClaimAhead is tied.Config.ClaimAhead, for backends that support
+	// it.
+	ClaimAhead int
 }
 
 // TiedBackend is a set of replicas running tied.Server's queue, whose
@@ -91,8 +101,8 @@ type TiedBackend interface {
 	Name() string
 	// Servers returns each replica's tied.Server.
 	Servers() []*tied.Server
-	// Received counts the requests that reached the replicas (cancel
-	// messages excluded).
+	// Received counts the requests that reached the replicas (claims
+	// between servers excluded).
 	Received() int64
 	// Stall holds every worker of replica i that starts or runs during
 	// the next d.
@@ -121,15 +131,19 @@ type TiedResult struct {
 	Duplicated float64
 	// Dropped counts tied copies dropped before they started.
 	Dropped int64
-	// TooLate counts cancel messages that found their copy started.
-	TooLate int64
-	// CancelP50 and CancelP99 are percentiles of the cancellation
-	// latency (a copy's start to its cancel message acting on the
-	// sibling's server, dropping the sibling if queued); CancelUnits is
-	// the median over the mean service time, the simulator's
-	// CancelDelay.
-	CancelP50, CancelP99 time.Duration
-	CancelUnits          float64
+	// Unclaimed counts tied copies that started without their claim
+	// answered (tied.Stats.ClaimsFailed + ClaimsSkipped): the only ones
+	// that can be duplicated.
+	Unclaimed int64
+	// ClaimP50 and ClaimP99 are percentiles of the claim's round trip
+	// (what a tied copy waits, holding its worker, before it starts);
+	// ClaimUnits is the median over the mean service time, comparable
+	// with the simulator's CancelDelay.
+	ClaimP50, ClaimP99 time.Duration
+	ClaimUnits         float64
+	// Runs is how many repeats the result is the median of (1: a single
+	// run). Calls, Errors, Dropped and Unclaimed are then totals.
+	Runs int
 }
 
 // tiedSecret is the servers' shared secret in a comparison: fresh random
@@ -143,8 +157,9 @@ func tiedSecret() []byte {
 }
 
 // RunTied runs every world x load x configuration of o on backends made by
-// start, one fresh backend per run, and returns the results in that
-// order. progress, if not nil, gets one line per run.
+// start, one fresh backend per run, o.Repeats times each, and returns the
+// results (medians of the repeats) in that order. progress, if not nil,
+// gets one line per run.
 func RunTied(ctx context.Context, o TiedOptions, start func(TiedBackendOptions) (TiedBackend, error), progress io.Writer) ([]TiedResult, error) {
 	if o.Replicas < 2 || o.Workers < 1 || o.Service <= 0 || len(o.Loads) == 0 || len(o.Worlds) == 0 {
 		return nil, errors.New("bench: tied comparison: need at least 2 replicas, 1 worker, a positive service time, loads and worlds")
@@ -153,34 +168,84 @@ func RunTied(ctx context.Context, o TiedOptions, start func(TiedBackendOptions) 
 	if len(configs) == 0 {
 		configs = TiedConfigs
 	}
+	repeats := max(o.Repeats, 1)
 	var out []TiedResult
 	for wi, w := range o.Worlds {
 		for li, load := range o.Loads {
-			seed := o.Seed*1_000_003 + uint64(wi)*1009 + uint64(li)
-			for _, cfg := range configs {
-				b, err := start(TiedBackendOptions{Replicas: o.Replicas, Workers: o.Workers, MaxQueue: o.MaxQueue, Secret: tiedSecret()})
-				if err != nil {
-					return out, err
+			runs := make([][]TiedResult, len(configs))
+			for rep := range repeats {
+				// Repeat r meets the arrivals of a single run with seed
+				// o.Seed + r.
+				seed := (o.Seed+uint64(rep))*1_000_003 + uint64(wi)*1009 + uint64(li)
+				for ci, cfg := range configs {
+					b, err := start(TiedBackendOptions{Replicas: o.Replicas, Workers: o.Workers, MaxQueue: o.MaxQueue, Secret: tiedSecret(), ClaimAhead: o.ClaimAhead})
+					if err != nil {
+						return out, err
+					}
+					r, err := runTiedOnce(ctx, o, b, w, load, cfg, seed)
+					if cerr := b.Close(); err == nil {
+						err = cerr
+					}
+					if err != nil {
+						return out, fmt.Errorf("bench: tied comparison, %s %s load %.2f %s: %w", b.Name(), w.Name, load, cfg, err)
+					}
+					runs[ci] = append(runs[ci], r)
+					if progress != nil {
+						fmt.Fprintf(progress, "%-5s %-8s load %.2f %-8s run %d p99 %8s p99.9 %8s dup %5.2f%% extra %6.2f%% unclaimed %d claim p50 %s\n",
+							r.Backend, r.World, r.Load, r.Config, rep+1, r.P99, r.P999, 100*r.Duplicated, 100*r.Extra, r.Unclaimed, r.ClaimP50)
+					}
+					if err := ctx.Err(); err != nil {
+						return out, err
+					}
 				}
-				r, err := runTiedOnce(ctx, o, b, w, load, cfg, seed)
-				if cerr := b.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					return out, fmt.Errorf("bench: tied comparison, %s %s load %.2f %s: %w", b.Name(), w.Name, load, cfg, err)
-				}
-				out = append(out, r)
-				if progress != nil {
-					fmt.Fprintf(progress, "%-5s %-8s load %.2f %-8s p99 %8s p99.9 %8s dup %5.2f%% extra %6.2f%% cancel p50 %s\n",
-						r.Backend, r.World, r.Load, r.Config, r.P99, r.P999, 100*r.Duplicated, 100*r.Extra, r.CancelP50)
-				}
-				if err := ctx.Err(); err != nil {
-					return out, err
-				}
+			}
+			for _, rs := range runs {
+				out = append(out, MedianTied(rs))
 			}
 		}
 	}
 	return out, nil
+}
+
+// MedianTied combines repeats of one world, load and configuration: the
+// median of each percentile and share (the upper median for an even
+// count), and the totals of the counts. Runs is len(rs).
+func MedianTied(rs []TiedResult) TiedResult {
+	if len(rs) == 0 {
+		return TiedResult{}
+	}
+	out := rs[0]
+	out.Runs = len(rs)
+	if len(rs) == 1 {
+		return out
+	}
+	med := func(f func(TiedResult) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	dur := func(f func(TiedResult) time.Duration) time.Duration {
+		return time.Duration(med(func(r TiedResult) float64 { return float64(f(r)) }))
+	}
+	out.P50 = dur(func(r TiedResult) time.Duration { return r.P50 })
+	out.P99 = dur(func(r TiedResult) time.Duration { return r.P99 })
+	out.P999 = dur(func(r TiedResult) time.Duration { return r.P999 })
+	out.ClaimP50 = dur(func(r TiedResult) time.Duration { return r.ClaimP50 })
+	out.ClaimP99 = dur(func(r TiedResult) time.Duration { return r.ClaimP99 })
+	out.ClaimUnits = med(func(r TiedResult) float64 { return r.ClaimUnits })
+	out.Extra = med(func(r TiedResult) float64 { return r.Extra })
+	out.Duplicated = med(func(r TiedResult) float64 { return r.Duplicated })
+	out.Calls, out.Errors, out.Dropped, out.Unclaimed = 0, 0, 0, 0
+	for _, r := range rs {
+		out.Calls += r.Calls
+		out.Errors += r.Errors
+		out.Dropped += r.Dropped
+		out.Unclaimed += r.Unclaimed
+	}
+	return out
 }
 
 // runTiedOnce runs one configuration on b.
@@ -192,7 +257,7 @@ func runTiedOnce(ctx context.Context, o TiedOptions, b TiedBackend, w TiedWorld,
 	defer closeFn()
 	mean := o.Service.Seconds() * w.meanSize()
 	rate := load * float64(o.Replicas*o.Workers) / mean
-	res := TiedResult{Backend: b.Name(), World: w.Name, Config: cfg, Load: load, Rate: rate}
+	res := TiedResult{Backend: b.Name(), World: w.Name, Config: cfg, Load: load, Rate: rate, Runs: 1}
 
 	rng := rand.New(rand.NewPCG(seed, 1))
 	sizeOf := func() time.Duration {
@@ -208,11 +273,11 @@ func runTiedOnce(ctx context.Context, o TiedOptions, b TiedBackend, w TiedWorld,
 
 	// Counters at the start of the measured span.
 	servers := b.Servers()
-	started0, dropped0, late0 := tiedTotals(servers)
+	started0, dropped0, unclaimed0 := tiedTotals(servers)
 	received0 := b.Received()
 	lat0 := make([]int, len(servers))
 	for i, s := range servers {
-		lat0[i] = len(s.CancelLatencies())
+		lat0[i] = len(s.ClaimLatencies())
 	}
 	stallCtx, stopStalls := context.WithCancel(ctx)
 	var stallWG sync.WaitGroup
@@ -237,12 +302,12 @@ func runTiedOnce(ctx context.Context, o TiedOptions, b TiedBackend, w TiedWorld,
 	stopStalls()
 	stallWG.Wait()
 	for _, s := range servers {
-		s.Close() // waits for cancel messages in flight
+		s.Close()
 	}
-	started1, dropped1, late1 := tiedTotals(servers)
+	started1, dropped1, unclaimed1 := tiedTotals(servers)
 	var cl []int64
 	for i, s := range servers {
-		all := s.CancelLatencies()
+		all := s.ClaimLatencies()
 		for _, d := range all[min(lat0[i], len(all)):] {
 			cl = append(cl, int64(d))
 		}
@@ -259,22 +324,22 @@ func runTiedOnce(ctx context.Context, o TiedOptions, b TiedBackend, w TiedWorld,
 		res.Extra = float64(b.Received()-received0)/float64(calls) - 1
 		res.Duplicated = max(0, float64(started1-started0)/float64(calls)-1)
 	}
-	res.Dropped, res.TooLate = dropped1-dropped0, late1-late0
+	res.Dropped, res.Unclaimed = dropped1-dropped0, unclaimed1-unclaimed0
 	if len(cl) > 0 {
-		res.CancelP50 = time.Duration(Quantile(cl, 0.5))
-		res.CancelP99 = time.Duration(Quantile(cl, 0.99))
-		res.CancelUnits = res.CancelP50.Seconds() / mean
+		res.ClaimP50 = time.Duration(Quantile(cl, 0.5))
+		res.ClaimP99 = time.Duration(Quantile(cl, 0.99))
+		res.ClaimUnits = res.ClaimP50.Seconds() / mean
 	}
 	return res, nil
 }
 
 // tiedTotals sums the servers' counters.
-func tiedTotals(servers []*tied.Server) (started, dropped, tooLate int64) {
+func tiedTotals(servers []*tied.Server) (started, dropped, unclaimed int64) {
 	for _, s := range servers {
 		st := s.Stats()
 		started += st.Started
 		dropped += st.Dropped
-		tooLate += st.CancelsTooLate
+		unclaimed += st.ClaimsFailed + st.ClaimsSkipped
 	}
 	return
 }
@@ -334,18 +399,18 @@ func stallLoop(ctx context.Context, b TiedBackend, i int, w TiedWorld, rng *rand
 
 // WriteTiedTable writes results as a Markdown table.
 func WriteTiedTable(w io.Writer, results []TiedResult) error {
-	_, err := fmt.Fprintln(w, "| backend | world | load | config | rate/s | calls | errors | p50 | p99 | p99.9 | extra on wire | duplicated | dropped | too late | cancel p50 | cancel p99 | cancel / mean service |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	_, err := fmt.Fprintln(w, "| backend | world | load | config | runs | rate/s | calls | errors | p50 | p99 | p99.9 | extra on wire | duplicated | dropped | unclaimed | claim p50 | claim p99 | claim / mean service |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		if err != nil {
 			break
 		}
 		cu := "-"
-		if r.CancelP50 > 0 {
-			cu = fmt.Sprintf("%.3f", r.CancelUnits)
+		if r.ClaimP50 > 0 {
+			cu = fmt.Sprintf("%.3f", r.ClaimUnits)
 		}
-		_, err = fmt.Fprintf(w, "| %s | %s | %.2f | %s | %.0f | %d | %d | %s | %s | %s | %.1f%% | %.2f%% | %d | %d | %s | %s | %s |\n",
-			r.Backend, r.World, r.Load, r.Config, r.Rate, r.Calls, r.Errors, roundDur(r.P50), roundDur(r.P99), roundDur(r.P999),
-			100*r.Extra, 100*r.Duplicated, r.Dropped, r.TooLate, roundDur(r.CancelP50), roundDur(r.CancelP99), cu)
+		_, err = fmt.Fprintf(w, "| %s | %s | %.2f | %s | %d | %.0f | %d | %d | %s | %s | %s | %.1f%% | %.2f%% | %d | %d | %s | %s | %s |\n",
+			r.Backend, r.World, r.Load, r.Config, max(r.Runs, 1), r.Rate, r.Calls, r.Errors, roundDur(r.P50), roundDur(r.P99), roundDur(r.P999),
+			100*r.Extra, 100*r.Duplicated, r.Dropped, r.Unclaimed, roundDur(r.ClaimP50), roundDur(r.ClaimP99), cu)
 	}
 	return err
 }

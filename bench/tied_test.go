@@ -15,7 +15,7 @@ func TestRunTiedSmoke(t *testing.T) {
 		t.Skip("runs real servers for about a second")
 	}
 	o := bench.TiedOptions{
-		Replicas: 2, Workers: 1, MaxQueue: 64, Service: 2 * time.Millisecond,
+		Replicas: 2, Workers: 1, MaxQueue: 1024, Service: 2 * time.Millisecond,
 		Loads: []float64{0.3}, Worlds: []bench.TiedWorld{{Name: "plain"}}, Configs: []string{"none", "tied"},
 		Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond, Seed: 1, Timeout: time.Minute,
 	}
@@ -33,5 +33,28 @@ func TestRunTiedSmoke(t *testing.T) {
 	}
 	if tr := rs[1]; tr.Extra < 0.5 {
 		t.Errorf("tied: extra on the wire %.2f, want about 1 (both copies are sent)", tr.Extra)
+	}
+	// Only a copy that started without its claim answered can run twice.
+	if tr := rs[1]; tr.Unclaimed == 0 && tr.Duplicated > 0 {
+		t.Errorf("tied: %.2f%% duplicated with every claim answered", 100*tr.Duplicated)
+	}
+}
+
+// MedianTied takes the median of each percentile and share and the total
+// of each count; one run is returned as it is.
+func TestMedianTied(t *testing.T) {
+	ms := time.Millisecond
+	rs := []bench.TiedResult{
+		{Config: "tied", Calls: 10, Errors: 1, P50: 5 * ms, P99: 30 * ms, P999: 90 * ms, Duplicated: 0.02, Dropped: 9, Unclaimed: 1, ClaimP50: 3 * ms},
+		{Config: "tied", Calls: 20, P50: 7 * ms, P99: 10 * ms, P999: 50 * ms, Duplicated: 0, Dropped: 19, ClaimP50: 1 * ms},
+		{Config: "tied", Calls: 30, P50: 6 * ms, P99: 20 * ms, P999: 70 * ms, Duplicated: 0.01, Dropped: 29, Unclaimed: 2, ClaimP50: 2 * ms},
+	}
+	got := bench.MedianTied(rs)
+	want := bench.TiedResult{Config: "tied", Runs: 3, Calls: 60, Errors: 1, P50: 6 * ms, P99: 20 * ms, P999: 70 * ms, Duplicated: 0.01, Dropped: 57, Unclaimed: 3, ClaimP50: 2 * ms}
+	if got != want {
+		t.Errorf("MedianTied = %+v\nwant %+v", got, want)
+	}
+	if one := bench.MedianTied(rs[:1]); one.P99 != 30*ms || one.Runs != 1 || one.Calls != 10 {
+		t.Errorf("one run: %+v", one)
 	}
 }

@@ -20,8 +20,8 @@ import (
 // behind tied.Server's middleware, serving GET /work?us=N: the handler
 // holds its worker for N microseconds (returning early if its request is
 // cancelled, as a loser does), and waits out the replica's stalls before
-// and after. Cancel messages reach the middleware, not the stalled
-// handler.
+// and after. Claims between the servers reach the middleware, not the
+// stalled handler.
 type TiedHTTPBackend struct {
 	urls     []string
 	servers  []*http.Server
@@ -55,7 +55,7 @@ func StartTiedHTTP(o TiedBackendOptions) (TiedBackend, error) {
 				peers = append(peers, u)
 			}
 		}
-		ts, err := tied.NewServer(tied.Config{Workers: o.Workers, MaxQueue: o.MaxQueue, Secret: o.Secret, Peers: peers})
+		ts, err := tied.NewServer(tied.Config{Workers: o.Workers, MaxQueue: o.MaxQueue, Secret: o.Secret, Peers: peers, ClaimAhead: o.ClaimAhead})
 		if err != nil {
 			for _, l := range lns[i:] {
 				l.Close()
@@ -67,7 +67,7 @@ func StartTiedHTTP(o TiedBackendOptions) (TiedBackend, error) {
 		mw := ts.Handler(workHandler(g))
 		srv := &http.Server{
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path != tied.DefaultCancelPath {
+				if r.URL.Path != tied.DefaultCancelPath { // claims are not requests
 					b.received.Add(1)
 				}
 				mw.ServeHTTP(w, r)

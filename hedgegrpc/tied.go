@@ -34,9 +34,10 @@ type TiedConfig struct {
 // unary call of a method it would hedge goes as two copies to two distinct
 // conns of WithReplicas (which it needs), the second Gap after the first,
 // with tied.IDKey and tied.SiblingKey metadata, to servers that run
-// tiedgrpc.UnaryServerInterceptor. The first server to start its copy has
-// the other dropped from its queue; the first successful answer wins and
-// the other copy is cancelled. A copy answered Aborted with a
+// tiedgrpc.UnaryServerInterceptor. The first server ready to start its
+// copy claims the tie at the other, which drops its copy, so that a call
+// runs once while the servers reach each other; the first successful
+// answer wins and the other copy is cancelled. A copy answered Aborted with a
 // tied.DroppedKey trailer is not a failure of the call.
 //
 // Tied calls bypass the Hedger's delay, budget and spare-capacity rules:

@@ -15,9 +15,10 @@ import (
 // TiedConfig makes a Transport send tied requests (Config.Tied): each
 // eligible request goes as two copies to two distinct Replicas, the second
 // Gap after the first, carrying tied.IDHeader and tied.SiblingHeader, to
-// servers that run tied.Server's middleware. The first server to start its
-// copy has the other dropped from its queue; the first successful answer
-// wins and the other copy is cancelled, as for hedges. A copy answered
+// servers that run tied.Server's middleware. The first server ready to
+// start its copy claims the tie at the other, which drops its copy, so
+// that a call runs once while the servers reach each other; the first
+// successful answer wins and the other copy is cancelled, as for hedges. A copy answered
 // "dropped by its sibling" (409 with tied.DroppedHeader) is not a failure.
 //
 // Tied requests bypass the Hedger's delay, budget and spare-capacity

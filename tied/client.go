@@ -14,9 +14,10 @@ import (
 
 // DefaultGap is the time between the two copies of a tied call when
 // ClientConfig.Gap is zero: about two network round trips within a data
-// centre. The gap lets the first copy, if its server is idle, start and
-// cancel the second before the second is queued (the second server then
-// drops it on arrival), so that on an idle service a call runs once.
+// centre. The gap lets the first copy, if its server is idle, claim the
+// tie before the second is queued (the second server then drops it on
+// arrival), so that the two copies' claims rarely cross; the servers run
+// a call once either way.
 const DefaultGap = time.Millisecond
 
 // ClientConfig configures a Client.
@@ -126,8 +127,9 @@ type result[T any] struct {
 // the other. A copy that fails otherwise ends the call with its error if
 // the other copy was not sent or failed too; a failure of copy 0 before
 // the gap does not send copy 1 (a tied call is no retry: copy 0's server
-// may have cancelled copy 1 already). If both copies were dropped, which
-// a correct server never does, the error wraps ErrDropped. If ctx ends
+// may have claimed the tie already, so that copy 1 would be dropped). If
+// both copies were dropped, which correct servers never do, the error
+// wraps ErrDropped. If ctx ends
 // first, Run cancels both copies, waits for them and returns ctx's error.
 //
 // The winner's context stays alive until release is called (an HTTP

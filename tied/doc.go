@@ -1,8 +1,9 @@
 // Package tied implements tied requests (Dean and Barroso, "The Tail at
-// Scale", 2013) for real services: a server-side admission queue with peer
-// cancellation (Server; HTTP middleware here, gRPC in tiedgrpc), and the
-// client that sends the two copies (Client and Run; used by
-// hedgehttp.Config.Tied and hedgegrpc.WithTied).
+// Scale", 2013) for real services: a server-side admission queue whose tied
+// copies claim the right to start at their sibling's server (Server; HTTP
+// middleware here, gRPC in tiedgrpc), and the client that sends the two
+// copies (Client and Run; used by hedgehttp.Config.Tied and
+// hedgegrpc.WithTied).
 //
 // # Why the servers must cooperate
 //
@@ -10,90 +11,141 @@
 // the first copy is slow, and costs a second execution whenever both run.
 // A tied request sends both copies up front, to two distinct replicas,
 // each tagged with a tie identifier and the address of the other's
-// server. Each server queues its copy; the first server to start its copy
-// tells the other server to drop the sibling from its queue. The copy that
-// waits least runs, and mostly only one copy runs. Only a server knows
-// when a copy leaves its queue, so only servers can do this: the client
-// cannot tell a queued copy from a running one.
+// server. Each server queues its copy; the first server ready to start
+// its copy claims the tie at the other server, which drops the sibling
+// from its queue. The copy that waits least runs, and only one copy runs.
+// Only a server knows when a copy leaves its queue, so only servers can do
+// this: the client cannot tell a queued copy from a running one.
 //
 // A Server admits at most Config.Workers requests at a time and queues the
 // rest, FIFO, up to Config.MaxQueue (then refuses: 503, or
-// ResourceExhausted). When a tied copy leaves the queue to start, its
-// server signs a cancel message and sends it to the sibling's server (one
-// of Config.Peers, POST DefaultCancelPath for HTTP, the tiedgrpc cancel
-// service for gRPC), on a goroutine, at most Config.MaxCancelsInFlight at
-// once (more are shed and counted). The receiver drops the sibling if it
-// is still queued, answering its client 409 Conflict with DroppedHeader
-// (gRPC: Aborted with a DroppedKey trailer), which clients do not count as
-// a failure. If the sibling has started, the message is too late: both
-// copies run, the client takes the first answer and cancels the other, as
-// for a hedge, and the second execution is duplicated work. If the message
-// comes before the sibling (the first server was idle and started at
-// once), the receiver remembers the tie and drops the sibling on arrival.
-// The client's gap between the two copies (DefaultGap, about two network
-// round trips) makes that the usual case on an idle service, so that
-// there a call runs once. Requests without tie headers are queued and run
-// as usual.
+// ResourceExhausted). Requests without tie headers are queued and run as
+// usual.
 //
-// # The cancellation delay
+// # Claim before start
+//
+// A tied copy does not start before its server has claimed the tie at
+// the sibling's server (one of Config.Peers: POST DefaultCancelPath for
+// HTTP, the tiedgrpc cancel service for gRPC) and had the verdict: a
+// signed message sent on the request's own goroutine, whose answer it
+// waits for at most Config.ClaimTimeout. The claim is sent when a worker
+// frees and the copy is among the next Config.ClaimAhead
+// (DefaultClaimAhead, 1) of the queue, so that its round trip overlaps
+// the copy's last wait; or, by a copy given a worker without having
+// claimed (it arrived at an idle server), holding the worker. The
+// receiver decides under its queue's lock, so atomically with respect to
+// its own copy:
+//
+//   - its copy is queued: it is dropped (its client is answered 409
+//     Conflict with DroppedHeader; gRPC: Aborted with a DroppedKey
+//     trailer, which clients do not count as a failure); verdict go;
+//   - its copy has not arrived: a tombstone is kept and the copy is
+//     dropped on arrival; go;
+//   - its copy was dropped already (a repeated claim): go;
+//   - its copy started: lost;
+//   - its copy claims too (the two claims crossed):
+//     each claim carries a random ticket, and the lower one wins on
+//     both servers alike: go if the claimant's ticket is lower (this
+//     server's copy is then dropped when its own claim returns), lost
+//     otherwise.
+//
+// On go the claimant starts its copy (when it has a worker); on lost it
+// drops it (and gives the worker, if it held one, to the next request).
+// So, while claims are answered, a tied call executes exactly once: no
+// copy starts before the other's server has promised never to start the
+// other one. Tombstones are bounded (Config.MaxTies, oldest forgotten
+// first) and forgotten 2*MaxSkew after they were made.
+//
+// Availability comes before exactly-once. A claim that is not answered in
+// time (the peer is down, hung, or too slow) does not stop the copy: it
+// starts anyway (Stats.ClaimsFailed), and may then run twice, as a hedge
+// would. After three failures in a row to a peer, copies whose sibling
+// is there start without claiming for Config.ClaimBackoff
+// (Stats.ClaimsSkipped), so that a dead peer costs a few ClaimTimeouts
+// per backoff rather than one per request; so do copies beyond
+// Config.MaxClaimsInFlight and after Close. Only these unclaimed starts
+// can be duplicated.
+//
+// The price is one round trip between servers before every tied copy
+// starts (Stats.ClaimLatencySum, ClaimLatencies; on loopback 0.2-0.7 ms
+// on a loaded machine), paid in latency by a copy that arrives at an idle
+// server, and in an idle worker too when a queued copy did not claim
+// ahead. Without claiming ahead (ClaimAhead negative), every queued copy
+// holds a worker idle for a round trip, which near capacity is capacity
+// lost (BENCHMARKS.md). The claim replaces the cancel message that an
+// earlier design sent after the start, which cost as many messages but
+// let both copies start whenever the sibling's server freed a worker
+// within the message's delay (3-12% of calls at half load, more near
+// capacity).
+//
+// Claiming ahead has a price: a copy commits the call to its server
+// before a worker is free there, so a stall of the running requests
+// holds the call too, where a copy claiming at start would have been
+// dropped for its sibling. Only a worker freeing triggers claims ahead,
+// so a server already stalled commits no more calls; a larger
+// ClaimAhead commits more of them at once.
+//
+// The client's gap between the two copies (DefaultGap, about two network
+// round trips) lets the first copy, on an idle server, claim the tie
+// before the second is even queued, so that the second is dropped on
+// arrival and the two claims rarely cross.
+//
+// # The simulator's cancellation delay
 //
 // The simulator (package sim, strategy tied, Config.CancelDelay) models
-// the same protocol: when a tied copy starts service, each other copy of
-// the request still waiting is cancelled CancelDelay later; a copy that
-// has started by then is not stopped, both run, and the first to finish
-// cancels the other. Here the cancellation delay is real: the time from a
-// copy's start on one server (the timestamp of its cancel message) to the
-// message acting on the other, where it drops the sibling if that is
-// still queued (the receiver's clock; on one machine the two clocks
-// agree). Servers report it for every cancel message received
-// (Stats.CancelLatencySum, CancelLatencyMax; CancelLatencies for
-// percentiles). The study's "tied with a 0.1 cancellation delay" is a
-// delay of a tenth of the mean service time: a service with 1 ms requests
-// whose measured cancellation latency is 100 µs is at that point. The
-// simulator's duplicated work, MultiStarted (the share of requests of
-// which more than one copy started), is here the sum of the servers'
-// Stats.TiedStarted minus the tied calls, over the tied calls; each such
-// call also shows as a too-late cancel message (Stats.CancelsTooLate) on
-// each of its two servers. Two differences remain: the simulator enqueues
-// both copies at arrival where the client here sends the second after a
-// gap, and a cancelled running copy stops at once there, while here it
-// stops when its handler honours its context.
+// the protocol of cancel messages: when a tied copy starts service, each
+// other copy of the request still waiting is cancelled CancelDelay later,
+// and a copy that has started by then runs too. With claims no copy
+// starts within that delay; instead every tied copy starts a claim round
+// trip later than it would have, and its worker idles meanwhile. A claim
+// round trip of a tenth of the mean service time is the study's "0.1"
+// point in cost, with none of its duplicated work. The simulator's
+// duplicated work, MultiStarted (the share of requests of which more than
+// one copy started), is here the sum of the servers' Stats.TiedStarted
+// minus the tied calls, over the tied calls.
 //
 // # Authentication
 //
-// A cancel message drops work, so only the service's servers may send
-// one. It names the tie and the time its copy started, and is signed with
+// A claim drops work, so only the service's servers may send one. It
+// names the tie, a ticket and the time it was sent, and is signed with
 // HMAC-SHA256 keyed with Config.Secret, a random secret of at least 32
 // bytes shared by the servers and nobody else (clients do not need it):
 //
-//	v1.<tie id>.<start, Unix nanoseconds>.<base64url HMAC-SHA256(secret, "tied-cancel-v1\n<tie id>\n<start>")>
+//	v2.<tie id>.<ticket>.<sent, Unix nanoseconds>.<base64url HMAC-SHA256(secret, "tied-claim-v2\n<tie id>\n<ticket>\n<sent>")>
 //
 // The receiver compares signatures in constant time and refuses messages
 // whose timestamp is more than Config.MaxSkew (10 s) from its clock, so a
 // captured message is useless after that; within it a replay can only
-// drop a queued copy of the same tie, whose sibling has started. Tie
-// identifiers are 128 random bits (NewID), so nobody can name another
-// client's tie. A server sends cancel messages only to Config.Peers: a
-// tie header naming another address makes the request run untied, so a
-// client cannot make servers send requests elsewhere. HTTPSender and the
-// gRPC Sender carry messages in the clear unless given TLS; the signature
-// protects their integrity, not their secrecy (they hold no secret).
+// drop a copy of the same tie, whose sibling had the right to start, and
+// finds it dropped already or started. Tie identifiers are 128 random
+// bits (NewID), so nobody can name another client's tie. A server sends
+// claims only to Config.Peers: a tie header naming another address makes
+// the request run untied, so a client cannot make servers send requests
+// elsewhere. A server has at most Config.MaxClaimsInFlight claims in
+// flight (a copy beyond it starts unclaimed; in practice a claim is
+// sent by one of the Workers running copies or the ClaimAhead copies
+// next in the queue), so a server receives at most the sum of its peers'
+// bounds at once. HTTPSender and the gRPC Sender carry
+// messages in the clear unless given TLS; the signature protects their
+// integrity, not their secrecy (they hold no secret).
 //
 // # What is counted
 //
 // Stats: requests started (TiedStarted of them tied copies), refused
-// (queue full), abandoned (their client left while queued), dropped
-// before start; cancel messages sent, failed, shed (over the in-flight
-// bound), received, too late (both copies ran: duplicated work), early
-// (came before their copy), rejected (forged, stale, malformed); and the
-// cancellation latency of each drop. ClientStats: calls, second copies
-// sent, copies answered dropped, calls won by the second copy, failures.
+// (queue full), abandoned (their client left while queued or claiming),
+// dropped before start; claims sent and won, lost, failed (started
+// anyway) or skipped; claims received, of which early (tombstones),
+// crossed, repeated, refused (answered lost) and rejected (forged, stale,
+// malformed); and the round trip of each answered claim. ClientStats:
+// calls, second copies sent, copies answered dropped, calls won by the
+// second copy, failures.
 //
 // # What it is not
 //
 // It does not stop a copy that has started: the loser of two running
-// copies is cancelled by the client, and stops when its handler honours
-// its context. It queues unary requests only (no streams). It keeps no
-// state across restarts; a tie remembered for 2*MaxSkew is forgotten
-// after.
+// copies (after a failed claim) is cancelled by the client, and stops
+// when its handler honours its context. It queues unary requests only
+// (no streams). It keeps no state across restarts; a tie remembered for
+// 2*MaxSkew is forgotten after. It promises exactly-once execution only
+// while claims are answered: it is no substitute for idempotency.
 package tied

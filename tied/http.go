@@ -11,13 +11,14 @@ import (
 )
 
 // Handler returns net/http middleware that runs each request through the
-// Server's queue (see Admit) before next, and serves cancel messages from
-// peers itself: a POST to DefaultCancelPath never reaches next.
+// Server's queue (see Admit) before next, and serves claims from peers
+// itself (see CancelHandler): a POST to the cancel path (Config.CancelPath,
+// DefaultCancelPath) never reaches next.
 //
 // A request with a malformed IDHeader or SiblingHeader runs untied
 // (counted in Stats.BadTie). A request refused because the queue is full
 // is answered 503 Service Unavailable with RefusedHeader "queue-full"; a
-// tied copy dropped because its sibling started first, 409 Conflict with
+// tied copy dropped because its sibling had the right to start, 409 Conflict with
 // DroppedHeader "sibling"; a request whose client went away while it
 // waited, nothing.
 func (s *Server) Handler(next http.Handler) http.Handler {
@@ -49,36 +50,37 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// CancelHandler returns the handler of cancel messages, for a server that
-// mounts it itself (at the path its peers' HTTPSender posts to) rather
-// than through Handler. It accepts only POST with the message (Cancel.Sign)
-// as the body, and answers 200 with the outcome's name ("dropped",
-// "too-late", "early", "repeated"), 403 Forbidden for a message refused by
-// VerifyCancel, 405 for other methods.
+// CancelHandler returns the handler of claims from peers, for a server
+// that mounts it itself (at the path its peers' HTTPSender posts to)
+// rather than through Handler. It accepts only POST with the claim
+// (Claim.Sign) as the body, and answers 200 with the verdict's name ("go"
+// or "lost"), 403 Forbidden for a message refused by VerifyClaim, 405 for
+// other methods. Claims bypass the queue: they are answered at once.
 func (s *Server) CancelHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "cancel messages are POSTed", http.StatusMethodNotAllowed)
+			http.Error(w, "claims are POSTed", http.StatusMethodNotAllowed)
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxMessageLen+1))
 		if err != nil {
-			http.Error(w, "reading the cancel message failed", http.StatusBadRequest)
+			http.Error(w, "reading the claim failed", http.StatusBadRequest)
 			return
 		}
-		out, err := s.ReceiveCancel(strings.TrimSpace(string(body)))
+		v, err := s.ReceiveClaim(strings.TrimSpace(string(body)))
 		if err != nil {
-			http.Error(w, "cancel message refused", http.StatusForbidden)
+			http.Error(w, "claim refused", http.StatusForbidden)
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, out.String())
+		io.WriteString(w, v.String())
 	})
 }
 
-// HTTPSender is the Sender of Server.Handler's peers: it POSTs each cancel
-// message to the peer's base URL followed by the cancel path.
+// HTTPSender is the Sender of Server.Handler's peers: it POSTs each claim
+// to the peer's base URL followed by the cancel path, on kept-alive
+// connections.
 type HTTPSender struct {
 	client *http.Client
 	own    *http.Transport // the transport made for it, closed by CloseIdleConnections
@@ -95,7 +97,7 @@ func NewHTTPSender(rt http.RoundTripper, path string) *HTTPSender {
 	}
 	if rt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 16
+		t.MaxIdleConnsPerHost = 64
 		t.IdleConnTimeout = 30 * time.Second
 		s.own, rt = t, t
 	}
@@ -103,27 +105,31 @@ func NewHTTPSender(rt http.RoundTripper, path string) *HTTPSender {
 	return s
 }
 
-// ErrCancelStatus is wrapped by the error of a cancel message that a peer
-// answered with a status other than 200.
-var ErrCancelStatus = errors.New("tied: the peer refused the cancel message")
+// ErrCancelStatus is wrapped by the error of a claim that a peer answered
+// with a status other than 200.
+var ErrCancelStatus = errors.New("tied: the peer refused the claim")
 
-// SendCancel posts msg to addr + the cancel path.
-func (s *HTTPSender) SendCancel(ctx context.Context, addr, msg string) error {
+// SendClaim posts msg to addr + the cancel path and returns the body of
+// the peer's answer.
+func (s *HTTPSender) SendClaim(ctx context.Context, addr, msg string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, addr+s.path, strings.NewReader(msg))
 	if err != nil {
-		return fmt.Errorf("tied: cancel message to %s: %w", addr, err)
+		return "", fmt.Errorf("tied: claim to %s: %w", addr, err)
 	}
 	req.Header.Set("Content-Type", "text/plain")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("tied: cancel message to %s: %w", addr, err)
+		return "", fmt.Errorf("tied: claim to %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1024))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w: %s answered %s", ErrCancelStatus, addr, resp.Status)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if err != nil {
+		return "", fmt.Errorf("tied: claim to %s: reading the answer: %w", addr, err)
 	}
-	return nil
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%w: %s answered %s", ErrCancelStatus, addr, resp.Status)
+	}
+	return string(b), nil
 }
 
 // CloseIdleConnections closes the idle connections of the sender's own

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -14,14 +15,16 @@ import (
 
 // Defaults of Config fields left at zero.
 const (
-	DefaultMaxQueue           = 1024
-	DefaultMaxSkew            = 10 * time.Second
-	DefaultMaxCancelsInFlight = 64
-	DefaultCancelTimeout      = time.Second
-	DefaultMaxTies            = 1 << 16
+	DefaultMaxQueue          = 1024
+	DefaultMaxSkew           = 10 * time.Second
+	DefaultMaxClaimsInFlight = 64
+	DefaultClaimTimeout      = 100 * time.Millisecond
+	DefaultClaimBackoff      = 100 * time.Millisecond
+	DefaultClaimAhead        = 1
+	DefaultMaxTies           = 1 << 16
 	// MinSecret is the shortest Config.Secret accepted, in bytes.
 	MinSecret = 32
-	// latencyRing is how many recent cancellation latencies are kept.
+	// latencyRing is how many recent claim round trips are kept.
 	latencyRing = 4096
 )
 
@@ -31,21 +34,22 @@ var (
 	// MaxQueue more. HTTP answers 503, gRPC ResourceExhausted.
 	ErrQueueFull = errors.New("tied: the server's queue is full")
 	// ErrDropped: the copy was dropped without running, because its
-	// sibling started first on the other server. HTTP answers 409 with
-	// DroppedHeader, gRPC Aborted with a DroppedKey trailer. A client
-	// treats it as "the other copy has it", not as a failure.
+	// sibling won the right to start on the other server. HTTP answers
+	// 409 with DroppedHeader, gRPC Aborted with a DroppedKey trailer. A
+	// client treats it as "the other copy has it", not as a failure.
 	ErrDropped = errors.New("tied: dropped because the sibling copy started first")
 	// ErrInvalidConfig is wrapped by NewServer's and NewClient's errors for
 	// a mistaken configuration.
 	ErrInvalidConfig = errors.New("tied: invalid configuration")
 )
 
-// Sender delivers a signed cancel message (see Cancel.Sign) to the peer at
-// addr, one of Config.Peers. It must honour ctx. HTTPSender is the one
+// Sender delivers a signed claim (see Claim.Sign) to the peer at addr,
+// one of Config.Peers, and returns the peer's answer: the name of a
+// Verdict ("go" or "lost"). It must honour ctx. HTTPSender is the one
 // Server.Handler's peers understand; package tiedgrpc has one for gRPC
 // servers.
 type Sender interface {
-	SendCancel(ctx context.Context, addr, msg string) error
+	SendClaim(ctx context.Context, addr, msg string) (answer string, err error)
 }
 
 // Config configures a Server. Workers is required; Secret and Peers are
@@ -53,7 +57,8 @@ type Sender interface {
 // queued and run as an untied one).
 type Config struct {
 	// Workers is the most requests that run at once. Further requests
-	// wait in a FIFO queue.
+	// wait in a FIFO queue. A tied copy holds its worker while its claim
+	// is in flight.
 	Workers int
 	// MaxQueue bounds the queue: a request that finds it full is refused
 	// (ErrQueueFull). Zero means DefaultMaxQueue; negative means no
@@ -61,8 +66,8 @@ type Config struct {
 	MaxQueue int
 
 	// Secret is the key, shared by every server of the service and by
-	// nobody else, that signs and authenticates cancel messages: at
-	// least MinSecret bytes of random data. Clients never need it.
+	// nobody else, that signs and authenticates claims: at least
+	// MinSecret bytes of random data. Clients never need it.
 	Secret []byte
 	// Peers lists the addresses of the other servers of the service, as
 	// clients name them in SiblingHeader and as Sender reaches them:
@@ -71,27 +76,52 @@ type Config struct {
 	// (Stats.UnknownSibling): a client cannot make the server send
 	// messages anywhere else.
 	Peers []string
-	// Sender delivers cancel messages to peers. Nil means an HTTPSender
-	// with DefaultCancelPath.
+	// Sender delivers claims to peers. Nil means an HTTPSender with
+	// CancelPath.
 	Sender Sender
-	// MaxSkew is how old (or how far in the future) a cancel message's
-	// timestamp may be. Zero means DefaultMaxSkew.
+	// MaxSkew is how old (or how far in the future) a claim's timestamp
+	// may be. Zero means DefaultMaxSkew.
 	MaxSkew time.Duration
-	// MaxCancelsInFlight bounds the cancel messages being sent at once;
-	// one more is not sent, and counted in Stats.CancelsShed. Zero means
-	// DefaultMaxCancelsInFlight.
-	MaxCancelsInFlight int
-	// CancelTimeout bounds the sending of one cancel message. Zero means
-	// DefaultCancelTimeout.
-	CancelTimeout time.Duration
-	// MaxTies bounds how many ties the server remembers (queued, started,
-	// or cancelled before their copy arrived). Ties are forgotten
-	// 2*MaxSkew after they started or were cancelled, or earlier, oldest
-	// first, when there are more. Zero means DefaultMaxTies.
+	// MaxClaimsInFlight bounds the claims this server has in flight at
+	// once (they are sent by copies holding a worker or next in the
+	// queue, so Workers + ClaimAhead bounds them too); a copy that would
+	// send one more starts without claiming, counted in
+	// Stats.ClaimsSkipped. Zero means DefaultMaxClaimsInFlight.
+	MaxClaimsInFlight int
+	// ClaimTimeout bounds the wait for a claim's answer; a copy whose
+	// claim is not answered in time starts anyway (Stats.ClaimsFailed).
+	// Zero means DefaultClaimTimeout.
+	ClaimTimeout time.Duration
+	// ClaimBackoff is how long, after three claims in a row to a peer
+	// failed, copies whose sibling is on that peer start without
+	// claiming (Stats.ClaimsSkipped), so that a dead or hung peer costs
+	// a few ClaimTimeouts per ClaimBackoff rather than one per request;
+	// then one claim tries again. Zero means DefaultClaimBackoff;
+	// negative means no backoff.
+	ClaimBackoff time.Duration
+	// ClaimAhead is how many of the next requests of the queue, when
+	// they are tied copies, claim their tie while still queued, each
+	// time a worker frees (and the request at the head is given it), so
+	// that the claim's round trip overlaps their wait instead of idling
+	// the worker they will be given. Zero means DefaultClaimAhead;
+	// negative means none: a copy claims when it is given a worker,
+	// holding it, and the worker idles for the round trip. Claiming ahead
+	// commits a call to this server before a worker is free for it: if
+	// the running requests then stall, the call waits for them, where a
+	// copy claiming at start would have been dropped for its sibling.
+	// Only a worker freeing triggers it, so a server already stalled
+	// commits nothing more.
+	ClaimAhead int
+	// MaxTies bounds how many ties the server remembers (queued,
+	// claiming, started, dropped, or claimed by the peer before their
+	// copy arrived). Resolved ties are forgotten 2*MaxSkew after, or
+	// earlier, oldest first, when there are more. Zero means
+	// DefaultMaxTies.
 	MaxTies int
 
-	// CancelPath is where Handler serves cancel messages, and where the
-	// default Sender posts them on peers. Empty means DefaultCancelPath.
+	// CancelPath is where Handler serves claims from peers, and where
+	// the default Sender posts them on peers. Empty means
+	// DefaultCancelPath.
 	CancelPath string
 
 	// Now is the clock. Nil means time.Now.
@@ -100,25 +130,25 @@ type Config struct {
 
 // Server is the admission queue that a server's tied middleware (HTTP:
 // Handler; gRPC: package tiedgrpc) runs requests through: at most Workers
-// at once, the rest in a bounded FIFO queue, and tied copies dropped from
-// the queue when their sibling starts elsewhere. Make one with NewServer;
-// it is safe for concurrent use. Close it when the server stops.
+// at once, the rest in a bounded FIFO queue, and a tied copy started only
+// once the sibling's server granted its claim (see the package
+// documentation). Make one with NewServer; it is safe for concurrent use.
+// Close it when the server stops.
 type Server struct {
 	workers, maxQueue int
 	secret            []byte
-	peers             map[string]bool
+	peers             map[string]*peer
 	sender            Sender
 	maxSkew           time.Duration
-	cancelTimeout     time.Duration
+	claimTimeout      time.Duration
+	backoff           time.Duration
+	claimAhead        int
 	maxTies           int
 	ttl               time.Duration
 	now               func() time.Time
 	cancelPath        string
 
-	sendSem   chan struct{}
-	sendCtx   context.Context
-	sendStop  context.CancelFunc
-	sendWG    sync.WaitGroup
+	claimSem  chan struct{}
 	closeOnce sync.Once
 
 	mu      sync.Mutex
@@ -126,7 +156,7 @@ type Server struct {
 	running int
 	queue   list.List // of *waiter, oldest first
 	ties    map[string]*tie
-	aging   []*tie // ties in order of expiry (started, dropped, cancelled early)
+	aging   []*tie // resolved ties in order of expiry
 	agingAt int    // index of the oldest live entry of aging
 	lat     [latencyRing]time.Duration
 	latN    int64
@@ -134,37 +164,58 @@ type Server struct {
 	c counters
 
 	// hook, if set (by tests, before use), is told of events: "queued",
-	// "abandoned", "dropped", "early", "too-late".
+	// "abandoned", "dropped", "early", "claiming" (before a claim is
+	// sent), "waiting" (a claim ahead won), and for claims received
+	// "refused" (answered lost), "crossed" (won against this server's
+	// claim), "repeated".
 	hook func(event string)
 }
 
+// peer is what a Server knows of one of its Peers.
+type peer struct {
+	failures  atomic.Int64 // consecutive failed claims
+	skipUntil atomic.Int64 // Unix nanoseconds: no claims before
+}
+
+// backoffAfter is how many consecutive failed claims to a peer start its
+// ClaimBackoff: one slow answer under a burst of load does not.
+const backoffAfter = 3
+
 type counters struct {
 	started, tiedStarted, refused, abandoned, dropped, unknownSibling, badTie atomic.Int64
-	sent, sendFailed, shed, received, tooLate, early, repeated, rejected      atomic.Int64
+	won, lost, failed, skipped                                                atomic.Int64
+	received, granted, early, repeated, refusedClaims, rejected               atomic.Int64
 	latSum, latMax                                                            atomic.Int64
 }
 
 // tie states.
 const (
-	tieQueued  = iota // its copy waits in the queue (w set)
-	tieStarted        // its copy started here
-	tieDropped        // its copy was dropped here
-	tieEarly          // a cancel came before the copy: drop it on arrival
+	tieQueued   = iota // its copy waits in the queue (w set)
+	tieClaiming        // its claim is in flight (or about to be sent)
+	tieWon             // its claim was granted (or failed): it starts when given a worker
+	tieStarted         // its copy started here
+	tieDropped         // its copy was dropped here (or left)
+	tieEarly           // the peer's claim came before the copy: drop it on arrival
 )
 
 type tie struct {
 	id      string
 	state   int
-	w       *waiter
+	ticket  uint64  // once claiming
+	w       *waiter // until resolved
 	expires time.Time
 }
 
+// A waiter is a request in the queue, or a tied copy that holds a worker
+// while it claims.
 type waiter struct {
-	ready   chan struct{} // closed when started or dropped
-	dropped bool          // set before ready is closed
-	elem    *list.Element // nil once out of the queue
-	t       *tie          // nil for untied requests
-	tie     Tie
+	ready    chan struct{} // closed when granted a worker or dropped
+	claimNow chan struct{} // tied: closed when it should claim ahead
+	dropped  bool          // set before ready is closed
+	granted  bool          // it holds a worker
+	elem     *list.Element // nil once out of the queue
+	t        *tie          // nil for untied requests
+	tie      Tie
 }
 
 // NewServer validates cfg and returns a Server. The error lists every
@@ -180,19 +231,19 @@ func NewServer(cfg Config) (*Server, error) {
 	if len(cfg.Secret) > 0 && len(cfg.Secret) < MinSecret {
 		errs = append(errs, fmt.Errorf("Secret has %d bytes, fewer than %d: use a longer random secret", len(cfg.Secret), MinSecret))
 	}
-	peers := map[string]bool{}
+	peers := map[string]*peer{}
 	for i, p := range cfg.Peers {
 		a, err := NormalizeAddr(p)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("Peers[%d]: %v", i, err))
 			continue
 		}
-		peers[a] = true
+		peers[a] = &peer{}
 	}
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"MaxSkew", int64(cfg.MaxSkew)}, {"MaxCancelsInFlight", int64(cfg.MaxCancelsInFlight)}, {"CancelTimeout", int64(cfg.CancelTimeout)}, {"MaxTies", int64(cfg.MaxTies)}} {
+	}{{"MaxSkew", int64(cfg.MaxSkew)}, {"MaxClaimsInFlight", int64(cfg.MaxClaimsInFlight)}, {"ClaimTimeout", int64(cfg.ClaimTimeout)}, {"MaxTies", int64(cfg.MaxTies)}} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("%s is negative: leave it zero for the default", f.name))
 		}
@@ -204,17 +255,19 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 	}
 	s := &Server{
-		workers:       cfg.Workers,
-		maxQueue:      cfg.MaxQueue,
-		secret:        slices.Clone(cfg.Secret),
-		peers:         peers,
-		sender:        cfg.Sender,
-		maxSkew:       cfg.MaxSkew,
-		cancelTimeout: cfg.CancelTimeout,
-		maxTies:       cfg.MaxTies,
-		now:           cfg.Now,
-		ties:          map[string]*tie{},
-		cancelPath:    DefaultCancelPath,
+		workers:      cfg.Workers,
+		maxQueue:     cfg.MaxQueue,
+		secret:       slices.Clone(cfg.Secret),
+		peers:        peers,
+		sender:       cfg.Sender,
+		maxSkew:      cfg.MaxSkew,
+		claimTimeout: cfg.ClaimTimeout,
+		backoff:      cfg.ClaimBackoff,
+		claimAhead:   cfg.ClaimAhead,
+		maxTies:      cfg.MaxTies,
+		now:          cfg.Now,
+		ties:         map[string]*tie{},
+		cancelPath:   DefaultCancelPath,
 	}
 	switch {
 	case s.maxQueue == 0:
@@ -225,11 +278,23 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.maxSkew == 0 {
 		s.maxSkew = DefaultMaxSkew
 	}
-	if s.cancelTimeout == 0 {
-		s.cancelTimeout = DefaultCancelTimeout
+	if s.claimTimeout == 0 {
+		s.claimTimeout = DefaultClaimTimeout
+	}
+	switch {
+	case s.backoff == 0:
+		s.backoff = DefaultClaimBackoff
+	case s.backoff < 0:
+		s.backoff = 0
 	}
 	if s.maxTies == 0 {
 		s.maxTies = DefaultMaxTies
+	}
+	switch {
+	case s.claimAhead == 0:
+		s.claimAhead = DefaultClaimAhead
+	case s.claimAhead < 0:
+		s.claimAhead = 0
 	}
 	s.ttl = 2 * s.maxSkew
 	if s.now == nil {
@@ -241,27 +306,25 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.sender == nil {
 		s.sender = NewHTTPSender(nil, s.cancelPath)
 	}
-	n := cfg.MaxCancelsInFlight
+	n := cfg.MaxClaimsInFlight
 	if n == 0 {
-		n = DefaultMaxCancelsInFlight
+		n = DefaultMaxClaimsInFlight
 	}
-	s.sendSem = make(chan struct{}, n)
-	s.sendCtx, s.sendStop = context.WithCancel(context.Background())
+	s.claimSem = make(chan struct{}, n)
 	return s, nil
 }
 
-// Close stops sending cancel messages, waits for those in flight (each
-// bounded by CancelTimeout), and closes the idle connections of the Sender if it has a
-// CloseIdleConnections method. Requests keep being admitted and run (a
-// started tied copy then just does not cancel its sibling). It returns
-// nil.
+// Close stops sending claims (a tied copy then starts without claiming,
+// counted in Stats.ClaimsSkipped) and closes the idle connections of the
+// Sender if it has a CloseIdleConnections method. Requests keep being
+// admitted and run, and claims from peers answered. Claims are sent on
+// the goroutines of the requests they admit, so Close has none to wait
+// for. It returns nil.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		s.sendWG.Wait()
-		s.sendStop()
 		if c, ok := s.sender.(interface{ CloseIdleConnections() }); ok {
 			c.CloseIdleConnections()
 		}
@@ -274,16 +337,22 @@ func (s *Server) Close() error {
 // the queue. It must be called exactly once.
 //
 // An untied request (the zero Tie) is queued and run in FIFO order. A tied
-// request whose sibling is among Config.Peers is queued too; when it
-// leaves the queue to start, the server signs a cancel message and sends
-// it to the sibling's server, which drops the sibling if it is still
-// queued. If this server has received such a message for t already, or
-// does while t waits, Admit returns ErrDropped without running it.
+// request whose sibling is among Config.Peers is queued too, and claims
+// the tie at the sibling's server (see Claim), on the caller's goroutine,
+// before it starts: when it is given a worker, holding it, or, with
+// Config.ClaimAhead, when a worker frees and it is among the next
+// ClaimAhead requests of the queue. If the claim is granted, the request runs when it has a
+// worker; if it is lost (the sibling started, or won a crossing claim),
+// Admit returns ErrDropped (freeing the worker if it held one); if it is
+// not answered within Config.ClaimTimeout, the request runs anyway. If
+// the sibling's server claimed the tie first (before t arrived, or while
+// it waits), Admit returns ErrDropped without running it.
 //
 // It returns ErrQueueFull at once if the queue is full, and ctx's error
-// if ctx ends while the request waits (it then leaves the queue).
+// if ctx ends while the request waits or claims (it then leaves the
+// queue, or frees its worker).
 func (s *Server) Admit(ctx context.Context, t Tie) (release func(), err error) {
-	if t.Tied() && (len(s.secret) == 0 || !s.peers[t.Sibling]) {
+	if t.Tied() && (len(s.secret) == 0 || s.peers[t.Sibling] == nil) {
 		s.c.unknownSibling.Add(1)
 		t = Tie{}
 	}
@@ -308,11 +377,17 @@ func (s *Server) Admit(ctx context.Context, t Tie) (release func(), err error) {
 	}
 	if s.running < s.workers && s.queue.Len() == 0 {
 		s.running++
-		var send []Tie
-		send = s.startLocked(send, tt, t, now)
+		if tt == nil {
+			s.c.started.Add(1)
+			s.mu.Unlock()
+			return s.release, nil
+		}
+		w := &waiter{granted: true, t: tt, tie: t}
+		tt.w = w
+		s.claimingLocked(tt)
+		s.ties[tt.id] = tt
 		s.mu.Unlock()
-		s.sendCancels(send, now)
-		return s.release, nil
+		return s.claim(ctx, w)
 	}
 	if s.queue.Len() >= s.maxQueue {
 		s.mu.Unlock()
@@ -322,6 +397,7 @@ func (s *Server) Admit(ctx context.Context, t Tie) (release func(), err error) {
 	w := &waiter{ready: make(chan struct{}), t: tt, tie: t}
 	w.elem = s.queue.PushBack(w)
 	if tt != nil {
+		w.claimNow = make(chan struct{})
 		tt.w = w
 		s.ties[t.ID] = tt
 	}
@@ -330,9 +406,18 @@ func (s *Server) Admit(ctx context.Context, t Tie) (release func(), err error) {
 
 	select {
 	case <-w.ready:
+		if w.dropped {
+			return nil, ErrDropped
+		}
+		if tt == nil {
+			return s.release, nil
+		}
+		return s.claim(ctx, w) // granted a worker before claiming ahead
+	case <-w.claimNow:
+		return s.claim(ctx, w)
 	case <-ctx.Done():
 		s.mu.Lock()
-		if w.elem != nil { // still queued: leave
+		if w.elem != nil { // still queued, no claim sent: leave
 			s.queue.Remove(w.elem)
 			w.elem = nil
 			if tt != nil && s.ties[tt.id] == tt {
@@ -343,17 +428,25 @@ func (s *Server) Admit(ctx context.Context, t Tie) (release func(), err error) {
 			s.event("abandoned")
 			return nil, ctx.Err()
 		}
-		s.mu.Unlock()
-		<-w.ready // started or dropped meanwhile
-		if !w.dropped {
-			s.release() // started: give the worker to the next one
+		if tt != nil && !w.granted && tt.state == tieDropped {
+			// Taken out of the queue by the peer's crossing claim.
+			s.resolveLocked(tt, tieDropped, s.now())
+			s.mu.Unlock()
+			s.dropped()
 			return nil, ctx.Err()
 		}
+		s.mu.Unlock()
+		<-w.ready // granted a worker or dropped meanwhile
+		if !w.dropped {
+			if tt != nil {
+				s.mu.Lock()
+				s.resolveLocked(tt, tieDropped, s.now())
+				s.mu.Unlock()
+			}
+			s.release() // give the worker to the next one
+		}
+		return nil, ctx.Err()
 	}
-	if w.dropped {
-		return nil, ErrDropped
-	}
-	return s.release, nil
 }
 
 func (s *Server) event(e string) {
@@ -362,35 +455,202 @@ func (s *Server) event(e string) {
 	}
 }
 
-// startLocked records the start of a request (tt and t: its tie, if tied)
-// and appends to send the ties whose siblings to cancel. s.mu is held.
-func (s *Server) startLocked(send []Tie, tt *tie, t Tie, now time.Time) []Tie {
-	s.c.started.Add(1)
-	if tt == nil {
-		return send
-	}
-	s.c.tiedStarted.Add(1)
-	tt.state, tt.w = tieStarted, nil
-	s.ties[tt.id] = tt
-	s.age(tt, now)
-	return append(send, t)
+// claimingLocked moves tt to the claiming state with a fresh ticket. s.mu
+// is held.
+func (s *Server) claimingLocked(tt *tie) {
+	tt.state = tieClaiming
+	tt.ticket = rand.Uint64()
 }
 
-// release frees a worker: the next queued request, if any, starts.
-func (s *Server) release() {
+// lookaheadLocked tells the tied copies among the next ClaimAhead
+// requests of the queue that have not claimed yet to claim ahead. It is
+// called when a worker frees, so that only a server that makes progress
+// commits calls to itself. s.mu is held.
+func (s *Server) lookaheadLocked() {
+	i := 0
+	for e := s.queue.Front(); e != nil && i < s.claimAhead; e = e.Next() {
+		w := e.Value.(*waiter)
+		if w.t != nil && w.t.state == tieQueued {
+			s.claimingLocked(w.t)
+			close(w.claimNow)
+		}
+		i++
+	}
+}
+
+// resolveLocked moves tt to its final state and schedules it to be
+// forgotten. s.mu is held.
+func (s *Server) resolveLocked(tt *tie, state int, now time.Time) {
+	tt.state, tt.w = state, nil
+	if s.ties[tt.id] == tt {
+		s.age(tt, now)
+	}
+}
+
+// leaveLocked drops w's copy: out of the queue if it is there. It
+// reports whether w holds a worker, to be released once s.mu is not
+// held. s.mu is held.
+func (s *Server) leaveLocked(w *waiter, now time.Time) (granted bool) {
+	s.resolveLocked(w.t, tieDropped, now)
+	if w.elem != nil {
+		s.queue.Remove(w.elem)
+		w.elem = nil
+		w.dropped = true
+		close(w.ready)
+	}
+	return w.granted
+}
+
+// claim runs on the goroutine of a tied copy whose tie is claiming,
+// queued or holding a worker: it claims the tie at the sibling's server,
+// then starts the copy when it has a worker, or drops it.
+func (s *Server) claim(ctx context.Context, w *waiter) (func(), error) {
+	tt, t := w.t, w.tie
+	s.event("claiming")
+	p := s.peers[t.Sibling]
+	acquired := false
+	if s.backoff == 0 || s.now().UnixNano() >= p.skipUntil.Load() {
+		select {
+		case s.claimSem <- struct{}{}:
+			acquired = true
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				<-s.claimSem
+				acquired = false
+			}
+		default:
+		}
+	}
+	var verdict Verdict
+	var err error
+	sent := acquired
+	if sent {
+		verdict, err = s.sendClaim(ctx, tt, t)
+		<-s.claimSem
+		if err == nil {
+			p.failures.Store(0)
+		}
+	}
+
 	s.mu.Lock()
 	now := s.now()
+	var dropErr error
+	switch {
+	case tt.state == tieDropped:
+		// The peer's crossing claim won while ours was in flight: we
+		// answered it "go", so this copy must not run.
+		dropErr = ErrDropped
+	case sent && err != nil && ctx.Err() != nil:
+		// The client left (or took the sibling's answer).
+		dropErr = ctx.Err()
+	case sent && err == nil && verdict == VerdictLost:
+		s.c.lost.Add(1)
+		dropErr = ErrDropped
+	}
+	if dropErr != nil {
+		granted := s.leaveLocked(w, now)
+		s.mu.Unlock()
+		if dropErr == ErrDropped {
+			s.dropped()
+		} else {
+			s.c.abandoned.Add(1)
+			s.event("abandoned")
+		}
+		if granted {
+			s.release()
+		}
+		return nil, dropErr
+	}
+	switch {
+	case !sent:
+		s.c.skipped.Add(1)
+	case err != nil:
+		s.c.failed.Add(1)
+		if p.failures.Add(1) >= backoffAfter && s.backoff > 0 {
+			p.skipUntil.Store(now.Add(s.backoff).UnixNano())
+		}
+	default:
+		s.c.won.Add(1)
+	}
+	if !w.granted {
+		// Claimed ahead: wait for a worker.
+		tt.state = tieWon
+		s.mu.Unlock()
+		s.event("waiting")
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
+			s.mu.Lock()
+			if w.elem != nil {
+				s.leaveLocked(w, s.now())
+				s.mu.Unlock()
+				s.c.abandoned.Add(1)
+				s.event("abandoned")
+				return nil, ctx.Err()
+			}
+			s.mu.Unlock()
+			<-w.ready // granted meanwhile: give the worker back
+			s.mu.Lock()
+			s.leaveLocked(w, s.now())
+			s.mu.Unlock()
+			s.c.abandoned.Add(1)
+			s.event("abandoned")
+			s.release()
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+		now = s.now()
+	}
+	s.resolveLocked(tt, tieStarted, now)
+	s.mu.Unlock()
+	s.c.started.Add(1)
+	s.c.tiedStarted.Add(1)
+	return s.release, nil
+}
+
+// sendClaim sends tt's claim to t's sibling and waits for the verdict,
+// at most ClaimTimeout.
+func (s *Server) sendClaim(ctx context.Context, tt *tie, t Tie) (Verdict, error) {
+	s.mu.Lock()
+	ticket := tt.ticket
+	s.mu.Unlock()
+	start := s.now()
+	msg := Claim{ID: t.ID, Ticket: ticket, Sent: start}.Sign(s.secret)
+	cctx, cancel := context.WithTimeout(ctx, s.claimTimeout)
+	defer cancel()
+	answer, err := s.sender.SendClaim(cctx, t.Sibling, msg)
+	if err != nil {
+		return 0, err
+	}
+	v, err := ParseVerdict(answer)
+	if err != nil {
+		return 0, fmt.Errorf("tied: claim to %s: %w", t.Sibling, err)
+	}
+	s.latency(s.now().Sub(start))
+	return v, nil
+}
+
+// release frees a worker: the next queued request, if any, is given it.
+func (s *Server) release() {
+	s.mu.Lock()
 	s.running--
-	var send []Tie
 	if e := s.queue.Front(); e != nil && s.running < s.workers {
 		w := s.queue.Remove(e).(*waiter)
 		w.elem = nil
+		w.granted = true
 		s.running++
-		send = s.startLocked(send, w.t, w.tie, now)
+		switch {
+		case w.t == nil:
+			s.c.started.Add(1)
+		case w.t.state == tieQueued:
+			s.claimingLocked(w.t) // it claims holding the worker
+		}
 		close(w.ready)
+		s.lookaheadLocked()
 	}
 	s.mu.Unlock()
-	s.sendCancels(send, now)
 }
 
 // age schedules tt to be forgotten. s.mu is held.
@@ -418,88 +678,73 @@ func (s *Server) expire(now time.Time) {
 }
 
 func (s *Server) forget(tt *tie) {
-	if s.ties[tt.id] == tt && tt.state != tieQueued {
+	if s.ties[tt.id] == tt && tt.state != tieQueued && tt.state != tieClaiming && tt.state != tieWon {
 		delete(s.ties, tt.id)
 	}
 }
 
-// sendCancels sends a signed cancel message for each tie to its sibling's
-// server, each on its own goroutine, as far as MaxCancelsInFlight allows.
-func (s *Server) sendCancels(ties []Tie, started time.Time) {
-	for _, t := range ties {
-		select {
-		case s.sendSem <- struct{}{}:
-		default:
-			s.c.shed.Add(1)
-			continue
-		}
-		s.mu.Lock()
-		closed := s.closed
-		if !closed {
-			s.sendWG.Add(1)
-		}
-		s.mu.Unlock()
-		if closed {
-			<-s.sendSem
-			s.c.shed.Add(1)
-			continue
-		}
-		msg := Cancel{ID: t.ID, Started: started}.Sign(s.secret)
-		go func(addr string) {
-			defer s.sendWG.Done()
-			defer func() { <-s.sendSem }()
-			ctx, cancel := context.WithTimeout(s.sendCtx, s.cancelTimeout)
-			defer cancel()
-			if err := s.sender.SendCancel(ctx, addr, msg); err != nil {
-				s.c.sendFailed.Add(1)
-				return
-			}
-			s.c.sent.Add(1)
-		}(t.Sibling)
-	}
-}
-
-// Outcome is what a received cancel message did.
-type Outcome int
+// Verdict is a server's answer to a peer's claim.
+type Verdict int
 
 const (
-	// OutcomeDropped: the copy was queued and is dropped.
-	OutcomeDropped Outcome = iota + 1
-	// OutcomeTooLate: the copy had started; both copies run.
-	OutcomeTooLate
-	// OutcomeEarly: the copy has not arrived; it will be dropped on
-	// arrival.
-	OutcomeEarly
-	// OutcomeRepeated: the tie was cancelled already.
-	OutcomeRepeated
+	// VerdictGo grants the claim: the receiver's copy of the tie was
+	// dropped from its queue, or will be dropped on arrival, or was
+	// dropped already; the claimant starts its copy.
+	VerdictGo Verdict = iota + 1
+	// VerdictLost refuses the claim: the receiver's copy started, or
+	// is claiming with a lower ticket; the claimant drops its copy.
+	VerdictLost
 )
 
-// String returns the outcome's wire name: "dropped", "too-late", "early"
-// or "repeated".
-func (o Outcome) String() string {
-	switch o {
-	case OutcomeDropped:
-		return "dropped"
-	case OutcomeTooLate:
-		return "too-late"
-	case OutcomeEarly:
-		return "early"
-	case OutcomeRepeated:
-		return "repeated"
+// String returns the verdict's wire name: "go" or "lost".
+func (v Verdict) String() string {
+	switch v {
+	case VerdictGo:
+		return "go"
+	case VerdictLost:
+		return "lost"
 	}
 	return "unknown"
 }
 
-// ReceiveCancel authenticates a cancel message from a peer (see
-// VerifyCancel) and acts on it: a queued copy of its tie is dropped
-// (Admit returns ErrDropped for it); a copy that has started runs on
-// (Stats.CancelsTooLate); a tie not seen yet is remembered, and its copy
-// dropped on arrival. A refused message is counted in
-// Stats.CancelsRejected and changes nothing; its error wraps
-// ErrBadMessage.
-func (s *Server) ReceiveCancel(msg string) (Outcome, error) {
+// ErrBadVerdict is wrapped by ParseVerdict's error: a peer answered a
+// claim with something other than a verdict.
+var ErrBadVerdict = errors.New("tied: not a claim verdict")
+
+// ParseVerdict parses a Verdict's wire name.
+func ParseVerdict(s string) (Verdict, error) {
+	switch strings.TrimSpace(s) {
+	case "go":
+		return VerdictGo, nil
+	case "lost":
+		return VerdictLost, nil
+	}
+	if len(s) > 16 {
+		s = s[:16]
+	}
+	return 0, fmt.Errorf("%w: %q", ErrBadVerdict, s)
+}
+
+// ReceiveClaim authenticates a claim from a peer (see VerifyClaim) and
+// answers it, atomically with respect to this server's own copy of the
+// tie:
+//
+//   - a queued copy is dropped (Admit returns ErrDropped for it): go;
+//   - a tie not seen yet is remembered, and its copy dropped on arrival
+//     (a tombstone, forgotten 2*MaxSkew later or when MaxTies are
+//     remembered): go;
+//   - a copy dropped already (a repeated claim): go;
+//   - a copy that started: lost;
+//   - a copy whose own claim is in flight (the claims crossed): the
+//     lower ticket wins, so the two servers agree. If the peer's is
+//     lower, this copy will be dropped when its claim returns: go;
+//     otherwise lost.
+//
+// A refused message is counted in Stats.ClaimsRejected and changes
+// nothing; its error wraps ErrBadMessage.
+func (s *Server) ReceiveClaim(msg string) (Verdict, error) {
 	now := s.now()
-	c, err := VerifyCancel(msg, s.secret, now, s.maxSkew)
+	c, err := VerifyClaim(msg, s.secret, now, s.maxSkew)
 	if err == nil && len(s.secret) == 0 {
 		err = fmt.Errorf("%w: this server has no Config.Secret", ErrBadMessage)
 	}
@@ -508,45 +753,48 @@ func (s *Server) ReceiveCancel(msg string) (Outcome, error) {
 		return 0, err
 	}
 	s.c.received.Add(1)
-	s.latency(now.Sub(c.Started))
 	s.mu.Lock()
 	s.expire(now)
 	tt := s.ties[c.ID]
-	var out Outcome
+	verdict, event := VerdictGo, ""
 	switch {
 	case tt == nil:
 		tt = &tie{id: c.ID, state: tieEarly}
 		s.ties[c.ID] = tt
 		s.age(tt, now)
-		out = OutcomeEarly
+		s.c.early.Add(1)
+		event = "early"
 	case tt.state == tieQueued:
-		w := tt.w
-		s.queue.Remove(w.elem)
-		w.elem = nil
-		w.dropped = true
-		close(w.ready)
-		tt.state, tt.w = tieDropped, nil
-		s.age(tt, now)
-		out = OutcomeDropped
-	case tt.state == tieStarted:
-		out = OutcomeTooLate
+		s.leaveLocked(tt.w, now)
+		event = "dropped"
+	case tt.state == tieClaiming && c.Ticket < tt.ticket:
+		// The peer's claim wins the crossing: ours, in flight (or
+		// about to be sent), will find the tie dropped when it returns.
+		// Out of the queue, so that no worker is given to it.
+		if w := tt.w; w != nil && w.elem != nil {
+			s.queue.Remove(w.elem)
+			w.elem = nil
+		}
+		tt.state = tieDropped
+		s.c.granted.Add(1)
+		event = "crossed"
+	case tt.state == tieClaiming, tt.state == tieWon, tt.state == tieStarted:
+		verdict = VerdictLost
+		s.c.refusedClaims.Add(1)
+		event = "refused"
 	default:
-		out = OutcomeRepeated
+		s.c.repeated.Add(1)
+		event = "repeated"
 	}
 	s.mu.Unlock()
-	switch out {
-	case OutcomeDropped:
+	switch event {
+	case "dropped":
 		s.dropped()
-	case OutcomeTooLate:
-		s.c.tooLate.Add(1)
-		s.event("too-late")
-	case OutcomeEarly:
-		s.c.early.Add(1)
-		s.event("early")
-	case OutcomeRepeated:
-		s.c.repeated.Add(1)
+	case "":
+	default:
+		s.event(event)
 	}
-	return out, nil
+	return verdict, nil
 }
 
 // dropped counts a dropped copy.
@@ -555,7 +803,7 @@ func (s *Server) dropped() {
 	s.event("dropped")
 }
 
-// latency records the cancellation latency d of a received message.
+// latency records the round trip d of an answered claim.
 func (s *Server) latency(d time.Duration) {
 	d = max(d, 0)
 	s.c.latSum.Add(int64(d))
@@ -574,21 +822,26 @@ func (s *Server) latency(d time.Duration) {
 // Stats are a Server's counters. Counters only grow; Running and Queued
 // are the current values.
 type Stats struct {
-	// Running and Queued are the requests running and waiting now.
+	// Running and Queued are the requests holding a worker (running, or
+	// claiming) and waiting now.
 	Running, Queued int
 	// Started counts requests that started (tied or not); TiedStarted
 	// the tied copies among them. Summed over the servers of a service,
 	// TiedStarted minus the tied calls is the number of calls of which
-	// both copies started: the duplicated executions.
+	// both copies started: the duplicated executions. Only copies that
+	// started without their claim answered (ClaimsFailed,
+	// ClaimsSkipped) can be duplicated.
 	Started, TiedStarted int64
 	// Refused counts requests refused because the queue was full.
 	Refused int64
-	// Abandoned counts requests that left the queue because their
-	// context ended (the client went away, or took the sibling's answer).
+	// Abandoned counts requests that left the queue, or gave up their
+	// claim, because their context ended (the client went away, or took
+	// the sibling's answer).
 	Abandoned int64
 	// Dropped counts tied copies dropped without running because their
-	// sibling started first: removed from the queue, or refused on
-	// arrival after an early cancel.
+	// sibling had the right to start: removed from the queue by the
+	// peer's claim, refused on arrival after it, or lost their own claim
+	// (ClaimsLost).
 	Dropped int64
 	// UnknownSibling counts tied requests whose sibling was not among
 	// Config.Peers (or which came while the server had no Secret): they
@@ -598,29 +851,33 @@ type Stats struct {
 	// untied.
 	BadTie int64
 
-	// CancelsSent counts cancel messages delivered to a peer;
-	// CancelsFailed those whose sending failed; CancelsShed those not
-	// sent because MaxCancelsInFlight were in flight (or the Server was
-	// closed).
-	CancelsSent, CancelsFailed, CancelsShed int64
-	// CancelsReceived counts authentic cancel messages received; of
-	// them, CancelsTooLate found their copy started (both copies ran),
-	// CancelsEarly came before their copy (which was then dropped on
-	// arrival), CancelsRepeated named a tie already cancelled. The rest
-	// dropped a queued copy.
-	CancelsReceived, CancelsTooLate, CancelsEarly, CancelsRepeated int64
-	// CancelsRejected counts cancel messages refused: malformed, forged
-	// (bad signature) or stale.
-	CancelsRejected int64
+	// Claims this server sent, by outcome: ClaimsWon were granted (the
+	// copy started), ClaimsLost refused (the copy was dropped),
+	// ClaimsFailed not answered in time or in error (the copy started
+	// anyway). ClaimsSkipped counts copies started without claiming:
+	// over MaxClaimsInFlight, within ClaimBackoff of a failure, or after
+	// Close.
+	ClaimsWon, ClaimsLost, ClaimsFailed, ClaimsSkipped int64
 
-	// CancelLatencySum and CancelLatencyMax are the sum and maximum, over
-	// the CancelsReceived, of the cancellation latency: the time from the
-	// start of a copy (the timestamp of its cancel message, on its
-	// server's clock) to the message acting here (this server's clock),
-	// dropping the sibling if it was queued. It is the real counterpart of
-	// the simulator's cancellation delay. (A message that comes before
-	// its copy drops that copy on arrival, later.)
-	CancelLatencySum, CancelLatencyMax time.Duration
+	// ClaimsReceived counts authentic claims from peers; of them,
+	// ClaimsEarly came before their copy (which is dropped on
+	// arrival), ClaimsCrossed won against this server's own claim in
+	// flight, ClaimsRepeated named a copy dropped already, and
+	// ClaimsRefused were answered lost (the copy here started, or won
+	// the crossing). The rest dropped a queued copy.
+	ClaimsReceived, ClaimsEarly, ClaimsCrossed, ClaimsRepeated, ClaimsRefused int64
+	// ClaimsRejected counts claims refused: malformed, forged (bad
+	// signature) or stale.
+	ClaimsRejected int64
+
+	// ClaimLatencySum and ClaimLatencyMax are the sum and maximum, over
+	// the claims answered (ClaimsWon + ClaimsLost), of the claim's round
+	// trip: what a tied copy waits, holding its worker, before it
+	// starts. It is also the longest a copy can stay queued on the
+	// sibling's server after this one decided to start: the real
+	// counterpart of the simulator's cancellation delay, except that
+	// no copy starts within it.
+	ClaimLatencySum, ClaimLatencyMax time.Duration
 }
 
 // Stats returns a snapshot of the Server's counters.
@@ -634,17 +891,16 @@ func (s *Server) Stats() Stats {
 		Started: c.started.Load(), TiedStarted: c.tiedStarted.Load(),
 		Refused: c.refused.Load(), Abandoned: c.abandoned.Load(), Dropped: c.dropped.Load(),
 		UnknownSibling: c.unknownSibling.Load(), BadTie: c.badTie.Load(),
-		CancelsSent: c.sent.Load(), CancelsFailed: c.sendFailed.Load(), CancelsShed: c.shed.Load(),
-		CancelsReceived: c.received.Load(), CancelsTooLate: c.tooLate.Load(), CancelsEarly: c.early.Load(),
-		CancelsRepeated: c.repeated.Load(), CancelsRejected: c.rejected.Load(),
-		CancelLatencySum: time.Duration(c.latSum.Load()), CancelLatencyMax: time.Duration(c.latMax.Load()),
+		ClaimsWon: c.won.Load(), ClaimsLost: c.lost.Load(), ClaimsFailed: c.failed.Load(), ClaimsSkipped: c.skipped.Load(),
+		ClaimsReceived: c.received.Load(), ClaimsEarly: c.early.Load(), ClaimsCrossed: c.granted.Load(),
+		ClaimsRepeated: c.repeated.Load(), ClaimsRefused: c.refusedClaims.Load(), ClaimsRejected: c.rejected.Load(),
+		ClaimLatencySum: time.Duration(c.latSum.Load()), ClaimLatencyMax: time.Duration(c.latMax.Load()),
 	}
 }
 
-// CancelLatencies returns the cancellation latencies of the most recent
-// cancel messages received (up to 4,096), oldest first: see
-// Stats.CancelLatencySum.
-func (s *Server) CancelLatencies() []time.Duration {
+// ClaimLatencies returns the round trips of the most recent claims
+// answered (up to 4,096), oldest first: see Stats.ClaimLatencySum.
+func (s *Server) ClaimLatencies() []time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := min(s.latN, latencyRing)

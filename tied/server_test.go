@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,19 +32,24 @@ type node struct {
 	url string
 }
 
-// gateSender holds every cancel message until gate is closed.
+// gateSender holds every claim until gate is closed; entered, if not
+// nil, gets a value as each claim comes in.
 type gateSender struct {
-	inner Sender
-	gate  chan struct{}
+	inner   Sender
+	gate    chan struct{}
+	entered chan struct{}
 }
 
-func (g *gateSender) SendCancel(ctx context.Context, addr, msg string) error {
+func (g *gateSender) SendClaim(ctx context.Context, addr, msg string) (string, error) {
+	if g.entered != nil {
+		g.entered <- struct{}{}
+	}
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
-		return ctx.Err()
+		return "", ctx.Err()
 	}
-	return g.inner.SendCancel(ctx, addr, msg)
+	return g.inner.SendClaim(ctx, addr, msg)
 }
 
 func (g *gateSender) CloseIdleConnections() {
@@ -52,7 +59,7 @@ func (g *gateSender) CloseIdleConnections() {
 }
 
 // newService starts n servers on loopback, each a peer of the others,
-// with cfg (Peers, Secret and a long CancelTimeout filled in) and app
+// with cfg (Peers, Secret and a long ClaimTimeout filled in) and app
 // behind the middleware. hooks[i], if set, is server i's hook.
 func newService(t *testing.T, n int, cfg Config, app func(i int) http.Handler, hooks ...func(string)) []*node {
 	t.Helper()
@@ -72,11 +79,11 @@ func newService(t *testing.T, n int, cfg Config, app func(i int) http.Handler, h
 		if c.Secret == nil {
 			c.Secret = testSecret
 		}
-		if c.CancelTimeout == 0 {
-			c.CancelTimeout = hang
+		if c.ClaimTimeout == 0 {
+			c.ClaimTimeout = hang
 		}
 		if g, ok := cfg.Sender.(*gateSender); ok {
-			c.Sender = &gateSender{inner: NewHTTPSender(nil, ""), gate: g.gate}
+			c.Sender = &gateSender{inner: NewHTTPSender(nil, ""), gate: g.gate, entered: g.entered}
 		}
 		s, err := NewServer(c)
 		if err != nil {
@@ -217,7 +224,7 @@ func newClient(t *testing.T) *http.Client {
 }
 
 // A tied copy queued behind a busy worker is dropped, without running,
-// when its sibling starts on an idle server.
+// when its sibling claims the tie on an idle server.
 func TestQueuedSiblingDropped(t *testing.T) {
 	apps := []*app{newApp(), newApp()}
 	queuedB, queued := waitFor("queued")
@@ -247,62 +254,174 @@ func TestQueuedSiblingDropped(t *testing.T) {
 	if apps[1].has("tied-b") {
 		t.Error("the dropped copy ran on B")
 	}
-	a.s.Close() // waits for the cancel message's sender
 	sa, sb := a.s.Stats(), b.s.Stats()
-	if sa.CancelsSent != 1 || sa.TiedStarted != 1 {
-		t.Errorf("A: %+v, want 1 cancel sent, 1 tied start", sa)
+	if sa.ClaimsWon != 1 || sa.TiedStarted != 1 {
+		t.Errorf("A: %+v, want 1 claim won, 1 tied start", sa)
 	}
-	if sb.Dropped != 1 || sb.CancelsReceived != 1 || sb.TiedStarted != 0 || sb.Started != 1 {
-		t.Errorf("B: %+v, want 1 dropped, 1 cancel received, only the busy request started", sb)
+	if sb.Dropped != 1 || sb.ClaimsReceived != 1 || sb.TiedStarted != 0 || sb.Started != 1 {
+		t.Errorf("B: %+v, want 1 dropped, 1 claim received, only the busy request started", sb)
 	}
-	if lat := b.s.CancelLatencies(); len(lat) != 1 || lat[0] < 0 || sb.CancelLatencySum != lat[0] {
-		t.Errorf("B's cancellation latencies %v, sum %v: want one", lat, sb.CancelLatencySum)
+	if lat := a.s.ClaimLatencies(); len(lat) != 1 || lat[0] < 0 || sa.ClaimLatencySum != lat[0] {
+		t.Errorf("A's claim latencies %v, sum %v: want one", lat, sa.ClaimLatencySum)
 	}
 }
 
-// When both copies start before either cancel message arrives, both run:
-// each server counts a cancel too late, and the two servers' tied starts
-// exceed the tied calls by one, the duplicated execution.
-func TestStartedSiblingRunsAndCounts(t *testing.T) {
-	apps := []*app{newApp(), newApp()}
-	gate := make(chan struct{})
-	lateA, tooLateA := waitFor("too-late")
-	lateB, tooLateB := waitFor("too-late")
-	nodes := newService(t, 2, Config{Workers: 1, Sender: &gateSender{gate: gate}}, func(i int) http.Handler { return apps[i].handler(i) }, lateA, lateB)
-	a, b := nodes[0], nodes[1]
-	client := newClient(t)
-	ctx := context.Background()
-
-	id := NewID()
-	onA := send(ctx, client, a.url, "block-a", id, b.url)
-	onB := send(ctx, client, b.url, "block-b", id, a.url)
-	await[string](t, apps[0].started, "the copy to start on A")
-	await[string](t, apps[1].started, "the copy to start on B")
-	close(gate) // both cancel messages go now, too late
-	await(t, tooLateA, "A's too-late cancel")
-	await(t, tooLateB, "B's too-late cancel")
-	close(apps[0].release)
-	close(apps[1].release)
-	for _, ch := range []<-chan reply{onA, onB} {
-		if r := recv(t, ch); r.code != 200 {
-			t.Fatalf("copy: %+v, want 200: both run", r)
-		}
-	}
-	sa, sb := a.s.Stats(), b.s.Stats()
-	for i, s := range []Stats{sa, sb} {
-		if s.TiedStarted != 1 || s.CancelsTooLate != 1 || s.Dropped != 0 {
-			t.Errorf("server %d: %+v, want 1 tied start, 1 cancel too late, none dropped", i, s)
-		}
-	}
-	if dup := sa.TiedStarted + sb.TiedStarted - 1; dup != 1 {
-		t.Errorf("duplicated executions %d, want 1", dup)
+// Both servers idle: both copies get a worker at once and claim the tie
+// at the same time (their claims are held until both are in flight, then
+// delivered together or one after the other). Exactly one copy runs; the
+// other is answered "dropped".
+func TestTiedPairRunsOnce(t *testing.T) {
+	for _, order := range []string{"together", "a-first", "b-first"} {
+		t.Run(order, func(t *testing.T) {
+			apps := []*app{newApp(), newApp()}
+			var hooks [2]func(string)
+			var seen [2]chan string
+			for i := range hooks {
+				ch := make(chan string, 16)
+				seen[i] = ch
+				hooks[i] = func(e string) {
+					switch e {
+					case "claiming", "refused", "crossed", "repeated":
+						ch <- e
+					}
+				}
+			}
+			nodes := newService(t, 2, Config{Workers: 1}, func(i int) http.Handler { return apps[i].handler(i) }, hooks[:]...)
+			gates := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+			for i, nd := range nodes {
+				nd.s.sender = &gateSender{inner: nd.s.sender, gate: gates[i]}
+			}
+			a, b := nodes[0], nodes[1]
+			client := newClient(t)
+			ctx := context.Background()
+			id := NewID()
+			onA := send(ctx, client, a.url, "tied-a", id, b.url)
+			onB := send(ctx, client, b.url, "tied-b", id, a.url)
+			// expect waits for server i's next event, which must be one
+			// of want.
+			expect := func(i int, want ...string) {
+				t.Helper()
+				select {
+				case e := <-seen[i]:
+					for _, w := range want {
+						if e == w {
+							return
+						}
+					}
+					t.Fatalf("server %d: event %q, want one of %q", i, e, want)
+				case <-time.After(hang):
+					t.Fatalf("server %d: no event %q", i, want)
+				}
+			}
+			expect(0, "claiming")
+			expect(1, "claiming")
+			// Both copies hold a worker and claim: without the claim
+			// both would start now.
+			switch order {
+			case "together":
+				close(gates[0])
+				close(gates[1])
+			case "a-first":
+				close(gates[0])
+				expect(1, "refused", "crossed") // B answered A's claim
+				close(gates[1])
+			case "b-first":
+				close(gates[1])
+				expect(0, "refused", "crossed")
+				close(gates[0])
+			}
+			ra, rb := recv(t, onA), recv(t, onB)
+			ok := func(r reply, name string) bool {
+				return r.err == nil && r.code == 200 && strings.HasPrefix(r.body, name+"@")
+			}
+			dropped := func(r reply) bool { return r.err == nil && r.code == http.StatusConflict && r.dropped == "sibling" }
+			if !(ok(ra, "tied-a") && dropped(rb)) && !(ok(rb, "tied-b") && dropped(ra)) {
+				t.Fatalf("replies A %+v, B %+v: want one 200 and one 409 dropped", ra, rb)
+			}
+			ranA, ranB := apps[0].has("tied-a"), apps[1].has("tied-b")
+			if ranA == ranB {
+				t.Errorf("ran on A: %v, on B: %v: want exactly one", ranA, ranB)
+			}
+			sa, sb := a.s.Stats(), b.s.Stats()
+			if n := sa.TiedStarted + sb.TiedStarted; n != 1 {
+				t.Errorf("tied starts %d, want 1 (A %+v, B %+v)", n, sa, sb)
+			}
+			if n := sa.Dropped + sb.Dropped; n != 1 {
+				t.Errorf("dropped %d, want 1", n)
+			}
+			if sa.ClaimsFailed+sb.ClaimsFailed+sa.ClaimsSkipped+sb.ClaimsSkipped != 0 {
+				t.Errorf("claims failed or skipped: A %+v, B %+v", sa, sb)
+			}
+		})
 	}
 }
 
-// A cancel that comes before its copy is remembered, and the copy is
+// A claim that cannot be answered (the peer is down, or hangs past
+// ClaimTimeout) does not stop the copy: it starts anyway, counted in
+// ClaimsFailed; after three failures in a row, copies whose sibling is
+// on that peer start without claiming for ClaimBackoff (ClaimsSkipped).
+func TestClaimFallback(t *testing.T) {
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + dead.Addr().String()
+	dead.Close() // connections are refused from now on
+	hung := make(chan struct{})
+	hungTS := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hung:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hungTS.Close()
+	defer close(hung)
+
+	for _, c := range []struct {
+		name     string
+		peer     string
+		timeout  time.Duration
+		backoff  time.Duration
+		requests int
+		failed   int64
+		skipped  int64
+	}{
+		{"dead", deadURL, hang, 0, 5, 3, 2},
+		{"dead, no backoff", deadURL, hang, -1, 5, 5, 0},
+		// A hung peer: the claim is bound to fail, after ClaimTimeout.
+		{"hung", hungTS.URL, time.Millisecond, 0, 4, 3, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ap := newApp()
+			t0 := time.Unix(1_700_000_000, 0)
+			s, err := NewServer(Config{Workers: 1, Secret: testSecret, Peers: []string{c.peer}, ClaimTimeout: c.timeout, ClaimBackoff: c.backoff, Now: func() time.Time { return t0 }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := httptest.NewServer(s.Handler(ap.handler(0)))
+			defer func() {
+				ts.Close()
+				s.Close()
+			}()
+			client := newClient(t)
+			for i := range c.requests {
+				name := "t" + strconv.Itoa(i)
+				if r := recv(t, send(context.Background(), client, ts.URL, name, NewID(), c.peer)); r.code != 200 || r.body != name+"@0" {
+					t.Fatalf("request %d: %+v, want 200: a copy whose claim fails runs", i, r)
+				}
+			}
+			st := s.Stats()
+			if st.TiedStarted != int64(c.requests) || st.ClaimsFailed != c.failed || st.ClaimsSkipped != c.skipped || st.ClaimsWon != 0 {
+				t.Errorf("%+v, want %d tied starts, %d claims failed, %d skipped", st, c.requests, c.failed, c.skipped)
+			}
+		})
+	}
+}
+
+// A claim that comes before its copy leaves a tombstone, and the copy is
 // dropped on arrival: the case of an idle first server, which the
 // client's gap makes the common one.
-func TestEarlyCancelDropsOnArrival(t *testing.T) {
+func TestEarlyClaimDropsOnArrival(t *testing.T) {
 	apps := []*app{newApp(), newApp()}
 	earlyB, early := waitFor("early")
 	nodes := newService(t, 2, Config{Workers: 1}, func(i int) http.Handler { return apps[i].handler(i) }, nil, earlyB)
@@ -313,7 +432,7 @@ func TestEarlyCancelDropsOnArrival(t *testing.T) {
 	if r := recv(t, send(ctx, client, a.url, "tied-a", id, b.url)); r.code != 200 {
 		t.Fatalf("first copy: %+v", r)
 	}
-	await(t, early, "the cancel at B")
+	await(t, early, "the claim at B")
 	r := recv(t, send(ctx, client, b.url, "tied-b", id, a.url))
 	if r.code != http.StatusConflict || r.dropped != "sibling" {
 		t.Fatalf("second copy: %+v, want 409 dropped", r)
@@ -321,7 +440,7 @@ func TestEarlyCancelDropsOnArrival(t *testing.T) {
 	if apps[1].has("tied-b") {
 		t.Error("the second copy ran")
 	}
-	if s := b.s.Stats(); s.Dropped != 1 || s.CancelsEarly != 1 || s.Started != 0 {
+	if s := b.s.Stats(); s.Dropped != 1 || s.ClaimsEarly != 1 || s.Started != 0 {
 		t.Errorf("B: %+v", s)
 	}
 }
@@ -344,7 +463,7 @@ func TestUntiedAndUnknownRun(t *testing.T) {
 		}
 	}
 	s := a.s.Stats()
-	if s.Started != 3 || s.TiedStarted != 0 || s.UnknownSibling != 1 || s.BadTie != 1 || s.CancelsShed+s.CancelsSent != 0 {
+	if s.Started != 3 || s.TiedStarted != 0 || s.UnknownSibling != 1 || s.BadTie != 1 || s.ClaimsWon+s.ClaimsSkipped+s.ClaimsFailed != 0 {
 		t.Errorf("%+v", s)
 	}
 }
@@ -434,9 +553,9 @@ func TestAbandonedLeavesQueue(t *testing.T) {
 	}
 }
 
-// Forged, stale, malformed and misdirected cancel messages are refused
-// with 403 and change nothing; a valid one is accepted.
-func TestCancelAuthentication(t *testing.T) {
+// Forged, stale, malformed and misdirected claims are refused with 403
+// and change nothing; a valid one is answered "go".
+func TestClaimAuthentication(t *testing.T) {
 	ap := newApp()
 	nodes := newService(t, 1, Config{Workers: 1}, func(int) http.Handler { return ap.handler(0) })
 	n := nodes[0]
@@ -448,12 +567,13 @@ func TestCancelAuthentication(t *testing.T) {
 		name, method, body string
 		code               int
 	}{
-		{"valid", http.MethodPost, Cancel{ID: id, Started: now}.Sign(testSecret), 200},
-		{"forged", http.MethodPost, Cancel{ID: NewID(), Started: now}.Sign(other), 403},
-		{"stale", http.MethodPost, Cancel{ID: NewID(), Started: now.Add(-time.Hour)}.Sign(testSecret), 403},
-		{"future", http.MethodPost, Cancel{ID: NewID(), Started: now.Add(time.Hour)}.Sign(testSecret), 403},
+		{"valid", http.MethodPost, Claim{ID: id, Ticket: 7, Sent: now}.Sign(testSecret), 200},
+		{"forged", http.MethodPost, Claim{ID: NewID(), Sent: now}.Sign(other), 403},
+		{"stale", http.MethodPost, Claim{ID: NewID(), Sent: now.Add(-time.Hour)}.Sign(testSecret), 403},
+		{"future", http.MethodPost, Claim{ID: NewID(), Sent: now.Add(time.Hour)}.Sign(testSecret), 403},
 		{"garbage", http.MethodPost, "hello", 403},
-		{"tampered", http.MethodPost, strings.Replace(Cancel{ID: id, Started: now}.Sign(testSecret), id, NewID(), 1), 403},
+		{"tampered", http.MethodPost, strings.Replace(Claim{ID: id, Ticket: 7, Sent: now}.Sign(testSecret), id, NewID(), 1), 403},
+		{"ticket changed", http.MethodPost, strings.Replace(Claim{ID: id, Ticket: 7, Sent: now}.Sign(testSecret), ".7.", ".1.", 1), 403},
 		{"get", http.MethodGet, "", 405},
 	}
 	for _, c := range cases {
@@ -467,17 +587,20 @@ func TestCancelAuthentication(t *testing.T) {
 		if resp.StatusCode != c.code {
 			t.Errorf("%s: %s %q, want %d", c.name, resp.Status, b, c.code)
 		}
+		if c.code == 200 && string(b) != "go" {
+			t.Errorf("%s: answer %q, want go", c.name, b)
+		}
 	}
 	s := n.s.Stats()
-	if s.CancelsReceived != 1 || s.CancelsEarly != 1 || s.CancelsRejected != 5 {
-		t.Errorf("%+v, want 1 received (early), 5 rejected", s)
+	if s.ClaimsReceived != 1 || s.ClaimsEarly != 1 || s.ClaimsRejected != 6 {
+		t.Errorf("%+v, want 1 received (early), 6 rejected", s)
 	}
 }
 
-func TestVerifyCancel(t *testing.T) {
+func TestVerifyClaim(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 123)
 	id := "AAAAAAAAAAAAAAAAAAAAAA"
-	good := Cancel{ID: id, Started: t0}.Sign(testSecret)
+	good := Claim{ID: id, Ticket: 42, Sent: t0}.Sign(testSecret)
 	for _, c := range []struct {
 		name string
 		msg  string
@@ -489,12 +612,13 @@ func TestVerifyCancel(t *testing.T) {
 		{"11s later", good, t0.Add(11 * time.Second), false},
 		{"11s earlier", good, t0.Add(-11 * time.Second), false},
 		{"truncated", good[:len(good)-1], t0, false},
-		{"version", "v2" + good[2:], t0, false},
+		{"version", "v1" + good[2:], t0, false},
+		{"leading zero ticket", strings.Replace(good, ".42.", ".042.", 1), t0, false},
 		{"extra field", good + ".x", t0, false},
 		{"leading zero time", strings.Replace(good, ".1700", ".01700", 1), t0, false},
 		{"empty", "", t0, false},
 	} {
-		got, err := VerifyCancel(c.msg, testSecret, c.now, 10*time.Second)
+		got, err := VerifyClaim(c.msg, testSecret, c.now, 10*time.Second)
 		if c.ok != (err == nil) {
 			t.Errorf("%s: %v", c.name, err)
 			continue
@@ -502,7 +626,7 @@ func TestVerifyCancel(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrBadMessage) {
 			t.Errorf("%s: %v does not match ErrBadMessage", c.name, err)
 		}
-		if err == nil && (got.ID != id || !got.Started.Equal(t0)) {
+		if err == nil && (got.ID != id || got.Ticket != 42 || !got.Sent.Equal(t0)) {
 			t.Errorf("%s: %+v", c.name, got)
 		}
 	}
@@ -549,28 +673,98 @@ func TestNewServerValidates(t *testing.T) {
 	}
 }
 
-// Cancel messages beyond MaxCancelsInFlight are not sent, and counted.
-func TestCancelFanInBound(t *testing.T) {
+// Claims beyond MaxClaimsInFlight are not sent: the copy starts without
+// claiming, counted.
+func TestClaimFanOutBound(t *testing.T) {
 	gate := make(chan struct{})
+	entered := make(chan struct{}, 4)
 	ap := newApp()
-	earlyB, early := waitFor("early")
-	nodes := newService(t, 2, Config{Workers: 4, MaxCancelsInFlight: 1, Sender: &gateSender{gate: gate}}, func(i int) http.Handler { return ap.handler(i) }, nil, earlyB)
+	nodes := newService(t, 2, Config{Workers: 4, MaxClaimsInFlight: 1, Sender: &gateSender{gate: gate, entered: entered}}, func(i int) http.Handler { return ap.handler(i) })
 	a, b := nodes[0], nodes[1]
 	client := newClient(t)
-	for i := range 3 {
-		if r := recv(t, send(context.Background(), client, a.url, "t"+strconv.Itoa(i), NewID(), b.url)); r.code != 200 {
-			t.Fatalf("%+v", r)
-		}
+	first := send(context.Background(), client, a.url, "t0", NewID(), b.url)
+	await(t, entered, "the first claim to be in flight")
+	if r := recv(t, send(context.Background(), client, a.url, "t1", NewID(), b.url)); r.code != 200 {
+		t.Fatalf("second copy: %+v, want 200, started unclaimed", r)
 	}
 	close(gate)
-	await(t, early, "the one cancel message at B")
-	a.s.Close()
-	// The one message B took counts as sent (or failed, had B's answer
-	// been lost).
-	if s := a.s.Stats(); s.CancelsShed != 2 || s.CancelsSent+s.CancelsFailed != 1 {
-		t.Errorf("A: %+v, want 2 shed, 1 sent", s)
+	if r := recv(t, first); r.code != 200 {
+		t.Fatalf("first copy: %+v", r)
 	}
-	if s := b.s.Stats(); s.CancelsReceived != 1 {
+	if s := a.s.Stats(); s.ClaimsSkipped != 1 || s.ClaimsWon != 1 || s.TiedStarted != 2 {
+		t.Errorf("A: %+v, want 1 claim skipped, 1 won", s)
+	}
+	if s := b.s.Stats(); s.ClaimsReceived != 1 {
 		t.Errorf("B: %+v, want 1 received", s)
+	}
+}
+
+// With ClaimAhead, when a worker frees, the tied copies next in the queue
+// claim their tie while they wait: the sibling's server keeps a tombstone
+// and drops the sibling on arrival, and the queued copy runs when a
+// worker is free for it. A copy that won its claim ahead and whose
+// client then leaves gives up its place.
+func TestClaimAhead(t *testing.T) {
+	apps := []*app{newApp(), newApp()}
+	var waitingN atomic.Int64
+	queued, twoWon := make(chan struct{}, 3), make(chan struct{})
+	hookB := func(e string) {
+		switch {
+		case e == "queued":
+			queued <- struct{}{}
+		case e == "waiting" && waitingN.Add(1) == 2:
+			close(twoWon)
+		}
+	}
+	hookAbandoned, abandoned := waitFor("abandoned")
+	nodes := newService(t, 2, Config{Workers: 1, ClaimAhead: 2}, func(i int) http.Handler { return apps[i].handler(i) }, nil, combine(hookB, hookAbandoned))
+	a, b := nodes[0], nodes[1]
+	client := newClient(t)
+	ctx := context.Background()
+
+	ctx1, cancel1 := context.WithCancel(ctx)
+	busy1 := send(ctx1, client, b.url, "block-1", "", "")
+	await[string](t, apps[1].started, "B's worker to be busy")
+	// Queued in this order: block-2, tied-b, tied-gone.
+	busy2 := send(ctx, client, b.url, "block-2", "", "")
+	await(t, queued, "block-2 to queue")
+	id := NewID()
+	onB := send(ctx, client, b.url, "tied-b", id, a.url)
+	await(t, queued, "tied-b to queue")
+	gone, cancelGone := context.WithCancel(ctx)
+	onGone := send(gone, client, b.url, "tied-gone", NewID(), a.url)
+	await(t, queued, "tied-gone to queue")
+	// Nothing has claimed while no worker freed.
+	if st := a.s.Stats(); st.ClaimsReceived != 0 {
+		t.Fatalf("A: %+v, want no claim before B makes progress", st)
+	}
+	cancel1() // block-1 ends: block-2 starts, the two tied copies claim ahead
+	if r := recv(t, busy1); r.err == nil {
+		t.Fatalf("cancelled request: %+v", r)
+	}
+	await[string](t, apps[1].started, "block-2 to start")
+	await(t, twoWon, "the two claims ahead to be won")
+	if r := recv(t, send(ctx, client, a.url, "tied-a", id, b.url)); r.code != http.StatusConflict || r.dropped != "sibling" {
+		t.Fatalf("copy on A: %+v, want 409 dropped", r)
+	}
+	cancelGone()
+	if r := recv(t, onGone); r.err == nil {
+		t.Fatalf("abandoned copy: %+v, want an error", r)
+	}
+	await(t, abandoned, "B to see the client go")
+	close(apps[1].release)
+	recv(t, busy2)
+	if r := recv(t, onB); r.code != 200 || r.body != "tied-b@1" {
+		t.Fatalf("copy on B: %+v, want 200 after the busy requests", r)
+	}
+	if apps[0].has("tied-a") || apps[1].has("tied-gone") {
+		t.Error("a dropped or abandoned copy ran")
+	}
+	sa, sb := a.s.Stats(), b.s.Stats()
+	if sb.ClaimsWon != 2 || sb.TiedStarted != 1 || sb.Abandoned != 1 || sb.Queued != 0 || sb.Running != 0 {
+		t.Errorf("B: %+v, want 2 claims won ahead, 1 tied start, 1 abandoned, nothing left", sb)
+	}
+	if sa.Dropped != 1 || sa.ClaimsEarly != 2 || sa.Started != 0 {
+		t.Errorf("A: %+v, want its copy dropped on arrival", sa)
 	}
 }

@@ -42,8 +42,9 @@ const (
 	DroppedKey = "tied-dropped"
 )
 
-// DefaultCancelPath is where Server.Handler serves cancel messages from
-// peers, unless Config.CancelPath names another path.
+// DefaultCancelPath is where Server.Handler serves claims from peers
+// (a claim cancels the sibling copy: see Claim), unless Config.CancelPath
+// names another path.
 const DefaultCancelPath = "/.tied/cancel"
 
 // ID length bounds: NewID makes 22 characters (128 random bits); a peer's
@@ -53,10 +54,10 @@ const (
 	maxIDLen = 64
 	// maxAddrLen bounds SiblingHeader.
 	maxAddrLen = 256
-	// maxMessageLen bounds a cancel message: "v1.", an ID, a
-	// timestamp of at most 20 digits and a signature of 43 characters,
-	// with dots between.
-	maxMessageLen = 3 + maxIDLen + 1 + 20 + 1 + 43
+	// maxMessageLen bounds a claim: "v2.", an ID, a ticket and a
+	// timestamp of at most 20 digits each and a signature of 43
+	// characters, with dots between.
+	maxMessageLen = 3 + maxIDLen + 1 + 20 + 1 + 20 + 1 + 43
 )
 
 // Errors of parsing and verification. Match them with errors.Is.
@@ -64,9 +65,9 @@ var (
 	// ErrBadTie is wrapped by ParseTie's errors: the tie headers are
 	// malformed.
 	ErrBadTie = errors.New("tied: malformed tie headers")
-	// ErrBadMessage is wrapped by the errors of a cancel message that is
+	// ErrBadMessage is wrapped by the errors of a claim that is
 	// malformed, not signed with the shared secret, or stale.
-	ErrBadMessage = errors.New("tied: cancel message refused")
+	ErrBadMessage = errors.New("tied: claim refused")
 )
 
 // Tie is what a tied request carries: its tie identifier and where its
@@ -82,8 +83,8 @@ type Tie struct {
 func (t Tie) Tied() bool { return t.ID != "" }
 
 // NewID returns a fresh tie identifier: 128 random bits, base64url without
-// padding (22 characters). Identifiers must be unguessable: a cancel
-// message names only the identifier, so whoever could predict one could
+// padding (22 characters). Identifiers must be unguessable: a claim
+// names only the identifier, so whoever could predict one could
 // have a peer's copy dropped in the name of a request it did not send.
 func NewID() string {
 	var b [16]byte
@@ -148,69 +149,80 @@ func NormalizeAddr(addr string) (string, error) {
 	return a, nil
 }
 
-// Cancel is an authenticated cancel message: the server whose copy of tie
-// ID started at Started asks the receiver to drop its copy.
-type Cancel struct {
-	ID      string
-	Started time.Time
+// Claim is an authenticated claim: the server holding a worker for its
+// copy of tie ID asks the sibling's server for the right to start it,
+// before starting it. The receiver answers VerdictGo (its own copy is
+// dropped, now or on arrival) or VerdictLost (its own copy started, or
+// won a simultaneous claim). Ticket breaks the tie between two claims
+// that cross: the lower ticket wins, on both servers alike.
+type Claim struct {
+	ID     string
+	Ticket uint64
+	Sent   time.Time
 }
 
 // Sign returns the wire form of c signed with secret:
 //
-//	v1.<id>.<started, Unix nanoseconds>.<signature>
+//	v2.<id>.<ticket>.<sent, Unix nanoseconds>.<signature>
 //
 // where the signature is HMAC-SHA256 keyed with secret over
-// "tied-cancel-v1\n<id>\n<started>", in base64url without padding.
-func (c Cancel) Sign(secret []byte) string {
-	ts := strconv.FormatInt(c.Started.UnixNano(), 10)
-	return "v1." + c.ID + "." + ts + "." + base64.RawURLEncoding.EncodeToString(mac(secret, c.ID, ts))
+// "tied-claim-v2\n<id>\n<ticket>\n<sent>", in base64url without padding.
+func (c Claim) Sign(secret []byte) string {
+	tk := strconv.FormatUint(c.Ticket, 10)
+	ts := strconv.FormatInt(c.Sent.UnixNano(), 10)
+	return "v2." + c.ID + "." + tk + "." + ts + "." + base64.RawURLEncoding.EncodeToString(mac(secret, c.ID, tk, ts))
 }
 
-func mac(secret []byte, id, ts string) []byte {
+func mac(secret []byte, id, ticket, ts string) []byte {
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("tied-cancel-v1\n"))
+	m.Write([]byte("tied-claim-v2\n"))
 	m.Write([]byte(id))
+	m.Write([]byte{'\n'})
+	m.Write([]byte(ticket))
 	m.Write([]byte{'\n'})
 	m.Write([]byte(ts))
 	return m.Sum(nil)
 }
 
-// VerifyCancel parses and authenticates a cancel message made by Sign. It
-// refuses, with an error wrapping ErrBadMessage, a malformed message, a
-// signature that is not secret's (compared in constant time), and a
-// message whose timestamp is more than maxSkew away from now, in either
-// direction.
+// VerifyClaim parses and authenticates a claim made by Sign. It refuses,
+// with an error wrapping ErrBadMessage, a malformed message, a signature
+// that is not secret's (compared in constant time), and a message whose
+// timestamp is more than maxSkew away from now, in either direction.
 //
-// Within maxSkew a message can be replayed; that is harmless: it only ever
-// asks to drop a queued copy of the tie it names, whose sibling has
-// started.
-func VerifyCancel(msg string, secret []byte, now time.Time, maxSkew time.Duration) (Cancel, error) {
+// Within maxSkew a claim can be replayed; that is harmless: it can only
+// drop a copy of the tie it names, whose sibling had the right to start,
+// and a replay finds that copy dropped already or started (VerdictLost).
+func VerifyClaim(msg string, secret []byte, now time.Time, maxSkew time.Duration) (Claim, error) {
 	if len(msg) > maxMessageLen {
-		return Cancel{}, fmt.Errorf("%w: %d bytes, longer than %d", ErrBadMessage, len(msg), maxMessageLen)
+		return Claim{}, fmt.Errorf("%w: %d bytes, longer than %d", ErrBadMessage, len(msg), maxMessageLen)
 	}
-	rest, ok := strings.CutPrefix(msg, "v1.")
+	rest, ok := strings.CutPrefix(msg, "v2.")
 	if !ok {
-		return Cancel{}, fmt.Errorf("%w: not a v1 message", ErrBadMessage)
+		return Claim{}, fmt.Errorf("%w: not a v2 claim", ErrBadMessage)
 	}
 	parts := strings.Split(rest, ".")
-	if len(parts) != 3 {
-		return Cancel{}, fmt.Errorf("%w: want v1.<id>.<time>.<signature>", ErrBadMessage)
+	if len(parts) != 4 {
+		return Claim{}, fmt.Errorf("%w: want v2.<id>.<ticket>.<time>.<signature>", ErrBadMessage)
 	}
-	id, ts, sig := parts[0], parts[1], parts[2]
+	id, tk, ts, sig := parts[0], parts[1], parts[2], parts[3]
 	if err := checkID(id); err != nil {
-		return Cancel{}, fmt.Errorf("%w: tie id: %v", ErrBadMessage, err)
+		return Claim{}, fmt.Errorf("%w: tie id: %v", ErrBadMessage, err)
+	}
+	ticket, err := strconv.ParseUint(tk, 10, 64)
+	if err != nil || tk != strconv.FormatUint(ticket, 10) {
+		return Claim{}, fmt.Errorf("%w: ticket %q is not a decimal number", ErrBadMessage, tk)
 	}
 	nanos, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || ts != strconv.FormatInt(nanos, 10) {
-		return Cancel{}, fmt.Errorf("%w: time %q is not Unix nanoseconds", ErrBadMessage, ts)
+		return Claim{}, fmt.Errorf("%w: time %q is not Unix nanoseconds", ErrBadMessage, ts)
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, mac(secret, id, ts)) {
-		return Cancel{}, fmt.Errorf("%w: bad signature (do the servers share Config.Secret?)", ErrBadMessage)
+	if err != nil || !hmac.Equal(got, mac(secret, id, tk, ts)) {
+		return Claim{}, fmt.Errorf("%w: bad signature (do the servers share Config.Secret?)", ErrBadMessage)
 	}
-	started := time.Unix(0, nanos)
-	if d := now.Sub(started); d > maxSkew || d < -maxSkew {
-		return Cancel{}, fmt.Errorf("%w: stale: signed %v from now, more than %v (are the servers' clocks in step?)", ErrBadMessage, -d, maxSkew)
+	sent := time.Unix(0, nanos)
+	if d := now.Sub(sent); d > maxSkew || d < -maxSkew {
+		return Claim{}, fmt.Errorf("%w: stale: signed %v from now, more than %v (are the servers' clocks in step?)", ErrBadMessage, -d, maxSkew)
 	}
-	return Cancel{ID: id, Started: started}, nil
+	return Claim{ID: id, Ticket: ticket, Sent: sent}, nil
 }

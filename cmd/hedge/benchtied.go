@@ -18,7 +18,7 @@ import (
 // a worker limit and a queue, compared with no hedging and the default
 // hedge config (see bench.RunTied).
 func runBenchTied(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("bench tied", "[--backend http,grpc] [--quick] [flags]", stderr)
+	fs := newFlags("bench tied", "[--backend http,grpc] [--quick] [--repeats N] [flags]", stderr)
 	o := bench.TiedOptions{Worlds: bench.DefaultTiedWorlds, Configs: bench.TiedConfigs}
 	backends := fs.String("backend", "http,grpc", "backends, comma-separated: http, grpc")
 	loads := fs.String("loads", "0.5,0.85", "offered loads, fractions of the servers' capacity, comma-separated")
@@ -33,6 +33,8 @@ func runBenchTied(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Gap, "gap", 0, "gap between a tied request's copies (0: tied.DefaultGap)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of arrivals, sizes and stalls")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "timeout of each request")
+	fs.IntVar(&o.Repeats, "repeats", 1, "runs of each world, load and configuration, with seeds seed, seed+1, ...; the table shows medians")
+	fs.IntVar(&o.ClaimAhead, "claim-ahead", 0, "when a worker frees, the tied copies among the next N of the queue claim while they wait (http backend only; 0: tied.DefaultClaimAhead, -1: claim when given a worker)")
 	quick := fs.Bool("quick", false, "short runs: 2 s measured after 0.5 s of warm-up")
 	if code := parseFlags(fs, args, stderr); code >= 0 {
 		return code
@@ -44,6 +46,9 @@ func runBenchTied(args []string, stdout, stderr io.Writer) int {
 		if !flagSet(fs, "warmup") {
 			o.Warmup = 500 * time.Millisecond
 		}
+	}
+	if o.Repeats < 1 {
+		return usageError(stderr, "bench tied", fmt.Errorf("--repeats: %d: run at least once", o.Repeats))
 	}
 	for _, s := range strings.Split(*loads, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)

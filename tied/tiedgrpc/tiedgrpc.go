@@ -1,11 +1,11 @@
 // Package tiedgrpc runs a gRPC server's unary calls through a
-// tied.Server: a worker limit, a bounded FIFO queue, and tied copies
-// dropped from the queue when their sibling starts on another server. See
+// tied.Server: a worker limit, a bounded FIFO queue, and a tied copy
+// started only once the sibling's server granted its claim. See
 // package tied for the design; this package adds the gRPC wiring, so that
 // package tied itself needs no gRPC.
 //
 // A server installs UnaryServerInterceptor and registers the cancel
-// service with Register; its tied.Config.Sender is a Sender, which reaches
+// service (which answers peers' claims) with Register; its tied.Config.Sender is a Sender, which reaches
 // the peers (host:port, as clients name them in the tied-sibling metadata)
 // over gRPC:
 //
@@ -36,10 +36,9 @@ import (
 )
 
 // ServiceName and CancelMethod name the cancel service that Register
-// installs: its one method takes the signed message (tied.Cancel.Sign) as
-// a google.protobuf.StringValue and answers the outcome's name
-// ("dropped", "too-late", "early", "repeated") the same way, or
-// PermissionDenied for a refused message.
+// installs: its one method takes a peer's signed claim (tied.Claim.Sign)
+// as a google.protobuf.StringValue and answers the verdict's name ("go"
+// or "lost") the same way, or PermissionDenied for a refused message.
 const (
 	ServiceName  = "tailcut.tied.v1.Tied"
 	CancelMethod = "/" + ServiceName + "/Cancel"
@@ -52,7 +51,8 @@ const (
 // tied.RefusedHeader ("tied-refused") trailer; a tied copy dropped for its
 // sibling fails with Aborted and a tied.DroppedKey trailer "sibling"
 // (which clients such as hedgegrpc.WithTied tell from the service's own
-// Aborted). Calls to the cancel service bypass the queue.
+// Aborted). Calls to the cancel service bypass the queue. A tied copy's
+// claim is sent from within the interceptor, on the call's goroutine.
 func UnaryServerInterceptor(s *tied.Server) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if info.FullMethod == CancelMethod {
@@ -102,9 +102,9 @@ type cancelServer interface {
 type cancelImpl struct{ s *tied.Server }
 
 func (c cancelImpl) cancel(_ context.Context, msg *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
-	out, err := c.s.ReceiveCancel(msg.GetValue())
+	out, err := c.s.ReceiveClaim(msg.GetValue())
 	if err != nil {
-		return nil, status.Error(codes.PermissionDenied, "cancel message refused")
+		return nil, status.Error(codes.PermissionDenied, "claim refused")
 	}
 	return wrapperspb.String(out.String()), nil
 }
@@ -137,8 +137,8 @@ func Register(reg grpc.ServiceRegistrar, s *tied.Server) {
 	reg.RegisterService(&serviceDesc, cancelImpl{s})
 }
 
-// Sender is a tied.Sender that calls peers' cancel service, on one
-// ClientConn per peer, made on first use and closed by
+// Sender is a tied.Sender that calls peers' cancel service with claims,
+// on one ClientConn per peer (a persistent HTTP/2 connection), made on first use and closed by
 // CloseIdleConnections (which tied.Server.Close calls).
 type Sender struct {
 	opts []grpc.DialOption
@@ -156,31 +156,32 @@ func NewSender(opts ...grpc.DialOption) *Sender {
 	return &Sender{opts: append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...), conns: map[string]*grpc.ClientConn{}}
 }
 
-// ErrClosed is returned by SendCancel after CloseIdleConnections.
+// ErrClosed is returned by SendClaim after CloseIdleConnections.
 var ErrClosed = errors.New("tiedgrpc: the Sender is closed")
 
-// SendCancel calls the cancel service of the peer at addr with msg.
-func (s *Sender) SendCancel(ctx context.Context, addr, msg string) error {
+// SendClaim calls the cancel service of the peer at addr with msg, and
+// returns its answer.
+func (s *Sender) SendClaim(ctx context.Context, addr, msg string) (string, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ErrClosed
+		return "", ErrClosed
 	}
 	cc := s.conns[addr]
 	if cc == nil {
 		var err error
 		if cc, err = grpc.NewClient(addr, s.opts...); err != nil {
 			s.mu.Unlock()
-			return fmt.Errorf("tiedgrpc: connecting to peer %s: %w", addr, err)
+			return "", fmt.Errorf("tiedgrpc: connecting to peer %s: %w", addr, err)
 		}
 		s.conns[addr] = cc
 	}
 	s.mu.Unlock()
 	out := new(wrapperspb.StringValue)
 	if err := cc.Invoke(ctx, CancelMethod, wrapperspb.String(msg), out); err != nil {
-		return fmt.Errorf("tiedgrpc: cancel message to %s: %w", addr, err)
+		return "", fmt.Errorf("tiedgrpc: claim to %s: %w", addr, err)
 	}
-	return nil
+	return out.GetValue(), nil
 }
 
 // CloseIdleConnections closes every connection of the Sender; it sends

@@ -76,7 +76,7 @@ func startServers(t *testing.T, n int, cfg tied.Config, handle func(i int) func(
 	var srvs []*grpc.Server
 	for i, s := range out {
 		c := cfg
-		c.Secret, c.Sender, c.CancelTimeout = secret, tiedgrpc.NewSender(), hang
+		c.Secret, c.Sender, c.ClaimTimeout = secret, tiedgrpc.NewSender(), hang
 		c.Peers = nil
 		for j, o := range out {
 			if j != i {
@@ -122,8 +122,8 @@ func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 }
 
 // Two real gRPC servers with one worker each, A busy: the tied call's
-// copy on the idle B starts and has the copy queued at A dropped without
-// running; the call returns B's answer.
+// copy on the idle B claims the tie, which drops the copy queued at A
+// without running; the call returns B's answer.
 func TestTiedCallEndToEnd(t *testing.T) {
 	blockA := make(chan struct{})
 	startedA := make(chan struct{})
@@ -184,14 +184,14 @@ func TestTiedCallEndToEnd(t *testing.T) {
 	if s := servers[0].ts.Stats(); s.Dropped != 1 || s.TiedStarted != 0 {
 		t.Errorf("A: %+v, want its copy dropped", s)
 	}
-	if s := servers[1].ts.Stats(); s.TiedStarted != 1 || s.CancelsSent != 1 {
-		t.Errorf("B: %+v, want 1 tied start, 1 cancel sent", s)
+	if s := servers[1].ts.Stats(); s.TiedStarted != 1 || s.ClaimsWon != 1 {
+		t.Errorf("B: %+v, want 1 tied start, 1 claim won", s)
 	}
 }
 
-// A full queue answers ResourceExhausted; a forged cancel message is
-// refused with PermissionDenied; a dropped copy is Aborted with the
-// tied-dropped trailer.
+// A full queue answers ResourceExhausted; a forged claim is refused with
+// PermissionDenied; a dropped copy is Aborted with the tied-dropped
+// trailer.
 func TestRefusals(t *testing.T) {
 	block := make(chan struct{})
 	started := make(chan struct{}, 1)
@@ -218,26 +218,26 @@ func TestRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	forged := tied.Cancel{ID: tied.NewID(), Started: time.Now()}.Sign([]byte("not the servers' secret, but 32 bytes long"))
+	forged := tied.Claim{ID: tied.NewID(), Sent: time.Now()}.Sign([]byte("not the servers' secret, but 32 bytes long"))
 	err = cc.Invoke(ctx, tiedgrpc.CancelMethod, wrapperspb.String(forged), new(wrapperspb.StringValue))
 	if status.Code(err) != codes.PermissionDenied {
-		t.Errorf("forged cancel: %v, want PermissionDenied", err)
+		t.Errorf("forged claim: %v, want PermissionDenied", err)
 	}
 
-	// An early cancel, then the copy: dropped on arrival.
+	// An early claim, then the copy: dropped on arrival.
 	id := tied.NewID()
 	out := new(wrapperspb.StringValue)
-	if err := cc.Invoke(ctx, tiedgrpc.CancelMethod, wrapperspb.String(tied.Cancel{ID: id, Started: time.Now()}.Sign(secret)), out); err != nil || out.GetValue() != "early" {
-		t.Fatalf("valid cancel: %v %q", err, out.GetValue())
+	if err := cc.Invoke(ctx, tiedgrpc.CancelMethod, wrapperspb.String(tied.Claim{ID: id, Ticket: 1, Sent: time.Now()}.Sign(secret)), out); err != nil || out.GetValue() != "go" {
+		t.Fatalf("valid claim: %v %q", err, out.GetValue())
 	}
 	var trailer metadata.MD
 	tctx := metadata.AppendToOutgoingContext(ctx, tied.IDKey, id, tied.SiblingKey, servers[1].addr)
 	err = cc.Invoke(tctx, echoMethod, wrapperspb.String("copy"), new(wrapperspb.StringValue), grpc.Trailer(&trailer))
 	if !tiedgrpc.IsDropped(err, trailer) {
-		t.Errorf("copy after its cancel: %v %v, want Aborted with %s", err, trailer, tied.DroppedKey)
+		t.Errorf("copy after its sibling's claim: %v %v, want Aborted with %s", err, trailer, tied.DroppedKey)
 	}
 	s := servers[0].ts.Stats()
-	if s.Refused != 1 || s.CancelsRejected != 1 || s.Dropped != 1 || s.CancelsEarly != 1 {
+	if s.Refused != 1 || s.ClaimsRejected != 1 || s.Dropped != 1 || s.ClaimsEarly != 1 {
 		t.Errorf("%+v", s)
 	}
 }
