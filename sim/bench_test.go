@@ -19,6 +19,17 @@ func BenchmarkRunNoiseHedgeFixed(b *testing.B) {
 	})
 }
 
+// BenchmarkRunYardstick is the case of the yardstick that
+// scripts/sim-yardstick compares the engine with: noise world, two-choice
+// routing, load 0.9, hedge after a fixed delay of one mean service time
+// (three in four requests send a second copy).
+func BenchmarkRunYardstick(b *testing.B) {
+	benchRun(b, func(c *Config) {
+		c.Strategy = HedgeFixed
+		c.Delay = 1
+	})
+}
+
 // BenchmarkRunNoiseNone is the same without hedging.
 func BenchmarkRunNoiseNone(b *testing.B) { benchRun(b, func(c *Config) {}) }
 

@@ -18,8 +18,22 @@ import (
 // about 8.8 million units at this scale.
 const Unit = time.Millisecond
 
-// toDuration converts simulated time to a Duration for the hedge policies.
-func toDuration(x float64) time.Duration { return time.Duration(math.Round(x * float64(Unit))) }
+// toDuration converts simulated time to a Duration for the hedge policies,
+// rounding to the nearest nanosecond, halves away from zero: exactly
+// math.Round, which the engine called several times per request. For
+// 0.5 <= y < 2^52, y+0.5 is computed exactly or rounds within the same
+// integer part, so truncating it is math.Round(y); smaller and other
+// values (negative, huge, NaN) take math.Round itself.
+func toDuration(x float64) time.Duration {
+	y := x * float64(Unit)
+	if y >= 0.5 && y < 1<<52 {
+		return time.Duration(int64(y + 0.5))
+	}
+	if y >= 0 && y < 0.5 {
+		return 0
+	}
+	return time.Duration(math.Round(y))
+}
 
 // fromDuration converts a Duration from a hedge policy back to simulated
 // time.
