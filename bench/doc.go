@@ -18,6 +18,14 @@
 // peer libraries in the bench/peers module, plug in through the same
 // Client interface.
 //
+// Two comparisons have runners of their own, on replicas that queue
+// behind a worker limit (package tied's middleware): RunTied sets tied
+// requests against no hedging and the default, and RunRecovery slows every
+// replica at once (Gate.Slow) and times, window by window, how soon each
+// configuration's latency comes back after the slowdown ends. StartHTTP
+// serves HTTP/1.1 or, with HTTPOptions.H2C, HTTP/2 without TLS, where a
+// cancelled copy resets a stream instead of closing its connection.
+//
 // # Open loop, intended start times
 //
 // Requests arrive as a Poisson process at a fixed rate (Arrivals),

@@ -74,6 +74,14 @@
 // a test runs one through hedge.Do and the simulator and requires the
 // same decisions.
 //
+// Simulator.Done is told of every request as it completes, to follow
+// latency over time. With Config.SlowFor, the correlated world runs one
+// scheduled slowdown of every server instead of random stretches, and
+// Simulator.MeasureRecovery uses both to time how soon latency comes back
+// after it, window by window: a client whose copies keep overloaded
+// servers overloaded after the cause is gone (a metastable collapse)
+// shows there, where a whole run's percentiles would average it away.
+//
 // A request's latency is from its arrival to the completion of its first
 // finished copy. When that copy finishes, the others are cancelled at once,
 // whether waiting or running (NoCancel turns this off: losers run to
