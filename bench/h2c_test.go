@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,20 +31,16 @@ func TestCancelledCallCostsADialOnlyOverHTTP1(t *testing.T) {
 		}
 		before := c.Stats().Dials
 		// Stall both replicas until the calls below have been cancelled:
-		// none of them can be answered in between.
-		stallCtx, endStall := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for i := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				b.Stall(stallCtx, i, time.Hour)
-			}()
+		// none of them can be answered in between. The stalls are put in
+		// place before the first call, not started on goroutines of
+		// their own, so no call can slip in before them.
+		var stalls []*stall
+		for _, g := range b.gates {
+			st := &stall{done: make(chan struct{})}
+			g.cur.Store(st)
+			stalls = append(stalls, st)
 		}
 		for i := range cancelled {
-			for !b.gates[0].Stalled() || !b.gates[1].Stalled() {
-				time.Sleep(time.Millisecond) // the stall goroutines start
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			err := c.Do(ctx, i)
 			cancel()
@@ -53,8 +48,10 @@ func TestCancelledCallCostsADialOnlyOverHTTP1(t *testing.T) {
 				t.Fatalf("h2c %v: call during a stall: %v, want the deadline", h2c, err)
 			}
 		}
-		endStall()
-		wg.Wait()
+		for i, g := range b.gates {
+			g.cur.CompareAndSwap(stalls[i], nil)
+			stalls[i].end()
+		}
 		for i := range 20 {
 			if err := c.Do(context.Background(), i); err != nil {
 				t.Fatal(err)

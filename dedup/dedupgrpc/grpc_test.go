@@ -30,11 +30,19 @@ type service struct {
 	testgrpc.UnimplementedTestServiceServer
 	runs  atomic.Int64
 	block chan struct{}
-	fail  func(n int64) error
+	// entered, if set, is told once a call has entered the handler.
+	entered chan struct{}
+	fail    func(n int64) error
 }
 
 func (s *service) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	n := s.runs.Add(1)
+	if s.entered != nil {
+		select {
+		case s.entered <- struct{}{}:
+		default:
+		}
+	}
 	if s.block != nil {
 		<-s.block
 	}
@@ -125,7 +133,7 @@ func TestRefusals(t *testing.T) {
 }
 
 func TestConcurrentCopiesRunOnce(t *testing.T) {
-	svc := &service{block: make(chan struct{})}
+	svc := &service{block: make(chan struct{}), entered: make(chan struct{}, 1)}
 	c := start(t, svc, dedupgrpc.Config{})
 	const copies = 6
 	var wg sync.WaitGroup
@@ -138,12 +146,10 @@ func TestConcurrentCopiesRunOnce(t *testing.T) {
 		})
 	}
 	// Wait until one copy runs the handler; then let it finish.
-	deadline := time.Now().Add(time.Minute)
-	for svc.runs.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no copy reached the handler within a minute")
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-svc.entered:
+	case <-time.After(time.Minute): // hang guard only
+		t.Fatal("no copy reached the handler within a minute")
 	}
 	close(svc.block)
 	wg.Wait()
