@@ -187,17 +187,8 @@ func TestCommitFenced(t *testing.T) {
 	if err != nil || !c.Won {
 		t.Fatal(c, err)
 	}
-	var c2 dedup.Claim
-	deadline := time.Now().Add(time.Minute)
-	for !c2.Won {
-		if time.Now().After(deadline) {
-			t.Fatal("the lease did not end within a minute")
-		}
-		time.Sleep(5 * time.Millisecond)
-		if c2, err = s.Claim(t.Context(), "k", fp, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c2 := storetest.ClaimWhenFree(t, s, "k", fp, time.Hour)
+
 	if _, err := s.Commit(t.Context(), c, time.Hour, write("late")); !errors.Is(err, dedup.ErrLostClaim) {
 		t.Fatalf("late holder: %v", err)
 	}

@@ -109,18 +109,8 @@ func TestCommit(t *testing.T) {
 	}
 	// The lease ends and another copy takes over: the old holder's write
 	// is refused, the new one's commits.
-	var c2 dedup.Claim
-	deadline := time.Now().Add(time.Minute)
-	for !c2.Won {
-		if time.Now().After(deadline) {
-			t.Fatal("the lease did not end within a minute")
-		}
-		time.Sleep(5 * time.Millisecond)
-		var err error
-		if c2, err = s.Claim(ctx, "k", fp, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c2 := storetest.ClaimWhenFree(t, s, "k", fp, time.Hour)
+
 	if _, err := s.Commit(ctx, c, time.Hour, write("late")); !errors.Is(err, dedup.ErrLostClaim) {
 		t.Fatalf("late holder: %v", err)
 	}

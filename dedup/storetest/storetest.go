@@ -499,3 +499,19 @@ func cancelledContext(t *testing.T, s dedup.Store) {
 		t.Fatalf("a cancelled Claim left a record: %v", err)
 	}
 }
+
+// ClaimWhenFree claims key for fp with lease as soon as the record there,
+// if any, has let go: for a test that waits out another claim's lease on a
+// store whose clock is the server's (PostgreSQL, Redis) or the file's
+// users' (SQLite), which no fake clock reaches. It polls; the outcome does
+// not depend on how fast, only the time the test takes does.
+func ClaimWhenFree(t *testing.T, s dedup.Store, key string, f dedup.Fingerprint, lease time.Duration) dedup.Claim {
+	t.Helper()
+	var c dedup.Claim
+	waitFor(t, "the lease of "+key+" ended", func() (bool, error) {
+		var err error
+		c, err = s.Claim(t.Context(), key, f, lease)
+		return c.Won, err
+	})
+	return c
+}
