@@ -318,9 +318,8 @@ func runRecoveryOnce(ctx context.Context, o RecoveryOptions, load float64, cfg s
 	rate := load * float64(o.Replicas*o.Workers) / o.Service.Seconds()
 
 	// Warm-up: the same rate, not recorded.
-	fire(ctx, Arrivals(DeriveSeed(seed, "warmup"), rate, o.Warmup, 0), o.Timeout, func(ctx context.Context) error {
-		return HTTPGet(ctx, t, url)
-	}, nil)
+	get := func(ctx context.Context, _ int) error { return HTTPGet(ctx, t, url) }
+	fire(ctx, Arrivals(DeriveSeed(seed, "warmup"), rate, o.Warmup, 0), o.Timeout, get, nil)
 
 	// The slowdown, on every replica at once.
 	span := o.Before + o.Slow + o.After
@@ -347,9 +346,7 @@ func runRecoveryOnce(ctx context.Context, o RecoveryOptions, load float64, cfg s
 	sums := make([]time.Duration, nw)
 	counts := make([]int, nw)
 	var errs atomic.Int64
-	fireAt(ctx, begin, Arrivals(seed, rate, span, 0), o.Timeout, func(ctx context.Context) error {
-		return HTTPGet(ctx, t, url)
-	}, func(at, lat time.Duration, err error) {
+	fireAt(ctx, begin, Arrivals(seed, rate, span, 0), o.Timeout, get, func(_ int, at, lat time.Duration, err error) {
 		if err != nil {
 			errs.Add(1)
 			return
@@ -418,38 +415,44 @@ func runRecoveryOnce(ctx context.Context, o RecoveryOptions, load float64, cfg s
 }
 
 // fire sends a call at each of the times at (since now), each on its own
-// goroutine, and waits for them all.
-func fire(ctx context.Context, at []time.Duration, timeout time.Duration, call func(context.Context) error, done func(at, lat time.Duration, err error)) {
-	fireAt(ctx, time.Now(), at, timeout, call, done)
+// goroutine, and waits for them all; see fireAt.
+func fire(ctx context.Context, at []time.Duration, timeout time.Duration, call func(ctx context.Context, i int) error, done func(i int, at, lat time.Duration, err error)) int {
+	return fireAt(ctx, time.Now(), at, timeout, call, done)
 }
 
-// fireAt is fire with the times counted from begin. done, if not nil, is
-// called under a lock with each call's intended time, its latency from
-// then, and its error.
-func fireAt(ctx context.Context, begin time.Time, at []time.Duration, timeout time.Duration, call func(context.Context) error, done func(at, lat time.Duration, err error)) {
+// fireAt is the open-loop dispatch of the bench's own runners (RunTied,
+// RunRecovery): call i goes, paced, at begin + at[i], each on its own
+// goroutine with its own timeout, until the last or until ctx ends. It
+// waits for every call sent and returns how many were. done, if not nil,
+// is called under a lock with each call's index, its intended time, its
+// latency from then, and its error.
+func fireAt(ctx context.Context, begin time.Time, at []time.Duration, timeout time.Duration, call func(ctx context.Context, i int) error, done func(i int, at, lat time.Duration, err error)) int {
 	p := &Pacer{Start: begin}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, a := range at {
+	n := 0
+	for i, a := range at {
 		if ctx.Err() != nil {
 			break
 		}
 		p.Wait(a)
+		n++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, timeout)
-			err := call(cctx)
+			err := call(cctx, i)
 			cancel()
 			if done != nil {
 				lat := time.Since(begin.Add(a))
 				mu.Lock()
-				done(a, lat, err)
+				done(i, a, lat, err)
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	return n
 }
 
 // WriteRecoveryTable writes results as a Markdown table.

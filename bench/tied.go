@@ -345,38 +345,23 @@ func tiedTotals(servers []*tied.Server) (started, dropped, unclaimed int64) {
 }
 
 // runArrivals sends requests at Poisson times at rate for span, each on
-// its own goroutine, waits for them, and returns how many it sent. done,
-// if not nil, gets each one's latency from its intended start, under a
-// lock.
+// its own goroutine with a size drawn by sizeOf (fireAt), waits for them,
+// and returns how many it sent. done, if not nil, gets each one's latency
+// from its intended start, under a lock.
 func runArrivals(ctx context.Context, rate float64, span time.Duration, rng *rand.Rand, sizeOf func() time.Duration, timeout time.Duration, call func(context.Context, int, time.Duration) error, done func(time.Duration, error)) int {
-	p := &Pacer{Start: time.Now()}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	n := 0
-	for at := time.Duration(0); ; n++ {
-		at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
-		if at >= span || ctx.Err() != nil {
+	var at, sizes []time.Duration
+	for t := time.Duration(0); ; {
+		t += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+		if t >= span {
 			break
 		}
-		size := sizeOf()
-		p.Wait(at)
-		intended := p.Start.Add(at)
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, timeout)
-			err := call(cctx, i, size)
-			cancel()
-			if done != nil {
-				d := time.Since(intended)
-				mu.Lock()
-				done(d, err)
-				mu.Unlock()
-			}
-		}(n)
+		at, sizes = append(at, t), append(sizes, sizeOf())
 	}
-	wg.Wait()
-	return n
+	var each func(int, time.Duration, time.Duration, error)
+	if done != nil {
+		each = func(_ int, _, lat time.Duration, err error) { done(lat, err) }
+	}
+	return fire(ctx, at, timeout, func(ctx context.Context, i int) error { return call(ctx, i, sizes[i]) }, each)
 }
 
 // stallLoop stalls replica i of b at Poisson times so that it is stalled
