@@ -373,6 +373,10 @@ type Config struct {
 	// FanoutNeed is how many sub-requests must finish for the request to
 	// finish; 0 means all of them.
 	FanoutNeed int
+
+	// placement, in the package's tests only, selects another placement
+	// of a hedge's copy (hedgePlacement); zero is the Picker's.
+	placement int
 }
 
 // DefaultConfig returns the study's defaults: noise world, two-choice

@@ -20,6 +20,9 @@ func (e *engine) place(r *request) int32 {
 	for j := range r.n {
 		held = append(held, int(r.copies[j].q))
 	}
+	if hedgePlacement != nil && e.c.placement != 0 && r.n == 1 {
+		return hedgePlacement(e, r, held[0])
+	}
 	if e.tiedSample {
 		// The source's tied requests: the copies go to the distinct
 		// servers two-choice routing samples, one on each, whatever
@@ -30,6 +33,12 @@ func (e *engine) place(r *request) int32 {
 }
 
 var randomPicker = hedge.Picker{Random: true}
+
+// hedgePlacement, when a test sets it, places a request's second copy in
+// place of the Picker for runs whose Config.placement is not zero: the
+// other placements TestDefaultAlternatives measures against the
+// default's. It is nil outside the package's tests.
+var hedgePlacement func(e *engine, r *request, primary int) int32
 
 // leastLoadedPick scans every server not holding a copy for the smallest
 // busy count, breaking ties uniformly at random (reservoir sampling).
