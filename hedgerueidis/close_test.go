@@ -90,10 +90,7 @@ func TestCloseDuringReads(t *testing.T) {
 	c := startClient(t, servers, hedgeNow())
 	keys, kv := values(8)
 	seed(t, c, kv...)
-	want := map[string]string{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		want[kv[i]] = kv[i+1]
-	}
+	want := wantOf(kv)
 
 	closed := make(chan struct{})
 	isClosed := func() bool {
@@ -161,28 +158,9 @@ func TestReapInBackground(t *testing.T) {
 	c := startClient(t, servers, cfg)
 	keys, kv := values(10)
 	seed(t, c, kv...)
-	want := map[string]string{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		want[kv[i]] = kv[i+1]
-	}
-	ctx := context.Background()
+	want := wantOf(kv)
 	st := stall(t, servers[0])
-	for n := 0; c.Stats().Replicas[0].Copies < 6; n++ {
-		if n > 100000 {
-			t.Fatal("no copy went to the stalled replica in 100,000 reads")
-		}
-		k := keys[n%len(keys)]
-		var got string
-		var err error
-		if n%2 == 0 {
-			got, err = c.Get(ctx, k).ToString()
-		} else {
-			got, err = c.Do(ctx, c.B().Get().Key(k).Build()).ToString()
-		}
-		if err != nil || got != want[k] {
-			t.Fatalf("read %d of %s = %q, %v; want %q", n, k, got, err, want[k])
-		}
-	}
+	readUntilStalledCopies(t, c, keys, want, false, nil)
 	if err := st.Release(); err != nil {
 		t.Fatal(err)
 	}

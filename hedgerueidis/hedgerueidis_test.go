@@ -52,43 +52,16 @@ func TestStalledReplica(t *testing.T) {
 	c := startClient(t, servers, hedgeNow())
 	keys, kv := values(20)
 	seed(t, c, kv...)
-	want := map[string]string{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		want[kv[i]] = kv[i+1]
-	}
+	want := wantOf(kv)
 	ctx := context.Background()
 	st := stall(t, servers[0])
-	for n := 0; c.Stats().Replicas[0].Copies < 6; n++ {
-		if n > 100000 {
-			t.Fatal("no copy went to the stalled replica in 100,000 reads")
-		}
-		k := keys[n%len(keys)]
-		var got string
-		var err error
-		switch n % 3 {
-		case 0:
-			got, err = c.Get(ctx, k).ToString()
-		case 1:
-			got, err = c.Do(ctx, c.B().Get().Key(k).Build()).ToString()
-		case 2:
-			var vs []string
-			vs, err = c.MGet(ctx, k, keys[0]).AsStrSlice()
-			if err == nil && (len(vs) != 2 || vs[1] != want[keys[0]]) {
-				t.Fatalf("MGET %s %s = %q", k, keys[0], vs)
-			}
-			if len(vs) > 0 {
-				got = vs[0]
-			}
-		}
-		if err != nil || got != want[k] {
-			t.Fatalf("read %d of %s = %q, %v; want %q", n, k, got, err, want[k])
-		}
+	readUntilStalledCopies(t, c, keys, want, true, func(n int) {
 		for _, r := range c.Stats().Replicas {
 			if r.InFlight != 0 {
 				t.Fatalf("after read %d, %d copies still run on replica %d", n, r.InFlight, r.Index)
 			}
 		}
-	}
+	})
 	s := c.Stats()
 	r0 := s.Replicas[0]
 	if r0.Wins != 0 || r0.Cancelled != r0.Copies {

@@ -111,3 +111,54 @@ func commandCalls(t testing.TB, s *redistest.Server) map[string]string {
 	}
 	return calls
 }
+
+// wantOf returns the key-value pairs kv (as values returns them) as a map.
+func wantOf(kv []string) map[string]string {
+	want := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		want[kv[i]] = kv[i+1]
+	}
+	return want
+}
+
+// readUntilStalledCopies reads keys through c, in turn with Get, Do and
+// (with mget) MGET, checking every value, until six copies have gone to
+// replica 0, which the caller has stalled; each, if not nil, runs after
+// every read.
+func readUntilStalledCopies(t *testing.T, c *Client, keys []string, want map[string]string, mget bool, each func(n int)) {
+	t.Helper()
+	ctx := context.Background()
+	kinds := 2
+	if mget {
+		kinds = 3
+	}
+	for n := 0; c.Stats().Replicas[0].Copies < 6; n++ {
+		if n > 100000 {
+			t.Fatal("no copy went to the stalled replica in 100,000 reads")
+		}
+		k := keys[n%len(keys)]
+		var got string
+		var err error
+		switch n % kinds {
+		case 0:
+			got, err = c.Get(ctx, k).ToString()
+		case 1:
+			got, err = c.Do(ctx, c.B().Get().Key(k).Build()).ToString()
+		case 2:
+			var vs []string
+			vs, err = c.MGet(ctx, k, keys[0]).AsStrSlice()
+			if err == nil && (len(vs) != 2 || vs[1] != want[keys[0]]) {
+				t.Fatalf("MGET %s %s = %q", k, keys[0], vs)
+			}
+			if len(vs) > 0 {
+				got = vs[0]
+			}
+		}
+		if err != nil || got != want[k] {
+			t.Fatalf("read %d of %s = %q, %v; want %q", n, k, got, err, want[k])
+		}
+		if each != nil {
+			each(n)
+		}
+	}
+}
