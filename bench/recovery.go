@@ -15,6 +15,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/internal/recovery"
 )
 
 // RecoveryOptions configures a recovery comparison: worker-limited HTTP
@@ -376,7 +377,6 @@ func runRecoveryOnce(ctx context.Context, o RecoveryOptions, load float64, cfg s
 	r.hedgeBefore = float64(hb) / float64(n)
 	limit := time.Duration(float64(r.baseline) * (1 + o.Tolerance))
 	end := o.Before + o.Slow
-	run, rec := 0, -1
 	for i := range nw {
 		w := RecoveryWindowResult{Start: time.Duration(i) * o.Window, Calls: counts[i]}
 		if counts[i] > 0 {
@@ -386,17 +386,10 @@ func runRecoveryOnce(ctx context.Context, o RecoveryOptions, load float64, cfg s
 			r.hedgePeak = max(r.hedgePeak, w.HedgeShare)
 		}
 		r.windows = append(r.windows, w)
-		if w.Start+o.Window <= end || rec >= 0 || i == nw-1 {
-			continue
-		}
-		if counts[i] > 0 && w.Mean <= limit {
-			if run++; run == o.Settle {
-				rec = i - o.Settle + 1
-			}
-		} else {
-			run = 0
-		}
 	}
+	rec := recovery.First(0, nw, o.Settle,
+		func(i int) bool { return time.Duration(i)*o.Window+o.Window > end },
+		func(i int) bool { return counts[i] > 0 && sums[i]/time.Duration(counts[i]) <= limit })
 	stop := nw
 	if rec >= 0 {
 		r.recovered = true

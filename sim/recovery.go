@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/tailcut/hedge/internal/recovery"
 )
 
 // RecoveryConfig describes a global slowdown and how the recovery from it
@@ -145,7 +147,6 @@ func (s *Simulator) MeasureRecovery(c Config, rc RecoveryConfig) (Recovery, erro
 	from := int(first/rc.Window) + 1
 	end := c.SlowAt + c.SlowFor
 	limit := r.Baseline * (1 + rc.Tolerance)
-	run, recIdx := 0, -1
 	for i := from; i < len(bins); i++ {
 		b := bins[i]
 		w := RecoveryWindow{Start: float64(i) * rc.Window, Requests: b.n, Mean: math.NaN()}
@@ -156,20 +157,10 @@ func (s *Simulator) MeasureRecovery(c Config, rc RecoveryConfig) (Recovery, erro
 			r.HedgeSharePeakWindow = math.Max(r.HedgeSharePeakWindow, w.HedgeShare)
 		}
 		r.Windows = append(r.Windows, w)
-		// Windows that end before the slowdown does are not yet the
-		// recovery; the run's last window may be cut short.
-		if w.Start+rc.Window <= end || recIdx >= 0 || i == len(bins)-1 {
-			continue
-		}
-		if b.n > 0 && w.Mean <= limit {
-			run++
-			if run == rc.Settle {
-				recIdx = i - rc.Settle + 1
-			}
-		} else {
-			run = 0
-		}
 	}
+	recIdx := recovery.First(from, len(bins), rc.Settle,
+		func(i int) bool { return float64(i)*rc.Window+rc.Window > end },
+		func(i int) bool { return bins[i].n > 0 && bins[i].sum/float64(bins[i].n) <= limit })
 	stop := len(bins)
 	if recIdx >= 0 {
 		r.Recovered = true
