@@ -100,6 +100,16 @@
 // primaries away from it while it holds more than the others, and
 // hedging sends the rest elsewhere.
 //
+// One wait cancellation does not end: rueidis opens a server's pipelined
+// connections when commands first land on them, and runs a new
+// connection's handshake (HELLO) on that command's goroutine, bounded by
+// its dial timeout (ClientOption.Dialer.Timeout) and deaf to the
+// command's context. A copy that opens a connection to a stalled server is
+// held that long, its hedge won or not, and a caller whose primary it is
+// waits with it. Open the connections before traffic (enough reads on each
+// replica to land on every one of its connections, as hedge bench's
+// warm-up does), and keep the dial timeout short.
+//
 // # What it is not
 //
 // Not a cluster client (give it standalone servers: a primary and its

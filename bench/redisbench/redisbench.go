@@ -1,7 +1,18 @@
 // Package redisbench is the Redis backend of hedge bench: real
 // redis-server processes on loopback (started and stopped by
 // internal/redistest), stalled with DEBUG SLEEP, read through a
-// hedgeredis.Client.
+// hedgeredis.Client or a hedgerueidis.Client (Options.Client).
+//
+// Two clients, because the two Redis adapters pay for hedging in different
+// places, and the bench must show each as it is. hedgeredis wraps go-redis,
+// which does not stop a command once it holds a connection: every copy,
+// the primary included, runs on a goroutine of its own, so that a loser
+// cannot hold the caller, and that hand-off is paid on every read, hedged
+// or not. hedgerueidis wraps rueidis, which returns as soon as a copy's
+// context ends (its pipeline reads and drops the late reply): the primary
+// runs on the caller's goroutine, and a read that is not hedged starts no
+// goroutine. Measuring both over the same servers, stalls and schedule
+// tells that per-read cost apart from what hedging itself costs.
 //
 // A stall is DEBUG SLEEP sent on a connection kept for the purpose: the
 // server runs commands on one thread, so while it sleeps it answers nobody,
@@ -10,7 +21,7 @@
 // 100 ms. The stall is over when the server answers the DEBUG SLEEP.
 //
 // It is its own package so that the core of package bench, which the peer
-// comparison module imports, does not pull in go-redis.
+// comparison module imports, does not pull in go-redis or rueidis.
 package redisbench
 
 import (
@@ -41,8 +52,46 @@ type Options struct {
 	// /usr/bin/redis-server.
 	Binary string
 	// PoolSize is each replica's go-redis pool size; zero means go-redis's
-	// default (10 per GOMAXPROCS).
+	// default (10 per GOMAXPROCS). It applies to go-redis only: rueidis
+	// has no equivalent (see ClientRueidis), and Start refuses a non-zero
+	// PoolSize with it.
 	PoolSize int
+	// Client is the Redis client reads go through: ClientGoRedis (the
+	// default when empty) or ClientRueidis.
+	Client string
+}
+
+// The clients Options.Client names.
+const (
+	// ClientGoRedis reads through a hedgeredis.Client over one go-redis
+	// client per replica.
+	ClientGoRedis = "go-redis"
+	// ClientRueidis reads through a hedgerueidis.Client over one rueidis
+	// client per replica. rueidis pipelines every GET over a few shared
+	// connections per server (ClientOption.PipelineMultiplex) instead of
+	// taking one from a pool, so nothing in it corresponds to go-redis's
+	// pool size: its BlockingPoolSize serves blocking commands only, and
+	// PipelineMultiplex sets how many connections share the pipeline, not
+	// how many commands may wait for one.
+	ClientRueidis = "rueidis"
+)
+
+// Clients returns the names Options.Client accepts, the default first.
+func Clients() []string { return []string{ClientGoRedis, ClientRueidis} }
+
+// client returns o.Client with its default, or an error naming the
+// choices.
+func (o Options) client() (string, error) {
+	switch o.Client {
+	case "", ClientGoRedis:
+		return ClientGoRedis, nil
+	case ClientRueidis:
+		if o.PoolSize != 0 {
+			return "", fmt.Errorf("redisbench: PoolSize %d applies to go-redis only: rueidis pipelines reads over shared connections and has no pool of that kind; leave PoolSize 0 with the rueidis client", o.PoolSize)
+		}
+		return ClientRueidis, nil
+	}
+	return "", fmt.Errorf("redisbench: Client %q: use %s", o.Client, strings.Join(Clients(), " or "))
 }
 
 // Backend is a set of running redis-server processes holding the same
@@ -50,6 +99,7 @@ type Options struct {
 type Backend struct {
 	servers []*redistest.Server
 	pool    int
+	client  string // ClientGoRedis or ClientRueidis
 	keys    []string
 
 	mu     sync.Mutex
@@ -68,7 +118,8 @@ type stallConn struct {
 
 // Start starts the servers, fills them with the keys and returns once
 // every one answers. If redis-server is missing, the error says which
-// package to install.
+// package to install. Mistakes in o are reported before any server
+// starts.
 func Start(o Options) (*Backend, error) {
 	n := o.Replicas
 	if n == 0 {
@@ -76,6 +127,10 @@ func Start(o Options) (*Backend, error) {
 	}
 	if n < 2 || n > 64 {
 		return nil, fmt.Errorf("redisbench: %d replicas: use 2 to 64", n)
+	}
+	client, err := o.client()
+	if err != nil {
+		return nil, err
 	}
 	servers, err := redistest.StartN(n, redistest.Options{
 		Binary:       o.Binary,
@@ -85,7 +140,7 @@ func Start(o Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{servers: servers, pool: o.PoolSize, keys: make([]string, bench.Keys)}
+	b := &Backend{servers: servers, pool: o.PoolSize, client: client, keys: make([]string, bench.Keys)}
 	for k := range b.keys {
 		b.keys[k] = "k:" + strconv.Itoa(k)
 	}
@@ -255,12 +310,20 @@ func (b *Backend) Close() error {
 	return b.err
 }
 
-// NewClient returns a client that sends GET k:N through a
-// hedgeredis.Client over the servers, hedging as cfg says (hedgeredis
-// always reaps losers in the background: go-redis cannot interrupt a read).
-// Each replica has its own go-redis pool; go-redis's retries are off, so
-// that every copy sent is one the Hedger decided.
+// NewClient returns a client that sends GET k:N through the client
+// Options.Client named, hedging as cfg says. With go-redis it is a
+// hedgeredis.Client over the servers (hedgeredis always reaps losers in
+// the background: go-redis cannot interrupt a read); each replica has its
+// own go-redis pool; go-redis's retries are off, so that every copy sent
+// is one the Hedger decided. With rueidis, see newRueidis.
 func (b *Backend) NewClient(cfg hedge.Config) (bench.Client, error) {
+	if b.client == ClientRueidis {
+		c, err := b.newRueidis(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	opts := make([]*redis.Options, len(b.servers))
 	for i, s := range b.servers {
 		opts[i] = &redis.Options{

@@ -35,6 +35,7 @@ var benchBackends = []string{"redis", "http", "grpc"}
 // benchFlags are the flags of "hedge bench".
 type benchFlags struct {
 	backend, configs, out, precise, redisServer string
+	redisClient                                 string
 	cpuprofile                                  string
 	replicas, redisPool                         int
 	quick, requestsOnly, h2c                    bool
@@ -76,7 +77,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.s.MaxReruns, "reruns", d.MaxReruns, "reruns of a noisy run (-1: none)")
 	fs.IntVar(&f.s.MaxTotalReruns, "max-total-reruns", 0, "reruns over a backend's whole comparison (0: a third of its runs; -1: none)")
 	fs.StringVar(&f.precise, "precise-timers", "off", "hedge.Config.PreciseTimers: on, off, or auto (on for redis, whose delays are sub-millisecond); off, the library default, measured better on 2 cores (BENCHMARKS.md)")
-	fs.IntVar(&f.redisPool, "redis-pool", 0, "go-redis pool size per replica (0: go-redis's default, 10 x GOMAXPROCS)")
+	fs.IntVar(&f.redisPool, "redis-pool", 0, "go-redis pool size per replica (0: go-redis's default, 10 x GOMAXPROCS); go-redis only")
+	fs.StringVar(&f.redisClient, "redis-client", redisbench.ClientGoRedis, "Redis client the reads go through: go-redis (hedgeredis: each copy, the primary included, on a goroutine of its own, as go-redis cannot stop a command once sent) or rueidis (hedgerueidis: the primary on the caller's goroutine, pipelined connections, a cancelled copy returns at once)")
 	fs.StringVar(&f.redisServer, "redis-server", redistestBinary, "redis-server executable")
 	fs.DurationVar(&f.s.SpinWindow, "spin-window", bench.DefaultSpinWindow, "the pacer sleeps until this long before each intended start, then spins (1ns: never spins)")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole invocation to this file")
@@ -216,6 +218,15 @@ func (f *benchFlags) validate(stderr io.Writer) ([]string, func(backend string) 
 	if f.redisPool < 0 {
 		errs = append(errs, fmt.Errorf("--redis-pool %d: use 0 for go-redis's default, or a positive size", f.redisPool))
 	}
+	if f.redisClient == "" {
+		f.redisClient = redisbench.ClientGoRedis // as redisbench.Options
+	}
+	switch {
+	case !contains(redisbench.Clients(), f.redisClient):
+		errs = append(errs, fmt.Errorf("--redis-client %q: use %s", f.redisClient, strings.Join(redisbench.Clients(), " or ")))
+	case f.redisClient == redisbench.ClientRueidis && f.redisPool != 0:
+		errs = append(errs, fmt.Errorf("--redis-pool %d applies to go-redis only: rueidis pipelines reads over shared connections and has no pool of that kind; leave it out with --redis-client rueidis", f.redisPool))
+	}
 	var strategies []bench.Strategy
 	seen := map[string]bool{}
 	aliases := bench.StrategyAliases()
@@ -297,12 +308,16 @@ func benchOne(ctx context.Context, name string, f *benchFlags, contenders []benc
 			notes = append(notes, "In-process net/http servers, one per 127.0.0.1 port; client: hedgehttp.Transport over one http.Transport (HTTP/1.1 keep-alive); dials counted by its DialContext; a cancelled loser's connection is closed, so losers cost dials.")
 		}
 	case "redis":
-		b, err = redisbench.Start(redisbench.Options{Replicas: f.replicas, PoolSize: f.redisPool, Binary: f.redisServer})
+		b, err = redisbench.Start(redisbench.Options{Replicas: f.replicas, PoolSize: f.redisPool, Binary: f.redisServer, Client: f.redisClient})
+		if f.redisClient == redisbench.ClientRueidis {
+			notes = append(notes, "redis-server child processes (no persistence), stalled with DEBUG SLEEP; client (--redis-client rueidis): hedgerueidis.Client over one rueidis client per replica (pipelined connections, client-side caching and retries off); the primary copy runs on the caller's goroutine, and a cancelled loser returns at once, rueidis reading and dropping its late reply; no pool to wait for (pool waits are 0); dials are the connections rueidis opened.")
+			break
+		}
 		pool := fmt.Sprintf("%d", f.redisPool)
 		if f.redisPool == 0 {
 			pool = fmt.Sprintf("go-redis's default, %d", 10*runtime.GOMAXPROCS(0))
 		}
-		notes = append(notes, "redis-server child processes (no persistence), stalled with DEBUG SLEEP; client: hedgeredis.Client over one go-redis client per replica (pool size "+pool+", retries off); losers are reaped in the background (go-redis cannot interrupt a read), and hold their connection until the stall ends; dials are pool misses.")
+		notes = append(notes, "redis-server child processes (no persistence), stalled with DEBUG SLEEP; client (--redis-client go-redis): hedgeredis.Client over one go-redis client per replica (pool size "+pool+", retries off); losers are reaped in the background (go-redis cannot interrupt a read), and hold their connection until the stall ends; dials are pool misses.")
 	case "grpc":
 		b, err = grpcbench.Start(grpcbench.Options{Replicas: f.replicas})
 		notes = append(notes, "In-process grpc-go servers (grpc.testing.TestService), one per 127.0.0.1 port; client: hedgegrpc.Interceptor with one ClientConn per replica (WithReplicas); no pool to wait for (HTTP/2 multiplexing).")

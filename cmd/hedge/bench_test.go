@@ -111,6 +111,8 @@ func TestBenchValidation(t *testing.T) {
 		{[]string{"bench", "--replicas", "1"}, "--replicas 1"},
 		{[]string{"bench", "--delay", "0", "--configs", "hedge-fixed"}, "delay"},
 		{[]string{"bench", "--precise-timers", "maybe"}, "on, off or auto"},
+		{[]string{"bench", "--backend", "redis", "--redis-client", "lettuce"}, `--redis-client "lettuce": use go-redis or rueidis`},
+		{[]string{"bench", "--backend", "redis", "--redis-client", "rueidis", "--redis-pool", "4"}, "--redis-pool 4 applies to go-redis only"},
 		{[]string{"bench", "--out", filepath.Join(file, "x")}, "output directory"},
 	} {
 		args := tc.args
@@ -167,5 +169,43 @@ func TestBenchConfigAlias(t *testing.T) {
 	}
 	if !strings.Contains(help, `(default "none-random,none-two-choice,hedge-fixed,default,`) {
 		t.Errorf("--help: the default --configs do not run default:\n%s", help)
+	}
+}
+
+// --redis-client rueidis reads through hedgerueidis: the run completes
+// without errors, and the report names the client it measured.
+func TestBenchRedisClient(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	redistest.NeedBinary(t, redistestBinary)
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI("bench", "--backend", "redis", "--redis-client", "rueidis", "--repeats", "1",
+		"--requests", "300", "--rate", "300", "--warmup", "200ms",
+		"--stall-share", "0.1", "--stall-length", "20ms", "--timeout", "1m",
+		"--configs", "none-random,"+bench.DefaultStrategy, "--reruns", "-1", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, bench.ReportJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("results.json does not parse: %v", err)
+	}
+	if len(rep.Backends) != 1 || len(rep.Backends[0].Runs) != 2 {
+		t.Fatalf("results.json: %d backends, want 1 with 2 runs", len(rep.Backends))
+	}
+	for _, r := range rep.Backends[0].Runs {
+		if r.Requests < 250 || r.Errors > 0 {
+			t.Errorf("%s: %d requests answered, %d errors (%s)", r.Config, r.Requests, r.Errors, r.FirstError)
+		}
+		if r.Dials < 0 || r.PoolWaits != 0 || r.PoolTimeouts != 0 {
+			t.Errorf("%s: %d dials, %d pool waits, %d pool timeouts; want dials counted and no pool wait", r.Config, r.Dials, r.PoolWaits, r.PoolTimeouts)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(dir, bench.ReportMarkdown))
+	if err != nil || !strings.Contains(string(md), "--redis-client rueidis") || !strings.Contains(string(md), "hedgerueidis.Client") {
+		t.Errorf("report.md does not name the client (%v):\n%s", err, md)
 	}
 }
