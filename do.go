@@ -178,9 +178,11 @@ func (c *call[T]) run() (T, func(), error) {
 	c.schedule(c.plan.Start)
 	c.mu.Unlock()
 	if c.h.bgReap {
-		go c.runCopy(ctx, a)
-	} else {
-		c.runCopy(ctx, a)
+		go c.runCopy(ctx, a, false)
+	} else if c.runCopy(ctx, a, true) {
+		// complete kept c.mu for the wait.
+		c.waitLocked()
+		return c.result()
 	}
 	c.wait()
 	return c.result()
@@ -232,7 +234,12 @@ func (c *call[T]) launch(i int, now time.Duration, replica int) (context.Context
 // runCopy runs one copy and reports its outcome. A panic that arrives after
 // the caller has returned (possible only with ReapInBackground) has nobody
 // to be re-raised to, so it is raised here, like any goroutine's panic.
-func (c *call[T]) runCopy(ctx context.Context, a Attempt) {
+//
+// hold is set for the primary on the caller's goroutine, which waits for
+// the outcome next: when nothing is left to do outside the lock, complete
+// keeps c.mu for that wait, and runCopy reports it (held), so that a fast
+// call takes the lock once fewer.
+func (c *call[T]) runCopy(ctx context.Context, a Attempt, hold bool) (held bool) {
 	returned := false
 	defer func() {
 		if !returned {
@@ -241,13 +248,14 @@ func (c *call[T]) runCopy(ctx context.Context, a Attempt) {
 	}()
 	v, err, p := c.invoke(ctx, a)
 	returned = true
-	late, lost := c.complete(a.Index, v, err, p)
+	late, lost, held := c.complete(a.Index, v, err, p, hold)
 	if lost && c.discard != nil {
 		c.discard(v)
 	}
 	if late {
 		panic(p)
 	}
+	return held
 }
 
 // exited runs on a goroutine that is unwinding because the attempt
@@ -259,7 +267,7 @@ func (c *call[T]) runCopy(ctx context.Context, a Attempt) {
 // nothing the call started outlives it.
 func (c *call[T]) exited(a Attempt) {
 	var zero T
-	c.complete(a.Index, zero, ErrGoexit, nil)
+	c.complete(a.Index, zero, ErrGoexit, nil, false)
 	if a.Index == 0 && !c.h.bgReap {
 		c.wait()
 		c.returned = true
@@ -285,11 +293,17 @@ func (c *call[T]) invoke(ctx context.Context, a Attempt) (v T, err error, p *Pan
 
 // complete records the outcome of copy i. It reports whether p is a panic
 // that the caller can no longer see, and whether v is a success that lost.
-func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost bool) {
+// With hold, it returns with c.mu still held when neither is the case
+// (held).
+func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (late, lost, held bool) {
 	h, st := c.h, c.st
 	now := h.now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() {
+		if !held {
+			c.mu.Unlock()
+		}
+	}()
 	c.running--
 	cs := &c.copies[i]
 	cs.done = true
@@ -389,7 +403,8 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError) (late, lost boo
 	if !(c.keep && c.winner == i) {
 		cs.stop()
 	}
-	return p != nil && c.returned, wasDecided && err == nil && p == nil
+	late, lost = p != nil && c.returned, wasDecided && err == nil && p == nil
+	return late, lost, hold && !late && !lost
 }
 
 // tryNext asks the Policy for one more copy at now, and sends it (in
@@ -447,7 +462,7 @@ func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
 	if c.h.onEvent != nil {
 		c.event(Event{Kind: HedgeSent, Copy: a.Index, Replica: a.Replica}, now)
 	}
-	go c.runCopy(ctx, a)
+	go c.runCopy(ctx, a, false)
 	return true
 }
 
@@ -561,6 +576,11 @@ func (c *call[T]) mayGo() bool {
 // wait blocks until the caller may return, and returns with c.mu held.
 func (c *call[T]) wait() {
 	c.mu.Lock()
+	c.waitLocked()
+}
+
+// waitLocked is wait for a caller that holds c.mu already.
+func (c *call[T]) waitLocked() {
 	if c.mayGo() {
 		return
 	}

@@ -173,6 +173,11 @@ type Hedger struct {
 
 	opsMu sync.Mutex
 	ops   atomic.Pointer[map[string]*opState]
+	// firstOp is the first class looked up in ops: most Hedgers serve one
+	// operation, and comparing two strings that share their bytes costs
+	// less than a map lookup. It is set once, so that callers of several
+	// classes never write to it.
+	firstOp atomic.Pointer[opState]
 }
 
 // ErrInvalidConfig is wrapped by every error New and NewPolicy return for
@@ -413,10 +418,18 @@ type opState struct {
 }
 
 // op returns the state of operation class name, creating it if needed.
-// The lookup is a lock-free map read; creation copies the map under a lock,
-// which happens at most MaxOps times.
+// The lookup is a comparison with the first class looked up, then a
+// lock-free map read; creation copies the map under a lock, which happens
+// at most MaxOps times.
 func (h *Hedger) op(name string) *opState {
+	first := h.firstOp.Load()
+	if first != nil && first.name == name {
+		return first
+	}
 	if st, ok := (*h.ops.Load())[name]; ok {
+		if first == nil {
+			h.firstOp.CompareAndSwap(nil, st)
+		}
 		return st
 	}
 	h.opsMu.Lock()

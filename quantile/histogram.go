@@ -8,12 +8,12 @@ import (
 // Histogram counts values since it was made, for reporting. It is safe for
 // concurrent use: Record is lock-free and allocation-free, and Snapshot may
 // run at the same time as Record (a snapshot taken under concurrent
-// recording may see a value in the count but not yet in its bucket, or the
-// reverse; each field is exact once recording stops).
+// recording may see a value in its bucket but not yet in the sum, or the
+// reverse; each field is exact once recording stops). The count is the sum
+// of the buckets', so that a value costs three atomic operations, not four.
 //
 // Its zero value is ready to use. It holds about 20 KB.
 type Histogram struct {
-	count  atomic.Int64
 	sum    atomic.Int64
 	max    atomic.Int64
 	counts [numBuckets]atomic.Uint64
@@ -25,7 +25,6 @@ func (h *Histogram) Record(v int64) {
 		v = 0
 	}
 	h.counts[bucketOf(v)].Add(1)
-	h.count.Add(1)
 	h.sum.Add(v)
 	for {
 		m := h.max.Load()
