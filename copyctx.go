@@ -28,16 +28,25 @@ type copyCtx struct {
 	context.Context      // the parent: Deadline, and Value until watched
 	parentCancels   bool // the parent's Done is not nil
 
-	// watched is set once std and stdCancel are, which then never
-	// change: a reader that sees it set may read them without the lock.
-	watched   atomic.Bool
-	cancelled atomic.Bool // err is set
+	// state holds the copy's cancellation and whether it is watched, in
+	// one word, so that a copy nobody watches is cancelled and asked for
+	// Err without a lock. std and stdCancel are set before stWatched is,
+	// and never change after: a reader that sees stWatched may read them.
+	state     atomic.Uint32
 	std       context.Context
 	stdCancel context.CancelFunc
 
-	mu  sync.Mutex
-	err error
+	// mu serialises making std with cancelling a watched copy, so that
+	// Err and Cause change together.
+	mu sync.Mutex
 }
+
+// The bits of copyCtx.state.
+const (
+	stCancelled = 1 << iota // the copy was cancelled
+	stParentErr             // ... after its parent ended: Err is the parent's
+	stWatched               // std is made
+)
 
 // newCopyCtx returns the context of a copy under parent.
 func newCopyCtx(parent context.Context) *copyCtx {
@@ -46,19 +55,25 @@ func newCopyCtx(parent context.Context) *copyCtx {
 
 // watch makes std, cancelled already if the copy is. c.mu is held.
 func (c *copyCtx) watch() {
-	if c.watched.Load() {
+	if c.state.Load()&stWatched != 0 {
 		return
 	}
 	c.std, c.stdCancel = context.WithCancel(c.Context)
-	if c.err != nil {
+	// A cancel of an unwatched copy changes state by compare-and-swap
+	// without the lock: either it lands first, and std is cancelled
+	// here, or it fails and cancels again under the lock, after this.
+	s := c.state.Load()
+	for !c.state.CompareAndSwap(s, s|stWatched) {
+		s = c.state.Load()
+	}
+	if s&stCancelled != 0 {
 		c.stdCancel()
 	}
-	c.watched.Store(true)
 }
 
 // Done returns a channel closed when the copy's context is cancelled.
 func (c *copyCtx) Done() <-chan struct{} {
-	if !c.watched.Load() {
+	if c.state.Load()&stWatched == 0 {
 		c.mu.Lock()
 		c.watch()
 		c.mu.Unlock()
@@ -68,23 +83,25 @@ func (c *copyCtx) Done() <-chan struct{} {
 
 // Err returns nil until the copy's context is cancelled, or its parent's.
 func (c *copyCtx) Err() error {
-	if c.watched.Load() {
+	s := c.state.Load()
+	switch {
+	case s&stWatched != 0:
 		return c.std.Err()
-	}
-	c.mu.Lock()
-	err := c.err
-	c.mu.Unlock()
-	if err == nil && c.parentCancels {
+	case s&stParentErr != 0:
+		return c.Context.Err() // the parent's, which never changes once set
+	case s&stCancelled != 0:
+		return context.Canceled
+	case c.parentCancels:
 		return c.Context.Err()
 	}
-	return err
+	return nil
 }
 
 // Value returns the value for key: the parent's, as seen through the
 // WithCancel context once there is one.
 func (c *copyCtx) Value(key any) any {
-	if !c.watched.Load() {
-		if !c.parentCancels || !c.cancelled.Load() {
+	if s := c.state.Load(); s&stWatched == 0 {
+		if !c.parentCancels || s&stCancelled == 0 {
 			return c.Context.Value(key)
 		}
 		c.mu.Lock()
@@ -98,21 +115,28 @@ func (c *copyCtx) Value(key any) any {
 // parent's error, if the parent ended first) and, if someone watches it,
 // Done is closed. Only the first call does anything.
 func (c *copyCtx) cancel() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
+	s := c.state.Load()
+	if s&stCancelled != 0 {
 		return
 	}
-	c.err = context.Canceled
-	if c.parentCancels {
-		if err := c.Context.Err(); err != nil {
-			c.err = err
-		}
+	bits := uint32(stCancelled)
+	if c.parentCancels && c.Context.Err() != nil {
+		bits |= stParentErr
 	}
-	c.cancelled.Store(true)
-	if c.watched.Load() {
-		// Under c.mu, so that Err and Cause change together. It calls
-		// nothing of c: std was made from the parent, not from c.
+	if s&stWatched == 0 && c.state.CompareAndSwap(s, s|bits) {
+		return // unwatched: nobody to tell
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s = c.state.Load()
+	if s&stCancelled != 0 {
+		return
+	}
+	// Watched now (watch holds c.mu while it publishes stWatched). Under
+	// c.mu, so that Err and Cause change together; stdCancel calls
+	// nothing of c: std was made from the parent, not from c.
+	c.state.Store(s | bits)
+	if s&stWatched != 0 {
 		c.stdCancel()
 	}
 }

@@ -104,8 +104,15 @@ func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx 
 	return c
 }
 
-// call is the state of one Do call. mu guards everything below it.
+// call is the state of one Do call: callState, and the copies' own.
 type call[T any] struct {
+	callState[T]
+	copies [HardMaxAttempts]copyState // guarded by mu
+}
+
+// callState is a call's state but for its copies'. mu guards everything
+// below it.
+type callState[T any] struct {
 	h       *Hedger
 	st      *opState
 	parent  context.Context
@@ -132,7 +139,6 @@ type call[T any] struct {
 	val       T
 	errs      []error // of failed copies, in the order they failed
 	pnc       *PanicError
-	copies    [HardMaxAttempts]copyState
 	done      chan struct{} // made by a waiter, closed when it may go
 	closed    bool
 	returned  bool // the caller has taken the outcome
@@ -627,8 +633,11 @@ func (c *call[T]) result() (v T, release func(), err error) {
 	reuse := c.reusable()
 	c.mu.Unlock()
 	if reuse {
+		// A reusable call launched one copy: zeroing the rest of the
+		// array would only cost time.
 		h := c.h
-		*c = call[T]{}
+		c.callState = callState[T]{}
+		c.copies[0] = copyState{}
 		h.calls.Put(c)
 	}
 	return v, release, err

@@ -329,6 +329,12 @@ func newRequest() *http.Request {
 // BenchmarkHTTPNoHedge measures a RoundTrip through each RoundTripper over
 // cannedTransport, body closed as a real caller must (hedgedhttp cancels
 // the winner's context on Close).
+//
+// Measure each case in a process of its own (-bench 'HTTPNoHedge/plain$',
+// and so on): hedgedhttp leaves goroutines behind it (791 after 10,000
+// round trips that did not hedge), whose stacks the garbage collector
+// then scans during whatever runs next in the process; after its case,
+// hedgehttp measured about 1.4 times slower than alone.
 func BenchmarkHTTPNoHedge(b *testing.B) {
 	for _, c := range httpCases {
 		b.Run(c.name, func(b *testing.B) {
