@@ -135,6 +135,9 @@ func TestDefaultAlternatives(t *testing.T) {
 		{"the default, the copy on the least loaded of four", hedge.Config{}, placeLeastOfFour},
 		{"the default, the least loaded of all while two replicas are idle", hedge.Config{}, placeKeepOneIdle},
 		{"the default, the least loaded of all for a primary stuck behind (Behind)", hedge.Config{}, placeLeastForBehind},
+		{"the default, the least loaded of all while at least 35% of primaries find their replica idle", hedge.Config{}, placeLeastWhenSpare - 35},
+		{"the default, the least loaded of all while at least 45% of primaries find their replica idle", hedge.Config{}, placeLeastWhenSpare - 45},
+		{"the default, the least loaded of all for Behind while at least 30% of primaries find their replica idle", hedge.Config{}, placeBehindWhenSpare - 30},
 	}
 	worlds := []string{"noise", "stalls", "bigjobs", "mixed", "correlated", "ps-stalls", "ps-bigjobs"}
 	loads := []float64{0.3, 0.5, 0.7, 0.8, 0.9}

@@ -9,6 +9,13 @@ const (
 	placeLeastOfAll     = -1 // the least loaded of every replica
 	placeKeepOneIdle    = -2 // as placeLeastOfAll while two replicas are idle, else a busy one (refused)
 	placeLeastForBehind = -3 // placeLeastOfAll for a primary stuck behind an unanswered request, else the Picker's
+
+	// placeLeastWhenSpare - 100*s is placeLeastOfAll while the Policy's
+	// Spare (the share of recent primaries that found their replica
+	// idle) is at least s, else the Picker's; placeBehindWhenSpare - 100*s
+	// is placeLeastForBehind under the same condition.
+	placeLeastWhenSpare  = -100
+	placeBehindWhenSpare = -200
 )
 
 func init() { hedgePlacement = placeHedge }
@@ -18,6 +25,16 @@ func init() { hedgePlacement = placeHedge }
 // it, so that the runs share their random streams with the default's.
 func placeHedge(e *engine, r *request, h int) int32 {
 	k, n := e.c.placement, e.serversN
+	if k <= placeLeastWhenSpare {
+		base, behind := placeLeastWhenSpare, false
+		if k <= placeBehindWhenSpare {
+			base, behind = placeBehindWhenSpare, true
+		}
+		if e.pol.Spare() < float64(base-k)/100 || behind && e.evidence(r) != hedge.EvidenceBehind {
+			return int32(e.picker.Pick(n, []int{h}, e.load, e.rM))
+		}
+		k = placeLeastOfAll
+	}
 	if k == placeLeastForBehind {
 		if e.evidence(r) != hedge.EvidenceBehind {
 			return int32(e.picker.Pick(n, []int{h}, e.load, e.rM))
