@@ -705,9 +705,11 @@ func (c *call[T]) freeWinner() {
 // The queue's lock is held.
 func (c *call[T]) due() { c.timerDue = true }
 
-// fire runs when the delay since the last copy has passed.
-func (c *call[T]) fire() {
+// fire runs when the delay since the last copy has passed: the timer was
+// due at at. How late it fired is recorded (Stats.TimerLag).
+func (c *call[T]) fire(at time.Duration) {
 	now := c.h.now()
+	c.st.timerLag.Record(int64(now - at))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held = false

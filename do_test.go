@@ -843,3 +843,28 @@ func TestCallsReusedSafely(t *testing.T) {
 		settle()
 	})
 }
+
+// TestTimerLag checks that Stats.TimerLag counts each hedge timer that came
+// due, and none for a call answered before its delay. On synctest's clock a
+// timer fires exactly when due, so the lag is zero; a timer the Hedger acts
+// on late is measured from when it was due.
+func TestTimerLag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer settle()
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true})
+		fast := newScript(behaviour{after: ms, val: 1})
+		if _, err := hedge.Do(context.Background(), h, "op", fast.attempt); err != nil {
+			t.Fatal(err)
+		}
+		if lag := h.OpStats("op").TimerLag; lag.Count != 0 {
+			t.Fatalf("after a call answered before its delay: timer lag %v; want none", lag)
+		}
+		slow := newScript(behaviour{after: 100 * ms, val: 1}, behaviour{after: ms, val: 2})
+		if _, err := hedge.Do(context.Background(), h, "op", slow.attempt); err != nil {
+			t.Fatal(err)
+		}
+		if lag := h.OpStats("op").TimerLag; lag.Count != 1 || lag.Max != 0 {
+			t.Fatalf("after one hedge: timer lag %v; want one timer, on time", lag)
+		}
+	})
+}

@@ -415,6 +415,8 @@ type opState struct {
 	primary quantile.Histogram // the primary alone; censored at cancellation
 	hedge   quantile.Histogram // hedge copies on their own, from send to success
 	holdout quantile.Histogram // what callers saw in the rollout's control group
+	// timerLag is how late each hedge timer fired after it was due.
+	timerLag quantile.Histogram
 }
 
 // op returns the state of operation class name, creating it if needed.

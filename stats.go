@@ -82,6 +82,15 @@ type Stats struct {
 	// than the hedge rate suggests.
 	HedgePath Distribution
 
+	// TimerLag is how late the hedge timers fired: for each timer that
+	// came due (whether a copy then went or was refused), the time from
+	// when it was due to when the Hedger acted on it. The runtime's
+	// timers fire up to about a millisecond late under load
+	// (Config.PreciseTimers brings that to tens of microseconds): a
+	// TimerLag near the delay means hedges leave far later than asked.
+	// hedge advise --send-lag takes its median.
+	TimerLag Distribution
+
 	// Delay is the delay in force now (Never while warming up; String and
 	// FormatDelay print it as "never").
 	Delay time.Duration
@@ -92,10 +101,10 @@ type Stats struct {
 func (s Stats) String() string {
 	return fmt.Sprintf("%s: %d requests, %d hedges (%.1f%%), %d hedge wins (%.1f%% of hedges), %d primary wins, %d failures; "+
 		"refused: budget %d, in flight %d, busy %d, payoff %d, deadline %d, no replica %d; shadow hedges %d, unhedgeable %d; wasted %v; delay %s; "+
-		"latency %v; primary %v (%d censored); hedge path %v; holdout %v; rescued %d, saved at least %v",
+		"latency %v; primary %v (%d censored); hedge path %v; holdout %v; rescued %d, saved at least %v; timer lag %v",
 		s.Op, s.Requests, s.Hedges, 100*s.HedgeRate(), s.HedgeWins, 100*s.WinRate(), s.PrimaryWins, s.Failures,
 		s.BudgetDenied, s.InFlightDenied, s.BusyDenied, s.PayoffDenied, s.DeadlineSkipped, s.NoReplica, s.ShadowHedges, s.Unhedgeable, s.WastedWork,
-		FormatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast)
+		FormatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast, s.TimerLag)
 }
 
 // FormatDelay formats a delay as time.Duration does, except that Never
@@ -176,6 +185,7 @@ func (st *opState) stats(now time.Duration) Stats {
 		PrimaryCensored: st.censored.Load(),
 		HedgePath:       distribution(&st.hedge),
 		Holdout:         distribution(&st.holdout),
+		TimerLag:        distribution(&st.timerLag),
 		Rescued:         st.rescued.Load(),
 		SavedAtLeast:    time.Duration(st.saved.Load()),
 		Delay:           st.est.Delay(now),

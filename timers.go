@@ -12,7 +12,7 @@ import (
 // out to fire it; fire is called after, without the lock.
 type timed interface {
 	due()
-	fire()
+	fire(at time.Duration) // at: when it was due, since the epoch
 }
 
 // timerItem is one pending timer. The slot it occupies in the heap is
@@ -362,14 +362,16 @@ func (q *timerQueue) loop() {
 	sleep := time.NewTimer(linger)
 	defer sleep.Stop()
 	var due []timed
+	var dueAt []time.Duration
 	lingered := false // the last wait was a whole linger with nothing queued
 	for {
 		q.mu.Lock()
 		now := time.Since(q.epoch)
-		due = due[:0]
+		due, dueAt = due[:0], dueAt[:0]
 		for len(q.items) > 0 && q.items[0].at <= now {
 			q.items[0].t.due()
 			due = append(due, q.items[0].t)
+			dueAt = append(dueAt, q.items[0].at)
 			q.removeAt(0)
 		}
 		q.setHead()
@@ -389,7 +391,7 @@ func (q *timerQueue) loop() {
 		q.mu.Unlock()
 		if len(due) > 0 {
 			for i, t := range due {
-				t.fire()
+				t.fire(dueAt[i])
 				due[i] = nil
 			}
 			continue // firing took time and may have queued more

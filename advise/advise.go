@@ -56,6 +56,12 @@ type Options struct {
 	// copy. Every prediction sends the copy at delay + SendLag, and a
 	// primary that answers before then sends none. Zero means on time.
 	SendLag time.Duration
+	// SendLagP99, if above SendLag, makes the lag random: log-normal, with
+	// median SendLag and 99th percentile SendLagP99 (LagPoints), as a
+	// timer's lateness is; hedge.Stats.TimerLag's P50 and P99 give both.
+	// The independent estimate weighs the lag's whole distribution; the
+	// queueing estimate sends each copy SendLag late.
+	SendLagP99 time.Duration
 }
 
 // Prediction is one way of predicting every choice.
@@ -110,8 +116,8 @@ type Report struct {
 	NoAdvice    string
 	// GRPCService and GRPCMethod are Options'.
 	GRPCService, GRPCMethod string
-	// SendLag is Options'.
-	SendLag time.Duration
+	// SendLag and SendLagP99 are Options'.
+	SendLag, SendLagP99 time.Duration
 }
 
 // ErrOptions is wrapped by the errors of invalid Options.
@@ -154,6 +160,9 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 	if o.SendLag < 0 {
 		errs = append(errs, fmt.Errorf("send lag %v: use 0 or more, such as 500us for the Go runtime's timers under load", o.SendLag))
 	}
+	if o.SendLagP99 != 0 && (o.SendLag <= 0 || o.SendLagP99 < o.SendLag) {
+		errs = append(errs, fmt.Errorf("send lag p99 %v with a median of %v: give a positive median (SendLag) no larger than the p99, such as 50us and 1ms from hedge.Stats.TimerLag", o.SendLagP99, o.SendLag))
+	}
 	if o.Servers < 0 || o.Servers == 1 {
 		errs = append(errs, fmt.Errorf("servers %d: use 2 or more (0: the replicas the sample names, or 10)", o.Servers))
 	}
@@ -167,8 +176,12 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("With %d latencies the p99.9 rests on %d values: read its predictions as rough.", s.Len(), s.Len()/1000))
 	}
 	rep.Choices = choices(e, pcts, o.Delays)
-	rep.SendLag = o.SendLag
-	if o.SendLag > 0 {
+	rep.SendLag, rep.SendLagP99 = o.SendLag, o.SendLagP99
+	lags := LagPoints(o.SendLag, o.SendLagP99)
+	switch {
+	case len(lags) > 1:
+		rep.Notes = append(rep.Notes, fmt.Sprintf("Copies leave a random time after their delay, log-normal with median %v and p99 %v: the independent estimate weighs the whole distribution, the queueing estimate hedges at delay + %v.", o.SendLag, o.SendLagP99, o.SendLag))
+	case o.SendLag > 0:
 		rep.Notes = append(rep.Notes, fmt.Sprintf("Copies leave %v after their delay (SendLag): every prediction hedges at delay + %v.", o.SendLag, o.SendLag))
 	}
 	rep.Diagnosis = diagnose(s, e)
@@ -191,7 +204,7 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 	}
 	for _, c := range rep.Choices {
 		for _, b := range []bool{false, true} {
-			ind.Rows = append(ind.Rows, independent(e, lat, order, c, o.SendLag, b, rep.Today))
+			ind.Rows = append(ind.Rows, independent(e, lat, order, c, lags, b, rep.Today))
 		}
 	}
 	rep.Predictions = append(rep.Predictions, ind)

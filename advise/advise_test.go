@@ -8,6 +8,7 @@ import (
 	"go/parser"
 	"go/token"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -262,5 +263,70 @@ func TestSendLagDelaysTheCopy(t *testing.T) {
 	o.SendLag = -time.Millisecond
 	if _, err := Advise(context.Background(), s, o); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "send lag") {
 		t.Errorf("negative lag: %v, want ErrOptions naming the send lag", err)
+	}
+}
+
+// TestLagPoints checks the log-normal send lag: sorted, positive, its
+// median at the given median and its 99th percentile at the given p99
+// (within the grid's step); a p99 at or below the median is a constant lag.
+func TestLagPoints(t *testing.T) {
+	const m, p99 = 50 * time.Microsecond, 1500 * time.Microsecond
+	pts := LagPoints(m, p99)
+	if len(pts) != 100 || !slices.IsSorted(pts) || pts[0] <= 0 {
+		t.Fatalf("%d points, sorted %v, first %v: want 100 sorted positive points", len(pts), slices.IsSorted(pts), pts[0])
+	}
+	if med := (pts[49] + pts[50]) / 2; med < m*95/100 || med > m*105/100 {
+		t.Errorf("median %v, want %v", med, m)
+	}
+	// The 99th percentile lies between the 99th and 100th points.
+	if pts[98] > p99 || pts[99] < p99 {
+		t.Errorf("points 99 and 100 %v and %v, want %v between them", pts[98], pts[99], p99)
+	}
+	for _, c := range [][2]time.Duration{{m, m}, {m, m / 2}, {0, p99}} {
+		if got := LagPoints(c[0], c[1]); len(got) != 1 || got[0] != c[0] {
+			t.Errorf("LagPoints(%v, %v) = %v, want [%v]", c[0], c[1], got, c[0])
+		}
+	}
+}
+
+// TestRandomLagAgreesWithConstant checks the random-lag estimate against
+// the exact constant one: a "random" lag whose points are all equal must
+// predict exactly what that constant lag predicts (the bisection finds the
+// same jumps), with and without the budget; a lag spread around the same
+// median sends fewer copies than an on-time one and leaves a longer p99.9.
+func TestRandomLagAgreesWithConstant(t *testing.T) {
+	s := expSample(20_000, time.Millisecond)
+	e := newEmpirical(s.sorted())
+	lat := make([]float64, s.Len())
+	for i, d := range s.Latencies {
+		lat[i] = float64(d)
+	}
+	order := replayOrder(s, false, 1)
+	today := e.percentiles()
+	c := Choice{Delay: 2 * time.Millisecond}
+	const lag = 300 * time.Microsecond
+	for _, budget := range []bool{false, true} {
+		want := independent(e, lat, order, c, []time.Duration{lag}, budget, today)
+		got := independentLags(e, lat, order, c, []time.Duration{lag, lag, lag}, budget, today)
+		if got.P50 != want.P50 || got.P99 != want.P99 || got.P999 != want.P999 || got.HedgeRate != want.HedgeRate || math.Abs(got.ExtraWork-want.ExtraWork) > 1e-12 {
+			t.Errorf("budget %v: three equal lags %+v, want the constant lag's %+v", budget, got, want)
+		}
+	}
+	onTime := independent(e, lat, order, c, []time.Duration{0}, false, today)
+	spread := independent(e, lat, order, c, LagPoints(lag, 10*lag), false, today)
+	if !(spread.HedgeRate < onTime.HedgeRate && spread.P999 > onTime.P999) {
+		t.Errorf("random lag (median %v, p99 %v): hedge rate %.4f, p99.9 %v; on time: %.4f, %v; want fewer copies and a longer p99.9", lag, 10*lag, spread.HedgeRate, spread.P999, onTime.HedgeRate, onTime.P999)
+	}
+}
+
+// TestSendLagP99Refused checks that a lag p99 without a median, or below
+// it, is refused with what to give instead.
+func TestSendLagP99Refused(t *testing.T) {
+	s := expSample(2_000, time.Millisecond)
+	for _, c := range [][2]time.Duration{{0, time.Millisecond}, {time.Millisecond, 500 * time.Microsecond}} {
+		_, err := Advise(context.Background(), s, Options{SendLag: c[0], SendLagP99: c[1]})
+		if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "hedge.Stats.TimerLag") {
+			t.Errorf("send lag %v, p99 %v: err %v; want ErrOptions saying what to give", c[0], c[1], err)
+		}
 	}
 }

@@ -164,8 +164,11 @@ func replayOrder(s *Sample, inOrder bool, seed uint64) []int {
 // budget every request slower than d hedges; with it, the requests meet a
 // fresh hedge.DefaultBudget in order (the library's own bucket, credited
 // once per request), and those it refuses keep their latency.
-func independent(e *empirical, lat []float64, order []int, c Choice, lag time.Duration, budget bool, today Percentiles) Outcome {
-	d := float64(c.Delay + lag)
+func independent(e *empirical, lat []float64, order []int, c Choice, lags []time.Duration, budget bool, today Percentiles) Outcome {
+	if len(lags) > 1 {
+		return independentLags(e, lat, order, c, lags, budget, today)
+	}
+	d := float64(c.Delay + lags[0])
 	var b *hedge.Budget
 	if budget {
 		b = hedge.DefaultBudget()
@@ -211,6 +214,93 @@ func independent(e *empirical, lat []float64, order []int, c Choice, lag time.Du
 	o.ratios(today)
 	o.Verdict = Judge(o)
 	return o
+}
+
+// independentLags is independent for a copy that leaves a random time
+// after its delay, lags[k] with equal weights: the exact distribution for
+// each lag, mixed. A request whose primary answers before its copy would
+// leave sends none, so the hedge rate falls as the lag grows. With the
+// budget, each lag meets a budget of its own, so a request hedges in the
+// share of the lags that leave before its primary answers.
+func independentLags(e *empirical, lat []float64, order []int, c Choice, lags []time.Duration, budget bool, today Percentiles) Outcome {
+	k := float64(len(lags))
+	n := float64(len(lat))
+	ds := make([]float64, len(lags))
+	hedged := make([][]float64, len(lags)) // sorted: the primaries that sent a copy, for each lag
+	work, nh := 0.0, 0
+	for j, lag := range lags {
+		d := float64(c.Delay + lag)
+		ds[j] = d
+		var b *hedge.Budget
+		if budget {
+			b = hedge.DefaultBudget()
+		}
+		for _, i := range order {
+			x := lat[i]
+			b.OnRequest()
+			if x > d && b.TryHedge() {
+				hedged[j] = append(hedged[j], x)
+				work += d + 2*e.meanMin(x-d)
+				continue
+			}
+			work += x
+		}
+		slices.Sort(hedged[j])
+		nh += len(hedged[j])
+	}
+	all := e.xs // every request: a plain one answers at x, a hedged one at min(x, d + X2)
+	sl := func(t float64) float64 {
+		s := 0.0
+		for j, h := range hedged {
+			a := float64(above(h, t))
+			s += float64(above(all, t)) - a + a*e.surv(t-ds[j])
+		}
+		return s / k / n
+	}
+	q := func(p float64) time.Duration {
+		// The least t with P(L <= t) >= p, by bisection: L is a step
+		// function of t with jumps at whole nanoseconds (sample values,
+		// and delays plus lags plus sample values), so the upper end of
+		// a bracket narrower than a nanosecond is the jump, once
+		// truncated.
+		target := 1 - p + 1e-12
+		lo, hi := 0.0, all[len(all)-1]+slices.Max(ds)+all[len(all)-1]+1
+		for hi-lo > 1e-3 {
+			mid := (lo + hi) / 2
+			if sl(mid) <= target {
+				hi = mid
+			} else {
+				lo = mid
+			}
+		}
+		return time.Duration(math.Ceil(hi - 1e-3))
+	}
+	o := Outcome{Choice: c, Budget: budget, HedgeRate: float64(nh) / k / n}
+	o.P50, o.P99, o.P999 = q(0.5), q(0.99), q(0.999)
+	o.ExtraWork = work/k/e.prefix[len(e.xs)] - 1
+	o.ratios(today)
+	o.Verdict = Judge(o)
+	return o
+}
+
+// LagPoints returns the send lags a prediction weighs equally: lag alone
+// when p99 is zero or equal to it, else points of the log-normal
+// distribution whose median is lag and whose 99th percentile is p99 (a
+// timer's lateness is mostly small with a long tail; hedge.Stats.TimerLag
+// gives both).
+func LagPoints(lag, p99 time.Duration) []time.Duration {
+	if p99 <= lag || lag <= 0 {
+		return []time.Duration{lag}
+	}
+	const k = 100
+	z99 := math.Sqrt2 * math.Erfinv(2*0.99-1)
+	sigma := math.Log(float64(p99)/float64(lag)) / z99
+	out := make([]time.Duration, k)
+	for i := range out {
+		z := math.Sqrt2 * math.Erfinv(2*(float64(i)+0.5)/k-1)
+		out[i] = time.Duration(math.Round(float64(lag) * math.Exp(sigma*z)))
+	}
+	return out
 }
 
 // ratios fills the ratio fields from today's percentiles.

@@ -78,6 +78,11 @@ type ClientStats struct {
 	Wasted time.Duration
 	// Delay is the hedge delay in force at the end (hedge.Never: none).
 	Delay time.Duration
+	// TimerLagP50 and TimerLagP99 are quantiles of how late the hedge
+	// timers fired (hedge.Stats.TimerLag), over the client's whole life,
+	// warm-up included: quantiles cannot be subtracted. Unknown when no
+	// timer came due, or the client has no such measure.
+	TimerLagP50, TimerLagP99 time.Duration
 
 	// PoolWaits is the number of times a request waited for a free pooled
 	// connection (go-redis PoolStats.WaitCount), PoolWaitTime their total
@@ -98,12 +103,12 @@ func UnknownStats() ClientStats {
 	return ClientStats{
 		Requests: Unknown, Hedges: Unknown, HedgeWins: Unknown, BudgetDenied: Unknown,
 		Wasted: Unknown, Delay: Unknown, PoolWaits: Unknown, PoolWaitTime: Unknown,
-		PoolTimeouts: Unknown, Dials: Unknown,
+		PoolTimeouts: Unknown, Dials: Unknown, TimerLagP50: Unknown, TimerLagP99: Unknown,
 	}
 }
 
-// sub returns the counters of s minus those of base, keeping Unknown and
-// the instantaneous Delay.
+// sub returns the counters of s minus those of base, keeping Unknown, the
+// instantaneous Delay and s's timer lag quantiles.
 func (s ClientStats) sub(base ClientStats) ClientStats {
 	d := func(a, b int64) int64 {
 		if a == Unknown || b == Unknown {
@@ -118,6 +123,8 @@ func (s ClientStats) sub(base ClientStats) ClientStats {
 		BudgetDenied: d(s.BudgetDenied, base.BudgetDenied),
 		Wasted:       time.Duration(d(int64(s.Wasted), int64(base.Wasted))),
 		Delay:        s.Delay,
+		TimerLagP50:  s.TimerLagP50,
+		TimerLagP99:  s.TimerLagP99,
 		PoolWaits:    d(s.PoolWaits, base.PoolWaits),
 		PoolWaitTime: time.Duration(d(int64(s.PoolWaitTime), int64(base.PoolWaitTime))),
 		PoolTimeouts: d(s.PoolTimeouts, base.PoolTimeouts),
@@ -135,6 +142,9 @@ func HedgerStats(st hedge.Stats) ClientStats {
 	s.BudgetDenied = st.BudgetDenied
 	s.Wasted = st.WastedWork
 	s.Delay = st.Delay
+	if st.TimerLag.Count > 0 {
+		s.TimerLagP50, s.TimerLagP99 = st.TimerLag.P50, st.TimerLag.P99
+	}
 	return s
 }
 

@@ -160,13 +160,15 @@ func writeBackend(b *strings.Builder, br *BackendResult) {
 			cellF(c.P99Ratio, "%.2f"), cellF(c.P999Ratio, "%.2f"))
 	}
 	b.WriteString("\n### Cost\n\n")
-	b.WriteString("| config | extra requests | extra at servers | hedge win rate | wasted work per request | pool waits | pool wait time | dials | errors |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| config | extra requests | extra at servers | hedge win rate | wasted work per request | timer lag p50 | timer lag p99 | pool waits | pool wait time | dials | errors |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range br.Configs {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Config,
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Config,
 			cellF(c.ExtraPct, "%.2f%%"), cellF(c.ServerExtraPct, "%.2f%%"), cellF(c.WinRate, "%.1f%%"), cellUs(c.WastedUs),
+			cellUs(c.TimerLagP50Us), cellUs(c.TimerLagP99Us),
 			cellF(c.PoolWaits, "%.0f"), cellF(c.PoolWaitMs, "%.1fms"), cellF(c.Dials, "%.0f"), cellF(c.Errors, "%.0f"))
 	}
+	b.WriteString("\nTimer lag: how late the client's hedge timers fired after they came due (hedge.Stats.TimerLag), over each whole run, warm-up included; n/a where no timer came due. `hedge advise --send-lag` takes the p50 to predict hedges that leave that late.\n")
 	b.WriteString("\n### Noise\n\n")
 	b.WriteString("| config | runs | aborted | still noisy | reruns | stalls per run | dispatch lag p99 | other processes (cores) | this process (cores) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")

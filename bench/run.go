@@ -189,10 +189,14 @@ type RunResult struct {
 	WastedUs     float64 `json:"wasted_us_per_request"`
 	BudgetDenied int64   `json:"budget_denied"`
 	DelayUs      float64 `json:"delay_end_us"`
-	PoolWaits    int64   `json:"pool_waits"`
-	PoolWaitMs   float64 `json:"pool_wait_ms"`
-	PoolTimeouts int64   `json:"pool_timeouts"`
-	Dials        int64   `json:"dials"`
+	// TimerLagP50Us and TimerLagP99Us are how late the client's hedge
+	// timers fired, over the whole run (-1: unknown).
+	TimerLagP50Us float64 `json:"timer_lag_p50_us"`
+	TimerLagP99Us float64 `json:"timer_lag_p99_us"`
+	PoolWaits     int64   `json:"pool_waits"`
+	PoolWaitMs    float64 `json:"pool_wait_ms"`
+	PoolTimeouts  int64   `json:"pool_timeouts"`
+	Dials         int64   `json:"dials"`
 
 	Stalls      int     `json:"stalls"`
 	StalledMs   float64 `json:"stalled_ms"`
@@ -250,6 +254,8 @@ type ConfigResult struct {
 	ServerExtraPct Spread `json:"server_extra_pct"`
 	WinRate        Spread `json:"hedge_win_pct"`
 	WastedUs       Spread `json:"wasted_us_per_request"`
+	TimerLagP50Us  Spread `json:"timer_lag_p50_us"`
+	TimerLagP99Us  Spread `json:"timer_lag_p99_us"`
 	PoolWaits      Spread `json:"pool_waits"`
 	PoolWaitMs     Spread `json:"pool_wait_ms"`
 	PoolTimeouts   Spread `json:"pool_timeouts"`
@@ -454,6 +460,10 @@ func runLine(r *RunResult) string {
 // into r, -1 where unknown.
 func fillClientStats(r *RunResult, st ClientStats) {
 	r.ExtraPct, r.WinRate, r.WastedUs, r.DelayUs = -1, -1, -1, -1
+	r.TimerLagP50Us, r.TimerLagP99Us = -1, -1
+	if st.TimerLagP50 != Unknown && st.TimerLagP99 != Unknown {
+		r.TimerLagP50Us, r.TimerLagP99Us = us(st.TimerLagP50), us(st.TimerLagP99)
+	}
 	if st.Hedges != Unknown && st.Requests > 0 {
 		r.ExtraPct = 100 * float64(st.Hedges) / float64(st.Requests)
 		if st.Hedges > 0 && st.HedgeWins != Unknown {
@@ -542,6 +552,8 @@ func summarise(c Contender, kept, base []*RunResult, reruns int) ConfigResult {
 	})
 	cr.WinRate = col(func(r *RunResult) float64 { return known(r.WinRate) })
 	cr.WastedUs = col(func(r *RunResult) float64 { return known(r.WastedUs) })
+	cr.TimerLagP50Us = col(func(r *RunResult) float64 { return known(r.TimerLagP50Us) })
+	cr.TimerLagP99Us = col(func(r *RunResult) float64 { return known(r.TimerLagP99Us) })
 	cr.PoolWaits = col(func(r *RunResult) float64 { return knownI(r.PoolWaits) })
 	cr.PoolWaitMs = col(func(r *RunResult) float64 { return known(r.PoolWaitMs) })
 	cr.PoolTimeouts = col(func(r *RunResult) float64 { return knownI(r.PoolTimeouts) })

@@ -61,7 +61,7 @@ type adviseFlags struct {
 	probe, probeMethod                                       string
 	probeRate                                                float64
 	probeCount                                               int
-	probeDuration, probeTimeout, sendLag                     time.Duration
+	probeDuration, probeTimeout, sendLag, sendLagP99         time.Duration
 	percentiles, delays, sizes, out                          string
 	grpcService, grpcMethod                                  string
 	load                                                     float64
@@ -102,7 +102,8 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.out, "out", "./advise-out", "directory for report.txt and advise.svg (empty: print only)")
 	fs.StringVar(&f.grpcService, "grpc-service", "", "fully qualified gRPC service for the service-config snippet, such as pkg.Items")
 	fs.StringVar(&f.grpcMethod, "grpc-method", "", "gRPC method for the snippet, such as GetItem (needs --grpc-service)")
-	fs.DurationVar(&f.sendLag, "send-lag", 0, "how long after its delay a hedge leaves your client (timer lateness, up to about 1ms with the Go runtime's timers under load; a new connection's dial over HTTP/1.1): predictions hedge at delay + send-lag")
+	fs.DurationVar(&f.sendLag, "send-lag", 0, "how long after its delay a hedge leaves your client (timer lateness, up to about 1ms with the Go runtime's timers under load; a new connection's dial over HTTP/1.1): predictions hedge at delay + send-lag; with --send-lag-p99, the lag's median (hedge.Stats.TimerLag.P50)")
+	fs.DurationVar(&f.sendLagP99, "send-lag-p99", 0, "the send lag's 99th percentile (hedge.Stats.TimerLag.P99; hedge bench reports it as timer lag p99): the lag is then random, log-normal with median --send-lag, and the independent estimate weighs all of it")
 	if code := parseFlags(fs, args, stderr); code >= 0 {
 		return code
 	}
@@ -157,7 +158,7 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 // validate checks the flags before any work.
 func (f *adviseFlags) validate() (advise.Options, advise.Format, advise.Fields, error) {
 	var errs []error
-	o := advise.Options{Load: f.load, Servers: f.servers, Requests: f.simRequests, InOrder: f.inOrder, Seed: f.seed, GRPCService: f.grpcService, GRPCMethod: f.grpcMethod, SendLag: f.sendLag}
+	o := advise.Options{Load: f.load, Servers: f.servers, Requests: f.simRequests, InOrder: f.inOrder, Seed: f.seed, GRPCService: f.grpcService, GRPCMethod: f.grpcMethod, SendLag: f.sendLag, SendLagP99: f.sendLagP99}
 	switch {
 	case f.in == "" && f.probe == "":
 		errs = append(errs, errors.New("give the latencies with --in FILE (or - for standard input), or probe a URL with --probe"))
