@@ -47,6 +47,7 @@
 //	hedge.rescued.requests{hedger,op}              counter  {request}  calls a hedge won while the primary still ran
 //	hedge.saved.at.least{hedger,op}                counter  s          lower bound of the time hedges saved
 //	hedge.latency{hedger,op,path,quantile}         gauge    s          path: caller, primary, hedge, holdout; quantile: p50, p90, p99, p999
+//	hedge.timer.lag{hedger,op,quantile}            gauge    s          how late hedge timers fired after coming due
 //
 // Counters are cumulative and monotonic, exactly the Stats counters.
 //

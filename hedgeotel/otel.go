@@ -48,7 +48,7 @@ type instruments struct {
 	requests, hedges, hedgeWins, primaryWins, failures metric.Int64ObservableCounter
 	refused, shadow, unhedgeable, censored, rescued    metric.Int64ObservableCounter
 	wasted, saved                                      metric.Float64ObservableCounter
-	delay, tokens, latency                             metric.Float64ObservableGauge
+	delay, tokens, latency, timerLag                   metric.Float64ObservableGauge
 }
 
 // Register creates the instruments listed in the package documentation on
@@ -112,13 +112,15 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger) (metric.Regi
 		"Tokens in the Hedger's budget now. Hedgers sharing a budget report the same value. Absent for an unlimited budget.")
 	ins.latency = gauge("hedge.latency", "s",
 		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window. path=caller: what callers saw; path=primary: the primary alone, censored (high quantiles are lower bounds); path=hedge: hedge copies from send to success; path=holdout: the rollout's control group, calls left unhedged at random while a rollout below 1 is in force (against path=caller, the honest latency without and with hedging). Absent for a path with no samples. Quantiles cannot be averaged across series.")
+	ins.timerLag = gauge("hedge.timer.lag", "s",
+		"How late the hedge timers fired after they came due, whether a copy then went or was refused, since the Hedger was made (hedge.Stats.TimerLag). A lag near the delay means hedges leave far later than asked (Config.PreciseTimers cures it at some CPU); hedge advise --send-lag and --send-lag-p99 take the p50 and p99. Absent until a timer has come due.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("hedgeotel: creating instruments: %w", err)
 	}
 	reg, err := meter.RegisterCallback(ins.observe(list),
 		ins.requests, ins.hedges, ins.hedgeWins, ins.primaryWins, ins.failures,
 		ins.refused, ins.shadow, ins.unhedgeable, ins.censored, ins.wasted,
-		ins.delay, ins.tokens, ins.latency, ins.rescued, ins.saved)
+		ins.delay, ins.tokens, ins.latency, ins.timerLag, ins.rescued, ins.saved)
 	if err != nil {
 		return nil, fmt.Errorf("hedgeotel: registering callback: %w", err)
 	}
@@ -175,6 +177,14 @@ func (ins *instruments) observe(list []hedgeset.Named) metric.Callback {
 						v    time.Duration
 					}{{QuantileP50, p.D.P50}, {QuantileP90, p.D.P90}, {QuantileP99, p.D.P99}, {QuantileP999, p.D.P999}} {
 						o.ObserveFloat64(ins.latency, q.v.Seconds(), metric.WithAttributes(hedger, op, path, attribute.String("quantile", q.name)))
+					}
+				}
+				if d := s.TimerLag; d.Count > 0 {
+					for _, q := range [...]struct {
+						name string
+						v    time.Duration
+					}{{QuantileP50, d.P50}, {QuantileP90, d.P90}, {QuantileP99, d.P99}, {QuantileP999, d.P999}} {
+						o.ObserveFloat64(ins.timerLag, q.v.Seconds(), metric.WithAttributes(hedger, op, attribute.String("quantile", q.name)))
 					}
 				}
 			}

@@ -236,6 +236,11 @@ func TestRegisterMatchesStats(t *testing.T) {
 						want[k] = point{v.Seconds(), "s", "gauge"}
 					}
 				}
+				if d := s.TimerLag; d.Count > 0 {
+					for q, v := range map[string]time.Duration{"p50": d.P50, "p90": d.P90, "p99": d.P99, "p999": d.P999} {
+						want[key("hedge.timer.lag", append(slices.Clone(attrs), "quantile="+q)...)] = point{v.Seconds(), "s", "gauge"}
+					}
+				}
 
 				total.Requests += s.Requests
 				total.Hedges += s.Hedges
@@ -252,6 +257,7 @@ func TestRegisterMatchesStats(t *testing.T) {
 				total.WastedWork += s.WastedWork
 				total.HedgePath.Count += s.HedgePath.Count
 				total.Holdout.Count += s.Holdout.Count
+				total.TimerLag.Count += s.TimerLag.Count
 				total.Rescued += s.Rescued
 				total.SavedAtLeast += s.SavedAtLeast
 			}
@@ -280,7 +286,7 @@ func TestRegisterMatchesStats(t *testing.T) {
 			"DeadlineSkipped": total.DeadlineSkipped, "NoReplica": total.NoReplica,
 			"ShadowHedges": total.ShadowHedges, "Unhedgeable": total.Unhedgeable,
 			"PrimaryCensored": total.PrimaryCensored, "WastedWork": int64(total.WastedWork),
-			"HedgePath.Count": total.HedgePath.Count, "Holdout.Count": total.Holdout.Count,
+			"HedgePath.Count": total.HedgePath.Count, "Holdout.Count": total.Holdout.Count, "TimerLag.Count": total.TimerLag.Count,
 			"Rescued": total.Rescued, "SavedAtLeast": int64(total.SavedAtLeast),
 		} {
 			if v == 0 {

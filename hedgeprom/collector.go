@@ -22,7 +22,7 @@ type Collector struct {
 
 	requests, hedges, hedgeWins, primaryWins, failures *prometheus.Desc
 	refused, shadow, unhedgeable, censored, wasted     *prometheus.Desc
-	delay, tokens, latency                             *prometheus.Desc
+	delay, tokens, latency, timerLag                   *prometheus.Desc
 	rescued, saved, histogram                          *prometheus.Desc
 
 	buckets []float64 // classic bucket bounds of histogram, seconds
@@ -136,6 +136,8 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 	c.histogram = desc("latency_distribution_seconds",
 		"The latencies of latency_seconds, bucketed: a native histogram (schema 6, 64 buckets per power of two) and classic buckets, both filled from the Hedger's log-linear buckets counted at their midpoints, so a value may sit up to quantile.RelativeError (about 0.8%) outside the bucket it is counted in. Since the Hedger was made: use rate() or increase() for a recent window; unlike the summary, it aggregates across ops, hedgers and instances. Paths as for latency_seconds.",
 		"hedger", "op", "path")
+	c.timerLag = desc("timer_lag_seconds",
+		"How late the hedge timers fired after they came due, whether a copy then went or was refused, since the Hedger was made (hedge.Stats.TimerLag). The Go runtime's timers fire up to about a millisecond late on a busy process: a lag near the delay means hedges leave far later than asked, which Config.PreciseTimers cures at some CPU. hedge advise takes the median and p99 (--send-lag, --send-lag-p99).", op...)
 	c.rescued = desc("rescued_requests_total",
 		"Calls won by a hedge while their primary was still running: the calls hedging rescued from a slow primary (a copy that replaced a failed primary is not counted). How much each gained is not known: see saved_at_least_seconds_total and path=holdout.", op...)
 	c.saved = desc("saved_at_least_seconds_total",
@@ -148,7 +150,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.requests, c.hedges, c.hedgeWins, c.primaryWins, c.failures,
 		c.refused, c.shadow, c.unhedgeable, c.censored, c.wasted,
-		c.delay, c.tokens, c.latency,
+		c.delay, c.tokens, c.latency, c.timerLag,
 		c.rescued, c.saved, c.histogram,
 	} {
 		ch <- d
@@ -192,9 +194,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, s.Delay.Seconds(), n.Name, s.Op)
 			}
 			for _, p := range hedgeset.Paths(s) {
-				c.summary(ch, n.Name, s.Op, p.Label, p.D)
+				c.summary(ch, c.latency, p.D, n.Name, s.Op, p.Label)
 			}
-			c.summary(ch, n.Name, s.Op, PathHoldout, s.Holdout)
+			c.summary(ch, c.latency, s.Holdout, n.Name, s.Op, PathHoldout)
+			c.summary(ch, c.timerLag, s.TimerLag, n.Name, s.Op)
 		}
 		for _, hs := range n.H.Histograms() {
 			for _, p := range [...]struct {
@@ -207,16 +210,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// summary sends one latency summary. Quantiles are NaN while Count is 0, as
-// client_golang's own summaries report them.
-func (c *Collector) summary(ch chan<- prometheus.Metric, hedger, op, path string, d hedge.Distribution) {
+// summary sends d as a summary of desc with the label values given.
+// Quantiles are NaN while Count is 0, as client_golang's own summaries
+// report them.
+func (c *Collector) summary(ch chan<- prometheus.Metric, desc *prometheus.Desc, d hedge.Distribution, labels ...string) {
 	q := func(v time.Duration) float64 {
 		if d.Count == 0 {
 			return math.NaN()
 		}
 		return v.Seconds()
 	}
-	ch <- prometheus.MustNewConstSummary(c.latency, uint64(d.Count), d.Sum.Seconds(),
+	ch <- prometheus.MustNewConstSummary(desc, uint64(d.Count), d.Sum.Seconds(),
 		map[float64]float64{0.5: q(d.P50), 0.9: q(d.P90), 0.99: q(d.P99), 0.999: q(d.P999)},
-		hedger, op, path)
+		labels...)
 }

@@ -266,8 +266,12 @@ func TestCollectorMatchesStats(t *testing.T) {
 						prev = b.GetCumulativeCount()
 					}
 				}
+				summaries := map[string]hedge.Distribution{}
 				for path, d := range paths {
-					k := key("hedge_latency_seconds", "hedger="+name, "op="+s.Op, "path="+path)
+					summaries[key("hedge_latency_seconds", "hedger="+name, "op="+s.Op, "path="+path)] = d
+				}
+				summaries[key("hedge_timer_lag_seconds", ls...)] = s.TimerLag
+				for k, d := range summaries {
 					sum := got[k].GetSummary()
 					if sum == nil {
 						t.Errorf("%s missing", k)
@@ -304,9 +308,10 @@ func TestCollectorMatchesStats(t *testing.T) {
 				total.Rescued += s.Rescued
 				total.SavedAtLeast += s.SavedAtLeast
 				total.Holdout.Count += s.Holdout.Count
+				total.TimerLag.Count += s.TimerLag.Count
 			}
 		}
-		if total.Requests != 10+hedgers["c"].OpStats("get").Requests || total.Rescued == 0 || total.SavedAtLeast == 0 || total.Holdout.Count == 0 || total.HedgeWins == 0 || total.BudgetDenied == 0 || total.InFlightDenied == 0 ||
+		if total.Requests != 10+hedgers["c"].OpStats("get").Requests || total.Rescued == 0 || total.SavedAtLeast == 0 || total.Holdout.Count == 0 || total.TimerLag.Count == 0 || total.HedgeWins == 0 || total.BudgetDenied == 0 || total.InFlightDenied == 0 ||
 			total.DeadlineSkipped == 0 || total.NoReplica == 0 || total.ShadowHedges == 0 || total.Unhedgeable == 0 ||
 			total.PrimaryCensored == 0 || total.Failures == 0 || total.WastedWork == 0 {
 			t.Errorf("workload missed a counter: %+v", total)

@@ -42,6 +42,7 @@
 //	hedge_saved_at_least_seconds_total{hedger,op}      counter   lower bound of the time hedges saved
 //	hedge_latency_seconds{hedger,op,path,quantile}     summary   path: caller, primary, hedge, holdout
 //	hedge_latency_distribution_seconds{hedger,op,path} histogram the same latencies, native and classic buckets
+//	hedge_timer_lag_seconds{hedger,op,quantile}        summary   how late hedge timers fired after coming due
 //
 // With WithWatcher, for each hedgewatch.Watcher given:
 //
