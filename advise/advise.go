@@ -77,6 +77,14 @@ type Prediction struct {
 	Today Percentiles
 	// Rows has two outcomes per choice: without the budget, then with it.
 	Rows []Outcome
+	// Default, in the queueing estimates, is the library's zero Config
+	// (hedge.Config{}) simulated on the same script: a live p95 delay,
+	// the default budget, and the rules that hold back hedges to busy
+	// replicas and hedges that do not pay, which only a simulation of
+	// the replicas can apply. Its Choice.Delay is the mean delay it used.
+	// It is not among the rows the recommendation is chosen from: its
+	// delay is not one to configure.
+	Default *Outcome
 }
 
 // Recommendation is the hedge.Config advise recommends, if any.
@@ -224,11 +232,11 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 			sizes = []Sizes{Fresh, Shared}
 		}
 		for _, sz := range sizes {
-			today, rows, err := queueing(ctx, e, *m, sz, rep.Choices, o.SendLag)
+			today, rows, def, err := queueing(ctx, e, *m, sz, rep.Choices, o.SendLag)
 			if err != nil {
 				return nil, err
 			}
-			p := Prediction{Kind: "queue-" + sz.String(), Today: today, Rows: rows}
+			p := Prediction{Kind: "queue-" + sz.String(), Today: today, Rows: rows, Default: &def}
 			common := []string{
 				fmt.Sprintf("%d FCFS servers with one request in service each, two-choice placement, Poisson arrivals at load %.3g (%s); %d simulated requests, the library's own hedge.Policy deciding (sim.Simulator.RunScript, strategy default).", m.Servers, m.Load, from, m.Requests),
 				fmt.Sprintf("The sample's latencies are the service times: queueing in the sample is counted twice, so the simulated system (p99 %v without hedging) is slower than today's. Ratios compare with it.", round(today.P99)),

@@ -330,3 +330,52 @@ func TestSendLagP99Refused(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueingPredictsTheDefault checks the queueing estimates' line for
+// the library's zero Config: present in each (and not in the independent
+// estimate, which cannot apply its rules), within the default budget, and,
+// where copies are as slow as their primaries (shared sizes), sending far
+// fewer hedges than plain hedging at the same p95 with the same budget:
+// its payoff rule stops hedges that do not win.
+func TestQueueingPredictsTheDefault(t *testing.T) {
+	s := expSample(20_000, time.Millisecond)
+	rep, err := Advise(context.Background(), s, Options{Percentiles: []float64{95}, Load: 0.5, Servers: 4, Requests: 40_000, Sizes: []Sizes{Fresh, Shared}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Predictions {
+		d := p.Default
+		if p.Kind == "independent" {
+			if d != nil {
+				t.Errorf("independent estimate has a default line %+v", d)
+			}
+			continue
+		}
+		if d == nil {
+			t.Errorf("%s: no default line", p.Kind)
+			continue
+		}
+		if d.Choice.Label != "default" || !d.Budget || d.Choice.Delay <= 0 || d.HedgeRate <= 0 || d.HedgeRate > 0.1 {
+			t.Errorf("%s: default line %+v; want a positive delay and a hedge rate within the 10%% budget", p.Kind, d)
+		}
+		if p.Kind != "queue-shared" {
+			continue
+		}
+		var plain Outcome
+		for _, o := range p.Rows {
+			if o.Choice.Label == "p95" && o.Budget {
+				plain = o
+			}
+		}
+		if !(d.HedgeRate < plain.HedgeRate/2) {
+			t.Errorf("shared sizes: the default hedges %.4f of requests, plain hedging at p95 %.4f; want the payoff rule to hold most back", d.HedgeRate, plain.HedgeRate)
+		}
+	}
+	var b strings.Builder
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "the library's default (the zero hedge.Config") {
+		t.Errorf("report does not show the default line:\n%s", b.String())
+	}
+}

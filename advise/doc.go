@@ -35,7 +35,17 @@
 // Every row is plain hedging: a fixed delay, at most two copies, the
 // default budget or none, and the library's evidence rules (spare
 // capacity, payoff) turned off, since latencies alone cannot model them.
-// Verdicts use the drill's words and rules (Judge).
+// Verdicts use the drill's words and rules (Judge). Each queueing
+// estimate also simulates the library's zero Config on the same script
+// (Prediction.Default): a live p95 delay, the default budget, and the
+// evidence rules, which the simulation can apply because it has replicas
+// with queues and hedges that win or lose. It is reported beside the
+// rows, not among them: its delay follows the latency and is not one to
+// configure.
+//
+// The independent estimate can weigh a random send lag
+// (Options.SendLagP99): a log-normal through the median and p99 that a
+// running Hedger reports as Stats.TimerLag.
 //
 // # Where the slowness lives
 //
@@ -49,9 +59,11 @@
 //
 // # What it is not
 //
-// It does not model failures, retries, deadlines, fan-out, or a live
-// percentile delay's drift (it predicts the fixed delay equal to today's
-// percentile), and its queueing model is single-slot FCFS servers, as in
+// It does not model failures, retries, deadlines, fan-out, or, in its
+// rows, a live percentile delay's drift (a row predicts the fixed delay
+// equal to today's percentile; only the default line follows the
+// simulated latency), nor copies that leave together, as those of the
+// requests caught by one stalled server do; and its queueing model is single-slot FCFS servers, as in
 // package sim. The tests check its predictions against the simulator's
 // own worlds (noise, stalls, big jobs) with stated tolerances.
 package advise

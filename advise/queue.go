@@ -99,6 +99,7 @@ func (m QueueModel) script(e *empirical, sizes Sizes) sim.Script {
 type queueRun struct {
 	p                 Percentiles
 	hedged, extraWork float64
+	delay             time.Duration // the mean hedge delay in force
 }
 
 // runQueue runs the script once with cfg (nil: no hedging) and converts
@@ -119,26 +120,48 @@ func runQueue(s *sim.Simulator, m QueueModel, sc sim.Script, mean float64, cfg *
 		p:         Percentiles{P50: d(res.P50), P99: d(res.P99), P999: d(res.P999)},
 		hedged:    res.HedgedFraction,
 		extraWork: res.ExtraWork,
+		delay:     d(res.Delay),
 	}, nil
+}
+
+// queueDefault predicts the library's zero Config (hedge.Config{}: a live
+// p95 of primaries for delay, the default budget, and the spare-capacity
+// and payoff rules, which look at the simulated replicas' queues and the
+// hedges' outcomes) on the same script as the rows. Its delay follows the
+// simulated latency, so it is no fixed choice: Choice.Delay is the mean
+// delay it used.
+func queueDefault(ctx context.Context, s *sim.Simulator, m QueueModel, sc sim.Script, mean float64, today Percentiles) (Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return Outcome{}, err
+	}
+	r, err := runQueue(s, m, sc, mean, &hedge.Config{})
+	if err != nil {
+		return Outcome{}, err
+	}
+	o := Outcome{Choice: Choice{Label: "default", Delay: r.delay}, Budget: true, HedgeRate: r.hedged, ExtraWork: r.extraWork}
+	o.P50, o.P99, o.P999 = r.p.P50, r.p.P99, r.p.P999
+	o.ratios(today)
+	o.Verdict = Judge(o)
+	return o, nil
 }
 
 // queueing predicts every choice with and without the budget by running
 // the simulator on one script (common random numbers: every row meets the
 // same arrivals and sizes). today is the simulated system's own unhedged
 // percentiles.
-func queueing(ctx context.Context, e *empirical, m QueueModel, sizes Sizes, choices []Choice, lag time.Duration) (today Percentiles, rows []Outcome, err error) {
+func queueing(ctx context.Context, e *empirical, m QueueModel, sizes Sizes, choices []Choice, lag time.Duration) (today Percentiles, rows []Outcome, def Outcome, err error) {
 	sc := m.script(e, sizes)
 	mean := e.mean()
 	var s sim.Simulator
 	base, err := runQueue(&s, m, sc, mean, nil)
 	if err != nil {
-		return today, nil, err
+		return today, nil, def, err
 	}
 	today = base.p
 	for _, c := range choices {
 		for _, budget := range []bool{false, true} {
 			if err := ctx.Err(); err != nil {
-				return today, nil, err
+				return today, nil, def, err
 			}
 			cfg := c.Config(budget)
 			// The simulator's clock: one unit is sim.Unit, and here one
@@ -146,7 +169,7 @@ func queueing(ctx context.Context, e *empirical, m QueueModel, sizes Sizes, choi
 			cfg.Delay = hedge.Fixed(time.Duration(math.Round(float64(c.Delay+lag) / mean * float64(sim.Unit))))
 			r, err := runQueue(&s, m, sc, mean, &cfg)
 			if err != nil {
-				return today, nil, err
+				return today, nil, def, err
 			}
 			o := Outcome{Choice: c, Budget: budget, HedgeRate: r.hedged, ExtraWork: r.extraWork}
 			o.P50, o.P99, o.P999 = r.p.P50, r.p.P99, r.p.P999
@@ -155,5 +178,6 @@ func queueing(ctx context.Context, e *empirical, m QueueModel, sizes Sizes, choi
 			rows = append(rows, o)
 		}
 	}
-	return today, rows, nil
+	def, err = queueDefault(ctx, &s, m, sc, mean, today)
+	return today, rows, def, err
 }

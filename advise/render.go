@@ -42,6 +42,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  without hedging here: p50 %v, p99 %v, p99.9 %v\n", round(p.Today.P50), round(p.Today.P99), round(p.Today.P999))
 		}
 		writeRows(&b, p.Rows)
+		if d := p.Default; d != nil {
+			fmt.Fprintf(&b, "  the library's default (the zero hedge.Config: a live p95 delay, about %v here; the default budget; hedges only to an idle replica, and only while they pay), simulated alike:\n", round(d.Choice.Delay))
+			fmt.Fprintf(&b, "    hedged %.1f%%, p50 %v (%s), p99 %v (%s), p99.9 %v (%s), extra work %+.1f%%, %s\n",
+				100*d.HedgeRate, round(d.P50), ratio(d.P50Ratio), round(d.P99), ratio(d.P99Ratio), round(d.P999), ratio(d.P999Ratio), 100*d.ExtraWork, d.Verdict)
+		}
 	}
 	b.WriteString("\nVerdicts use the drill's words: EXCESS LOAD when the extra requests or the extra work exceed 25%; TAIL CUT when the p99 falls by more than 5% and the p99.9 rises by no more than 5%; NO TAIL GAIN otherwise.\n")
 	b.WriteString("Extra work is server time over today's: a hedge runs only until a copy answers, and a cancelled slow primary stops costing, so it can be far from the extra requests.\n")
