@@ -53,16 +53,7 @@ func TestBackend(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	before := b.Served()
-	for i := range 20 {
-		if err := c.Do(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	after := b.Served()
-	if got := after[0] + after[1] - before[0] - before[1]; got != 20 {
-		t.Errorf("servers counted %d reads, want 20", got)
-	}
+	readTwenty(t, b, c)
 	if st := c.Stats(); st.Requests != 20 || st.Hedges != 0 {
 		t.Errorf("stats %+v", st)
 	}
@@ -174,16 +165,7 @@ func TestRueidisReadsEveryKey(t *testing.T) {
 	if _, ok := c.(*rueidisClient); !ok {
 		t.Fatalf("NewClient made a %T, want the rueidis client", c)
 	}
-	before := b.Served()
-	for i := range 20 {
-		if err := c.Do(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	after := b.Served()
-	if got := after[0] + after[1] - before[0] - before[1]; got != 20 {
-		t.Errorf("servers counted %d reads, want 20", got)
-	}
+	readTwenty(t, b, c)
 	s := c.Stats()
 	if s.Requests != 20 || s.Hedges != 0 || s.HedgeWins != 0 {
 		t.Errorf("stats %+v: want 20 requests, no hedge", s)
@@ -341,5 +323,22 @@ func closeBackend(t *testing.T, b *Backend) {
 		if err := syscall.Kill(p, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("pid %d still exists after Close: %v", p, err)
 		}
+	}
+}
+
+// readTwenty reads keys 0 to 19 through c and checks that the two servers
+// of b counted twenty reads between them.
+func readTwenty(t *testing.T, b *Backend, c bench.Client) {
+	t.Helper()
+	ctx := context.Background()
+	before := b.Served()
+	for i := range 20 {
+		if err := c.Do(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := b.Served()
+	if got := after[0] + after[1] - before[0] - before[1]; got != 20 {
+		t.Errorf("servers counted %d reads, want 20", got)
 	}
 }

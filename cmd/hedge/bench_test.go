@@ -44,14 +44,7 @@ func TestBenchSmoke(t *testing.T) {
 			if !strings.Contains(stderr, "["+backend+" 2/2]") {
 				t.Errorf("no progress output on stderr: %q", stderr)
 			}
-			data, err := os.ReadFile(filepath.Join(dir, bench.ReportJSON))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rep bench.Report
-			if err := json.Unmarshal(data, &rep); err != nil {
-				t.Fatalf("results.json does not parse: %v", err)
-			}
+			rep := readBenchReport(t, dir)
 			if len(rep.Backends) != 1 || rep.Backends[0].Backend != backend {
 				t.Fatalf("results.json holds %d backends", len(rep.Backends))
 			}
@@ -185,14 +178,7 @@ func TestBenchRedisClient(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, bench.ReportJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatalf("results.json does not parse: %v", err)
-	}
+	rep := readBenchReport(t, dir)
 	if len(rep.Backends) != 1 || len(rep.Backends[0].Runs) != 2 {
 		t.Fatalf("results.json: %d backends, want 1 with 2 runs", len(rep.Backends))
 	}
@@ -208,4 +194,19 @@ func TestBenchRedisClient(t *testing.T) {
 	if err != nil || !strings.Contains(string(md), "--redis-client rueidis") || !strings.Contains(string(md), "hedgerueidis.Client") {
 		t.Errorf("report.md does not name the client (%v):\n%s", err, md)
 	}
+}
+
+// readBenchReport reads and decodes the results.json hedge bench wrote
+// into dir.
+func readBenchReport(t *testing.T, dir string) bench.Report {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, bench.ReportJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("results.json does not parse: %v", err)
+	}
+	return rep
 }

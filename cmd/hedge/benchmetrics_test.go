@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -86,14 +83,7 @@ func TestBenchMetrics(t *testing.T) {
 	if !scraped || scrapeErr != nil {
 		t.Fatalf("scraped %v: %v", scraped, scrapeErr)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, bench.ReportJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readBenchReport(t, dir)
 	runs := rep.Backends[0].Runs
 	for _, cfg := range configs {
 		i := slices.IndexFunc(runs, func(r bench.RunResult) bool { return r.Config == cfg })
