@@ -129,12 +129,7 @@ func debugStats(t *testing.T, addr string) (calls, usec int64) {
 // every request, whose dials are the connections rueidis opened, and whose
 // missing key is an error naming it.
 func TestRueidisReadsEveryKey(t *testing.T) {
-	redistest.Need(t)
-	b, err := Start(Options{Replicas: 2, Client: ClientRueidis})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeBackend(t, b)
+	b := startRueidis(t)
 	ctx := context.Background()
 	cfg := hedge.Config{Replicas: 2, MaxAttempts: 1, Picker: hedge.Picker{Random: true}}
 	rc, err := b.newRueidis(cfg)
@@ -199,12 +194,7 @@ func TestRueidisReadsEveryKey(t *testing.T) {
 // DEBUG SLEEP sent on another connection may run before or after a read
 // sent meanwhile); the test reads until three reads were won by a hedge.
 func TestRueidisStalledReplica(t *testing.T) {
-	redistest.Need(t)
-	b, err := Start(Options{Replicas: 2, Client: ClientRueidis})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeBackend(t, b)
+	b := startRueidis(t)
 	ctx := context.Background()
 	// Hedge any read still running after 1 ms, to the other replica,
 	// whatever the budget, the load or the hedges' record; pick the
@@ -341,4 +331,17 @@ func readTwenty(t *testing.T, b *Backend, c bench.Client) {
 	if got := after[0] + after[1] - before[0] - before[1]; got != 20 {
 		t.Errorf("servers counted %d reads, want 20", got)
 	}
+}
+
+// startRueidis starts two servers read through rueidis, stopped when the
+// test ends; it skips the test without redis-server.
+func startRueidis(t *testing.T) *Backend {
+	t.Helper()
+	redistest.Need(t)
+	b, err := Start(Options{Replicas: 2, Client: ClientRueidis})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeBackend(t, b) })
+	return b
 }
