@@ -107,8 +107,9 @@
 // # Memory
 //
 // A Hedger's memory is bounded by its configuration: per operation class
-// (at most Config.MaxOps, plus OtherOp) it keeps counters, three
-// fixed-size histograms of about 20 KB each, and, for a Percentile delay,
+// (at most Config.MaxOps, plus OtherOp) it keeps counters, five
+// fixed-size histograms of about 20 KB each (the caller's latency, the
+// primary's, the hedges', the rollout's holdout and the timers' lag), and, for a Percentile delay,
 // a window of 2 bytes per latency. New refuses a configuration whose
 // windows would exceed MaxEstimatorMemory (64 MiB), and says which Window
 // would fit.
