@@ -135,6 +135,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("explorer", b.explorer)
 	t.Run("keyboard tabs and study", b.study)
 	t.Run("drill", b.drill)
+	t.Run("advise", b.advise)
 	t.Run("study with the library default", func(t *testing.T) { b.studyDefault(t, ts2.URL) })
 	t.Run("every control has a label", func(t *testing.T) {
 		b.t = t
@@ -501,4 +502,43 @@ func TestBrowserRequireDeps(t *testing.T) {
 			t.Errorf("HEDGE_REQUIRE_DEPS=%q: output lacks %q and the install hint:\n%s", tc.require, tc.contains, out)
 		}
 	}
+}
+
+// advise pastes 2,000 latencies with a slow tail into the Advise view
+// and checks the verdict, the report and the chart (an image, not markup).
+func (b *browser) advise(t *testing.T) {
+	b.t = t
+	// Keyboard: from the Drill tab, ArrowRight selects Advise.
+	b.key("tab-drill", kb.ArrowRight)
+	b.waitFor("the advise tab", `document.getElementById('tab-advise').getAttribute('aria-selected') === 'true' && !document.getElementById('view-advise').hidden`)
+	// Nothing given: the page says so without asking the server.
+	b.do(chromedp.Click(chromedp.ID("ad-run")))
+	b.waitFor("the empty-input message", `document.getElementById('ad-error').textContent.includes('paste latencies first')`)
+	b.do(chromedp.Evaluate[chromedp.Void](`document.getElementById('ad-paste').value =
+		Array.from({length: 2000}, (_, i) => (10 + (i * 7919 % 1000) / 250 * (i % 50 === 0 ? 25 : 1)).toFixed(3) + 'ms').join('\n')`),
+		chromedp.SetValue(chromedp.ID("ad-pcts"), "90,95,99"),
+		chromedp.Click(chromedp.ID("ad-run")))
+	b.waitFor("the report", `!document.getElementById('ad-out').hidden`)
+	if v := b.text("ad-verdict"); !strings.HasPrefix(v, "Hedge at p") {
+		t.Errorf("verdict %q, want a recommendation for a 2%% tail", v)
+	}
+	if badge := b.text("ad-badge"); !strings.HasPrefix(badge, "HEDGE AT P") {
+		t.Errorf("badge %q", badge)
+	}
+	if r := b.text("ad-report"); !strings.Contains(r, "Sample: 2000 latencies") || !strings.Contains(r, "Recommendation") {
+		t.Errorf("report:\n%s", r)
+	}
+	if src := eval[string](b, `document.getElementById('ad-chart').src.slice(0, 26)`); src != "data:image/svg+xml;charset" {
+		t.Errorf("chart src starts %q, want a data: URL", src)
+	}
+	if ok := eval[bool](b, `document.getElementById('ad-chart').complete && document.getElementById('ad-chart').naturalWidth > 0`); !ok {
+		t.Error("the chart image did not load")
+	}
+	if n := eval[int](b, `document.querySelectorAll('#view-advise svg').length`); n != 0 {
+		t.Errorf("%d svg elements in the advise view: the chart must be an image", n)
+	}
+	if e := b.text("ad-error"); e != "" {
+		t.Errorf("error shown after a good run: %q", e)
+	}
+	b.shot("lab-advise.png")
 }

@@ -1,7 +1,7 @@
 // Package lab is the hedge toolkit's interactive lab: an HTTP server with a
 // page embedded in the binary, started by "hedge lab".
 //
-// The page has three views, all hand-written HTML, CSS and JavaScript with
+// The page has four views, all hand-written HTML, CSS and JavaScript with
 // SVG charts drawn by its own code (no framework, no CDN, nothing fetched
 // from elsewhere: it works offline):
 //
@@ -18,6 +18,9 @@
 //     strategy, from the results.json of "hedge study".
 //   - Drill: the twenty-request replay of package drill, with Play/Pause,
 //     Next event, Restart, speed and a time slider.
+//   - Advise: upload (or paste) recorded latencies of one operation and
+//     see what "hedge advise" says of them: the verdict, its text report
+//     and its chart (shown as an image), the same package advise code.
 //
 // # Why the simulation runs on the server
 //
@@ -38,8 +41,10 @@
 //
 // # API
 //
-// All endpoints are GET and answer JSON; every error is an ErrorResponse
-// with a message that says what to do.
+// Every endpoint answers JSON; every error is an ErrorResponse with a
+// message that says what to do. All are read-only GETs but /api/advise,
+// which takes a POST; another method gets 405 with the Allow header of the
+// route.
 //
 //   - /api/explore?world=&sigma=&load=&routing=&strategy=&delay=&p=&calib=
 //     &livep=&budget=&cancel=&tied=&runs=&requests=&seed= runs the chosen
@@ -49,6 +54,20 @@
 //   - /api/drill?hedge=&delay=&budget=&cancel=&op= returns a DrillResponse
 //     (delay in milliseconds, "130", or as a duration, "130ms").
 //   - /api/study returns the study's results.json.
+//   - POST /api/advise?format=&field=&replica-field=&time-field=&unit=
+//     &metric=&load=&percentiles=&delays=&send-lag=&send-lag-p99= runs
+//     package advise on the request body, a file as "hedge advise --in"
+//     reads it (durations one per line, CSV, JSON lines, a Prometheus
+//     scrape or API result), and returns an AdviseResponse: the text
+//     report, the SVG chart and the verdict. The parameters mirror the
+//     command's flags, with the same rules; all are optional. The body may
+//     hold MaxAdviseBody bytes (4 MiB; a larger one gets 413, and "hedge
+//     advise --in" has no limit). The analysis takes a simulation slot
+//     like the explorer (503 when none frees in time), runs under the
+//     same Timeout, and its queueing estimate simulates at most 200,000
+//     requests per run, within MaxRequests and MaxMemory. A file that does
+//     not parse gets 400 naming the line; a sample advise refuses (fewer
+//     than advise.MinSample latencies) gets 400 saying why.
 //
 // # Strategies
 //

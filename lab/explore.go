@@ -276,6 +276,13 @@ func (s *Server) handleExplore(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, resp)
 		return
 	}
+	s.inSlot(w, r, func(ctx context.Context) (int, any) { return s.simulate(ctx, p, workers, start) })
+}
+
+// inSlot runs work holding a simulation slot and sends what it returns
+// (nothing for a status of 0: the client has gone), or 503 when no slot
+// frees in time; then it trims the heap.
+func (s *Server) inSlot(w http.ResponseWriter, r *http.Request, work func(context.Context) (int, any)) {
 	release, err := s.acquire(r.Context())
 	if err != nil {
 		if errors.Is(err, errBusy) {
@@ -287,7 +294,7 @@ func (s *Server) handleExplore(w http.ResponseWriter, r *http.Request) {
 	}
 	code, body := func() (int, any) {
 		defer release()
-		return s.simulate(r.Context(), p, workers, start)
+		return work(r.Context())
 	}()
 	if code != 0 {
 		writeJSON(w, code, body)

@@ -37,6 +37,13 @@ func newTestServer(t *testing.T, o Options) (*Server, *httptest.Server) {
 func get(t *testing.T, ts *httptest.Server, path string) (int, http.Header, []byte) {
 	t.Helper()
 	resp, err := http.Get(ts.URL + path)
+	return readResponse(t, resp, err)
+}
+
+// readResponse reads a whole response, failing t on err or a read error,
+// and returns its status, header and body.
+func readResponse(t *testing.T, resp *http.Response, err error) (int, http.Header, []byte) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,16 +53,17 @@ const trimAbove = 64 << 20
 // Options configure a Server. A zero Options consists entirely of default
 // values.
 type Options struct {
-	// MaxConcurrent is the most explorer simulations running at once;
-	// further requests wait up to QueueWait for a slot and then get 503.
-	// Zero means DefaultMaxConcurrent (2).
+	// MaxConcurrent is the most explorer simulations (and advise
+	// analyses) running at once; further requests wait up to QueueWait
+	// for a slot and then get 503. Zero means DefaultMaxConcurrent (2).
 	MaxConcurrent int
 	// QueueWait is how long a simulation request waits for a free slot.
 	// Zero means DefaultQueueWait; negative means do not wait at all.
 	QueueWait time.Duration
-	// Timeout bounds one explorer request's simulations. Zero means
-	// DefaultTimeout. A run in progress when it expires finishes (runs are
-	// bounded by MaxRequests), then the request gets 503.
+	// Timeout bounds one explorer request's simulations, and one advise
+	// request's analysis. Zero means DefaultTimeout. A run in progress
+	// when it expires finishes (runs are bounded by MaxRequests), then the
+	// request gets 503.
 	Timeout time.Duration
 	// MaxRequests is the most simulated requests per run a client may ask
 	// for, and MaxWork the most runs x requests per simulated point. Zero
@@ -162,12 +163,23 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/explore", s.handleExplore)
 	s.mux.HandleFunc("GET /api/drill", s.handleDrill)
 	s.mux.HandleFunc("GET /api/study", s.handleStudy)
+	s.mux.HandleFunc("POST /api/advise", s.handleAdvise)
+	// "GET /api/advise" would conflict with "/api/": both catch-alls
+	// answer /api/advise's other methods themselves.
 	s.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such endpoint: use /api/explore, /api/drill or /api/study", nil)
+		if r.URL.Path == "/api/advise" {
+			adviseMethodNotAllowed(w, r)
+			return
+		}
+		writeError(w, http.StatusNotFound, "no such endpoint: use GET /api/explore, /api/drill or /api/study, or POST /api/advise", nil)
 	})
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/advise" {
+			adviseMethodNotAllowed(w, r)
+			return
+		}
 		w.Header().Set("Allow", "GET")
-		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: the lab's API is read-only, use GET", nil)
+		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: this endpoint is read-only, use GET (only /api/advise takes a POST)", nil)
 	})
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", files))
 	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
@@ -182,8 +194,8 @@ func (s *Server) routes() {
 }
 
 // ServeHTTP serves the page at /, its files under /static/, and the API:
-// GET /api/explore, GET /api/drill and GET /api/study (see the package
-// doc).
+// GET /api/explore, GET /api/drill, GET /api/study and POST /api/advise
+// (see the package doc).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -191,6 +203,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
 	h.Set("Cache-Control", "no-cache")
 	s.mux.ServeHTTP(w, r)
+}
+
+// adviseMethodNotAllowed answers /api/advise with a method other than
+// POST.
+func adviseMethodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", "POST")
+	writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: POST the file of latencies as the request body", nil)
 }
 
 // errBusy is returned by acquire when no simulation slot frees in time.

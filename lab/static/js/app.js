@@ -3,8 +3,9 @@
 import { initExplorer } from './explorer.js';
 import { initStudy } from './study.js';
 import { initDrill } from './drill.js';
+import { initAdvise } from './advise.js';
 
-const views = { explorer: initExplorer, study: initStudy, drill: initDrill };
+const views = { explorer: initExplorer, study: initStudy, drill: initDrill, advise: initAdvise };
 const started = {};
 const tabs = [...document.querySelectorAll('[role="tab"]')];
 

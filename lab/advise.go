@@ -1,0 +1,289 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tailcut/hedge/advise"
+)
+
+// MaxAdviseBody is the largest file, in bytes, that POST /api/advise
+// accepts (4 MiB: about 400,000 latencies of one per line). "hedge advise
+// --in" reads a file of any size.
+const MaxAdviseBody = 4 << 20
+
+// adviseQueueRequests is the queueing estimate's simulated requests per
+// run, as "hedge advise" runs it, before the server's own bounds.
+const adviseQueueRequests = 200_000
+
+// AdviseRecommendation is the configuration a successful /api/advise
+// recommends, in figures a page can show; times in milliseconds.
+type AdviseRecommendation struct {
+	// Delay names the hedge delay ("p95", or a fixed delay such as "20ms")
+	// and DelayMs is its value.
+	Delay   string  `json:"delay"`
+	DelayMs float64 `json:"delay_ms"`
+	// Budget reports whether the recommendation keeps the library's
+	// default budget (10% of requests).
+	Budget bool `json:"budget"`
+	// HedgeRate is the share of requests that send a hedge, in percent.
+	HedgeRate float64 `json:"hedge_rate_pct"`
+	// P99Ms and P999Ms are the predicted percentiles with hedging.
+	P99Ms  float64 `json:"p99_ms"`
+	P999Ms float64 `json:"p999_ms"`
+	// ExtraWork is the server time over today's, in percent.
+	ExtraWork float64 `json:"extra_work_pct"`
+	// Kind is the prediction that decided ("independent", "queue-fresh"
+	// or "queue-shared"), and Why how the row was chosen.
+	Kind string `json:"kind"`
+	Why  string `json:"why"`
+}
+
+// AdviseResponse is the body of a successful /api/advise.
+type AdviseResponse struct {
+	// Report is advise's text report (advise.Report.WriteText), and SVG
+	// its chart (advise.Report.WriteSVG), an SVG document to show as an
+	// image.
+	Report string `json:"report"`
+	SVG    string `json:"svg"`
+	// N and Source describe the sample; the Today percentiles are its
+	// latency without hedging, in milliseconds.
+	N           int     `json:"n"`
+	Source      string  `json:"source"`
+	TodayP50Ms  float64 `json:"today_p50_ms"`
+	TodayP99Ms  float64 `json:"today_p99_ms"`
+	TodayP999Ms float64 `json:"today_p999_ms"`
+	// Where is where the sample suggests the slowness lives.
+	Where string `json:"where"`
+	// Verdict is the report's recommendation in one line: the
+	// configuration to use, or why there is none.
+	Verdict string `json:"verdict"`
+	// Recommended is the recommended configuration, or null when there
+	// is none; NoAdvice then says why (it may also qualify a
+	// recommendation).
+	Recommended *AdviseRecommendation `json:"recommended"`
+	NoAdvice    string                `json:"no_advice,omitempty"`
+	// Queueing reports whether the queueing estimate ran (it needs the
+	// load), and QueueRequests its simulated requests per run.
+	Queueing      bool `json:"queueing"`
+	QueueRequests int  `json:"queue_requests,omitempty"`
+	// ServerMillis is the server time the request took.
+	ServerMillis float64 `json:"server_ms"`
+}
+
+// adviseParams are a request's query parameters, validated.
+type adviseParams struct {
+	format advise.Format
+	fields advise.Fields
+	opts   advise.Options
+}
+
+// parseAdvise reads advise's parameters from a raw query string, with the
+// rules of "hedge advise"'s flags of the same names.
+func parseAdvise(raw string) (adviseParams, []ParamError) {
+	var p adviseParams
+	f := newForm(raw)
+	if f.malformed() {
+		return p, f.errs
+	}
+	if s, ok := f.get("format"); ok {
+		format, err := advise.ParseFormat(s)
+		if err != nil {
+			f.bad("format", "%v", err)
+		}
+		p.format = format
+	}
+	p.fields.Latency = "latency"
+	if s, ok := f.get("field"); ok && s != "" {
+		p.fields.Latency = s
+	}
+	p.fields.Replica, _ = f.get("replica-field")
+	p.fields.Time, _ = f.get("time-field")
+	p.fields.Metric, _ = f.get("metric")
+	if s, ok := f.get("unit"); ok && s != "" {
+		u, err := time.ParseDuration("1" + strings.TrimPrefix(s, "1"))
+		if err != nil || u <= 0 {
+			f.bad("unit", "%s is not a unit: use ns, us, ms, s, m or h", quote(s))
+		}
+		p.fields.Unit = u
+	}
+	if s, ok := f.get("load"); ok && s != "" {
+		x, err := strconv.ParseFloat(s, 64)
+		switch {
+		case err != nil || math.IsNaN(x):
+			f.bad("load", "%s is not a number: give the servers' utilisation without hedging, in (0, 1), such as 0.5, or leave it empty", quote(s))
+		case x != 0 && !(x > 0 && x < 1):
+			f.bad("load", "%g is out of range: give a utilisation in (0, 1), such as 0.5, or 0 to infer it", x)
+		default:
+			p.opts.Load = x
+		}
+	}
+	if s, ok := f.get("percentiles"); ok {
+		p.opts.Percentiles = []float64{}
+		for _, x := range splitList(s) {
+			v, err := strconv.ParseFloat(strings.TrimPrefix(x, "p"), 64)
+			switch {
+			case err != nil:
+				f.bad("percentiles", "%s is not a number: give percentiles such as 90,99,99.9", quote(x))
+			case !(v >= 1 && v <= 99.99):
+				f.bad("percentiles", "%g is out of range: use 1 to 99.99", v)
+			default:
+				p.opts.Percentiles = append(p.opts.Percentiles, v)
+			}
+		}
+	}
+	if s, ok := f.get("delays"); ok {
+		for _, x := range splitList(s) {
+			v, err := time.ParseDuration(x)
+			if err != nil || v <= 0 {
+				f.bad("delays", "%s is not a positive duration: give delays such as 20ms,50ms", quote(x))
+				continue
+			}
+			p.opts.Delays = append(p.opts.Delays, v)
+		}
+	}
+	if p.opts.Percentiles != nil && len(p.opts.Percentiles) == 0 && len(p.opts.Delays) == 0 && len(f.errs) == 0 {
+		f.bad("percentiles", "percentiles and delays are both empty: give at least one delay to try")
+	}
+	p.opts.SendLag = duration(f, "send-lag")
+	p.opts.SendLagP99 = duration(f, "send-lag-p99")
+	f.unknown()
+	return p, f.errs
+}
+
+// duration reads a Go duration >= 0 ("500us"); absent or empty is 0.
+func duration(f *form, name string) time.Duration {
+	s, ok := f.get(name)
+	if !ok || s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		f.bad(name, "%s is not a duration >= 0: give one such as 500us or 1ms", quote(s))
+		return 0
+	}
+	return d
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for x := range strings.SplitSeq(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func (s *Server) handleAdvise(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	p, errs := parseAdvise(r.URL.RawQuery)
+	if len(errs) > 0 {
+		writeParamErrors(w, errs)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxAdviseBody))
+	if err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+				"the file is larger than the lab's limit of %s: thin it (keep every k-th line) or give a histogram, or run \"hedge advise --in FILE\", which has no limit", mib(MaxAdviseBody)), nil)
+		}
+		return // otherwise the client has gone
+	}
+	s.inSlot(w, r, func(ctx context.Context) (int, any) { return s.advise(ctx, p, body, start) })
+}
+
+// queueRequests is the queueing estimate's simulated requests per run:
+// "hedge advise"'s 200,000, bounded as an explorer run is (MaxRequests
+// and MaxMemory), and at least the fewest advise accepts.
+func (s *Server) queueRequests() int {
+	n := min(adviseQueueRequests, s.o.MaxRequests, int(min(s.o.MaxMemory/runBytesPerRequest, math.MaxInt32)))
+	return max(n, advise.MinSample)
+}
+
+// advise answers an advise request that holds a simulation slot: the
+// status and body to send, or 0 when the client has gone.
+func (s *Server) advise(ctx context.Context, p adviseParams, body []byte, start time.Time) (int, any) {
+	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	defer cancel()
+	if s.testHook != nil {
+		s.testHook(ctx)
+	}
+	sample, err := advise.Parse(bytes.NewReader(body), p.format, p.fields)
+	if err != nil {
+		return http.StatusBadRequest, ErrorResponse{Error: "the file: " + err.Error()}
+	}
+	sample.Source = "uploaded file, " + sample.Source
+	if err := sample.Check(); err != nil {
+		return http.StatusBadRequest, ErrorResponse{Error: err.Error()}
+	}
+	o := p.opts
+	o.Requests = s.queueRequests()
+	rep, err := advise.Advise(ctx, sample, o)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, ErrorResponse{Error: fmt.Sprintf(
+			"the analysis took longer than the lab's limit of %v and was stopped: try fewer percentiles or delays, or run \"hedge advise --in FILE\"", s.o.Timeout)}
+	case errors.Is(err, context.Canceled):
+		return 0, nil // the client has gone
+	case errors.Is(err, advise.ErrOptions), errors.Is(err, advise.ErrTooSmall):
+		return http.StatusBadRequest, ErrorResponse{Error: err.Error()}
+	case err != nil:
+		return http.StatusInternalServerError, ErrorResponse{Error: err.Error()}
+	}
+	var text, svg strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		return http.StatusInternalServerError, ErrorResponse{Error: "writing the report: " + err.Error()}
+	}
+	if err := rep.WriteSVG(&svg); err != nil {
+		return http.StatusInternalServerError, ErrorResponse{Error: "drawing the chart: " + err.Error()}
+	}
+	resp := AdviseResponse{
+		Report: text.String(), SVG: svg.String(), N: rep.N, Source: rep.Source,
+		TodayP50Ms: ms(rep.Today.P50), TodayP99Ms: ms(rep.Today.P99), TodayP999Ms: ms(rep.Today.P999),
+		Where: rep.Diagnosis.Where.String(), NoAdvice: rep.NoAdvice, Queueing: rep.Queue != nil,
+	}
+	if rep.Queue != nil {
+		resp.QueueRequests = rep.Queue.Requests
+	}
+	if rec := rep.Recommended; rec != nil {
+		oc := rec.Outcome
+		resp.Recommended = &AdviseRecommendation{
+			Delay: oc.Choice.Label, DelayMs: ms(oc.Choice.Delay), Budget: oc.Budget, HedgeRate: 100 * oc.HedgeRate,
+			P99Ms: ms(oc.P99), P999Ms: ms(oc.P999), ExtraWork: 100 * oc.ExtraWork, Kind: rec.Kind, Why: rec.Why,
+		}
+		budget := "without a budget"
+		if oc.Budget {
+			budget = "with the default budget"
+		}
+		resp.Verdict = fmt.Sprintf("Hedge at %s (%v) %s: p99 %v -> %v, p99.9 %v -> %v, hedge rate %.1f%%, extra work %+.1f%% (%s estimate).",
+			oc.Choice.Label, roundDur(oc.Choice.Delay), budget, roundDur(rep.Today.P99), roundDur(oc.P99),
+			roundDur(rep.Today.P999), roundDur(oc.P999), 100*oc.HedgeRate, 100*oc.ExtraWork, rec.Kind)
+		if rep.NoAdvice != "" {
+			resp.Verdict += " But: " + rep.NoAdvice
+		}
+	} else {
+		resp.Verdict = rep.NoAdvice
+	}
+	resp.ServerMillis = millis(time.Since(start))
+	return http.StatusOK, resp
+}
+
+// roundDur rounds a duration for a sentence: three significant figures.
+func roundDur(d time.Duration) time.Duration {
+	for r := time.Duration(1); r < time.Hour; r *= 10 {
+		if d < 1000*r {
+			return d.Round(r)
+		}
+	}
+	return d.Round(time.Second)
+}

@@ -1,0 +1,203 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// slowTail returns n durations, one per line: about 10ms, with one in 50
+// ten times slower, as a slow replica or a pause would make them.
+func slowTail(n int) []byte {
+	r := rand.New(rand.NewPCG(1, 2))
+	var b bytes.Buffer
+	for range n {
+		d := time.Duration((8 + 4*r.Float64()) * float64(time.Millisecond))
+		if r.IntN(50) == 0 {
+			d *= 10
+		}
+		fmt.Fprintf(&b, "%v\n", d)
+	}
+	return b.Bytes()
+}
+
+func post(t *testing.T, ts *httptest.Server, query string, body []byte) (int, http.Header, []byte) {
+	t.Helper()
+	resp, err := http.Post(ts.URL+"/api/advise?"+query, "text/plain", bytes.NewReader(body))
+	return readResponse(t, resp, err)
+}
+
+func errorOf(t *testing.T, b []byte) string {
+	t.Helper()
+	var e ErrorResponse
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("error body is not an ErrorResponse: %v\n%s", err, b)
+	}
+	return e.Error
+}
+
+// A sample with a slow tail gets the report, its chart and a verdict.
+func TestAdviseReport(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	code, h, b := post(t, ts, "percentiles=90,95,99", slowTail(5000))
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	if ct := h.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("content type %q", ct)
+	}
+	var r AdviseResponse
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.Report, "\nRecommendation\n") {
+		t.Errorf("the report lacks its recommendation section:\n%s", r.Report)
+	}
+	if !strings.HasPrefix(r.SVG, "<svg") && !strings.HasPrefix(r.SVG, "<?xml") {
+		t.Errorf("svg does not start an SVG document: %.60q", r.SVG)
+	}
+	if r.N != 5000 || r.Verdict == "" || r.Queueing {
+		t.Errorf("n %d, verdict %q, queueing %v: want 5000, a verdict, no queueing estimate without a load", r.N, r.Verdict, r.Queueing)
+	}
+	if r.Recommended == nil {
+		t.Fatalf("no recommendation for a 2%% tail ten times slower: %s\n%s", r.NoAdvice, r.Report)
+	}
+	if !strings.HasPrefix(r.Verdict, "Hedge at "+r.Recommended.Delay) || r.Recommended.P99Ms >= r.TodayP99Ms {
+		t.Errorf("verdict %q, recommended %+v, today's p99 %vms", r.Verdict, r.Recommended, r.TodayP99Ms)
+	}
+}
+
+// With a load the queueing estimate runs, bounded by the server's
+// MaxRequests.
+func TestAdviseQueueing(t *testing.T) {
+	_, ts := newTestServer(t, Options{MaxRequests: 5000})
+	code, _, b := post(t, ts, "load=0.4&percentiles=95", slowTail(2000))
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	var r AdviseResponse
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Queueing || r.QueueRequests != 5000 || !strings.Contains(r.Report, "Queueing, fresh sizes") {
+		t.Errorf("queueing %v with %d requests, want 5000:\n%s", r.Queueing, r.QueueRequests, r.Report)
+	}
+}
+
+// Each mistake gets its status and a message that says what is wrong.
+func TestAdviseErrors(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	bad := append(slowTail(20), "12ms\nfast\n"...)
+	for _, c := range []struct {
+		name, query string
+		body        []byte
+		code        int
+		want        []string
+	}{
+		{"too small", "", slowTail(10), 400, []string{"sample too small", "10 latencies", "at least 1000"}},
+		{"bad line", "", bad, 400, []string{"line 22", `"fast"`}},
+		{"bad load", "load=1.5", slowTail(10), 400, []string{"load", "(0, 1)"}},
+		{"load not a number", "load=half", slowTail(10), 400, []string{"load", `"half"`}},
+		{"bad percentile", "percentiles=95,x", slowTail(10), 400, []string{"percentiles", `"x"`}},
+		{"unknown parameter", "lod=0.5", slowTail(10), 400, []string{"lod: unknown parameter"}},
+		{"send lag", "send-lag=-1ms", slowTail(10), 400, []string{"send-lag"}},
+		{"lag p99 below median", "send-lag=1ms&send-lag-p99=100us", slowTail(2000), 400, []string{"send lag p99"}},
+		{"too big", "", bytes.Repeat([]byte("12ms\n"), MaxAdviseBody/5+1), 413, []string{"4 MiB", "hedge advise --in"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, b := post(t, ts, c.query, c.body)
+			if code != c.code {
+				t.Fatalf("status %d, want %d: %s", code, c.code, b)
+			}
+			msg := errorOf(t, b)
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q lacks %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// /api/advise takes POST only, and the other endpoints GET only, each
+// saying so in Allow.
+func TestAdviseMethods(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	for _, c := range []struct{ method, path, allow string }{
+		{"GET", "/api/advise", "POST"},
+		{"HEAD", "/api/advise", "POST"},
+		{"PUT", "/api/advise", "POST"},
+		{"POST", "/api/explore", "GET"},
+		{"DELETE", "/api/study", "GET"},
+	} {
+		req, err := http.NewRequest(c.method, ts.URL+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != c.allow {
+			t.Errorf("%s %s: %d, Allow %q; want 405, Allow %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), c.allow)
+		}
+	}
+	code, _, b := get(t, ts, "/api/advise")
+	if code != 405 || !strings.Contains(errorOf(t, b), "POST") {
+		t.Errorf("GET /api/advise: %d %s", code, b)
+	}
+}
+
+// A request that finds every simulation slot taken gets 503.
+func TestAdviseBusy(t *testing.T) {
+	s, ts := newTestServer(t, Options{MaxConcurrent: 1, QueueWait: -1})
+	held := make(chan struct{})
+	done := make(chan struct{})
+	s.testHook = func(ctx context.Context) {
+		close(held)
+		<-done
+	}
+	first := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(ts.URL+"/api/advise?percentiles=95", "text/plain", bytes.NewReader(slowTail(2000)))
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-held
+	code, h, b := post(t, ts, "percentiles=95", slowTail(2000))
+	close(done)
+	if code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Errorf("second request: %d %s", code, b)
+	}
+	if code := <-first; code != http.StatusOK {
+		t.Errorf("first request: %d", code)
+	}
+}
+
+// parseAdvise never panics, and every refusal names a reason.
+func FuzzParseAdvise(f *testing.F) {
+	for _, q := range []string{"", "load=0.5", "percentiles=p99,90&delays=20ms", "percentiles=", "unit=ms&format=csv&field=a.b",
+		"send-lag=1ms&send-lag-p99=2ms", "load=NaN", "load=1e400", "percentiles=1e309", "delays=-1s", "format=x;y", "%zz"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		_, errs := parseAdvise(q)
+		for _, e := range errs {
+			if e.Reason == "" {
+				t.Errorf("%q: a ParamError without a reason: %+v", q, e)
+			}
+		}
+	})
+}
