@@ -26,7 +26,7 @@ import (
 // chromiumPath is where Debian's chromium package installs the browser.
 const chromiumPath = "/usr/bin/chromium"
 
-var screenshots = flag.Bool("screenshots", false, "browser test: save docs/lab-explorer.png, lab-study.png and lab-drill.png")
+var screenshots = flag.Bool("screenshots", false, "browser test: save docs/lab-explorer.png, lab-study.png, lab-drill.png and lab-advise.png")
 
 // browser is a headless Chromium tab on a test lab server.
 type browser struct {
