@@ -217,6 +217,9 @@ type RunResult struct {
 	Noise      string `json:"noise,omitempty"`
 
 	lat []int64 // measured latencies, sorted, ns
+	// seq and sent are the measured requests in the order they were
+	// sent: each one's latency (ns) and intended start (Unix time, ns).
+	seq, sent []int64
 }
 
 // noiseScore is how far past its limits a run was: above 1 is noisy.
@@ -284,7 +287,7 @@ type BackendResult struct {
 	Runs    []RunResult    `json:"runs"`
 	Elapsed time.Duration  `json:"elapsed_ns"`
 
-	latencies map[string][][]int64 // kept runs' latencies per configuration (see WriteLatencies)
+	latencies map[string][]*RunResult // kept runs per configuration (see WriteLatencies)
 }
 
 // plan is what every configuration of one repeat shares.

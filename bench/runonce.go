@@ -80,6 +80,11 @@ func runOnce(ctx context.Context, b Backend, c Contender, p *plan, s Scenario) (
 		r.Rate = float64(r.Requests) / span.Seconds()
 	}
 	fillLatencies(r, measured)
+	r.seq = measured
+	r.sent = make([]int64, len(measured))
+	for i := range r.sent {
+		r.sent[i] = t.start.Add(p.arrivals[p.first+i]).UnixNano()
+	}
 	fillLags(r, t.measuredLags())
 	fillClientStats(r, stats1.sub(c0.stats))
 	r.ServerExtraPct = serverExtraPct(r.Requests, c0.served, served1)

@@ -82,7 +82,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.redisServer, "redis-server", redistestBinary, "redis-server executable")
 	fs.DurationVar(&f.s.SpinWindow, "spin-window", bench.DefaultSpinWindow, "the pacer sleeps until this long before each intended start, then spins (1ns: never spins)")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole invocation to this file")
-	latencies := fs.Bool("latencies", false, "also write each configuration's measured latencies, one duration per line, to latencies-<backend>-<config>.txt in --out (for hedge advise --in)")
+	latencies := fs.Bool("latencies", false, "also write each configuration's measured latencies, one duration per line, to latencies-<backend>-<config>.txt in --out (for hedge advise --in), and each request's latency and send time, as JSON lines, to requests-<backend>-<config>.jsonl (for hedge advise --in ... --time-field sent)")
 	metricsAddr := benchMetricsFlag(fs)
 	if code := parseFlags(fs, args, stderr); code >= 0 {
 		return code
