@@ -66,7 +66,8 @@ type Options struct {
 
 // Prediction is one way of predicting every choice.
 type Prediction struct {
-	// Kind is "independent", "queue-fresh" or "queue-shared".
+	// Kind is "independent", "independent-local" (with send times only),
+	// "queue-fresh" or "queue-shared".
 	Kind string
 	// Title names it for people.
 	Title string
@@ -216,6 +217,26 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 		}
 	}
 	rep.Predictions = append(rep.Predictions, ind)
+	if s.hasTimes() {
+		loc := Prediction{
+			Kind:  "independent-local",
+			Title: "Independent copies of the moment (from the sample's send times)",
+			Today: rep.Today,
+			Assumes: []string{
+				"A copy's latency is drawn from the requests sent within half a delay of the copy's own send time (at most the 64 nearest), not from the whole sample: a copy sent into a burst of slowness is slow too. Informative, not among the estimates the recommendation is judged by.",
+				"Otherwise as the independent estimate: one replica's latencies stand for all, a copy adds no load, and work is server time, taken equal to latency.",
+			},
+		}
+		if len(lags) > 1 {
+			loc.Assumes = append(loc.Assumes, fmt.Sprintf("Copies leave %v after their delay (the send lag's median).", o.SendLag))
+		}
+		for _, c := range rep.Choices {
+			for _, b := range []bool{false, true} {
+				loc.Rows = append(loc.Rows, local(e, s, lat, order, c, o.SendLag, b, rep.Today))
+			}
+		}
+		rep.Predictions = append(rep.Predictions, loc)
+	}
 
 	m, from, note := queueModel(s, e, o)
 	rep.LoadFrom = from

@@ -8,6 +8,7 @@ import (
 	"go/parser"
 	"go/token"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -377,5 +378,65 @@ func TestQueueingPredictsTheDefault(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "the library's default (the zero hedge.Config") {
 		t.Errorf("report does not show the default line:\n%s", b.String())
+	}
+}
+
+// TestLocalCopies checks the estimate that draws each copy from the
+// requests sent around the copy's own send time. Where slowness does not
+// depend on time (exponential latencies shuffled over evenly spaced send
+// times), it agrees with the independent estimate: the same hedges, a p99
+// and p99.9 within 10%. Where slowness comes in bursts (every request of
+// a 40 ms spell takes 20 ms, every other 1 ms), it sees what the
+// independent estimate cannot: a copy sent into the spell is as slow, so
+// the p99.9 stays near 20 ms where the independent estimate puts it near
+// the delay plus a fast copy. And it appears only for a sample with send
+// times.
+func TestLocalCopies(t *testing.T) {
+	const d = 2 * time.Millisecond
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	predictions := func(s *Sample) map[string]Outcome {
+		t.Helper()
+		rep, err := Advise(context.Background(), s, Options{Percentiles: []float64{}, Delays: []time.Duration{d}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]Outcome{}
+		for _, p := range rep.Predictions {
+			out[p.Kind] = p.Rows[0] // without the budget
+		}
+		return out
+	}
+
+	s := expSample(20_000, time.Millisecond)
+	if _, ok := predictions(s)["independent-local"]; ok {
+		t.Error("a moment-local estimate without send times")
+	}
+	perm := rand.New(rand.NewPCG(1, 2)).Perm(s.Len())
+	shuffled := &Sample{Source: "shuffled"}
+	for k, i := range perm {
+		shuffled.Latencies = append(shuffled.Latencies, s.Latencies[i])
+		shuffled.Times = append(shuffled.Times, t0.Add(time.Duration(k)*100*time.Microsecond))
+	}
+	p := predictions(shuffled)
+	ind, loc := p["independent"], p["independent-local"]
+	near := func(a, b time.Duration) bool { return math.Abs(float64(a)/float64(b)-1) <= 0.10 }
+	if loc.HedgeRate != ind.HedgeRate || !near(loc.P99, ind.P99) || !near(loc.P999, ind.P999) {
+		t.Errorf("no bursts: moment-local %+v, want the independent estimate's hedges and tail within 10%%: %+v", loc, ind)
+	}
+
+	bursty := &Sample{Source: "bursty"}
+	for k := range 20_000 {
+		at := time.Duration(k) * time.Millisecond
+		x := time.Millisecond
+		if at%(2*time.Second) < 40*time.Millisecond {
+			x = 20 * time.Millisecond
+		}
+		bursty.Latencies = append(bursty.Latencies, x)
+		bursty.Times = append(bursty.Times, t0.Add(at))
+	}
+	p = predictions(bursty)
+	ind, loc = p["independent"], p["independent-local"]
+	if ind.P999 > 4*time.Millisecond || loc.P999 < 15*time.Millisecond {
+		t.Errorf("bursts: p99.9 %v independent, %v moment-local; want about delay + 1 ms and about 20 ms", ind.P999, loc.P999)
 	}
 }

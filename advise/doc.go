@@ -32,6 +32,13 @@
 //     tail back up, and, with shared sizes, what happens when a slow
 //     request is slow wherever it runs.
 //
+// With send times (a timestamped sample), a third, informative estimate
+// draws each copy's latency from the requests sent within half a delay of
+// the copy's own send time (the 64 nearest at most) instead of from the
+// whole sample: a copy sent into a burst of slowness is slow too, which
+// the independent estimate cannot see. It is shown beside the others and
+// does not take part in the recommendation.
+//
 // Every row is plain hedging: a fixed delay, at most two copies, the
 // default budget or none, and the library's evidence rules (spare
 // capacity, payoff) turned off, since latencies alone cannot model them.

@@ -10,9 +10,10 @@ import (
 )
 
 var plotColors = map[string]string{
-	"independent":  "#1f77b4",
-	"queue-fresh":  "#2ca02c",
-	"queue-shared": "#d62728",
+	"independent":       "#1f77b4",
+	"independent-local": "#9467bd",
+	"queue-fresh":       "#2ca02c",
+	"queue-shared":      "#d62728",
 }
 
 // WriteSVG draws the predictions as a standalone SVG document of two

@@ -257,30 +257,112 @@ func independentLags(e *empirical, lat []float64, order []int, c Choice, lags []
 		}
 		return s / k / n
 	}
-	q := func(p float64) time.Duration {
-		// The least t with P(L <= t) >= p, by bisection: L is a step
-		// function of t with jumps at whole nanoseconds (sample values,
-		// and delays plus lags plus sample values), so the upper end of
-		// a bracket narrower than a nanosecond is the jump, once
-		// truncated.
-		target := 1 - p + 1e-12
-		lo, hi := 0.0, all[len(all)-1]+slices.Max(ds)+all[len(all)-1]+1
-		for hi-lo > 1e-3 {
-			mid := (lo + hi) / 2
-			if sl(mid) <= target {
-				hi = mid
-			} else {
-				lo = mid
-			}
-		}
-		return time.Duration(math.Ceil(hi - 1e-3))
-	}
+	// L is a step function of t with jumps at whole nanoseconds (sample
+	// values, and delays plus lags plus sample values).
+	hi := all[len(all)-1] + slices.Max(ds) + all[len(all)-1] + 1
 	o := Outcome{Choice: c, Budget: budget, HedgeRate: float64(nh) / k / n}
-	o.P50, o.P99, o.P999 = q(0.5), q(0.99), q(0.999)
+	o.P50, o.P99, o.P999 = bisectQuantile(sl, 0.5, hi), bisectQuantile(sl, 0.99, hi), bisectQuantile(sl, 0.999, hi)
 	o.ExtraWork = work/k/e.prefix[len(e.xs)] - 1
 	o.ratios(today)
 	o.Verdict = Judge(o)
 	return o
+}
+
+// local is the independent estimate with each copy's latency drawn from
+// the requests sent within half a delay of the copy's own send time (the
+// primary's plus the delay and the lag), instead of from the whole sample:
+// a copy meets the conditions of its moment, as the requests sent then
+// did, so a copy sent into a burst of slowness (an overloaded client, a
+// slow network, every replica busy) is slow too. It needs send times, and
+// order must list the requests in the order they were sent. A copy draws
+// from at most localPool requests, the nearest to its send time; a copy
+// whose window holds no request draws from the whole sample.
+func local(e *empirical, s *Sample, lat []float64, order []int, c Choice, lag time.Duration, budget bool, today Percentiles) Outcome {
+	d := float64(c.Delay + lag)
+	w := float64(c.Delay) / 2
+	t0 := s.Times[order[0]]
+	ts := make([]float64, len(order)) // send times in order, ns after the first
+	for k, i := range order {
+		ts[k] = float64(s.Times[i].Sub(t0))
+	}
+	var b *hedge.Budget
+	if budget {
+		b = hedge.DefaultBudget()
+	}
+	type copyOf struct {
+		x    float64
+		pool *empirical // what the copy draws from
+	}
+	var hedged []copyOf
+	var hx []float64
+	work := 0.0
+	for k, i := range order {
+		x := lat[i]
+		b.OnRequest()
+		if x > d && b.TryHedge() {
+			// The requests sent within half a delay of the copy, at
+			// most localPool of them, the nearest.
+			at := ts[k] + d
+			m := sort.SearchFloat64s(ts, at)
+			lo := max(sort.SearchFloat64s(ts, at-w), m-localPool/2)
+			hi := min(sort.Search(len(ts), func(j int) bool { return ts[j] > at+w }), m+localPool/2)
+			pool := e
+			if lo < hi {
+				xs := make([]float64, 0, hi-lo)
+				for _, j := range order[lo:hi] {
+					xs = append(xs, lat[j])
+				}
+				slices.Sort(xs)
+				pool = newEmpirical(xs)
+			}
+			hedged = append(hedged, copyOf{x, pool})
+			hx = append(hx, x)
+			work += d + 2*pool.meanMin(x-d)
+			continue
+		}
+		work += x
+	}
+	slices.Sort(hx)
+	n := float64(len(lat))
+	sl := func(t float64) float64 {
+		v := float64(above(e.xs, t) - above(hx, t))
+		for _, h := range hedged {
+			if h.x > t {
+				v += h.pool.surv(t - d)
+			}
+		}
+		return v / n
+	}
+	o := Outcome{Choice: c, Budget: budget, HedgeRate: float64(len(hedged)) / n}
+	hi := e.xs[len(e.xs)-1] + d + e.xs[len(e.xs)-1] + 1
+	o.P50, o.P99, o.P999 = bisectQuantile(sl, 0.5, hi), bisectQuantile(sl, 0.99, hi), bisectQuantile(sl, 0.999, hi)
+	o.ExtraWork = work/e.prefix[len(e.xs)] - 1
+	o.ratios(today)
+	o.Verdict = Judge(o)
+	return o
+}
+
+// localPool is the most requests a copy of the moment-local estimate
+// draws from: enough for a distribution, few enough that a large sample
+// at a high rate does not hold a copy of its window per hedge.
+const localPool = 64
+
+// bisectQuantile returns the least t in [0, hi] with sl(t) <= 1 - p, sl
+// being a survival function that jumps only at whole nanoseconds: the
+// upper end of a bracket narrower than a nanosecond is the jump, once
+// truncated.
+func bisectQuantile(sl func(float64) float64, p, hi float64) time.Duration {
+	target := 1 - p + 1e-12
+	lo := 0.0
+	for hi-lo > 1e-3 {
+		mid := (lo + hi) / 2
+		if sl(mid) <= target {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return time.Duration(math.Ceil(hi - 1e-3))
 }
 
 // LagPoints returns the send lags a prediction weighs equally: lag alone
