@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/tailcut/hedge"
 )
@@ -286,7 +287,10 @@ func (ic *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 	}
 	c := &call{ic: ic, method: method, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts}
 	if pm, ok := reply.(proto.Message); ok && pm.ProtoReflect().IsValid() {
-		c.pm = pm
+		// The type is taken here, on the caller's goroutine: a copy must
+		// not touch reply itself, which the caller fills (finish) while
+		// losers may still be starting (ReapInBackground).
+		c.pm, c.mt = pm, pm.ProtoReflect().Type()
 	} else if ok {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	} else if rt := reflect.TypeOf(reply); rt != nil && rt.Kind() == reflect.Pointer && !reflect.ValueOf(reply).IsNil() {
@@ -320,8 +324,9 @@ type call struct {
 	method  string
 	req     any
 	reply   any
-	pm      proto.Message // reply, if it is a proto message
-	rt      reflect.Type  // otherwise the type reply points to
+	pm      proto.Message            // reply, if it is a proto message
+	mt      protoreflect.MessageType // its type, which the copies' replies are made of
+	rt      reflect.Type             // otherwise the type reply points to
 	cc      *grpc.ClientConn
 	invoker grpc.UnaryInvoker
 	opts    []grpc.CallOption
@@ -350,8 +355,8 @@ type callOutputs struct {
 // attempt sends copy a.Index.
 func (c *call) attempt(ctx context.Context, a hedge.Attempt) (int, error) {
 	s := &c.copies[a.Index]
-	if c.pm != nil {
-		s.reply = c.pm.ProtoReflect().New().Interface()
+	if c.mt != nil {
+		s.reply = c.mt.New().Interface()
 	} else {
 		s.reply = reflect.New(c.rt).Interface()
 	}
