@@ -109,9 +109,9 @@ func parseAdvise(raw string) (adviseParams, []ParamError) {
 	p.fields.Time, _ = f.get("time-field")
 	p.fields.Metric, _ = f.get("metric")
 	if s, ok := f.get("unit"); ok && s != "" {
-		u, err := time.ParseDuration("1" + strings.TrimPrefix(s, "1"))
-		if err != nil || u <= 0 {
-			f.bad("unit", "%s is not a unit: use ns, us, ms, s, m or h", quote(s))
+		u, err := advise.ParseUnit(s)
+		if err != nil {
+			f.bad("unit", "%v", err)
 		}
 		p.fields.Unit = u
 	}
@@ -127,28 +127,23 @@ func parseAdvise(raw string) (adviseParams, []ParamError) {
 		}
 	}
 	if s, ok := f.get("percentiles"); ok {
-		p.opts.Percentiles = []float64{}
-		for _, x := range splitList(s) {
-			v, err := strconv.ParseFloat(strings.TrimPrefix(x, "p"), 64)
-			switch {
-			case err != nil:
-				f.bad("percentiles", "%s is not a number: give percentiles such as 90,99,99.9", quote(x))
-			case !(v >= 1 && v <= 99.99):
+		pcts, errs := advise.ParsePercentiles(s)
+		for _, err := range errs {
+			f.bad("percentiles", "%v", err)
+		}
+		for _, v := range pcts {
+			if !(v >= 1 && v <= 99.99) {
 				f.bad("percentiles", "%g is out of range: use 1 to 99.99", v)
-			default:
-				p.opts.Percentiles = append(p.opts.Percentiles, v)
 			}
 		}
+		p.opts.Percentiles = pcts
 	}
 	if s, ok := f.get("delays"); ok {
-		for _, x := range splitList(s) {
-			v, err := time.ParseDuration(x)
-			if err != nil || v <= 0 {
-				f.bad("delays", "%s is not a positive duration: give delays such as 20ms,50ms", quote(x))
-				continue
-			}
-			p.opts.Delays = append(p.opts.Delays, v)
+		delays, errs := advise.ParseDelays(s)
+		for _, err := range errs {
+			f.bad("delays", "%v", err)
 		}
+		p.opts.Delays = delays
 	}
 	if p.opts.Percentiles != nil && len(p.opts.Percentiles) == 0 && len(p.opts.Delays) == 0 && len(f.errs) == 0 {
 		f.bad("percentiles", "percentiles and delays are both empty: give at least one delay to try")
@@ -171,17 +166,6 @@ func duration(f *form, name string) time.Duration {
 		return 0
 	}
 	return d
-}
-
-// splitList splits a comma-separated list, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for x := range strings.SplitSeq(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 func (s *Server) handleAdvise(w http.ResponseWriter, r *http.Request) {

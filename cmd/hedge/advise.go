@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -171,28 +170,20 @@ func (f *adviseFlags) validate() (advise.Options, advise.Format, advise.Fields, 
 	}
 	fields := advise.Fields{Latency: f.field, Replica: f.replicaField, Time: f.timeField, Metric: f.metric}
 	if f.unit != "" {
-		u, err := time.ParseDuration("1" + strings.TrimPrefix(f.unit, "1"))
-		if err != nil || u <= 0 {
-			errs = append(errs, fmt.Errorf("--unit %q: use ns, us, ms, s, m or h", f.unit))
+		u, err := advise.ParseUnit(f.unit)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--unit: %w", err))
 		}
 		fields.Unit = u
 	}
-	o.Percentiles = []float64{}
-	for _, p := range splitList(f.percentiles) {
-		v, err := strconv.ParseFloat(strings.TrimPrefix(p, "p"), 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--percentiles: %q is not a number: give percentiles such as 90,99,99.9", p))
-			continue
-		}
-		o.Percentiles = append(o.Percentiles, v)
+	var bad []error
+	o.Percentiles, bad = advise.ParsePercentiles(f.percentiles)
+	for _, err := range bad {
+		errs = append(errs, fmt.Errorf("--percentiles: %w", err))
 	}
-	for _, d := range splitList(f.delays) {
-		v, err := time.ParseDuration(d)
-		if err != nil || v <= 0 {
-			errs = append(errs, fmt.Errorf("--delays: %q is not a positive duration: give delays such as 20ms,50ms", d))
-			continue
-		}
-		o.Delays = append(o.Delays, v)
+	o.Delays, bad = advise.ParseDelays(f.delays)
+	for _, err := range bad {
+		errs = append(errs, fmt.Errorf("--delays: %w", err))
 	}
 	if len(o.Percentiles) == 0 && len(o.Delays) == 0 {
 		errs = append(errs, errors.New("--percentiles and --delays are both empty: give at least one delay to try"))
@@ -216,16 +207,6 @@ func (f *adviseFlags) validate() (advise.Options, advise.Format, advise.Fields, 
 		}
 	}
 	return o, format, fields, errors.Join(errs...)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // readSample reads the sample from path ("-": standard input). Without an

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tailcut/hedge/advise"
 	"github.com/tailcut/hedge/bench"
 )
 
@@ -54,15 +56,11 @@ func runBenchRecovery(args []string, stdout, stderr io.Writer) int {
 			o.Warmup = 500 * time.Millisecond
 		}
 	}
-	o.Loads = nil
-	for _, s := range splitList(*loads) {
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return usageError(stderr, "bench recovery", fmt.Errorf("--loads: %q is not a number", s))
-		}
-		o.Loads = append(o.Loads, v)
+	var err error
+	if o.Loads, err = parseLoads(*loads); err != nil {
+		return usageError(stderr, "bench recovery", err)
 	}
-	o.Configs = splitList(*configs)
+	o.Configs = advise.SplitList(*configs)
 	if err := o.Validate(); err != nil {
 		return usageError(stderr, "bench recovery", err)
 	}
@@ -95,4 +93,22 @@ func runBenchRecovery(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// parseLoads reads a --loads flag: offered loads, comma-separated. It
+// checks that each is a number and that there is one at least; each
+// command checks the range it accepts.
+func parseLoads(s string) ([]float64, error) {
+	var loads []float64
+	for _, x := range advise.SplitList(s) {
+		v, err := strconv.ParseFloat(x, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--loads: %q is not a number", x)
+		}
+		loads = append(loads, v)
+	}
+	if len(loads) == 0 {
+		return nil, errors.New("--loads: give at least one load, such as 0.5")
+	}
+	return loads, nil
 }

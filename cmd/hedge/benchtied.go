@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"time"
 
@@ -50,13 +49,16 @@ func runBenchTied(args []string, stdout, stderr io.Writer) int {
 	if o.Repeats < 1 {
 		return usageError(stderr, "bench tied", fmt.Errorf("--repeats: %d: run at least once", o.Repeats))
 	}
-	for _, s := range strings.Split(*loads, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil || v <= 0 || v >= 1 {
-			return usageError(stderr, "bench tied", fmt.Errorf("--loads: %q is not a load between 0 and 1", s))
-		}
-		o.Loads = append(o.Loads, v)
+	loadList, err := parseLoads(*loads)
+	if err != nil {
+		return usageError(stderr, "bench tied", err)
 	}
+	for _, v := range loadList {
+		if v <= 0 || v >= 1 {
+			return usageError(stderr, "bench tied", fmt.Errorf("--loads: %v is not a load between 0 and 1", v))
+		}
+	}
+	o.Loads = loadList
 	o.Worlds = nil
 	for _, name := range strings.Split(*worlds, ",") {
 		found := false
