@@ -183,14 +183,16 @@ func (c *call[T]) run() (T, func(), error) {
 	// it must find the primary launched.
 	c.schedule(c.plan.Start)
 	c.mu.Unlock()
+	held := false // complete kept c.mu for the wait
 	if c.h.bgReap {
 		go c.runCopy(ctx, a, false)
-	} else if c.runCopy(ctx, a, true) {
-		// complete kept c.mu for the wait.
-		c.waitLocked()
-		return c.result()
+	} else {
+		held = c.runCopy(ctx, a, true)
 	}
-	c.wait()
+	if !held {
+		c.mu.Lock()
+	}
+	c.waitLocked()
 	return c.result()
 }
 
