@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -149,5 +150,46 @@ func TestAllowance(t *testing.T) {
 	}
 	if spun > time.Second/spinShare {
 		t.Fatalf("spun %v in a second; want at most %v", spun, time.Second/spinShare)
+	}
+}
+
+// BenchmarkTimerQueueLooks counts how often the timer queue wakes for
+// nothing, when most calls answer before their delay: 16 callers, each
+// call answering after a 200 µs sleep (which the runtime may stretch to
+// about a millisecond), hedged after 1 or 5 ms. The queue sleeps until its
+// earliest timer, which that call usually beats, so its wakes come about
+// once per delay, whatever the rate of calls: as kicks (the runtime timer
+// that starts the loop) while no timer has come due, as the loop's looks
+// at its heap once one has.
+//
+//	go test -run '^$' -bench TimerQueueLooks -benchtime 3s .
+func BenchmarkTimerQueueLooks(b *testing.B) {
+	for _, delay := range []time.Duration{time.Millisecond, 5 * time.Millisecond} {
+		b.Run("delay="+delay.String(), func(b *testing.B) {
+			h, err := New(Config{Delay: Fixed(delay), NoBudget: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			answer := func(ctx context.Context, a Attempt) (int, error) {
+				time.Sleep(200 * time.Microsecond)
+				return 0, nil
+			}
+			start := time.Now()
+			b.SetParallelism(8) // 16 callers on two cores
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					Do(context.Background(), h, "op", answer)
+				}
+			})
+			elapsed := time.Since(start).Seconds()
+			q := h.timers
+			q.mu.Lock()
+			kicks, looks, fired := q.kicks, q.looks, q.fired
+			q.mu.Unlock()
+			b.ReportMetric(float64(b.N)/elapsed, "calls/s")
+			b.ReportMetric(float64(fired)/float64(b.N), "fired/call")
+			b.ReportMetric(float64(kicks)/elapsed, "kicks/s")
+			b.ReportMetric(float64(looks)/elapsed, "looks/s")
+		})
 	}
 }
