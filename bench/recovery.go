@@ -230,14 +230,7 @@ type recoveryRun struct {
 
 func summariseRecovery(o RecoveryOptions, load float64, cfg string, runs []recoveryRun) RecoveryResult {
 	res := RecoveryResult{Config: cfg, Load: load, Rate: load * float64(o.Replicas*o.Workers) / o.Service.Seconds(), Repeats: len(runs)}
-	med := func(f func(recoveryRun) float64) float64 {
-		xs := make([]float64, len(runs))
-		for i, r := range runs {
-			xs[i] = f(r)
-		}
-		slices.Sort(xs)
-		return xs[len(xs)/2]
-	}
+	med := func(f func(recoveryRun) float64) float64 { return medianOf(runs, f) }
 	res.Baseline = time.Duration(med(func(r recoveryRun) float64 { return float64(r.baseline) }))
 	res.Peak = time.Duration(med(func(r recoveryRun) float64 { return float64(r.peak) }))
 	res.HedgeBefore = med(func(r recoveryRun) float64 { return r.hedgeBefore })

@@ -95,3 +95,15 @@ func spreadOf(vs []float64) Spread {
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func usI(ns int64) float64 { return float64(ns) / 1e3 }
+
+// medianOf returns the median of f over xs, the upper one of the middle
+// two for an even count: the value of one of the runs, not an average of
+// two. xs must not be empty.
+func medianOf[T any](xs []T, f func(T) float64) float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}

@@ -219,14 +219,7 @@ func MedianTied(rs []TiedResult) TiedResult {
 	if len(rs) == 1 {
 		return out
 	}
-	med := func(f func(TiedResult) float64) float64 {
-		v := make([]float64, len(rs))
-		for i, r := range rs {
-			v[i] = f(r)
-		}
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
+	med := func(f func(TiedResult) float64) float64 { return medianOf(rs, f) }
 	dur := func(f func(TiedResult) time.Duration) time.Duration {
 		return time.Duration(med(func(r TiedResult) float64 { return float64(f(r)) }))
 	}
