@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,24 +57,9 @@ func validateBuckets(bounds []float64) error {
 	return nil
 }
 
-// nativeBounds[j] is 2^((j-64)/64): the upper bounds of the schema-6
-// buckets within one octave [0.5, 1].
-var nativeBounds = func() [65]float64 {
-	var b [65]float64
-	for j := range b {
-		b[j] = math.Exp2(float64(j-64) / 64)
-	}
-	b[0], b[64] = 0.5, 1
-	return b
-}()
-
 // nativeKey returns the index of the schema-6 native bucket holding x > 0:
 // the i with 2^((i-1)/64) < x <= 2^(i/64).
-func nativeKey(x float64) int {
-	frac, exp := math.Frexp(x) // x = frac * 2^exp, frac in [0.5, 1)
-	j := sort.SearchFloat64s(nativeBounds[:], frac)
-	return (exp-1)*64 + j
-}
+func nativeKey(x float64) int { return quantile.Exp2Index(x) + 1 }
 
 // seconds converts nanoseconds to seconds as time.Duration.Seconds does,
 // so that a histogram's sum is exactly the summary's.

@@ -1,5 +1,10 @@
 package quantile
 
+import (
+	"math"
+	"sort"
+)
+
 // Bucket is one non-empty bucket of a Histogram: Count values in
 // [Lo, Hi). Bucket boundaries are those of the layout (see the package
 // documentation): below 64 each bucket holds one value (Hi = Lo+1), and
@@ -73,4 +78,25 @@ func (h *Histogram) Counts(buf []Bucket) Counts {
 		c.Count += n
 	}
 	return c
+}
+
+// exp2Bounds[j] is 2^((j-64)/64): the upper bounds of the buckets of
+// Exp2Index within one octave [0.5, 1].
+var exp2Bounds = func() [65]float64 {
+	var b [65]float64
+	for j := range b {
+		b[j] = math.Exp2(float64(j-64) / 64)
+	}
+	b[0], b[64] = 0.5, 1
+	return b
+}()
+
+// Exp2Index returns the index i of the base-2 exponential bucket, 64 per
+// power of two, that holds x > 0: the i with 2^(i/64) < x <= 2^((i+1)/64).
+// It is OpenTelemetry's exponential histogram index at scale 6, and one
+// less than Prometheus's native histogram bucket key at schema 6; the
+// exporters convert the Counts' buckets with it.
+func Exp2Index(x float64) int {
+	frac, exp := math.Frexp(x) // x = frac * 2^exp, frac in [0.5, 1)
+	return (exp-1)*64 + sort.SearchFloat64s(exp2Bounds[:], frac) - 1
 }

@@ -1,6 +1,7 @@
 package quantile
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -100,5 +101,25 @@ func BenchmarkHistogramCounts(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = h.Counts(buf).Buckets
+	}
+}
+
+// TestExp2Index checks the exponential bucket index at the powers of two,
+// which close their buckets, and just above and below each bound.
+func TestExp2Index(t *testing.T) {
+	for _, c := range []struct {
+		x    float64
+		want int
+	}{{1, -1}, {2, 63}, {0.5, -65}, {math.Nextafter(1, 2), 0}, {math.Exp2(1.0 / 64), 0}, {math.Nextafter(math.Exp2(1.0/64), 2), 1}, {1e-9, -1914}} {
+		if got := Exp2Index(c.x); got != c.want {
+			t.Errorf("Exp2Index(%v) = %d, want %d", c.x, got, c.want)
+		}
+	}
+	for i := -2000; i < 2000; i += 7 {
+		lo, hi := math.Exp2(float64(i)/64), math.Exp2(float64(i+1)/64)
+		mid := (lo + hi) / 2
+		if got := Exp2Index(mid); got != i {
+			t.Fatalf("Exp2Index(%v), between 2^(%d/64) and 2^(%d/64): %d", mid, i, i+1, got)
+		}
 	}
 }

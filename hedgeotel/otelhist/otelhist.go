@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
 	"github.com/tailcut/hedge"
@@ -90,23 +89,9 @@ func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 	}}, nil
 }
 
-// bounds[j] is 2^((j-64)/64): the upper bounds of the scale-6 buckets
-// within one octave [0.5, 1].
-var bounds = func() [65]float64 {
-	var b [65]float64
-	for j := range b {
-		b[j] = math.Exp2(float64(j-64) / 64)
-	}
-	b[0], b[64] = 0.5, 1
-	return b
-}()
-
 // index returns the index of the scale-6 bucket holding x > 0: the i with
 // 2^(i/64) < x <= 2^((i+1)/64).
-func index(x float64) int {
-	frac, exp := math.Frexp(x) // x = frac * 2^exp, frac in [0.5, 1)
-	return (exp-1)*64 + sort.SearchFloat64s(bounds[:], frac) - 1
-}
+func index(x float64) int { return quantile.Exp2Index(x) }
 
 // exponential converts a Hedger's bucket counts to an exponential
 // histogram data point (without attributes and times).
