@@ -9,6 +9,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgeotel"
+	"github.com/tailcut/hedge/internal/hedgetest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -49,7 +50,7 @@ func TestTracedDo(t *testing.T) {
 	}{
 		{
 			name:    "hedge wins, primary cancelled",
-			attempt: sleeper(50*ms, 5*ms),
+			attempt: hedgetest.Sleeper(50*ms, 5*ms),
 			want: []copyView{
 				{index: 0, kind: "primary", outcome: hedgeotel.OutcomeCancelled, winner: 1, copies: 2, status: codes.Unset, links: 1},
 				{index: 1, kind: "hedge", outcome: hedgeotel.OutcomeWon, winner: 1, copies: 2, status: codes.Ok, links: 1},
@@ -58,7 +59,7 @@ func TestTracedDo(t *testing.T) {
 		},
 		{
 			name:    "primary wins before the delay",
-			attempt: sleeper(3 * ms),
+			attempt: hedgetest.Sleeper(3 * ms),
 			want:    []copyView{{index: 0, kind: "primary", outcome: hedgeotel.OutcomeWon, winner: 0, copies: 1, status: codes.Ok}},
 			wantV:   0,
 		},
@@ -68,7 +69,7 @@ func TestTracedDo(t *testing.T) {
 				if a.Index == 0 {
 					return 0, errors.New("connection reset")
 				}
-				return sleeper(0, 2*ms)(ctx, a)
+				return hedgetest.Sleeper(0, 2*ms)(ctx, a)
 			},
 			want: []copyView{
 				{index: 0, kind: "primary", outcome: hedgeotel.OutcomeFailed, winner: 1, copies: 2, status: codes.Error, links: 1, events: 1},

@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgeprom"
+	"github.com/tailcut/hedge/internal/hedgetest"
 )
 
 const ms = time.Millisecond
@@ -30,19 +31,6 @@ func mustNew(t *testing.T, cfg hedge.Config) *hedge.Hedger {
 		t.Fatal(err)
 	}
 	return h
-}
-
-// sleeper returns an attempt function whose copy i sleeps after[i] on the
-// (fake) clock, honouring its context, then returns i.
-func sleeper(after ...time.Duration) func(context.Context, hedge.Attempt) (int, error) {
-	return func(ctx context.Context, a hedge.Attempt) (int, error) {
-		select {
-		case <-time.After(after[a.Index]):
-			return a.Index, nil
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
 }
 
 // workload drives two Hedgers through every counter the collector exports,
@@ -60,57 +48,38 @@ func workload(t *testing.T) map[string]*hedge.Hedger {
 	ctx := context.Background()
 
 	// a: a hedge wins (the primary is censored), then the budget refuses.
-	hedge.Do(ctx, a, "get", sleeper(50*ms, 5*ms))
-	hedge.Do(ctx, a, "get", sleeper(50*ms, 5*ms))
-	hedge.Do(ctx, a, "get", sleeper(3*ms, 3*ms)) // primary wins, no hedge due
+	hedge.Do(ctx, a, "get", hedgetest.Sleeper(50*ms, 5*ms))
+	hedge.Do(ctx, a, "get", hedgetest.Sleeper(50*ms, 5*ms))
+	hedge.Do(ctx, a, "get", hedgetest.Sleeper(3*ms, 3*ms)) // primary wins, no hedge due
 	// a: the caller's deadline is closer than the delay.
 	dctx, cancel := context.WithTimeout(ctx, 8*ms)
-	hedge.Do(dctx, a, "put", sleeper(2*ms))
+	hedge.Do(dctx, a, "put", hedgetest.Sleeper(2*ms))
 	cancel()
 	// a: a failure and an unhedgeable call.
 	hedge.Do(ctx, a, "put", func(context.Context, hedge.Attempt) (int, error) {
 		return 0, hedge.Permanent(errors.New("no"))
 	})
-	hedge.Do(hedge.NotIdempotent(ctx), a, "put", sleeper(20*ms))
+	hedge.Do(hedge.NotIdempotent(ctx), a, "put", hedgetest.Sleeper(20*ms))
 	// a: a third class shares hedge.OtherOp (MaxOps 2).
-	hedge.Do(ctx, a, "raw/path/123", sleeper(1*ms))
+	hedge.Do(ctx, a, "raw/path/123", hedgetest.Sleeper(1*ms))
 	// a: Shadow mode counts a hedge it does not send.
 	if err := a.SetMode(hedge.Shadow); err != nil {
 		t.Fatal(err)
 	}
-	hedge.Do(ctx, a, "get", sleeper(30*ms))
+	hedge.Do(ctx, a, "get", hedgetest.Sleeper(30*ms))
 
 	// b: both replicas busy by the third copy; two calls at once
 	// contend for the single in-flight hedge slot.
 	var wg sync.WaitGroup
 	for range 2 {
-		wg.Go(func() { hedge.Do(ctx, b, "scan", sleeper(40*ms, 35*ms, 1*ms)) })
+		wg.Go(func() { hedge.Do(ctx, b, "scan", hedgetest.Sleeper(40*ms, 35*ms, 1*ms)) })
 	}
 	wg.Wait()
 
 	// c: a rollout of one half keeps a control group (the holdout); the
 	// other calls are hedged, and their primaries, deaf to cancellation,
 	// run on to success after the hedge won: rescued, and time saved.
-	c := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MinWinRate: -1})
-	if err := c.SetRollout(0.5); err != nil {
-		t.Fatal(err)
-	}
-	deaf := func(ctx context.Context, a hedge.Attempt) (int, error) {
-		if a.Index == 0 {
-			time.Sleep(50 * ms)
-			return 0, nil
-		}
-		return sleeper(0, 5*ms)(ctx, a)
-	}
-	for i := 0; ; i++ {
-		if st := c.OpStats("get"); st.Holdout.Count > 0 && st.Rescued > 0 {
-			break
-		}
-		if i == 200 {
-			t.Fatalf("200 calls at a rollout of one half, and still no holdout or no rescue: %v", c.OpStats("get"))
-		}
-		hedge.Do(ctx, c, "get", deaf)
-	}
+	c := hedgetest.Rescuing(t)
 	time.Sleep(time.Second) // let the Hedgers' timer goroutines and the deaf primaries exit
 	return map[string]*hedge.Hedger{"a": a, "b": b, "c": c}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgeprom"
 	"github.com/tailcut/hedge/hedgewatch"
+	"github.com/tailcut/hedge/internal/hedgetest"
 )
 
 // dashboardFile is the Grafana dashboard made for this package's metrics.
@@ -69,7 +70,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	names := map[string]bool{}
 	synctest.Test(t, func(t *testing.T) {
 		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms)})
-		hedge.Do(context.Background(), h, "get", sleeper(50*ms, 5*ms))
+		hedge.Do(context.Background(), h, "get", hedgetest.Sleeper(50*ms, 5*ms))
 		w, err := hedgewatch.New(h, hedgewatch.Config{})
 		if err != nil {
 			t.Fatal(err)
