@@ -40,13 +40,30 @@ const maxHeld = 8
 // replica already holds a copy. held lists the replicas holding a copy (at
 // most 7, distinct); load(i) is replica i's current load and may be nil with Random.
 // r is the random source; nil uses the package-level generator of
-// math/rand/v2.
+// math/rand/v2. Pick takes one 64-bit draw from r (see PickWith).
 func (p *Picker) Pick(n int, held []int, load func(i int) int, r *rand.Rand) int {
+	var u uint64
+	if r == nil {
+		u = rand.Uint64()
+	} else {
+		u = r.Uint64()
+	}
+	return p.PickWith(n, held, load, u)
+}
+
+// PickWith is Pick with the randomness supplied by the caller as 64
+// random bits, for a caller with a generator of its own (the simulator
+// draws from a concrete one that inlines). A pick makes at most two
+// uniform draws, each from 32 of the bits by a multiplication: a draw
+// over k replicas takes each with a probability within 2^-32 of 1/k, a
+// bias far below anything a sample of picks can show. n must be below
+// 2^32.
+func (p *Picker) PickWith(n int, held []int, load func(i int) int, u uint64) int {
 	// Fast paths for the common cases (the simulator's inner loop): no
 	// zones, at most one copy held, replicas in range.
 	if p.Zones == nil && len(held) <= 1 && n >= 2 && (len(held) == 0 || (held[0] >= 0 && held[0] < n)) {
 		free := n - len(held)
-		a := intN(r, free)
+		a := first(u, free)
 		if len(held) == 1 && a >= held[0] {
 			a++
 		}
@@ -54,7 +71,7 @@ func (p *Picker) Pick(n int, held []int, load func(i int) int, r *rand.Rand) int
 			return a
 		}
 		// b is uniform over the free replicas other than a.
-		b := intN(r, free-1)
+		b := second(u, free-1)
 		lo, hi := a, -1
 		if len(held) == 1 {
 			lo, hi = min(a, held[0]), max(a, held[0])
@@ -81,7 +98,7 @@ func (p *Picker) Pick(n int, held []int, load func(i int) int, r *rand.Rand) int
 		ex = ex[:len(ex)-1]
 	}
 	if len(p.Zones) == n && len(held) > 0 {
-		if i := p.pickZone(n, ex, load, r); i >= 0 {
+		if i := p.pickZone(n, ex, load, u); i >= 0 {
 			return i
 		}
 	}
@@ -89,19 +106,24 @@ func (p *Picker) Pick(n int, held []int, load func(i int) int, r *rand.Rand) int
 	if free <= 0 {
 		return -1
 	}
-	a := nth(intN(r, free), ex)
+	a := nth(first(u, free), ex)
 	if p.Random || free == 1 || load == nil {
 		return a
 	}
 	// Draw b among the eligible replicas other than a.
 	ex2 := append(buf2(ex), a)
 	slices.Sort(ex2)
-	b := nth(intN(r, free-1), ex2)
+	b := nth(second(u, free-1), ex2)
 	if load(b) < load(a) {
 		return b
 	}
 	return a
 }
+
+// first and second are a pick's two uniform draws in [0, k), from the
+// low and the high 32 bits of u.
+func first(u uint64, k int) int  { return int((u & 0xffffffff) * uint64(k) >> 32) }
+func second(u uint64, k int) int { return int((u >> 32) * uint64(k) >> 32) }
 
 func buf2(ex []int) []int {
 	var b [maxHeld + 1]int
@@ -120,17 +142,10 @@ func nth(j int, ex []int) int {
 	return j
 }
 
-func intN(r *rand.Rand, n int) int {
-	if r == nil {
-		return rand.IntN(n)
-	}
-	return r.IntN(n)
-}
-
 // pickZone picks among replicas whose zone holds no copy yet, or returns -1
 // if there are none. It scans all n replicas: zones are for the live engine,
 // where replica lists are short.
-func (p *Picker) pickZone(n int, ex []int, load func(int) int, r *rand.Rand) int {
+func (p *Picker) pickZone(n int, ex []int, load func(int) int, u uint64) int {
 	usedZone := func(i int) bool {
 		for _, h := range ex {
 			if p.Zones[h] == p.Zones[i] {
@@ -159,12 +174,12 @@ func (p *Picker) pickZone(n int, ex []int, load func(int) int, r *rand.Rand) int
 		}
 		return -1
 	}
-	ka := intN(r, count)
+	ka := first(u, count)
 	a := kth(ka)
 	if p.Random || count == 1 || load == nil {
 		return a
 	}
-	kb := intN(r, count-1)
+	kb := second(u, count-1)
 	if kb >= ka {
 		kb++
 	}

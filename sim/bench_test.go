@@ -89,7 +89,7 @@ func BenchmarkPicker(b *testing.B) {
 			b.ReportAllocs()
 			s := 0
 			for b.Loop() {
-				s += e.picker.Pick(10, held, e.load, e.rM)
+				s += e.picker.PickWith(10, held, e.load, e.rM.Uint64())
 			}
 			_ = s
 		})
@@ -101,7 +101,7 @@ func BenchmarkPicker(b *testing.B) {
 // a sample that misrepresents the values, so that a bracket misses and
 // the quantile is selected in all of them.
 func TestQuantilesBracketed(t *testing.T) {
-	r := newRand(5, 5)
+	r := seedRNG(5, 5)
 	const n = 100_000
 	ties := make([]float64, n)
 	for i := range ties {

@@ -193,8 +193,10 @@
 // # Seeds and determinism
 //
 // A run is a pure function of its Config (Seed included). Each run draws
-// from three PCG streams derived from its seed: arrivals and request sizes;
-// stall processes; and routing, fresh copy sizes and tie breaks. The study
+// from three random streams derived from its seed (SplitMix64 generators of
+// the package's own, whose draws inline into the event loop): arrivals and
+// request sizes; stall processes; and routing, fresh copy sizes and tie
+// breaks. The study
 // derives a point's seed from the master seed and the point's scenario
 // (world, world parameters, load and sizes; see DeriveSeed), and run i's
 // seed from that (RunSeed). Routing and strategy are deliberately not part
@@ -205,12 +207,19 @@
 //
 // # Performance
 //
-// The event loop allocates nothing per event: events are value structs in a
-// hand-written 4-ary heap, hedge timers (which a fixed delay produces in
-// time order) go to a FIFO that needs no sifting, request records and queue
-// rings are reused, and stale events (a completion rescheduled by a stall,
-// a timer of a finished request) are recognised by generation counters
-// instead of being removed. See BenchmarkRunNoiseHedgeFixed.
+// The event loop allocates nothing per event. Each server's next
+// completion (it has at most one, FCFS or processor sharing) is a leaf of a
+// tournament tree that finds the earliest in O(1) and updates in log2(S)
+// branch-free matches, so a completion moved by a stall or cancelled is
+// overwritten rather than left stale; the rarer events are value structs
+// in a hand-written 4-ary heap; hedge timers (which a fixed delay produces
+// in time order) go to a FIFO that needs no sifting; request records and
+// queue rings are reused, and stale timers of finished requests are
+// recognised by generation counters instead of being removed. The random
+// streams are concrete generators, not math/rand/v2's Source interface,
+// and the exponential draws a ziggurat. See BenchmarkRunNoiseHedgeFixed,
+// and BenchmarkRunYardstick with scripts/sim-yardstick for a comparison
+// with a simulator specialised to one case.
 //
 // # What this package does not do
 //

@@ -101,7 +101,6 @@ type server struct {
 	rem, last, speed float64
 	cur              int32 // slot of the copy in service, or -1
 	q                int32 // the queue it serves
-	gen              uint32
 	k                uint8
 	stalled          bool
 }
@@ -144,10 +143,12 @@ type subRef struct {
 type engine struct {
 	c                    Config
 	now                  float64
-	rA                   *rand.Rand // arrival times and request sizes (common to all strategies)
-	rS                   *rand.Rand // stall processes (common to all strategies)
-	rM                   *rand.Rand // routing, fresh copy sizes, tie breaks
+	rA                   rng        // arrival times and request sizes (common to all strategies)
+	rS                   rng        // stall processes (common to all strategies)
+	rM                   rng        // routing, fresh copy sizes, tie breaks
+	rMRand               *rand.Rand // rM as a math/rand/v2 generator, for hedge.Policy.Begin's rollout draws
 	ev                   eventHeap
+	dep                  depTree   // each server's next completion
 	timers               timerFIFO // hedge timers in time order (see timerFIFO)
 	srv                  []server
 	qs                   []fifo
@@ -215,10 +216,12 @@ type engine struct {
 func (e *engine) init(c Config) {
 	e.c = c
 	e.now = 0
-	e.rA = newRand(c.Seed, 0xA)
-	e.rS = newRand(c.Seed, 0x5)
-	e.rM = newRand(c.Seed, 0x3)
+	e.rA = seedRNG(c.Seed, 0xA)
+	e.rS = seedRNG(c.Seed, 0x5)
+	e.rM = seedRNG(c.Seed, 0x3)
+	e.rMRand = rand.New(&e.rM) // anew each run: an engine value may have been copied
 	e.ev.reset()
+	e.dep.reset(c.Servers)
 	e.timers.reset()
 	e.serversN = c.Servers
 	e.pool = c.Routing == Pool
@@ -366,18 +369,22 @@ func b2i(b bool) int {
 }
 
 // run is the event loop. The next event is the earliest of the next
-// arrival, the heap's head and the timer queue's head; ties go to the
-// arrival, then the heap.
+// arrival, the next completion, the heap's head and the timer queue's
+// head; ties go in that order.
 func (e *engine) run() {
 	for (e.arrived <= e.c.Requests && e.nextArr < math.MaxFloat64) || e.pending > 0 {
 		e.events++
 		t := e.nextArr
 		src := 0
+		s, ts := e.dep.min()
+		if ts < t {
+			t, src = ts, 1
+		}
 		if e.ev.len() > 0 && e.ev.minT() < t {
-			t, src = e.ev.minT(), 1
+			t, src = e.ev.minT(), 2
 		}
 		if e.timers.len() > 0 && e.timers.minT() < t {
-			src = 2
+			src = 3
 		}
 		var ev event
 		switch src {
@@ -386,14 +393,16 @@ func (e *engine) run() {
 			e.arrive()
 			continue
 		case 1:
+			e.advance(ts)
+			e.onComplete(s)
+			continue
+		case 2:
 			ev = e.ev.pop()
 		default:
 			ev = e.timers.pop()
 		}
 		e.advance(ev.t)
 		switch ev.tag.kind {
-		case evComplete:
-			e.onComplete(ev)
 		case evHedge:
 			e.onHedge(ev.a, ev.gen)
 		case evStall:
@@ -477,7 +486,7 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 	if e.script != nil {
 		r.size = e.script[r.idx].Sizes[0]
 	} else {
-		r.size = e.sz.draw(e.rA)
+		r.size = e.sz.draw(&e.rA)
 	}
 	r.work = 0
 	r.parent = parent
@@ -517,7 +526,7 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 				deadline = toDuration(e.now + e.script[r.idx].Deadline)
 			}
 			now := toDuration(e.now)
-			e.pol.Begin(&r.plan, now, e.est, deadline, false, e.rM)
+			e.pol.Begin(&r.plan, now, e.est, deadline, false, e.rMRand)
 			if measured && r.plan.Delay != hedge.Never {
 				e.delaySum += e.delayUnits(r.plan.Delay)
 				e.delayN++
@@ -670,7 +679,7 @@ func (e *engine) addCopyAt(slot int32, r *request, q int32) {
 			size = sz[r.n]
 		}
 	case r.n > 0 && e.sz.fresh:
-		size = e.sz.draw(e.rM)
+		size = e.sz.draw(&e.rM)
 	}
 	k := r.n
 	r.n++
@@ -741,8 +750,7 @@ func (e *engine) start(s int32, ent qent) {
 	sv := &e.srv[s]
 	sv.cur, sv.k = ent.slot, ent.k
 	sv.rem, sv.last = c.size, e.now
-	sv.gen++
-	e.ev.push(event{t: e.now + c.size/sv.speed, a: s, gen: sv.gen, tag: evTag{kind: evComplete}})
+	e.dep.set(s, e.now+c.size/sv.speed)
 	e.nRunning++
 	if e.tied && e.cancel && r.n > 1 {
 		for j := range r.n {
@@ -793,25 +801,24 @@ func (e *engine) cancelRunning(slot int32, r *request, k uint8) {
 func (e *engine) release(s int32) {
 	sv := &e.srv[s]
 	sv.cur = -1
-	sv.gen++
 	e.nRunning--
 	if e.pool {
 		e.idle = append(e.idle, s)
 	}
 	e.kick(sv.q)
+	if sv.cur < 0 {
+		e.dep.set(s, math.Inf(1))
+	}
 }
 
-func (e *engine) onComplete(ev event) {
-	sv := &e.srv[ev.a]
+// onComplete finishes the copy in service on server s, whose completion
+// time has come.
+func (e *engine) onComplete(s int32) {
 	if e.ps {
-		if sv.gen == ev.gen {
-			e.psComplete(ev.a)
-		}
+		e.psComplete(s)
 		return
 	}
-	if sv.gen != ev.gen || sv.cur < 0 {
-		return // rescheduled by a speed change, or cancelled
-	}
+	sv := &e.srv[s]
 	slot := sv.cur
 	r := &e.slots[slot]
 	c := &r.copies[sv.k]
@@ -834,7 +841,7 @@ func (e *engine) onComplete(ev event) {
 		// latency when it returns.
 		e.live.Observe(toDuration(e.now), toDuration(e.now-r.arrival))
 	}
-	e.release(ev.a)
+	e.release(s)
 	e.maybeFree(slot)
 }
 
@@ -997,8 +1004,7 @@ func (e *engine) setSpeed(s int32, speed float64) {
 	}
 	sv.speed = speed
 	if sv.cur >= 0 {
-		sv.gen++
-		e.ev.push(event{t: e.now + sv.rem/sv.speed, a: s, gen: sv.gen, tag: evTag{kind: evComplete}})
+		e.dep.set(s, e.now+sv.rem/sv.speed)
 	}
 }
 
@@ -1022,19 +1028,18 @@ func (e *engine) psValid(s int32, x psEnt) bool {
 // schedules its next completion (the virtual time is current).
 func (e *engine) psSchedule(s int32) {
 	p := &e.pss[s]
-	sv := &e.srv[s]
-	sv.gen++
 	for len(p.h) > 0 && !e.psValid(s, p.h[0]) {
 		psPop(&p.h)
 	}
 	if p.n == 0 || len(p.h) == 0 {
+		e.dep.set(s, math.Inf(1))
 		return
 	}
-	left := (p.h[0].fv - p.v) * float64(p.n) / sv.speed
+	left := (p.h[0].fv - p.v) * float64(p.n) / e.srv[s].speed
 	if left < 0 {
 		left = 0
 	}
-	e.ev.push(event{t: e.now + left, a: s, gen: sv.gen, tag: evTag{kind: evComplete}})
+	e.dep.set(s, e.now+left)
 }
 
 // psStart puts a copy in service on processor-sharing server s.

@@ -1,10 +1,13 @@
 package sim
 
-// Event kinds. Arrivals are not in the heap: the next arrival time is kept
-// apart and compared with the heap's minimum.
+import "math"
+
+// Event kinds. Arrivals and completions are not in the heap: the next
+// arrival time is kept apart, and each server's next completion is in the
+// completion tree (depTree); the loop compares their minima with the
+// heap's and the timer queue's.
 const (
-	evComplete   uint8 = iota // a = server, gen = server generation
-	evStall                   // a = server: its stall state flips
+	evStall      uint8 = iota // a = server: its stall state flips
 	evHedge                   // a = request slot, gen = slot generation
 	evTiedCancel              // a = request slot, gen = slot generation, k = copy
 	evSlow                    // every server's slowdown state flips (correlated world)
@@ -12,9 +15,8 @@ const (
 
 // event is a value in the heap; nothing is boxed and nothing allocates once
 // the heap's backing array has grown to its working size. Events that became
-// stale (a completion rescheduled by a speed change, a hedge timer of a
-// request that finished) stay in the heap and are recognised by their
-// generation when popped.
+// stale (a hedge timer of a request that finished) stay in the heap and are
+// recognised by their generation when popped.
 type event struct {
 	t   float64
 	a   int32
@@ -150,3 +152,64 @@ func (f *timerFIFO) pop() event {
 }
 
 func (f *timerFIFO) reset() { f.head, f.n, f.last = 0, 0, 0 }
+
+// depTree holds each server's next completion time (+Inf when it has none)
+// and finds the earliest with a tournament tree: a complete binary tree
+// over the servers whose every node holds the earliest time in its subtree
+// and the server it belongs to. A server has at most one pending
+// completion, FCFS or processor sharing, so a change (a copy started,
+// cancelled or finished, a speed changed) overwrites its leaf and replays
+// the matches on the path to the root; nothing goes stale. Completions
+// were most of the event heap's traffic: keeping them here leaves the heap
+// the rare events (stalls, slowdowns, delayed cancellations, out-of-order
+// hedge timers).
+//
+// The new value is carried up and matched against each sibling's, so the
+// path's loads do not wait for one another, and the times are compared as
+// their IEEE 754 bits (in the same order as the values, all being
+// non-negative), which the compiler turns into conditional moves: which
+// of two completion times is earlier is a coin toss the processor cannot
+// predict.
+type depTree struct {
+	t      []uint64 // times as math.Float64bits; t[1] is the root, the leaves are t[leaves+s]
+	s      []int32  // the server each node's time belongs to
+	leaves int
+}
+
+func (d *depTree) reset(servers int) {
+	d.leaves = 1
+	for d.leaves < servers {
+		d.leaves *= 2
+	}
+	d.t = resize(d.t, 2*d.leaves)
+	d.s = resize(d.s, 2*d.leaves)
+	inf := math.Float64bits(math.Inf(1))
+	for i := range d.t {
+		// Every node, padding leaves included, holds +Inf: a padding
+		// leaf never wins a match it could change.
+		d.t[i], d.s[i] = inf, int32(min(max(i-d.leaves, 0), servers-1))
+	}
+}
+
+// min returns the server finishing first and its time (+Inf if none is
+// busy).
+func (d *depTree) min() (int32, float64) {
+	return d.s[1], math.Float64frombits(d.t[1])
+}
+
+// set makes t (>= 0) server s's next completion time. Of equal times the
+// one carried up wins the match, so ties go to the server updated last: an
+// order that, like the rest of a run, depends on the seed alone.
+func (d *depTree) set(s int32, t float64) {
+	ts, ss := d.t, d.s
+	i := d.leaves + int(s)
+	ct, cs := math.Float64bits(t), s
+	ts[i], ss[i] = ct, cs
+	for ; i > 1; i >>= 1 {
+		st, sn := ts[i^1], ss[i^1]
+		if st < ct {
+			ct, cs = st, sn
+		}
+		ts[i>>1], ss[i>>1] = ct, cs
+	}
+}

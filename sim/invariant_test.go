@@ -69,10 +69,16 @@ func TestNoiseExpectedWorkIsOne(t *testing.T) {
 
 // Without cancellation every copy runs to completion with a fresh Exp(1)
 // size drawn independently of whether it is sent, so extra work equals the
-// hedged fraction (two attempts) in expectation.
+// hedged fraction (two attempts) in expectation, and the servers are busy
+// load*(1+extra) of the time. At load 0.3 the copies take the servers to
+// 0.44 busy, a stationary system; at load 0.5 (as this test had it) they
+// take them to 0.97, where queues still grow over a short run: the
+// utilisation then falls short of the work accounted by a bias (about
+// -0.005 at 25,000 requests, -0.002 at 200,000) that no standard error of
+// the runs covers.
 func TestNoiseNoCancelExtraWorkIsHedgedFraction(t *testing.T) {
 	c := base()
-	c.Load = 0.5
+	c.Load = 0.3
 	c.Strategy, c.Delay, c.NoCancel = HedgeFixed, 1, true
 	c.Requests = scaled(200_000)
 	c.Warmup = c.Requests / 10
@@ -223,11 +229,11 @@ func TestSizeDistributions(t *testing.T) {
 	}
 	for _, c := range []Config{{World: BigJobs, SCV: 10}, {World: LogNormal, Sigma: 1}, {World: Noise}} {
 		sz := newSizer(c)
-		r := newRand(1, 1)
+		r := seedRNG(1, 1)
 		const n = 2_000_000
 		sum, sum2 := 0.0, 0.0
 		for range n {
-			x := sz.draw(r)
+			x := sz.draw(&r)
 			sum += x
 			sum2 += x * x
 		}
@@ -240,7 +246,7 @@ func TestSizeDistributions(t *testing.T) {
 }
 
 func TestQuantiles(t *testing.T) {
-	r := newRand(3, 3)
+	r := seedRNG(3, 3)
 	for _, n := range []int{1, 2, 10, 17, 1000, 12345} {
 		xs := make([]float64, n)
 		for i := range xs {

@@ -31,13 +31,13 @@ func placeHedge(e *engine, r *request, h int) int32 {
 			base, behind = placeBehindWhenSpare, true
 		}
 		if e.pol.Spare() < float64(base-k)/100 || behind && e.evidence(r) != hedge.EvidenceBehind {
-			return int32(e.picker.Pick(n, []int{h}, e.load, e.rM))
+			return int32(e.picker.PickWith(n, []int{h}, e.load, e.rM.Uint64()))
 		}
 		k = placeLeastOfAll
 	}
 	if k == placeLeastForBehind {
 		if e.evidence(r) != hedge.EvidenceBehind {
-			return int32(e.picker.Pick(n, []int{h}, e.load, e.rM))
+			return int32(e.picker.PickWith(n, []int{h}, e.load, e.rM.Uint64()))
 		}
 		k = placeLeastOfAll
 	}

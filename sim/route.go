@@ -27,9 +27,9 @@ func (e *engine) place(r *request) int32 {
 		// The source's tied requests: the copies go to the distinct
 		// servers two-choice routing samples, one on each, whatever
 		// their loads.
-		return int32(randomPicker.Pick(e.serversN, held, nil, e.rM))
+		return int32(randomPicker.PickWith(e.serversN, held, nil, e.rM.Uint64()))
 	}
-	return int32(e.picker.Pick(e.serversN, held, e.load, e.rM))
+	return int32(e.picker.PickWith(e.serversN, held, e.load, e.rM.Uint64()))
 }
 
 var randomPicker = hedge.Picker{Random: true}

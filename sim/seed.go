@@ -1,9 +1,6 @@
 package sim
 
-import (
-	"hash/fnv"
-	"math/rand/v2"
-)
+import "hash/fnv"
 
 // splitmix64 is the SplitMix64 finaliser: a bijective mixer that turns
 // nearby inputs into unrelated outputs.
@@ -30,10 +27,4 @@ func DeriveSeed(master uint64, name string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	return splitmix64(master ^ splitmix64(h.Sum64()))
-}
-
-// newRand returns a PCG generator for one of a run's random streams.
-func newRand(seed, stream uint64) *rand.Rand {
-	s := splitmix64(seed ^ splitmix64(stream))
-	return rand.New(rand.NewPCG(s, splitmix64(s)))
 }

@@ -1,9 +1,6 @@
 package sim
 
-import (
-	"math"
-	"math/rand/v2"
-)
+import "math"
 
 // sizer draws service requirements (sizes) for a world. It is a plain value
 // with the random source passed in, so one engine can draw request sizes and
@@ -43,7 +40,7 @@ func H2Params(c2 float64) (p1, rate1, rate2 float64) {
 }
 
 // draw returns one size with mean 1.
-func (s *sizer) draw(r *rand.Rand) float64 {
+func (s *sizer) draw(r *rng) float64 {
 	switch s.kind {
 	case BigJobs, Mixed:
 		if r.Float64() < s.p1 {

@@ -1,0 +1,160 @@
+package sim
+
+import (
+	"math"
+	"math/bits"
+)
+
+// rng is the simulator's random source: SplitMix64 (a Weyl sequence, the
+// state advanced by a fixed odd constant, through splitmix64's
+// finaliser), which passes the usual statistical batteries and has a
+// period of 2^64, far beyond the few billion draws of the longest study
+// run. It is a concrete type, not math/rand/v2's Source interface, so that
+// its draws inline into the event loop: behind the interface, random
+// numbers took about a quarter of the simulator's time.
+//
+// Its methods return the distributions the engine needs: uniform
+// floats and integers, exponential and normal variates. The exponential
+// and normal ones use the ziggurat method (Marsaglia and Tsang, 2000),
+// with tables computed once from the method's recurrence (zigExp, zigNorm)
+// in float64 and 53-bit integers.
+type rng struct {
+	s      uint64
+	spare  float64 // a normal variate left by the last pair (NormFloat64)
+	hasSpr bool
+}
+
+// seedRNG returns the generator of one of a run's random streams.
+func seedRNG(seed, stream uint64) rng {
+	return rng{s: splitmix64(seed ^ splitmix64(stream))}
+}
+
+// Uint64 returns 64 uniformly random bits. With Uint64 the generator is
+// also a math/rand/v2 Source.
+func (r *rng) Uint64() uint64 {
+	r.s += 0x9e3779b97f4a7c15
+	x := r.s
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// Float64 returns a uniform float in [0, 1) with 53 random bits.
+func (r *rng) Float64() float64 {
+	return float64(r.Uint64()>>11) * 0x1p-53
+}
+
+// IntN returns a uniform integer in [0, n); n must be positive. It maps 64
+// random bits onto [0, n) by a multiplication and rejects the few draws
+// that would make some values more likely than others (Lemire, 2019).
+func (r *rng) IntN(n int) int {
+	hi, lo := bits.Mul64(r.Uint64(), uint64(n))
+	if lo < uint64(n) {
+		thresh := -uint64(n) % uint64(n)
+		for lo < thresh {
+			hi, lo = bits.Mul64(r.Uint64(), uint64(n))
+		}
+	}
+	return int(hi)
+}
+
+// ExpFloat64 returns an exponential variate with mean 1. Nearly every
+// draw takes one random number and a table lookup; it is small enough
+// to inline, the rare cases are in expSlow.
+func (r *rng) ExpFloat64() float64 {
+	u := r.Uint64()
+	i := u & (zigN - 1)
+	j := u >> 11
+	if j < zigExp.k[i] {
+		return float64(j) * zigExp.w[i]
+	}
+	return r.expSlow(i, j)
+}
+
+// expSlow finishes an exponential draw that fell outside the rectangle
+// of layer i wholly under the curve: into the tail, if i is the base
+// layer, or into the wedge, where it is accepted with the density's
+// probability; a rejected draw starts over.
+func (r *rng) expSlow(i, j uint64) float64 {
+	for {
+		if i == 0 {
+			// The tail beyond zigExpR is the exponential again, shifted.
+			return zigExpR - math.Log(1-r.Float64())
+		}
+		x := float64(j) * zigExp.w[i]
+		if zigExp.f[i]+r.Float64()*(zigExp.f[i-1]-zigExp.f[i]) < math.Exp(-x) {
+			return x
+		}
+		u := r.Uint64()
+		i, j = u&(zigN-1), u>>11
+		if j < zigExp.k[i] {
+			return float64(j) * zigExp.w[i]
+		}
+	}
+}
+
+// NormFloat64 returns a standard normal variate (mean 0, variance 1), by
+// Marsaglia's polar method: two uniforms on the unit disc make two
+// independent normals, the second kept for the next call.
+func (r *rng) NormFloat64() float64 {
+	if r.hasSpr {
+		r.hasSpr = false
+		return r.spare
+	}
+	for {
+		x := 2*r.Float64() - 1
+		y := 2*r.Float64() - 1
+		s := x*x + y*y
+		if s >= 1 || s == 0 {
+			continue
+		}
+		m := math.Sqrt(-2 * math.Log(s) / s)
+		r.spare, r.hasSpr = y*m, true
+		return x * m
+	}
+}
+
+// The exponential ziggurat: zigN layers of equal area zigExpV under
+// e^-x, the base layer (index 0) reaching to zigExpR and holding the
+// tail beyond it. The two constants are the method's for 256 layers.
+const (
+	zigN    = 256
+	zigExpR = 7.69711747013104972
+	zigExpV = 3.949659822581572e-3
+)
+
+// zigTable is a ziggurat's tables, for 53-bit draws j: layer i accepts j
+// at once if j < k[i] (the part of the layer wholly under the curve),
+// returning j*w[i]; f[i] is the density at the layer's outer edge.
+type zigTable struct {
+	k [zigN]uint64
+	w [zigN]float64
+	f [zigN]float64
+}
+
+var zigExp = *newZigExp()
+
+// newZigExp computes the exponential ziggurat's tables. Layer zigN-1 is
+// the one just above the base, with its outer edge at zigExpR; each layer
+// above it is narrower, with x[i-1] such that the layer between f(x[i])
+// and f(x[i-1]) has area zigExpV: f(x[i-1]) = f(x[i]) + zigExpV/x[i].
+func newZigExp() *zigTable {
+	const m = 1 << 53
+	t := new(zigTable)
+	x := zigExpR
+	q := zigExpV / math.Exp(-x) // the base layer's width: a rectangle and the tail
+	t.k[0] = uint64(x / q * m)
+	t.w[0] = q / m
+	t.f[0] = 1
+	t.w[zigN-1] = x / m
+	t.f[zigN-1] = math.Exp(-x)
+	for i := zigN - 2; i >= 1; i-- {
+		nx := -math.Log(zigExpV/x + math.Exp(-x))
+		t.k[i+1] = uint64(nx / x * m)
+		x = nx
+		t.f[i] = math.Exp(-x)
+		t.w[i] = x / m
+	}
+	t.k[1] = 0 // the top layer's inner edge is 0: nothing is wholly under the curve
+	return t
+}
