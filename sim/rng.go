@@ -18,11 +18,7 @@ import (
 // and normal ones use the ziggurat method (Marsaglia and Tsang, 2000),
 // with tables computed once from the method's recurrence (zigExp, zigNorm)
 // in float64 and 53-bit integers.
-type rng struct {
-	s      uint64
-	spare  float64 // a normal variate left by the last pair (NormFloat64)
-	hasSpr bool
-}
+type rng struct{ s uint64 }
 
 // seedRNG returns the generator of one of a run's random streams.
 func seedRNG(seed, stream uint64) rng {
@@ -94,34 +90,65 @@ func (r *rng) expSlow(i, j uint64) float64 {
 }
 
 // NormFloat64 returns a standard normal variate (mean 0, variance 1), by
-// Marsaglia's polar method: two uniforms on the unit disc make two
-// independent normals, the second kept for the next call.
+// the ziggurat of the normal density: one random number for nearly every
+// draw, its bits split between the layer, the sign and the value.
 func (r *rng) NormFloat64() float64 {
-	if r.hasSpr {
-		r.hasSpr = false
-		return r.spare
+	u := r.Uint64()
+	i, j := u&(zigN-1), u>>11
+	if j < zigNorm.k[i] {
+		return signed(float64(j)*zigNorm.w[i], u)
 	}
+	return r.normSlow(u)
+}
+
+// signed gives x (>= 0) the sign of bit 8 of u, a bit neither the layer
+// (bits 0 to 7) nor the value (bits 11 to 63) uses, by moving that bit
+// into the sign bit: a branch on a random bit would be mispredicted every
+// other draw.
+func signed(x float64, u uint64) float64 {
+	return math.Float64frombits(math.Float64bits(x) | (u&(1<<8))<<55)
+}
+
+// normSlow finishes a normal draw from u that fell outside the part of its
+// layer wholly under the curve: into the tail beyond zigNormR (Marsaglia's
+// method for the normal tail), or into the wedge, accepted with the
+// density's probability; a rejected draw starts over.
+func (r *rng) normSlow(u uint64) float64 {
 	for {
-		x := 2*r.Float64() - 1
-		y := 2*r.Float64() - 1
-		s := x*x + y*y
-		if s >= 1 || s == 0 {
-			continue
+		i, j := u&(zigN-1), u>>11
+		if i == 0 {
+			for {
+				x := -math.Log(1-r.Float64()) / zigNormR
+				y := -math.Log(1 - r.Float64())
+				if y+y >= x*x {
+					return signed(zigNormR+x, u)
+				}
+			}
 		}
-		m := math.Sqrt(-2 * math.Log(s) / s)
-		r.spare, r.hasSpr = y*m, true
-		return x * m
+		x := float64(j) * zigNorm.w[i]
+		if j < zigNorm.k[i] || zigNorm.f[i]+r.Float64()*(zigNorm.f[i-1]-zigNorm.f[i]) < math.Exp(-x*x/2) {
+			return signed(x, u)
+		}
+		u = r.Uint64()
 	}
 }
 
-// The exponential ziggurat: zigN layers of equal area zigExpV under
-// e^-x, the base layer (index 0) reaching to zigExpR and holding the
-// tail beyond it. The two constants are the method's for 256 layers.
+// The ziggurats: zigN layers of equal area under the density (e^-x for
+// the exponential, e^(-x²/2) for the normal, unnormalised), the base layer
+// (index 0) reaching to R and holding the tail beyond it. R is the
+// method's for 256 layers; V, each layer's area, follows from it (the
+// base layer's rectangle and its tail), and TestZigguratLayers checks that
+// the layers built from both close at the density's peak.
 const (
-	zigN    = 256
-	zigExpR = 7.69711747013104972
-	zigExpV = 3.949659822581572e-3
+	zigN     = 256
+	zigExpR  = 7.69711747013104972
+	zigExpV  = 3.949659822581572e-3
+	zigNormR = 3.6541528853610088
 )
+
+// zigNormV is the normal ziggurat's layer area: R f(R) plus the tail's
+// area, sqrt(pi/2) erfc(R/sqrt 2).
+var zigNormV = zigNormR*math.Exp(-zigNormR*zigNormR/2) + math.Sqrt(math.Pi/2)*math.Erfc(zigNormR/math.Sqrt2)
 
 // zigTable is a ziggurat's tables, for 53-bit draws j: layer i accepts j
 // at once if j < k[i] (the part of the layer wholly under the curve),
@@ -132,27 +159,31 @@ type zigTable struct {
 	f [zigN]float64
 }
 
-var zigExp = *newZigExp()
+var (
+	zigExp  = newZiggurat(zigExpR, zigExpV, func(x float64) float64 { return math.Exp(-x) }, func(y float64) float64 { return -math.Log(y) })
+	zigNorm = newZiggurat(zigNormR, zigNormV, func(x float64) float64 { return math.Exp(-x * x / 2) }, func(y float64) float64 { return math.Sqrt(-2 * math.Log(y)) })
+)
 
-// newZigExp computes the exponential ziggurat's tables. Layer zigN-1 is
-// the one just above the base, with its outer edge at zigExpR; each layer
-// above it is narrower, with x[i-1] such that the layer between f(x[i])
-// and f(x[i-1]) has area zigExpV: f(x[i-1]) = f(x[i]) + zigExpV/x[i].
-func newZigExp() *zigTable {
+// newZiggurat computes a ziggurat's tables for the density f (decreasing
+// on [0, inf), f(0) = 1, finv its inverse), layer area v and base edge r.
+// Layer zigN-1 is the one just above the base, with its outer edge at r;
+// each layer above it is narrower, with x[i-1] such that the layer between
+// f(x[i]) and f(x[i-1]) has area v: f(x[i-1]) = f(x[i]) + v/x[i].
+func newZiggurat(r, v float64, f, finv func(float64) float64) zigTable {
 	const m = 1 << 53
-	t := new(zigTable)
-	x := zigExpR
-	q := zigExpV / math.Exp(-x) // the base layer's width: a rectangle and the tail
+	var t zigTable
+	x := r
+	q := v / f(x) // the base layer's width: a rectangle and the tail
 	t.k[0] = uint64(x / q * m)
 	t.w[0] = q / m
 	t.f[0] = 1
 	t.w[zigN-1] = x / m
-	t.f[zigN-1] = math.Exp(-x)
+	t.f[zigN-1] = f(x)
 	for i := zigN - 2; i >= 1; i-- {
-		nx := -math.Log(zigExpV/x + math.Exp(-x))
+		nx := finv(v/x + f(x))
 		t.k[i+1] = uint64(nx / x * m)
 		x = nx
-		t.f[i] = math.Exp(-x)
+		t.f[i] = f(x)
 		t.w[i] = x / m
 	}
 	t.k[1] = 0 // the top layer's inner edge is 0: nothing is wholly under the curve
