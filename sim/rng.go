@@ -25,14 +25,13 @@ func seedRNG(seed, stream uint64) rng {
 	return rng{s: splitmix64(seed ^ splitmix64(stream))}
 }
 
-// Uint64 returns 64 uniformly random bits. With Uint64 the generator is
-// also a math/rand/v2 Source.
+// Uint64 returns 64 uniformly random bits: the state advanced by the
+// Weyl constant, through the finaliser (splitmix64 does both). With
+// Uint64 the generator is also a math/rand/v2 Source.
 func (r *rng) Uint64() uint64 {
+	x := splitmix64(r.s)
 	r.s += 0x9e3779b97f4a7c15
-	x := r.s
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
+	return x
 }
 
 // Float64 returns a uniform float in [0, 1) with 53 random bits.
@@ -55,8 +54,8 @@ func (r *rng) IntN(n int) int {
 }
 
 // ExpFloat64 returns an exponential variate with mean 1. Nearly every
-// draw takes one random number and a table lookup; it is small enough
-// to inline, the rare cases are in expSlow.
+// draw takes one random number, a table lookup and a multiplication; the
+// rare cases are in expSlow.
 func (r *rng) ExpFloat64() float64 {
 	u := r.Uint64()
 	i := u & (zigN - 1)
