@@ -52,11 +52,22 @@ type timerItem struct {
 // than that timer's lateness; then short kernel sleeps; then it spins,
 // yielding the processor, for the last stretch only, sized from the
 // kernel sleep's measured lateness. Both latenesses are estimated as the
-// loop runs (adapt: quick to rise, slow to fall, so a high percentile
-// rather than the mean). Spinning stops as soon as the timer it waits for
-// is removed (the call ended first, the usual case) and nothing else is
-// due within the stretch; so the cost follows the timers that come close
-// to firing, not the calls in flight.
+// loop runs. The kernel sleep's is one spread, and adapt follows a high
+// percentile of it (quick to rise, slow to fall). The runtime timer's is
+// not one spread: it depends on how long the timer was set for, and at a
+// given length it is either small or about a whole millisecond (on Linux
+// the idle runtime's epoll_wait counts whole milliseconds: it sleeps the
+// wait truncated, then one more millisecond for the remainder, so a timer
+// whose remainder outlasts the kernel's slack wakes about a millisecond
+// late and the others do not). An estimate between the two modes is
+// exceeded by every wake in the upper one, whose timer then comes due
+// during the runtime timer's sleep; so the queue estimates the runtime
+// timer's lateness as the largest it has seen (coarseLate says why it
+// does not fall back), and planWait ends that sleep early enough for it.
+// Spinning stops as soon as the timer it waits for is removed (the call
+// ended first, the usual case) and nothing else is due within the
+// stretch; so the cost follows the timers that come close to firing, not
+// the calls in flight.
 //
 // Lock order: a call's own mutex may be held while taking the queue's (to
 // remove its timer), never the reverse: the loop fires timers after
@@ -83,22 +94,99 @@ type timerQueue struct {
 	// them.
 	late lateness
 	spin allowance
+	// coarse tracks the runtime timer's lateness, whose value
+	// late.coarse holds.
+	coarse coarseLate
 	// kicks counts the kick's firings, looks the loop's looks at the heap
 	// and fired the timers it fired, under mu: what
 	// BenchmarkTimerQueueLooks reports.
 	kicks, looks, fired int64
 }
 
-// lateness is how late the two ways of sleeping wake, as estimated by
-// adapt from the loop's own sleeps.
+// lateness is how late the two ways of sleeping wake, as estimated from
+// the loop's own sleeps: by coarseLate for the runtime timer, by adapt
+// for a kernel sleep.
 type lateness struct {
 	coarse time.Duration // the runtime timer
 	fine   time.Duration // a kernel sleep (fineSleep)
 }
 
+// peak is the largest of a lateness's recent samples: the largest
+// sample of the current window and of the previous one, of a fixed
+// number of samples each, so that a sample counts for one to two windows
+// and is then forgotten.
+type peak struct {
+	cur, prev time.Duration
+	n         int // samples in the current window
+}
+
+// add records one sample in windows of window samples.
+func (p peak) add(sample time.Duration, window int) peak {
+	p.cur = max(p.cur, sample)
+	if p.n++; p.n >= window {
+		p.prev, p.cur, p.n = p.cur, 0, 0
+	}
+	return p
+}
+
+// value is the estimate: the largest sample of the last one to two
+// windows.
+func (p peak) value() time.Duration { return max(p.cur, p.prev) }
+
+// coarseLate estimates the runtime timer's lateness as a maximum, not a
+// percentile: at a given length of sleep the lateness is either small
+// or about a millisecond (see timerQueue), the upper mode may be a small
+// share of the samples, and an estimate below it is exceeded by all of
+// that share.
+//
+// Nor may the estimate fall back once it covers that millisecond. The
+// samples depend on it: planWait sets the sleep's length from it, and
+// whether a sleep wakes a millisecond late depends on its length to the
+// microsecond, not on whether it is long or short. A queue whose
+// estimate covers the millisecond sleeps to lengths that happen to wake
+// early, for as long as its timers keep their rhythm, so its samples
+// stay low; an estimate that then fell to them would lengthen the sleep
+// into the next millisecond and send the timer a millisecond late, one
+// timer after another as it climbed back. So: settled, the largest
+// sample ever seen, from initialCoarseLate, taking each sample up to
+// maxSettledCoarseLate; and recent, the largest of the last recentWindow
+// to twice that many samples, up to maxCoarseLate, which follows a
+// machine whose timers have become later still and forgets a descheduled
+// wake-up soon. Estimating high costs only kernel sleeps of fineSlice, a
+// few per millisecond, before the timers that come that close to firing;
+// estimating low sends a hedge late.
+type coarseLate struct {
+	recent  peak
+	settled time.Duration
+}
+
+// The window and the caps of coarseLate's two memories.
+const (
+	recentWindow         = 64
+	maxSettledCoarseLate = 1500 * time.Microsecond
+)
+
+// newCoarseLate returns an estimate that starts at initialCoarseLate.
+func newCoarseLate() coarseLate {
+	return coarseLate{settled: initialCoarseLate}
+}
+
+// add records one sample, clamped to [0, maxCoarseLate].
+func (e coarseLate) add(sample time.Duration) coarseLate {
+	sample = min(max(sample, 0), maxCoarseLate)
+	e.recent = e.recent.add(sample, recentWindow)
+	e.settled = max(e.settled, min(sample, maxSettledCoarseLate))
+	return e
+}
+
+// value is the estimate: the larger of the two memories.
+func (e coarseLate) value() time.Duration { return max(e.recent.value(), e.settled) }
+
 // Starting estimates, before the loop has measured anything: what this
-// project's test machines showed (BENCHMARKS.md), and caps that keep one
-// descheduled wake-up from making the queue spin for long.
+// project's test machines showed (BENCHMARKS.md; the runtime timer's is
+// also the least coarseLate estimates, a millisecond and two kernel
+// slacks), and caps that keep one descheduled wake-up from making the
+// queue spin, or sleep in slices, for long.
 const (
 	initialCoarseLate = 1100 * time.Microsecond
 	initialFineLate   = 80 * time.Microsecond
@@ -219,10 +307,18 @@ func adapt(est, sample, ceiling time.Duration) time.Duration {
 
 func newTimerQueue(epoch time.Time) *timerQueue {
 	q := &timerQueue{epoch: epoch, wake: make(chan struct{}, 1),
-		late: lateness{coarse: initialCoarseLate, fine: initialFineLate}}
+		late: lateness{fine: initialFineLate}}
+	q.coarse = newCoarseLate()
+	q.late.coarse = q.coarse.value()
 	q.head.Store(int64(Never))
 	q.kickAt = Never
 	return q
+}
+
+// observeCoarse records that a runtime-timer sleep woke late late.
+func (q *timerQueue) observeCoarse(late time.Duration) {
+	q.coarse = q.coarse.add(late)
+	q.late.coarse = q.coarse.value()
 }
 
 // setHead publishes the earliest timer's time. q.mu is held.
@@ -425,7 +521,7 @@ func (q *timerQueue) loop() {
 			case <-sleep.C:
 				lingered = !pending
 				if q.precise && pending {
-					q.late.coarse = adapt(q.late.coarse, time.Since(q.epoch)-now-d, maxCoarseLate)
+					q.observeCoarse(time.Since(q.epoch) - now - d)
 				}
 			case <-q.wake:
 			}

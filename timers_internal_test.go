@@ -193,3 +193,152 @@ func BenchmarkTimerQueueLooks(b *testing.B) {
 		})
 	}
 }
+
+// TestTimerPeak checks the windowed maximum at fixed samples: a sample
+// counts for one to two windows, then is forgotten.
+func TestTimerPeak(t *testing.T) {
+	var p peak
+	p = p.add(5*us, 4)
+	p = p.add(9*us, 4)
+	p = p.add(1*us, 4)
+	if p.value() != 9*us {
+		t.Fatalf("after 5, 9, 1 µs: %v; want 9 µs", p.value())
+	}
+	p = p.add(2*us, 4) // the window turns over
+	if p.value() != 9*us || p.n != 0 {
+		t.Fatalf("window full: %+v; want 9 µs kept", p)
+	}
+	for range 3 {
+		p = p.add(3*us, 4)
+	}
+	if p.value() != 9*us {
+		t.Fatalf("7 samples after 9 µs: %v; want 9 µs still", p.value())
+	}
+	p = p.add(3*us, 4)
+	if p.value() != 3*us {
+		t.Fatalf("two windows after 9 µs: %v; want it forgotten, 3 µs", p.value())
+	}
+}
+
+// TestTimerCoarseLate checks the runtime timer's estimate: it starts at
+// initialCoarseLate and never falls below it; it rises at once to a
+// later sample; it never falls below the largest sample seen, up to
+// maxSettledCoarseLate; beyond that, a descheduled wake-up is forgotten
+// after two recent windows.
+func TestTimerCoarseLate(t *testing.T) {
+	e := newCoarseLate()
+	if e.value() != initialCoarseLate {
+		t.Fatalf("start: %v; want %v", e.value(), initialCoarseLate)
+	}
+	for range 10 * recentWindow {
+		e = e.add(-5 * us)
+		e = e.add(60 * us)
+	}
+	if e.value() != initialCoarseLate {
+		t.Fatalf("after low samples: %v; want %v still", e.value(), initialCoarseLate)
+	}
+	e = e.add(1300 * us)
+	if e.value() != 1300*us {
+		t.Fatalf("then 1.3 ms: %v; want 1.3 ms at once", e.value())
+	}
+	for range 10 * recentWindow {
+		e = e.add(60 * us)
+	}
+	if e.value() != 1300*us {
+		t.Fatalf("many low samples after 1.3 ms: %v; want 1.3 ms kept", e.value())
+	}
+	e = e.add(10 * time.Millisecond)
+	if e.value() != maxCoarseLate {
+		t.Fatalf("a 10 ms outlier: %v; want the cap, %v", e.value(), maxCoarseLate)
+	}
+	for range recentWindow {
+		e = e.add(60 * us)
+	}
+	if e.value() != maxCoarseLate {
+		t.Fatalf("a recent window after the outlier: %v; want it kept", e.value())
+	}
+	for range recentWindow {
+		e = e.add(60 * us)
+	}
+	if e.value() != maxSettledCoarseLate {
+		t.Fatalf("two recent windows after the outlier: %v; want what the settled memory keeps of it, %v", e.value(), maxSettledCoarseLate)
+	}
+}
+
+// idleRuntimeLate models how late the runtime timer of an otherwise idle
+// process on Linux wakes after a sleep of d: the runtime sleeps in
+// epoll_wait, which counts whole milliseconds, so it sleeps d truncated
+// to the millisecond (nothing, for a sleep under one) and then, if that
+// woke before d, one millisecond more; each of these sleeps wakes 50 µs
+// late (the kernel's timer slack).
+func idleRuntimeLate(d time.Duration) time.Duration {
+	const slack = 50 * us
+	woke := d.Truncate(time.Millisecond)
+	if woke > 0 {
+		woke += slack
+	}
+	if woke < d {
+		woke += time.Millisecond + slack
+	}
+	return woke - d
+}
+
+// TestTimerIdleRuntimeLate checks the model at lengths on either side of
+// its steps.
+func TestTimerIdleRuntimeLate(t *testing.T) {
+	for _, tc := range []struct{ d, want time.Duration }{
+		{300 * us, 750 * us},
+		{4030 * us, 20 * us},
+		{4050 * us, 0},
+		{4051 * us, 1049 * us},
+		{4800 * us, 300 * us},
+	} {
+		if got := idleRuntimeLate(tc.d); got != tc.want {
+			t.Errorf("idleRuntimeLate(%v) = %v; want %v", tc.d, got, tc.want)
+		}
+	}
+}
+
+// TestPreciseQueueOnIdleRuntime drives planWait and the queue's estimates
+// against idleRuntimeLate, for hedge timers at fixed delays set a few
+// microseconds apart from one call to the next: however the estimates
+// move, no timer may come due while the queue sleeps on the runtime
+// timer (it would be sent up to a millisecond late). This is what an
+// estimate of the runtime timer's lateness between its two modes gets
+// wrong, and so does one that falls back to the samples of a while: the
+// sleeps lengthen as it falls, into the next millisecond.
+func TestPreciseQueueOnIdleRuntime(t *testing.T) {
+	const fineLate = 60 * us
+	for _, delay := range []time.Duration{1500 * us, 2 * time.Millisecond, 2900 * us, 5 * time.Millisecond, 20 * time.Millisecond} {
+		q := newTimerQueue(time.Time{})
+		q.late.fine = fineLate
+		missed, coarse := 0, 0
+		const calls = 10000
+		for i := range calls {
+			wait := delay - time.Duration(i*37%20)*us
+			for wait > 0 {
+				mode, d := planWait(wait, true, true, q.late, spinBurst)
+				if mode == waitSpin {
+					break
+				}
+				late := fineLate
+				if mode == waitCoarse {
+					coarse++
+					late = idleRuntimeLate(d)
+					q.observeCoarse(late)
+					if d+late > wait {
+						missed++
+						break
+					}
+				}
+				wait -= d + late
+			}
+		}
+		if coarse == 0 {
+			t.Errorf("delay %v: the runtime timer was never used", delay)
+		}
+		if missed > 0 {
+			t.Errorf("delay %v: %d of %d timers came due during a runtime-timer sleep; estimate at the end %v", delay, missed, calls, q.late.coarse)
+		}
+	}
+}
