@@ -36,8 +36,8 @@ type Options struct {
 	// Requests is the number of simulated requests per run of the
 	// queueing estimate. Zero means 200,000.
 	Requests int
-	// Sizes are the queueing estimates to run. Nil means both Fresh and
-	// Shared.
+	// Sizes are the queueing estimates to run. Nil means Fresh, Shared
+	// and Stalled; Stalled runs only when the sample shows stalls to fit.
 	Sizes []Sizes
 	// InOrder says the input lists requests in the order they were sent,
 	// so that the budget meets them in that order; otherwise (and without
@@ -67,7 +67,7 @@ type Options struct {
 // Prediction is one way of predicting every choice.
 type Prediction struct {
 	// Kind is "independent", "independent-local" (with send times only),
-	// "queue-fresh" or "queue-shared".
+	// "queue-fresh", "queue-shared" or "queue-stalls".
 	Kind string
 	// Title names it for people.
 	Title string
@@ -119,6 +119,9 @@ type Report struct {
 	// LoadFrom says where its load came from.
 	Queue    *QueueModel
 	LoadFrom string
+	// Stalls is the stall process fitted for the stalled queueing
+	// estimate, when it ran.
+	Stalls *StallFit
 	// Recommended is the recommended configuration, or nil with NoAdvice
 	// saying why none is.
 	Recommended *Recommendation
@@ -250,17 +253,38 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 		rep.Queue = m
 		sizes := o.Sizes
 		if sizes == nil {
-			sizes = []Sizes{Fresh, Shared}
+			sizes = []Sizes{Fresh, Shared, Stalled}
 		}
 		for _, sz := range sizes {
-			today, rows, def, err := queueing(ctx, e, *m, sz, rep.Choices, o.SendLag)
+			var (
+				today Percentiles
+				rows  []Outcome
+				def   Outcome
+				fit   *StallFit
+				err   error
+			)
+			switch {
+			case sz != Stalled:
+				today, rows, def, err = queueing(ctx, e, *m, sz, rep.Choices, o.SendLag)
+			case rep.Diagnosis.Where == InRequests:
+				rep.Notes = append(rep.Notes, "No stalled queueing estimate: the slowness looks like it lives in the requests (see below), not in servers that stall.")
+				continue
+			default:
+				var note string
+				fit, note, today, rows, def, err = queueStalls(ctx, e, *m, rep.Choices, o.SendLag)
+				if err == nil && fit == nil {
+					rep.Notes = append(rep.Notes, note)
+					continue
+				}
+				rep.Stalls = fit
+			}
 			if err != nil {
 				return nil, err
 			}
 			p := Prediction{Kind: "queue-" + sz.String(), Today: today, Rows: rows, Default: &def}
 			common := []string{
 				fmt.Sprintf("%d FCFS servers with one request in service each, two-choice placement, Poisson arrivals at load %.3g (%s); %d simulated requests, the library's own hedge.Policy deciding (sim.Simulator.RunScript, strategy default).", m.Servers, m.Load, from, m.Requests),
-				fmt.Sprintf("The sample's latencies are the service times: queueing in the sample is counted twice, so the simulated system (p99 %v without hedging) is slower than today's. Ratios compare with it.", round(today.P99)),
+				fmt.Sprintf("The sample's %slatencies are the service times: queueing in the sample is counted twice, so the simulated system (p99 %v without hedging) is slower than today's. Ratios compare with it.", map[bool]string{true: "ordinary "}[sz == Stalled], round(today.P99)),
 			}
 			switch sz {
 			case Fresh:
@@ -269,6 +293,9 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 			case Shared:
 				p.Title = "Queueing, shared sizes (simulated)"
 				p.Assumes = append([]string{"A request's copies share one service time drawn from the sample: a slow request is slow because of what it asks for, and its copy is as slow wherever it runs."}, common...)
+			case Stalled:
+				p.Title = "Queueing, stalling servers (simulated)"
+				p.Assumes = append(stallAssumes(fit), common...)
 			}
 			rep.Predictions = append(rep.Predictions, p)
 		}

@@ -147,8 +147,9 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Predictions) != 3 {
-		t.Fatalf("%d predictions, want independent, fresh and shared", len(rep.Predictions))
+	// The slow tail is a plateau the stalled estimate fits as stalls.
+	if len(rep.Predictions) != 4 || rep.Predictions[3].Kind != "queue-stalls" {
+		t.Fatalf("%d predictions, want independent, fresh, shared and stalls", len(rep.Predictions))
 	}
 	if rep.Recommended == nil || rep.Recommended.Outcome.Verdict != drill.TailCut || !rep.Recommended.Outcome.Budget {
 		t.Fatalf("recommendation %+v (%s)", rep.Recommended, rep.NoAdvice)
@@ -158,7 +159,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := buf.String()
-	for _, want := range []string{"Independent copies", "Queueing, fresh sizes", "Queueing, shared sizes", "assumes:", "TAIL CUT", "hedge.Fixed(", `"hedgingDelay"`, "pkg.Items", "cannot tell a slow server from a big request"} {
+	for _, want := range []string{"Independent copies", "Queueing, fresh sizes", "Queueing, shared sizes", "Queueing, stalling servers", "assumes:", "TAIL CUT", "hedge.Fixed(", `"hedgingDelay"`, "pkg.Items", "cannot tell a slow server from a big request"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -32,7 +32,29 @@
 //     tail back up, and, with shared sizes, what happens when a slow
 //     request is slow wherever it runs.
 //
-// With send times (a timestamped sample), a third, informative estimate
+// A third queueing estimate, with stalling servers, models slowness that
+// lives in the servers, in stretches of time: servers that stop now and
+// then, whose requests wait out the stop, and copies that escape to a
+// server not stopped. It fits a stall process to the latencies alone
+// (StallFit): the latencies above the valley below the highest plateau
+// of the sample's density (where it stops falling fast: a stall spreads
+// the requests it catches over its length) are stall-slow, the rest
+// ordinary; the share of time a server is stopped and the mean stop are
+// those that, simulated without hedging (sim.Stalls, exponential stops),
+// make as many requests as slow as the sample has. The simulation is
+// needed because placement that avoids busy servers steers requests away
+// from a stalled one: far fewer requests are stall-slow than the share of
+// time servers are stalled. Stops of one fixed length L fit as
+// exponential stops of mean L/2 to 3L/4 (L/2 is the mean wait of a
+// request that meets one at a random moment). The rows and the default
+// line then run on the fitted stalls with the ordinary latencies as
+// fresh service times per copy. It runs only when the sample shows a
+// plateau of at least 20 slow latencies, and not when the diagnosis
+// places the slowness in the requests; otherwise a note says why it did
+// not. Like the moment-local estimate below, it is shown
+// beside the others and does not take part in the recommendation.
+//
+// With send times (a timestamped sample), a further, informative estimate
 // draws each copy's latency from the requests sent within half a delay of
 // the copy's own send time (the 64 nearest at most) instead of from the
 // whole sample: a copy sent into a burst of slowness is slow too, which
@@ -69,8 +91,9 @@
 // It does not model failures, retries, deadlines, fan-out, or, in its
 // rows, a live percentile delay's drift (a row predicts the fixed delay
 // equal to today's percentile; only the default line follows the
-// simulated latency), nor copies that leave together, as those of the
-// requests caught by one stalled server do; and its queueing model is single-slot FCFS servers, as in
-// package sim. The tests check its predictions against the simulator's
+// simulated latency), nor, outside the stalled estimate, copies that
+// leave together, as those of the requests caught by one stalled server
+// do; and its queueing model is single-slot FCFS servers, as in package
+// sim. The tests check its predictions against the simulator's
 // own worlds (noise, stalls, big jobs) with stated tolerances.
 package advise

@@ -14,6 +14,7 @@ var plotColors = map[string]string{
 	"independent-local": "#9467bd",
 	"queue-fresh":       "#2ca02c",
 	"queue-shared":      "#d62728",
+	"queue-stalls":      "#ff7f0e",
 }
 
 // WriteSVG draws the predictions as a standalone SVG document of two

@@ -23,12 +23,20 @@ const (
 	// were slow because of what it asks for; a copy is then as slow as the
 	// original, wherever it runs.
 	Shared
+	// Stalled: every copy draws its own size from the sample's ordinary
+	// latencies, on servers that stop now and then, as fitted to the
+	// sample's stall-slow latencies (StallFit): a slow request is slow
+	// because its server stalled, and a copy elsewhere escapes.
+	Stalled
 )
 
-// String returns "fresh" or "shared".
+// String returns "fresh", "shared" or "stalls".
 func (s Sizes) String() string {
-	if s == Shared {
+	switch s {
+	case Shared:
 		return "shared"
+	case Stalled:
+		return "stalls"
 	}
 	return "fresh"
 }
@@ -69,8 +77,12 @@ func (m QueueModel) validate() error {
 // (so that one time unit is the mean latency), one per copy (Fresh) or one
 // per request (Shared).
 func (m QueueModel) script(e *empirical, sizes Sizes) sim.Script {
+	return m.scriptFrom(e.xs, e.mean(), sizes)
+}
+
+// scriptFrom is script with sizes drawn from xs, in units of mean.
+func (m QueueModel) scriptFrom(xs []float64, mean float64, sizes Sizes) sim.Script {
 	r := rand.New(rand.NewPCG(m.Seed, 0xad51))
-	mean := e.mean()
 	lambda := m.Load * float64(m.Servers)
 	per := 1
 	if sizes == Fresh {
@@ -82,7 +94,7 @@ func (m QueueModel) script(e *empirical, sizes Sizes) sim.Script {
 	draw := func() float64 {
 		// The simulator needs positive work; a zero latency (a clock
 		// too coarse) becomes a sliver.
-		return math.Max(e.xs[r.IntN(len(e.xs))]/mean, 1e-9)
+		return math.Max(xs[r.IntN(len(xs))]/mean, 1e-9)
 	}
 	for i := range reqs {
 		t += r.ExpFloat64() / lambda
@@ -102,11 +114,17 @@ type queueRun struct {
 	delay             time.Duration // the mean hedge delay in force
 }
 
-// runQueue runs the script once with cfg (nil: no hedging) and converts
-// the results back to durations.
-func runQueue(s *sim.Simulator, m QueueModel, sc sim.Script, mean float64, cfg *hedge.Config) (queueRun, error) {
+// runQueue runs the script once in world w with cfg (nil: no hedging) and
+// converts the results back to durations.
+func runQueue(s *sim.Simulator, m QueueModel, w stallWorld, sc sim.Script, mean float64, cfg *hedge.Config) (queueRun, error) {
 	c := sim.DefaultConfig()
-	c.World, c.Routing, c.Servers, c.Load, c.Seed = sim.Noise, sim.TwoChoice, m.Servers, m.Load, m.Seed
+	c.Routing, c.Servers, c.Load, c.Seed = sim.TwoChoice, m.Servers, m.Load, m.Seed
+	w.configure(&c)
+	if w.share > 0 {
+		// RunScript checks the load against the stalled servers'
+		// capacity only: the script's arrivals and sizes set the real one.
+		c.Load = min(m.Load, 0.9*c.Capacity())
+	}
 	c.Strategy = sim.None
 	if cfg != nil {
 		c.Strategy, c.Hedge = sim.Default, cfg
@@ -130,11 +148,11 @@ func runQueue(s *sim.Simulator, m QueueModel, sc sim.Script, mean float64, cfg *
 // hedges' outcomes) on the same script as the rows. Its delay follows the
 // simulated latency, so it is no fixed choice: Choice.Delay is the mean
 // delay it used.
-func queueDefault(ctx context.Context, s *sim.Simulator, m QueueModel, sc sim.Script, mean float64, today Percentiles) (Outcome, error) {
+func queueDefault(ctx context.Context, s *sim.Simulator, m QueueModel, w stallWorld, sc sim.Script, mean float64, today Percentiles) (Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return Outcome{}, err
 	}
-	r, err := runQueue(s, m, sc, mean, &hedge.Config{})
+	r, err := runQueue(s, m, w, sc, mean, &hedge.Config{})
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -150,10 +168,14 @@ func queueDefault(ctx context.Context, s *sim.Simulator, m QueueModel, sc sim.Sc
 // same arrivals and sizes). today is the simulated system's own unhedged
 // percentiles.
 func queueing(ctx context.Context, e *empirical, m QueueModel, sizes Sizes, choices []Choice, lag time.Duration) (today Percentiles, rows []Outcome, def Outcome, err error) {
-	sc := m.script(e, sizes)
-	mean := e.mean()
+	return queueIn(ctx, m, stallWorld{}, m.script(e, sizes), e.mean(), choices, lag)
+}
+
+// queueIn is queueing on the script sc in world w, one time unit being
+// mean.
+func queueIn(ctx context.Context, m QueueModel, w stallWorld, sc sim.Script, mean float64, choices []Choice, lag time.Duration) (today Percentiles, rows []Outcome, def Outcome, err error) {
 	var s sim.Simulator
-	base, err := runQueue(&s, m, sc, mean, nil)
+	base, err := runQueue(&s, m, w, sc, mean, nil)
 	if err != nil {
 		return today, nil, def, err
 	}
@@ -167,7 +189,7 @@ func queueing(ctx context.Context, e *empirical, m QueueModel, sizes Sizes, choi
 			// The simulator's clock: one unit is sim.Unit, and here one
 			// unit is the sample's mean latency.
 			cfg.Delay = hedge.Fixed(time.Duration(math.Round(float64(c.Delay+lag) / mean * float64(sim.Unit))))
-			r, err := runQueue(&s, m, sc, mean, &cfg)
+			r, err := runQueue(&s, m, w, sc, mean, &cfg)
 			if err != nil {
 				return today, nil, def, err
 			}
@@ -178,6 +200,6 @@ func queueing(ctx context.Context, e *empirical, m QueueModel, sizes Sizes, choi
 			rows = append(rows, o)
 		}
 	}
-	def, err = queueDefault(ctx, &s, m, sc, mean, today)
+	def, err = queueDefault(ctx, &s, m, w, sc, mean, today)
 	return today, rows, def, err
 }

@@ -112,6 +112,16 @@ func sortedCopy(xs []float64) []float64 {
 //     ones, by at most 0.45, and where they promise to halve the p99.9 the
 //     world does too. (Extra work is not compared: the simulator counts
 //     the work a stalled server gets done, not the time it is busy.)
+//     The stalled estimate (queue-stalls), which fits stopping servers
+//     to the sample, is within 0.05 of the p50 ratio, 2 points of hedge
+//     rate, and 0.06 of the p99.9 ratio without the budget (0.2 with it,
+//     where it is pessimistic); its p99 ratio is optimistic, by at most
+//     0.4, as the others' are (the world's copies share their size, and
+//     its stalled servers slow down 20-fold where the fit's stop). Over
+//     six seeds of the sample and of advise's simulation (11 to 16) at
+//     these sizes its worst errors were -0.035 (p50), -0.30 (p99), +0.14
+//     (p99.9 with the budget, at the p90), -0.05 (p99.9 without it) and
+//     +1.5 points of hedge rate.
 func TestAgainstSimulatorWorlds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the simulator for a few seconds")
@@ -156,6 +166,19 @@ func TestAgainstSimulatorWorlds(t *testing.T) {
 			t.Errorf("%s: predicted p99.9 ratio %.3f, measured %.3f: the predicted halving did not happen", kind, o.P999Ratio, m.P999Ratio)
 		}
 	}
+	stalled := func(t *testing.T, kind string, o, m Outcome) {
+		t.Helper()
+		within(t, kind+" p50 ratio", o.P50Ratio, m.P50Ratio, 0.05)
+		within(t, kind+" hedge rate", o.HedgeRate, m.HedgeRate, 0.02)
+		if o.Budget {
+			within(t, kind+" p99.9 ratio", o.P999Ratio, m.P999Ratio, 0.2)
+		} else {
+			within(t, kind+" p99.9 ratio", o.P999Ratio, m.P999Ratio, 0.06)
+		}
+		if !(o.P99Ratio <= m.P99Ratio+0.02 && m.P99Ratio-o.P99Ratio <= 0.4) {
+			t.Errorf("%s p99 ratio: predicted %.3f, measured %.3f: expected an optimistic estimate within 0.4", kind, o.P99Ratio, m.P99Ratio)
+		}
+	}
 	worlds := []struct {
 		w      sim.World
 		load   float64
@@ -169,8 +192,9 @@ func TestAgainstSimulatorWorlds(t *testing.T) {
 			"queue-shared": close(0.12, 0.2, 0.1, 0.1, 0.13),
 		}},
 		{sim.Stalls, 0.3, map[string]check{
-			"independent": optimistic,
-			"queue-fresh": optimistic,
+			"independent":  optimistic,
+			"queue-fresh":  optimistic,
+			"queue-stalls": stalled,
 		}},
 	}
 	for _, wc := range worlds {
@@ -184,6 +208,9 @@ func TestAgainstSimulatorWorlds(t *testing.T) {
 			rep, err := Advise(context.Background(), s, Options{Percentiles: []float64{90, 99}, Load: wc.load, Servers: 10, Requests: simN})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if wc.w == sim.Stalls && rep.Stalls == nil {
+				t.Error("no stalls fitted to the stalls world's sample")
 			}
 			base := measureWorld(t, wc.w, wc.load, nil)
 			for ci, ch := range rep.Choices {

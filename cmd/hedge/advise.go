@@ -95,7 +95,7 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.load, "load", 0, "servers' utilisation without hedging, in (0, 1), for the queueing estimate (0: inferred from send times, or no queueing estimate)")
 	fs.IntVar(&f.servers, "servers", 0, "servers of the queueing estimate: replicas x requests each serves at once (0: the replicas in the sample, or 10)")
 	fs.IntVar(&f.simRequests, "sim-requests", 200_000, "simulated requests per run of the queueing estimate")
-	fs.StringVar(&f.sizes, "sizes", "both", "queueing estimates: fresh (each copy draws its own service time), shared (copies share the request's), or both")
+	fs.StringVar(&f.sizes, "sizes", "all", "queueing estimates, comma-separated: fresh (each copy draws its own service time), shared (copies share the request's), stalls (servers stop now and then, as fitted to the sample's slow latencies; only when it shows stalls); both (fresh and shared) or all")
 	fs.BoolVar(&f.inOrder, "in-order", false, "the input lists requests in the order they were sent (the budget meets them in that order); without it and without send times, a random order")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the random order and the simulation")
 	fs.StringVar(&f.out, "out", "./advise-out", "directory for report.txt and advise.svg (empty: print only)")
@@ -188,14 +188,22 @@ func (f *adviseFlags) validate() (advise.Options, advise.Format, advise.Fields, 
 	if len(o.Percentiles) == 0 && len(o.Delays) == 0 {
 		errs = append(errs, errors.New("--percentiles and --delays are both empty: give at least one delay to try"))
 	}
-	switch f.sizes {
-	case "both":
-	case "fresh":
-		o.Sizes = []advise.Sizes{advise.Fresh}
-	case "shared":
-		o.Sizes = []advise.Sizes{advise.Shared}
-	default:
-		errs = append(errs, fmt.Errorf("--sizes %q: use fresh, shared or both", f.sizes))
+	if f.sizes != "all" {
+		o.Sizes = []advise.Sizes{}
+		for _, x := range advise.SplitList(f.sizes) {
+			switch x {
+			case "both":
+				o.Sizes = append(o.Sizes, advise.Fresh, advise.Shared)
+			case "fresh":
+				o.Sizes = append(o.Sizes, advise.Fresh)
+			case "shared":
+				o.Sizes = append(o.Sizes, advise.Shared)
+			case "stalls":
+				o.Sizes = append(o.Sizes, advise.Stalled)
+			default:
+				errs = append(errs, fmt.Errorf("--sizes %q: use fresh, shared, stalls (comma-separated), both or all", x))
+			}
+		}
 	}
 	if f.grpcMethod != "" && f.grpcService == "" {
 		errs = append(errs, errors.New("--grpc-method needs --grpc-service: a gRPC method is named within its service"))

@@ -45,7 +45,7 @@ func TestAdviseFile(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"Independent copies", "Queueing, fresh sizes", "Recommendation", "hedge.Config{", "hedgingPolicy"} {
+	for _, want := range []string{"Independent copies", "Queueing, fresh sizes", "Queueing, stalling servers", "Recommendation", "hedge.Config{", "hedgingPolicy"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -54,6 +54,15 @@ func TestAdviseFile(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Error(err)
 		}
+	}
+
+	// --sizes picks the queueing estimates.
+	stdout.Reset()
+	if code := run([]string{"advise", "--in", in, "--load", "0.3", "--sim-requests", "5000", "--sizes", "shared,stalls", "--out", ""}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if o := stdout.String(); strings.Contains(o, "Queueing, fresh sizes") || !strings.Contains(o, "Queueing, shared sizes") || !strings.Contains(o, "Queueing, stalling servers") {
+		t.Errorf("--sizes shared,stalls: want the shared and stalled estimates only:\n%s", o)
 	}
 }
 
@@ -72,6 +81,7 @@ func TestAdviseMistakes(t *testing.T) {
 		{[]string{"advise", "--in", bad, "--probe", "http://x/"}, exitUsage, "not both"},
 		{[]string{"advise", "--probe", "http://x/", "--probe-method", "POST"}, exitUsage, "only GET or HEAD"},
 		{[]string{"advise", "--in", bad, "--sizes", "odd"}, exitUsage, "--sizes"},
+		{[]string{"advise", "--in", bad, "--sizes", "fresh,odd"}, exitUsage, `--sizes "odd": use fresh, shared, stalls`},
 		{[]string{"advise", "--in", bad, "--out", ""}, exitFailure, "line 2: \"fast\" is not a latency"},
 		{[]string{"advise", "--in", small, "--out", ""}, exitFailure, "2 latencies: give at least 1000"},
 	} {
