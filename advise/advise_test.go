@@ -441,3 +441,70 @@ func TestLocalCopies(t *testing.T) {
 		t.Errorf("bursts: p99.9 %v independent, %v moment-local; want about delay + 1 ms and about 20 ms", ind.P999, loc.P999)
 	}
 }
+
+// TestLocalDefaultSeesCommonSlowness checks the moment-local default line:
+// the library's spare-capacity rule, replayed on the occupancy the sample
+// records, lets the hedges of slow requests that are slow alone go, and
+// holds back those of requests slow together, when every replica has
+// requests in flight. Two samples at 1,000 requests/s on 3 replicas, each
+// with 5% of requests slow by the same latencies (0.2 to 10 ms; the
+// others 0.2 ms): in one, the client pauses for 10 ms in every 200, and
+// every request sent in a pause is answered when it ends; in the other,
+// the same slow latencies come one request in twenty.
+func TestLocalDefaultSeesCommonSlowness(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	const n = 40_000
+	const fast = 200 * time.Microsecond
+	paused := &Sample{Source: "pauses"}
+	var slow []time.Duration
+	for k := range n {
+		at := time.Duration(k) * time.Millisecond
+		x := fast
+		if ph := at % (200 * time.Millisecond); ph < 10*time.Millisecond {
+			x = 10*time.Millisecond - ph + fast
+			slow = append(slow, x)
+		}
+		paused.Latencies = append(paused.Latencies, x)
+		paused.Times = append(paused.Times, t0.Add(at))
+	}
+	alone := &Sample{Source: "alone"}
+	for k := range n {
+		x := fast
+		if k%20 == 7 {
+			x = slow[(k/20)%len(slow)]
+		}
+		alone.Latencies = append(alone.Latencies, x)
+		alone.Times = append(alone.Times, t0.Add(time.Duration(k)*time.Millisecond))
+	}
+	rate := func(s *Sample) float64 {
+		t.Helper()
+		rep, err := Advise(context.Background(), s, Options{Percentiles: []float64{}, Delays: []time.Duration{time.Millisecond}, Servers: 3, Load: 0.3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range rep.Predictions {
+			if p.Kind == "independent-local" {
+				if p.Default == nil {
+					t.Fatal("no default line in the moment-local estimate, with send times and --servers")
+				}
+				return p.Default.HedgeRate
+			}
+		}
+		t.Fatal("no moment-local estimate")
+		return 0
+	}
+	ra, rp := rate(alone), rate(paused)
+	// Alone: the slow request holds its replica, the other two are
+	// nearly always idle, so nearly every slow request longer than the
+	// delay hedges (those of 0.2 ms are as fast as the rest).
+	if ra < 0.04 || ra > 0.05 {
+		t.Errorf("slow requests one at a time: hedge rate %.4f, want nearly all of the 5%% slow", ra)
+	}
+	// In a pause every request stays in flight until it ends: after the
+	// first few, no replica is idle, and asking again a delay later finds
+	// none either, until the pause ends and the requests with it.
+	if rp > ra/3 {
+		t.Errorf("slow requests together: hedge rate %.4f, want under a third of the %.4f of slow requests alone", rp, ra)
+	}
+	t.Logf("hedge rate: alone %.4f, in pauses %.4f", ra, rp)
+}

@@ -59,7 +59,20 @@
 // the copy's own send time (the 64 nearest at most) instead of from the
 // whole sample: a copy sent into a burst of slowness is slow too, which
 // the independent estimate cannot see. It is shown beside the others and
-// does not take part in the recommendation.
+// does not take part in the recommendation. Given the number of replicas
+// (Options.Servers, or a replica field), it also has a line for the
+// library's default: the sample's requests replayed in the order they were
+// sent, each placed on the less busy of two replicas, busy meaning
+// requests placed there and not yet answered by the sample's own
+// latencies, and the spare-capacity rule applied to that occupancy (a
+// copy only to an idle replica, asked for again a delay later), with the
+// sample's p95 for delay and the default budget; the payoff rule is not
+// replayed. Slowness that holds every replica's requests at once, such as
+// a client's pause, keeps them all busy, and the rule holds back the
+// hedges it would bring: the simulated estimates, whose requests are
+// slow each on its own, hedge those, and overstated the default's hedge
+// rate about fourfold against hedge bench, where the replay came within a
+// tenth (BENCHMARKS.md).
 //
 // Every row is plain hedging: a fixed delay, at most two copies, the
 // default budget or none, and the library's evidence rules (spare

@@ -1,6 +1,7 @@
 package advise
 
 import (
+	"container/heap"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -279,48 +280,74 @@ func independentLags(e *empirical, lat []float64, order []int, c Choice, lags []
 // whose window holds no request draws from the whole sample.
 func local(e *empirical, s *Sample, lat []float64, order []int, c Choice, lag time.Duration, budget bool, today Percentiles) Outcome {
 	d := float64(c.Delay + lag)
-	w := float64(c.Delay) / 2
-	t0 := s.Times[order[0]]
-	ts := make([]float64, len(order)) // send times in order, ns after the first
-	for k, i := range order {
-		ts[k] = float64(s.Times[i].Sub(t0))
-	}
+	ts := sendTimes(s, order)
 	var b *hedge.Budget
 	if budget {
 		b = hedge.DefaultBudget()
 	}
-	type copyOf struct {
-		x    float64
-		pool *empirical // what the copy draws from
-	}
-	var hedged []copyOf
-	var hx []float64
+	var hedged []momentCopy
 	work := 0.0
 	for k, i := range order {
 		x := lat[i]
 		b.OnRequest()
 		if x > d && b.TryHedge() {
-			// The requests sent within half a delay of the copy, at
-			// most localPool of them, the nearest.
-			at := ts[k] + d
-			m := sort.SearchFloat64s(ts, at)
-			lo := max(sort.SearchFloat64s(ts, at-w), m-localPool/2)
-			hi := min(sort.Search(len(ts), func(j int) bool { return ts[j] > at+w }), m+localPool/2)
-			pool := e
-			if lo < hi {
-				xs := make([]float64, 0, hi-lo)
-				for _, j := range order[lo:hi] {
-					xs = append(xs, lat[j])
-				}
-				slices.Sort(xs)
-				pool = newEmpirical(xs)
-			}
-			hedged = append(hedged, copyOf{x, pool})
-			hx = append(hx, x)
+			pool := momentPool(e, ts, order, lat, ts[k]+d, float64(c.Delay)/2)
+			hedged = append(hedged, momentCopy{x, d, pool})
 			work += d + 2*pool.meanMin(x-d)
 			continue
 		}
 		work += x
+	}
+	o := momentOutcome(e, lat, hedged, work)
+	o.Choice, o.Budget = c, budget
+	o.ratios(today)
+	o.Verdict = Judge(o)
+	return o
+}
+
+// sendTimes returns the send times of the requests in order, in ns after
+// the first.
+func sendTimes(s *Sample, order []int) []float64 {
+	t0 := s.Times[order[0]]
+	ts := make([]float64, len(order))
+	for k, i := range order {
+		ts[k] = float64(s.Times[i].Sub(t0))
+	}
+	return ts
+}
+
+// momentPool returns what a copy sent at at draws its latency from: the
+// requests sent within w of it (ts ascending, order their indices), at
+// most localPool of them, the nearest; the whole sample when none was.
+func momentPool(e *empirical, ts []float64, order []int, lat []float64, at, w float64) *empirical {
+	m := sort.SearchFloat64s(ts, at)
+	lo := max(sort.SearchFloat64s(ts, at-w), m-localPool/2)
+	hi := min(sort.Search(len(ts), func(j int) bool { return ts[j] > at+w }), m+localPool/2)
+	if lo >= hi {
+		return e
+	}
+	xs := make([]float64, 0, hi-lo)
+	for _, j := range order[lo:hi] {
+		xs = append(xs, lat[j])
+	}
+	slices.Sort(xs)
+	return newEmpirical(xs)
+}
+
+// momentCopy is a hedged request of a moment-local estimate: its
+// primary's latency x, the copy sent d after it, drawing from pool.
+type momentCopy struct {
+	x, d float64
+	pool *empirical
+}
+
+// momentOutcome computes the percentiles, hedge rate and extra work of a
+// moment-local estimate whose hedged requests are hedged, work being the
+// expected server time of all requests.
+func momentOutcome(e *empirical, lat []float64, hedged []momentCopy, work float64) Outcome {
+	hx := make([]float64, len(hedged))
+	for i, h := range hedged {
+		hx[i] = h.x
 	}
 	slices.Sort(hx)
 	n := float64(len(lat))
@@ -328,18 +355,166 @@ func local(e *empirical, s *Sample, lat []float64, order []int, c Choice, lag ti
 		v := float64(above(e.xs, t) - above(hx, t))
 		for _, h := range hedged {
 			if h.x > t {
-				v += h.pool.surv(t - d)
+				v += h.pool.surv(t - h.d)
 			}
 		}
 		return v / n
 	}
-	o := Outcome{Choice: c, Budget: budget, HedgeRate: float64(len(hedged)) / n}
-	hi := e.xs[len(e.xs)-1] + d + e.xs[len(e.xs)-1] + 1
+	o := Outcome{HedgeRate: float64(len(hedged)) / n}
+	maxD := 0.0
+	for _, h := range hedged {
+		maxD = max(maxD, h.d)
+	}
+	hi := e.xs[len(e.xs)-1] + maxD + e.xs[len(e.xs)-1] + 1
 	o.P50, o.P99, o.P999 = bisectQuantile(sl, 0.5, hi), bisectQuantile(sl, 0.99, hi), bisectQuantile(sl, 0.999, hi)
 	o.ExtraWork = work/e.prefix[len(e.xs)] - 1
+	return o
+}
+
+// localDefault is the moment-local estimate of the library's zero Config
+// (hedge.Config{}) from the sample's own send times: its delay the
+// sample's p95 (what the live p95 of primaries settles at), the default
+// budget, and its spare-capacity rule replayed on the occupancy the
+// sample records. The requests are placed in the order they were sent on
+// replicas replicas, each on the less busy of two drawn at random (the
+// library's picker), busy meaning requests placed there and not yet
+// answered by the sample's own latencies. A copy goes only to an idle
+// replica: at the delay after its primary, and again every delay while
+// the primary runs, the picker's choice among the other replicas must
+// have nothing in flight, else the copy waits. Slowness that holds every
+// replica's requests at once (a client's pause, a global slowdown) keeps
+// them all busy, and the rule holds back the hedges it would bring: what
+// the other estimates, which draw each request's slowness on its own,
+// cannot see. A copy that goes draws from its moment, as local's copies
+// do. Not replayed: the payoff rule, and the pause while fewer than a
+// quarter of primaries find their replica idle.
+func localDefault(e *empirical, s *Sample, lat []float64, order []int, replicas int, lag time.Duration, seed uint64, today Percentiles) Outcome {
+	d := quantileOf(e.xs, 0.95)
+	ts := sendTimes(s, order)
+	r := rand.New(rand.NewPCG(seed, 0x1d1e))
+	occ := placeReplay(ts, order, lat, replicas, r)
+	b := hedge.DefaultBudget()
+	var hedged []momentCopy
+	work := 0.0
+	others := make([]int, 0, replicas)
+	for k, i := range order {
+		x := lat[i]
+		b.OnRequest()
+		sent := false
+		for ask := 1; float64(ask)*d+float64(lag) < x; ask++ {
+			at := ts[k] + float64(ask)*d + float64(lag)
+			others = others[:0]
+			for q := range replicas {
+				if q != occ.replica[k] {
+					others = append(others, q)
+				}
+			}
+			if occ.inFlight(pickOf(others, occ, at, r), at) > 0 {
+				continue
+			}
+			if b.TryHedge() {
+				dk := at - ts[k]
+				pool := momentPool(e, ts, order, lat, at, d/2)
+				hedged = append(hedged, momentCopy{x, dk, pool})
+				work += dk + 2*pool.meanMin(x-dk)
+				sent = true
+			}
+			break
+		}
+		if !sent {
+			work += x
+		}
+	}
+	o := momentOutcome(e, lat, hedged, work)
+	o.Choice, o.Budget = Choice{Label: "default", Delay: time.Duration(d + float64(lag))}, true
 	o.ratios(today)
 	o.Verdict = Judge(o)
 	return o
+}
+
+// occupancy is where a replay placed each request (replica[k] for the
+// k-th sent) and, per replica, the sorted send and answer times of the
+// requests placed there.
+type occupancy struct {
+	replica     []int
+	starts, end [][]float64
+}
+
+// inFlight is how many requests replica q had sent and not answered at m.
+func (o *occupancy) inFlight(q int, m float64) int {
+	return sort.Search(len(o.starts[q]), func(j int) bool { return o.starts[q][j] > m }) -
+		sort.Search(len(o.end[q]), func(j int) bool { return o.end[q][j] > m })
+}
+
+// pickOf is the picker's choice among cands at m: the less busy of two
+// drawn at random (ties to the first drawn), or the only one.
+func pickOf(cands []int, o *occupancy, m float64, r *rand.Rand) int {
+	if len(cands) == 1 {
+		return cands[0]
+	}
+	a := r.IntN(len(cands))
+	b := r.IntN(len(cands) - 1)
+	if b >= a {
+		b++
+	}
+	if o.inFlight(cands[b], m) < o.inFlight(cands[a], m) {
+		return cands[b]
+	}
+	return cands[a]
+}
+
+// placeReplay places the requests (send times ts, ascending; latencies
+// lat[order[k]]) on replicas replicas in the order they were sent, each on
+// the less busy of two drawn at random.
+func placeReplay(ts []float64, order []int, lat []float64, replicas int, r *rand.Rand) *occupancy {
+	o := &occupancy{replica: make([]int, len(ts)), starts: make([][]float64, replicas), end: make([][]float64, replicas)}
+	// busy[q] holds the answer times of the requests on q still running,
+	// as a min-heap.
+	busy := make([]endHeap, replicas)
+	all := make([]int, replicas)
+	for q := range all {
+		all[q] = q
+	}
+	for k, i := range order {
+		for q := range busy {
+			for len(busy[q]) > 0 && busy[q][0] <= ts[k] {
+				heap.Pop(&busy[q])
+			}
+		}
+		a := r.IntN(replicas)
+		q := a
+		if replicas > 1 {
+			b := r.IntN(replicas - 1)
+			if b >= a {
+				b++
+			}
+			if len(busy[b]) < len(busy[a]) {
+				q = b
+			}
+		}
+		o.replica[k] = q
+		heap.Push(&busy[q], ts[k]+lat[i])
+		o.starts[q] = append(o.starts[q], ts[k])
+		o.end[q] = append(o.end[q], ts[k]+lat[i])
+	}
+	for q := range o.end {
+		slices.Sort(o.end[q])
+	}
+	return o
+}
+
+// endHeap is a min-heap of answer times (container/heap).
+type endHeap []float64
+
+func (h endHeap) Len() int           { return len(h) }
+func (h endHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h endHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *endHeap) Push(x any)        { *h = append(*h, x.(float64)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // localPool is the most requests a copy of the moment-local estimate

@@ -43,7 +43,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		writeRows(&b, p.Rows)
 		if d := p.Default; d != nil {
-			fmt.Fprintf(&b, "  the library's default (the zero hedge.Config: a live p95 delay, about %v here; the default budget; hedges only to an idle replica, and only while they pay), simulated alike:\n", round(d.Choice.Delay))
+			how := "simulated alike"
+			if p.Kind == "independent-local" {
+				how = "its spare-capacity rule replayed on the sample's own occupancy"
+			}
+			fmt.Fprintf(&b, "  the library's default (the zero hedge.Config: a live p95 delay, about %v here; the default budget; hedges only to an idle replica, and only while they pay), %s:\n", round(d.Choice.Delay), how)
 			fmt.Fprintf(&b, "    hedged %.1f%%, p50 %v (%s), p99 %v (%s), p99.9 %v (%s), extra work %+.1f%%, %s\n",
 				100*d.HedgeRate, round(d.P50), ratio(d.P50Ratio), round(d.P99), ratio(d.P99Ratio), round(d.P999), ratio(d.P999Ratio), 100*d.ExtraWork, d.Verdict)
 		}
