@@ -126,6 +126,17 @@ func parseAdvise(raw string) (adviseParams, []ParamError) {
 			p.opts.Load = x
 		}
 	}
+	if s, ok := f.get("servers"); ok && s != "" {
+		n, err := strconv.Atoi(s)
+		switch {
+		case err != nil:
+			f.bad("servers", "%s is not a whole number: give how many replicas the requests were spread over, such as 3, or leave it empty", quote(s))
+		case n < 2 || n > 10000:
+			f.bad("servers", "%d is out of range: give 2 to 10000 replicas (a copy needs another one), or leave it empty", n)
+		default:
+			p.opts.Servers = n
+		}
+	}
 	if s, ok := f.get("percentiles"); ok {
 		pcts, errs := advise.ParsePercentiles(s)
 		for _, err := range errs {

@@ -91,6 +91,31 @@ func TestAdviseQueueing(t *testing.T) {
 	}
 }
 
+// With send times and the number of replicas, the report has the
+// moment-local estimate and its line for the library's default, replayed
+// on the sample's occupancy.
+func TestAdviseSendTimesAndReplicas(t *testing.T) {
+	_, ts := newTestServer(t, Options{MaxRequests: 5000})
+	var body bytes.Buffer
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i, line := range strings.Split(strings.TrimSpace(string(slowTail(2000))), "\n") {
+		fmt.Fprintf(&body, "{\"sent\":%.6f,\"latency\":%q}\n", float64(t0.Add(time.Duration(i)*10*time.Millisecond).UnixMicro())/1e6, line)
+	}
+	code, _, b := post(t, ts, "format=jsonl&time-field=sent&servers=3&percentiles=95", body.Bytes())
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	var r AdviseResponse
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Independent copies of the moment", "replayed on the sample's own occupancy", "spread at random over 3 replicas"} {
+		if !strings.Contains(r.Report, want) {
+			t.Errorf("the report lacks %q:\n%s", want, r.Report)
+		}
+	}
+}
+
 // Each mistake gets its status and a message that says what is wrong.
 func TestAdviseErrors(t *testing.T) {
 	_, ts := newTestServer(t, Options{})
@@ -104,6 +129,8 @@ func TestAdviseErrors(t *testing.T) {
 		{"too small", "", slowTail(10), 400, []string{"sample too small", "10 latencies", "at least 1000"}},
 		{"bad line", "", bad, 400, []string{"line 22", `"fast"`}},
 		{"bad load", "load=1.5", slowTail(10), 400, []string{"load", "(0, 1)"}},
+		{"one server", "servers=1", slowTail(10), 400, []string{"servers", "2 to 10000"}},
+		{"servers not a number", "servers=three", slowTail(10), 400, []string{"servers", `"three"`}},
 		{"load not a number", "load=half", slowTail(10), 400, []string{"load", `"half"`}},
 		{"bad percentile", "percentiles=95,x", slowTail(10), 400, []string{"percentiles", `"x"`}},
 		{"unknown parameter", "lod=0.5", slowTail(10), 400, []string{"lod: unknown parameter"}},

@@ -25,6 +25,8 @@ function query() {
   };
   if ($('ad-format').value !== 'auto') q.set('format', $('ad-format').value);
   set('load', 'ad-load');
+  set('servers', 'ad-servers');
+  set('time-field', 'ad-time');
   q.set('percentiles', $('ad-pcts').value.trim());
   set('field', 'ad-field');
   set('unit', 'ad-unit');
