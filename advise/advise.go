@@ -238,7 +238,11 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 				loc.Rows = append(loc.Rows, local(e, s, lat, order, c, o.SendLag, b, rep.Today))
 			}
 		}
-		if r := replicaCount(s, o); r >= 2 {
+		r := o.Servers
+		if r == 0 {
+			r = s.replicaCount()
+		}
+		if r >= 2 {
 			def := localDefault(e, s, lat, order, r, o.SendLag, o.Seed, rep.Today)
 			loc.Default = &def
 			loc.Assumes = append(loc.Assumes, fmt.Sprintf("The default line replays the library's spare-capacity rule on the occupancy the sample records: at each moment a hedge is asked for, the requests in flight then, spread at random over %d replicas, decide whether the copy finds an idle one (otherwise it is asked for again a delay later). Its delay is the sample's p95; its payoff rule is not replayed.", r))
@@ -348,28 +352,9 @@ func choices(e *empirical, pcts []float64, delays []time.Duration) []Choice {
 
 // queueModel returns the queueing estimate's system, where its load comes
 // from, and a note when it cannot run.
-// replicaCount is the number of replicas the sample's requests were
-// spread over: Options.Servers when given, else the distinct replicas the
-// sample names, else 0 (unknown).
-func replicaCount(s *Sample, o Options) int {
-	if o.Servers > 0 {
-		return o.Servers
-	}
-	if !s.hasReplicas() {
-		return 0
-	}
-	seen := map[string]bool{}
-	for _, r := range s.Replicas {
-		if r != "" {
-			seen[r] = true
-		}
-	}
-	return len(seen)
-}
-
 func queueModel(s *Sample, e *empirical, o Options) (*QueueModel, string, string) {
 	servers := o.Servers
-	replicas := replicaCount(s, Options{})
+	replicas := s.replicaCount()
 	serversFrom := "--servers"
 	if servers == 0 {
 		servers, serversFrom = 10, "default"

@@ -394,22 +394,18 @@ func localDefault(e *empirical, s *Sample, lat []float64, order []int, replicas 
 	r := rand.New(rand.NewPCG(seed, 0x1d1e))
 	occ := placeReplay(ts, order, lat, replicas, r)
 	b := hedge.DefaultBudget()
+	var picker hedge.Picker // the library's: the better of two
 	var hedged []momentCopy
 	work := 0.0
-	others := make([]int, 0, replicas)
 	for k, i := range order {
 		x := lat[i]
 		b.OnRequest()
+		held := []int{occ.replica[k]}
 		sent := false
 		for ask := 1; float64(ask)*d+float64(lag) < x; ask++ {
 			at := ts[k] + float64(ask)*d + float64(lag)
-			others = others[:0]
-			for q := range replicas {
-				if q != occ.replica[k] {
-					others = append(others, q)
-				}
-			}
-			if occ.inFlight(pickOf(others, occ, at, r), at) > 0 {
+			busy := func(q int) int { return occ.inFlight(q, at) }
+			if busy(picker.PickWith(replicas, held, busy, r.Uint64())) > 0 {
 				continue
 			}
 			if b.TryHedge() {
@@ -446,52 +442,24 @@ func (o *occupancy) inFlight(q int, m float64) int {
 		sort.Search(len(o.end[q]), func(j int) bool { return o.end[q][j] > m })
 }
 
-// pickOf is the picker's choice among cands at m: the less busy of two
-// drawn at random (ties to the first drawn), or the only one.
-func pickOf(cands []int, o *occupancy, m float64, r *rand.Rand) int {
-	if len(cands) == 1 {
-		return cands[0]
-	}
-	a := r.IntN(len(cands))
-	b := r.IntN(len(cands) - 1)
-	if b >= a {
-		b++
-	}
-	if o.inFlight(cands[b], m) < o.inFlight(cands[a], m) {
-		return cands[b]
-	}
-	return cands[a]
-}
-
 // placeReplay places the requests (send times ts, ascending; latencies
-// lat[order[k]]) on replicas replicas in the order they were sent, each on
-// the less busy of two drawn at random.
+// lat[order[k]]) on replicas replicas in the order they were sent, as the
+// library's Picker places primaries: the less busy of two drawn at
+// random, busy meaning placed there and not yet answered.
 func placeReplay(ts []float64, order []int, lat []float64, replicas int, r *rand.Rand) *occupancy {
 	o := &occupancy{replica: make([]int, len(ts)), starts: make([][]float64, replicas), end: make([][]float64, replicas)}
 	// busy[q] holds the answer times of the requests on q still running,
 	// as a min-heap.
 	busy := make([]endHeap, replicas)
-	all := make([]int, replicas)
-	for q := range all {
-		all[q] = q
-	}
+	load := func(q int) int { return len(busy[q]) }
+	var picker hedge.Picker
 	for k, i := range order {
 		for q := range busy {
 			for len(busy[q]) > 0 && busy[q][0] <= ts[k] {
 				heap.Pop(&busy[q])
 			}
 		}
-		a := r.IntN(replicas)
-		q := a
-		if replicas > 1 {
-			b := r.IntN(replicas - 1)
-			if b >= a {
-				b++
-			}
-			if len(busy[b]) < len(busy[a]) {
-				q = b
-			}
-		}
+		q := picker.PickWith(replicas, nil, load, r.Uint64())
 		o.replica[k] = q
 		heap.Push(&busy[q], ts[k]+lat[i])
 		o.starts[q] = append(o.starts[q], ts[k])

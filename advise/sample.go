@@ -84,22 +84,17 @@ func (s *Sample) sorted() []float64 {
 }
 
 // hasReplicas reports whether at least two distinct replicas are named.
-func (s *Sample) hasReplicas() bool {
-	if s.Replicas == nil {
-		return false
-	}
-	first := ""
+func (s *Sample) hasReplicas() bool { return s.replicaCount() >= 2 }
+
+// replicaCount returns the number of distinct replicas the sample names.
+func (s *Sample) replicaCount() int {
+	seen := map[string]bool{}
 	for _, r := range s.Replicas {
-		if r == "" {
-			continue
-		}
-		if first == "" {
-			first = r
-		} else if r != first {
-			return true
+		if r != "" {
+			seen[r] = true
 		}
 	}
-	return false
+	return len(seen)
 }
 
 // hasTimes reports whether every latency has a send time.
