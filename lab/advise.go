@@ -205,14 +205,10 @@ func (s *Server) queueRequests() int {
 	return max(n, advise.MinSample)
 }
 
-// advise answers an advise request that holds a simulation slot: the
-// status and body to send, or 0 when the client has gone.
+// advise answers an advise request that holds a simulation slot (ctx
+// bounded by the lab's time limit): the status and body to send, or 0
+// when the client has gone.
 func (s *Server) advise(ctx context.Context, p adviseParams, body []byte, start time.Time) (int, any) {
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	defer cancel()
-	if s.testHook != nil {
-		s.testHook(ctx)
-	}
 	sample, err := advise.Parse(bytes.NewReader(body), p.format, p.fields)
 	if err != nil {
 		return http.StatusBadRequest, ErrorResponse{Error: "the file: " + err.Error()}
@@ -224,16 +220,8 @@ func (s *Server) advise(ctx context.Context, p adviseParams, body []byte, start 
 	o := p.opts
 	o.Requests = s.queueRequests()
 	rep, err := advise.Advise(ctx, sample, o)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable, ErrorResponse{Error: fmt.Sprintf(
-			"the analysis took longer than the lab's limit of %v and was stopped: try fewer percentiles or delays, or run \"hedge advise --in FILE\"", s.o.Timeout)}
-	case errors.Is(err, context.Canceled):
-		return 0, nil // the client has gone
-	case errors.Is(err, advise.ErrOptions), errors.Is(err, advise.ErrTooSmall):
-		return http.StatusBadRequest, ErrorResponse{Error: err.Error()}
-	case err != nil:
-		return http.StatusInternalServerError, ErrorResponse{Error: err.Error()}
+	if code, body, failed := s.failed(err, "analysis", "try fewer percentiles or delays, or run \"hedge advise --in FILE\"", advise.ErrOptions, advise.ErrTooSmall); failed {
+		return code, body
 	}
 	var text, svg strings.Builder
 	if err := rep.WriteText(&text); err != nil {

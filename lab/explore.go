@@ -294,7 +294,12 @@ func (s *Server) inSlot(w http.ResponseWriter, r *http.Request, work func(contex
 	}
 	code, body := func() (int, any) {
 		defer release()
-		return work(r.Context())
+		ctx, cancel := context.WithTimeout(r.Context(), s.o.Timeout)
+		defer cancel()
+		if s.testHook != nil {
+			s.testHook(ctx)
+		}
+		return work(ctx)
 	}()
 	if code != 0 {
 		writeJSON(w, code, body)
@@ -303,25 +308,35 @@ func (s *Server) inSlot(w http.ResponseWriter, r *http.Request, work func(contex
 	s.trim()
 }
 
-// simulate answers an explorer request that holds a simulation slot: the
-// status and body to send, or 0 when the client has gone.
-func (s *Server) simulate(ctx context.Context, p ExploreParams, workers int, start time.Time) (int, any) {
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	defer cancel()
-	if s.testHook != nil {
-		s.testHook(ctx)
-	}
-	resp, err := s.explore(ctx, p, workers)
+// failed maps the error of a slot's work to the status and body to send:
+// 503 when the lab's time limit stopped it (saying what took too long and
+// what to try), 0 when the client has gone, 400 when it is one of
+// invalid, 500 otherwise. It reports false for a nil error.
+func (s *Server) failed(err error, what, try string, invalid ...error) (int, any, bool) {
 	switch {
+	case err == nil:
+		return 0, nil, false
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, ErrorResponse{Error: fmt.Sprintf(
-			"the simulation took longer than the lab's limit of %v and was stopped: lower requests or runs", s.o.Timeout)}
+			"the %s took longer than the lab's limit of %v and was stopped: %s", what, s.o.Timeout, try)}, true
 	case errors.Is(err, context.Canceled):
-		return 0, nil // the client has gone
-	case errors.Is(err, sim.ErrInvalid):
-		return http.StatusBadRequest, ErrorResponse{Error: err.Error()}
-	case err != nil:
-		return http.StatusInternalServerError, ErrorResponse{Error: err.Error()}
+		return 0, nil, true // the client has gone
+	}
+	for _, e := range invalid {
+		if errors.Is(err, e) {
+			return http.StatusBadRequest, ErrorResponse{Error: err.Error()}, true
+		}
+	}
+	return http.StatusInternalServerError, ErrorResponse{Error: err.Error()}, true
+}
+
+// simulate answers an explorer request that holds a simulation slot (ctx
+// bounded by the lab's time limit): the status and body to send, or 0
+// when the client has gone.
+func (s *Server) simulate(ctx context.Context, p ExploreParams, workers int, start time.Time) (int, any) {
+	resp, err := s.explore(ctx, p, workers)
+	if code, body, failed := s.failed(err, "simulation", "lower requests or runs", sim.ErrInvalid); failed {
+		return code, body
 	}
 	s.cache.put("explore "+p.key(), resp)
 	resp.ServerMillis = millis(time.Since(start))
