@@ -11,7 +11,7 @@ import (
 // period of 2^64, far beyond the few billion draws of the longest study
 // run. It is a concrete type, not math/rand/v2's Source interface, so that
 // its draws inline into the event loop: behind the interface, random
-// numbers took about a quarter of the simulator's time.
+// numbers took a fifth to a quarter of the simulator's time (BENCHMARKS.md).
 //
 // Its methods return the distributions the engine needs: uniform
 // floats and integers, exponential and normal variates. The exponential
