@@ -64,6 +64,12 @@
 //
 // A handler that panics releases its claim (the panic then goes on to
 // net/http): its work is taken as unfinished, and a retry runs it again.
+// A handler that returns has finished its work, even when its client left
+// meanwhile and even when it wrote no response (an implicit 200): its
+// outcome is stored and replayed to the retry. So a handler that gives up
+// because its context ended, without writing, must say so with a status
+// that Config.Keep rejects (such as 503), or its silence is replayed as
+// a success.
 // A response whose status Config.Keep rejects (by default, 5xx) releases
 // the claim too, and is not replayed. If storing the outcome fails after
 // the handler ran, the client still gets the handler's response, and the

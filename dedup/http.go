@@ -210,7 +210,10 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, cl Claim, body []b
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	status := rec.statusCode()
-	if !h.keep(status) || (ctx.Err() != nil && !rec.wrote) {
+	// A handler that returned completed its work, whether or not its
+	// client is still there and whether or not it wrote a response (an
+	// implicit 200): its claim is kept unless Keep rejects the status.
+	if !h.keep(status) {
 		_ = h.c.Release(cctx, cl)
 		rec.flush()
 		return true

@@ -375,3 +375,36 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestMiddlewareKeepsClaimWhenClientLeaves: the client gives up while the
+// handler runs; the handler commits and returns without writing a
+// response (an implicit 200). Its write happened, so the retry with the
+// same key is a replay, not a second commit.
+func TestMiddlewareKeepsClaimWhenClientLeaves(t *testing.T) {
+	var commits atomic.Int64
+	entered := make(chan struct{})
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if commits.Load() == 0 {
+			close(entered)
+			<-r.Context().Done()
+		}
+		commits.Add(1) // the write commits although the client left
+	})
+	h := newMiddleware(t, next, dedup.Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		serve(h, request(ctx, "POST", "/x", "k", "x"))
+	}()
+	<-entered
+	cancel()
+	<-done
+	w := serve(h, request(t.Context(), "POST", "/x", "k", "x"))
+	if n := commits.Load(); n != 1 {
+		t.Fatalf("the write committed %d times, want 1", n)
+	}
+	if w.Code != http.StatusOK || w.Header().Get(dedup.HeaderReplayed) != "true" {
+		t.Fatalf("retry: %d, replayed %q; want the first run's 200 replayed", w.Code, w.Header().Get(dedup.HeaderReplayed))
+	}
+}
