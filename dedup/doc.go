@@ -70,8 +70,13 @@
 // because its context ended, without writing, must say so with a status
 // that Config.Keep rejects (such as 503), or its silence is replayed as
 // a success.
-// A response whose status Config.Keep rejects (by default, 5xx) releases
-// the claim too, and is not replayed. If storing the outcome fails after
+// A response whose status Config.Keep rejects releases the claim too, and
+// is not replayed. By default (DefaultKeep) only 2xx and 3xx are kept: a
+// 4xx refused the request without doing it, and a 5xx is taken to mean it
+// failed, so a retry runs the handler again (with its fresh credentials,
+// after the Retry-After of a 429 or 503) rather than getting the refusal
+// again for the TTL. A kept outcome is replayed with the headers in
+// StoredHeaders, Retry-After and Location among them. If storing the outcome fails after
 // the handler ran, the client still gets the handler's response, and the
 // claim ends with its lease.
 //

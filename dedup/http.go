@@ -23,13 +23,23 @@ const (
 )
 
 // DefaultStoredHeaders are the response headers stored with an outcome
-// and replayed: those that describe the body or the resource the write
-// made. Set-Cookie and other per-response or credential headers are left
-// out on purpose.
+// and replayed: those that describe the body, the resource the write made,
+// or when to come back (Retry-After, Link). Set-Cookie and other
+// per-response or credential headers are left out on purpose.
 var DefaultStoredHeaders = []string{
 	"Content-Type", "Content-Encoding", "Content-Language", "Content-Disposition",
 	"Location", "Content-Location", "ETag", "Last-Modified", "Cache-Control", "Expires", "Vary",
+	"Retry-After", "Link",
 }
+
+// DefaultKeep is the default of Config.Keep: it keeps the responses that
+// say the write was done (2xx) or redirect to its result (3xx), and
+// nothing else. A 4xx refused the request without doing it (bad input,
+// no or expired credentials, a rate limit, a timeout, a conflict), and a
+// 5xx is taken to mean the write did not happen: a retry with the same
+// key runs the handler again, with its fresh credentials, after its
+// Retry-After, rather than being answered the refusal for the TTL.
+func DefaultKeep(status int) bool { return status >= 200 && status < 400 }
 
 // cleanupTimeout bounds the store calls made after the request's context
 // has ended (storing the outcome, releasing a claim).
@@ -65,8 +75,10 @@ type Config struct {
 	Scope func(*http.Request) string
 	// Keep reports whether a response with this status is stored and
 	// replayed. A response that is not kept releases the claim, so that a
-	// retry runs the handler again. Nil means every status below 500: a
-	// server error is taken to mean the write did not happen.
+	// retry runs the handler again. Nil means DefaultKeep: 2xx and 3xx
+	// only. A Keep that keeps a refusal makes every retry for the TTL
+	// get it; never keep 401, 403, 408 or 429, which a retry is meant to
+	// get past.
 	Keep func(status int) bool
 }
 
@@ -128,7 +140,7 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 		h.headers = DefaultStoredHeaders
 	}
 	if h.keep == nil {
-		h.keep = func(status int) bool { return status < 500 }
+		h.keep = DefaultKeep
 	}
 	return h, nil
 }

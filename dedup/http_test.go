@@ -408,3 +408,52 @@ func TestMiddlewareKeepsClaimWhenClientLeaves(t *testing.T) {
 		t.Fatalf("retry: %d, replayed %q; want the first run's 200 replayed", w.Code, w.Header().Get(dedup.HeaderReplayed))
 	}
 }
+
+// TestMiddlewareRefusalsNotKept: a response that refused the request did
+// nothing, so it is not stored: the retry (with fresh credentials, after
+// the Retry-After) runs the handler again, and its outcome is the one
+// replayed afterwards.
+func TestMiddlewareRefusalsNotKept(t *testing.T) {
+	for _, status := range []int{400, 401, 403, 404, 408, 409, 422, 429} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			var runs atomic.Int64
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if runs.Add(1) == 1 {
+					w.Header().Set("Retry-After", "7")
+					http.Error(w, "refused", status)
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+			})
+			h := newMiddleware(t, next, dedup.Config{})
+			if w := serve(h, request(t.Context(), "POST", "/x", "k", "")); w.Code != status || w.Header().Get("Retry-After") != "7" {
+				t.Fatalf("first: %d %v", w.Code, w.Header())
+			}
+			if w := serve(h, request(t.Context(), "POST", "/x", "k", "")); w.Code != http.StatusCreated || w.Header().Get(dedup.HeaderReplayed) != "" {
+				t.Fatalf("retry after a %d: %d, replayed %q; want the handler run again", status, w.Code, w.Header().Get(dedup.HeaderReplayed))
+			}
+			if w := serve(h, request(t.Context(), "POST", "/x", "k", "")); w.Code != http.StatusCreated || w.Header().Get(dedup.HeaderReplayed) != "true" {
+				t.Fatalf("third: %d, replayed %q", w.Code, w.Header().Get(dedup.HeaderReplayed))
+			}
+			if n := runs.Load(); n != 2 {
+				t.Fatalf("%d runs, want 2", n)
+			}
+		})
+	}
+}
+
+// TestMiddlewareReplaysRetryAfter: an outcome that is kept keeps its
+// Retry-After on replay (a 202 Accepted says when to look again).
+func TestMiddlewareReplaysRetryAfter(t *testing.T) {
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "30")
+		w.Header().Set("Location", "/jobs/1")
+		w.WriteHeader(http.StatusAccepted)
+	})
+	h := newMiddleware(t, next, dedup.Config{})
+	serve(h, request(t.Context(), "POST", "/jobs", "k", ""))
+	w := serve(h, request(t.Context(), "POST", "/jobs", "k", ""))
+	if w.Code != http.StatusAccepted || w.Header().Get(dedup.HeaderReplayed) != "true" || w.Header().Get("Retry-After") != "30" {
+		t.Fatalf("replay: %d %v", w.Code, w.Header())
+	}
+}

@@ -6,13 +6,15 @@
 // as dedup.ParseKey checks the HTTP header. The call's fingerprint is the
 // SHA-256 of the full method name and the deterministically marshalled
 // request message. The outcome stored is the marshalled reply message (up
-// to Config.MaxStoredReply bytes), or the status code and message of an
-// error the handler returned that Config.Keep keeps (by default those
-// that say the request itself was wrong: InvalidArgument, NotFound,
-// AlreadyExists, PermissionDenied, FailedPrecondition, OutOfRange,
-// Unimplemented, Unauthenticated); any other error releases the claim so
-// that a retry runs the handler again. A replay is marked in the response
-// header metadata with "idempotent-replayed: true" (ReplayedKey).
+// to Config.MaxStoredReply bytes), or the status (code, message and
+// details) of an error the handler returned that Config.Keep keeps. By
+// default no error is kept: an error says the call did not do its work
+// (it was refused as Unauthenticated, PermissionDenied or
+// ResourceExhausted, its input was wrong, it failed), so the claim is
+// released and a retry, with fresh credentials or after the back-off the
+// error's details asked for, runs the handler again rather than getting
+// the refusal back for the TTL. A replay is marked in the response header
+// metadata with "idempotent-replayed: true" (ReplayedKey).
 //
 // A replayed reply is unmarshalled into a new message of the method's
 // output type: the type of a reply this process has seen for the method,
@@ -83,7 +85,10 @@ type Config struct {
 	// authenticated account. Nil means one namespace for all.
 	Scope func(ctx context.Context) string
 	// Keep reports whether an error status the handler returned is stored
-	// and replayed. Nil means the codes listed in the package doc.
+	// and replayed, details included. Nil keeps none (see the package
+	// doc). Never keep Unauthenticated, PermissionDenied,
+	// ResourceExhausted or DeadlineExceeded, which a retry is meant to
+	// get past.
 	Keep func(codes.Code) bool
 }
 
@@ -121,14 +126,13 @@ func New(cfg Config) (*Interceptor, error) {
 	return i, nil
 }
 
-func defaultKeep(c codes.Code) bool {
-	switch c {
-	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
-		codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented, codes.Unauthenticated:
-		return true
-	}
-	return false
-}
+// defaultKeep keeps no error: see the package doc.
+func defaultKeep(codes.Code) bool { return false }
+
+// statusProtoHeader marks an outcome whose Body is the marshalled
+// google.rpc.Status of a kept error (code, message and details); without
+// it, Body is the message alone.
+const statusProtoHeader = "Grpc-Status-Proto"
 
 // Unary is the grpc.UnaryServerInterceptor: pass it to
 // grpc.UnaryInterceptor or grpc.ChainUnaryInterceptor.
@@ -202,7 +206,12 @@ func (i *Interceptor) run(ctx context.Context, req any, info *grpc.UnaryServerIn
 			_ = i.c.Release(c, cl)
 			return nil, true, err
 		}
-		cerr := i.c.Complete(c, cl, dedup.Outcome{Status: int(st.Code()), Body: []byte(st.Message())})
+		out := dedup.Outcome{Status: int(st.Code()), Body: []byte(st.Message())}
+		if b, merr := proto.Marshal(st.Proto()); merr == nil && len(b) <= i.max {
+			out.Header = map[string][]string{statusProtoHeader: {"1"}}
+			out.Body = b
+		}
+		cerr := i.c.Complete(c, cl, out)
 		if errors.Is(cerr, dedup.ErrLostClaim) {
 			return nil, false, nil
 		}
@@ -248,6 +257,12 @@ func (i *Interceptor) replay(ctx context.Context, method string, out dedup.Outco
 		return nil, status.Error(codes.AlreadyExists, dedup.ErrOutcomeTooLarge.Error())
 	}
 	if codes.Code(out.Status) != codes.OK {
+		if len(out.Header[statusProtoHeader]) > 0 {
+			p := status.New(codes.Unknown, "").Proto()
+			if err := proto.Unmarshal(out.Body, p); err == nil {
+				return nil, status.FromProto(p).Err()
+			}
+		}
 		return nil, status.Error(codes.Code(out.Status), string(out.Body))
 	}
 	mt, err := i.replyType(method)

@@ -18,6 +18,7 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/tailcut/hedge/dedup"
 	"github.com/tailcut/hedge/dedup/dedupgrpc"
@@ -163,29 +164,66 @@ func TestConcurrentCopiesRunOnce(t *testing.T) {
 	}
 }
 
-func TestErrorsKeptOrReleased(t *testing.T) {
-	svc := &service{fail: func(n int64) error {
-		switch n {
-		case 1:
-			return status.Error(codes.Unavailable, "try again")
-		case 2:
-			return status.Error(codes.InvalidArgument, "no such product")
-		}
-		return nil
-	}}
-	c := start(t, svc, dedupgrpc.Config{})
-	if _, _, err := call(t, c, "k", 1); status.Code(err) != codes.Unavailable {
-		t.Fatal(err)
+// TestRefusalsNotKept: by default an error did nothing, so it is not
+// stored: a call refused as Unauthenticated, PermissionDenied,
+// ResourceExhausted (a rate limit) or with any other error runs again on
+// the retry.
+func TestRefusalsNotKept(t *testing.T) {
+	for _, code := range []codes.Code{codes.Unauthenticated, codes.PermissionDenied, codes.ResourceExhausted, codes.InvalidArgument, codes.Unavailable, codes.DeadlineExceeded} {
+		t.Run(code.String(), func(t *testing.T) {
+			svc := &service{fail: func(n int64) error {
+				if n == 1 {
+					return status.Error(code, "refused")
+				}
+				return nil
+			}}
+			c := start(t, svc, dedupgrpc.Config{})
+			if _, _, err := call(t, c, "k", 1); status.Code(err) != code {
+				t.Fatal(err)
+			}
+			r, h, err := call(t, c, "k", 1)
+			if err != nil || r.GetUsername() != "order 2 for 1 bytes" || len(h.Get(dedupgrpc.ReplayedKey)) != 0 {
+				t.Fatalf("retry after %v: %v, %v, %v; want the handler run again", code, r, h, err)
+			}
+			if _, h, err := call(t, c, "k", 1); err != nil || len(h.Get(dedupgrpc.ReplayedKey)) != 1 {
+				t.Fatalf("third call: %v, %v", h, err)
+			}
+			if n := svc.runs.Load(); n != 2 {
+				t.Fatalf("%d runs, want 2", n)
+			}
+		})
 	}
-	if _, _, err := call(t, c, "k", 1); status.Code(err) != codes.InvalidArgument {
+}
+
+// TestKeptErrorReplaysDetails: an error that Config.Keep keeps is replayed
+// with its code, message and details.
+func TestKeptErrorReplaysDetails(t *testing.T) {
+	detail := &testgrpc.SimpleResponse{Username: "field amount: must be positive"}
+	svc := &service{fail: func(n int64) error {
+		st, err := status.New(codes.FailedPrecondition, "no such product").WithDetails(protoadapt.MessageV1Of(detail))
+		if err != nil {
+			return err
+		}
+		return st.Err()
+	}}
+	c := start(t, svc, dedupgrpc.Config{Keep: func(c codes.Code) bool { return c == codes.FailedPrecondition }})
+	if _, _, err := call(t, c, "k", 1); status.Code(err) != codes.FailedPrecondition {
 		t.Fatal(err)
 	}
 	_, h, err := call(t, c, "k", 1)
-	if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != "no such product" || h.Get(dedupgrpc.ReplayedKey)[0] != "true" {
+	st := status.Convert(err)
+	if st.Code() != codes.FailedPrecondition || st.Message() != "no such product" || h.Get(dedupgrpc.ReplayedKey)[0] != "true" {
 		t.Fatalf("replayed error: %v, %v", err, h)
 	}
-	if n := svc.runs.Load(); n != 2 {
-		t.Fatalf("%d runs, want 2", n)
+	ds := st.Details()
+	if len(ds) != 1 {
+		t.Fatalf("replayed details %v, want the one the handler sent", ds)
+	}
+	if got, ok := ds[0].(*testgrpc.SimpleResponse); !ok || got.GetUsername() != detail.GetUsername() {
+		t.Fatalf("replayed detail %#v", ds[0])
+	}
+	if n := svc.runs.Load(); n != 1 {
+		t.Fatalf("%d runs, want 1", n)
 	}
 }
 
