@@ -17,14 +17,24 @@
 //     path, the raw query and the body (read whole, up to MaxRequestBody;
 //     413 beyond). Headers are not fingerprinted: they vary between
 //     copies (Hedge-Attempt, tracing) without changing the operation.
-//  3. The key is claimed in the Store: an insert that succeeds only if the
+//  3. The key is put in its scope (Config.Scope): by default
+//     (DefaultScope) a SHA-256 of the credentials the request carries,
+//     its Authorization and Cookie headers and TLS client certificate,
+//     so that two users who send the same key never share an outcome
+//     (another user's body and Location are never replayed to them), and
+//     the store sees the hash, never the credentials. The Host is not in
+//     the default scope, since hedged copies reach each replica with its
+//     own Host; a copy whose credentials changed (a refreshed token) is a
+//     new write, so a Scope that returns the authenticated account is
+//     better where the handler knows it.
+//  4. The key is claimed in the Store: an insert that succeeds only if the
 //     key is absent, in one atomic step of the store, never a read
 //     followed by a write, so that of any number of racing copies, across
 //     processes, exactly one wins. The claim carries a lease.
-//  4. The winner runs the handler. Its response is buffered, and the
+//  5. The winner runs the handler. Its response is buffered, and the
 //     outcome (status, the headers in StoredHeaders, the body up to
 //     MaxStoredBody) is stored under the key before the response is sent.
-//  5. Every other copy waits for that outcome, bounded by its own
+//  6. Every other copy waits for that outcome, bounded by its own
 //     context, and then replays it with the header Idempotent-Replayed:
 //     true. A waiting copy in the same process is woken at once; one in
 //     another process reads the store with pauses growing to

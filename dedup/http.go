@@ -71,7 +71,10 @@ type Config struct {
 	StoredHeaders []string
 	// Scope returns the namespace of a request's key, such as the
 	// authenticated account, so that two clients picking the same key do
-	// not share an outcome. Nil means one namespace for all.
+	// not share an outcome. Nil means DefaultScope: a hash of the
+	// credentials the request carries (Authorization, Cookie, the TLS
+	// client certificate), not the Host. A Scope that returns a constant
+	// makes one namespace for all.
 	Scope func(*http.Request) string
 	// Keep reports whether a response with this status is stored and
 	// replayed. A response that is not kept releases the claim, so that a
@@ -142,6 +145,9 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 	if h.keep == nil {
 		h.keep = DefaultKeep
 	}
+	if h.scope == nil {
+		h.scope = DefaultScope
+	}
 	return h, nil
 }
 
@@ -170,11 +176,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fp := FingerprintOf([]byte(r.Method), []byte(r.URL.EscapedPath()), []byte(r.URL.RawQuery), body)
-	storeKey := key
-	if h.scope != nil {
-		s := h.scope(r)
-		storeKey = strconv.Itoa(len(s)) + ":" + s + ":" + key
-	}
+	s := h.scope(r)
+	storeKey := strconv.Itoa(len(s)) + ":" + s + ":" + key
 	ctx := r.Context()
 	for range 3 {
 		cl, err := h.c.Acquire(ctx, storeKey, fp)

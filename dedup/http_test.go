@@ -355,7 +355,7 @@ func TestMiddlewareClaimInContext(t *testing.T) {
 	})
 	h := newMiddleware(t, next, dedup.Config{})
 	serve(h, request(t.Context(), "POST", "/x", "k", ""))
-	if !ok || !got.Won || got.Key != "k" || got.Token == "" {
+	if !ok || !got.Won || !strings.HasSuffix(got.Key, ":k") || got.Token == "" {
 		t.Fatalf("claim in context: %+v, %v", got, ok)
 	}
 	serve(h, request(t.Context(), "POST", "/x", "", ""))
@@ -455,5 +455,82 @@ func TestMiddlewareReplaysRetryAfter(t *testing.T) {
 	w := serve(h, request(t.Context(), "POST", "/jobs", "k", ""))
 	if w.Code != http.StatusAccepted || w.Header().Get(dedup.HeaderReplayed) != "true" || w.Header().Get("Retry-After") != "30" {
 		t.Fatalf("replay: %d %v", w.Code, w.Header())
+	}
+}
+
+// keyRecorder is a MemoryStore that records the keys it is asked to
+// claim.
+type keyRecorder struct {
+	*dedup.MemoryStore
+	mu   sync.Mutex
+	keys []string
+}
+
+func (k *keyRecorder) Claim(ctx context.Context, key string, fp dedup.Fingerprint, lease time.Duration) (dedup.Claim, error) {
+	k.mu.Lock()
+	k.keys = append(k.keys, key)
+	k.mu.Unlock()
+	return k.MemoryStore.Claim(ctx, key, fp, lease)
+}
+
+// TestMiddlewareDefaultScopeCredentials: with Scope nil, two users who
+// send the same key and body each get their own write; neither gets the
+// other's body or Location. The store sees a hash of the credentials,
+// never the credentials.
+func TestMiddlewareDefaultScopeCredentials(t *testing.T) {
+	o := &orders{}
+	store := &keyRecorder{MemoryStore: dedup.NewMemoryStore(dedup.MemoryOptions{})}
+	h := newMiddleware(t, o, dedup.Config{Store: store})
+	send := func(header, value string) *httptest.ResponseRecorder {
+		r := request(t.Context(), "POST", "/orders", "k", "one widget")
+		if header != "" {
+			r.Header.Set(header, value)
+		}
+		return serve(h, r)
+	}
+	steps := []struct {
+		header, value string
+		location      string
+		replayed      bool
+	}{
+		{"Authorization", "Bearer alice-token", "/orders/1", false},
+		{"Authorization", "Bearer bob-token", "/orders/2", false},
+		{"Authorization", "Bearer alice-token", "/orders/1", true},
+		{"Cookie", "session=carol-session", "/orders/3", false},
+		{"Cookie", "session=dave-session", "/orders/4", false},
+		{"", "", "/orders/5", false},
+		{"", "", "/orders/5", true},
+		{"Cookie", "session=carol-session", "/orders/3", true},
+	}
+	for i, st := range steps {
+		w := send(st.header, st.value)
+		if got := w.Header().Get("Location"); got != st.location || (w.Header().Get(dedup.HeaderReplayed) == "true") != st.replayed {
+			t.Fatalf("step %d (%s %q): Location %q, replayed %q; want %q, replayed %v", i, st.header, st.value, got, w.Header().Get(dedup.HeaderReplayed), st.location, st.replayed)
+		}
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	for _, k := range store.keys {
+		for _, secret := range []string{"alice-token", "bob-token", "carol-session", "dave-session"} {
+			if strings.Contains(k, secret) {
+				t.Fatalf("the store key %q carries a credential", k)
+			}
+		}
+	}
+}
+
+// TestMiddlewareDefaultScopeIgnoresHost: copies of one write sent to two
+// replicas by their own addresses (as hedgehttp does, each with its
+// replica's Host) are one write.
+func TestMiddlewareDefaultScopeIgnoresHost(t *testing.T) {
+	o := &orders{}
+	h := newMiddleware(t, o, dedup.Config{})
+	for _, host := range []string{"10.0.0.1:8080", "10.0.0.2:8080"} {
+		r := request(t.Context(), "POST", "http://"+host+"/orders", "k", "x")
+		r.Header.Set("Authorization", "Bearer alice-token")
+		serve(h, r)
+	}
+	if n := o.runs.Load(); n != 1 {
+		t.Fatalf("%d runs, want 1", n)
 	}
 }

@@ -5,7 +5,10 @@
 // The key is the metadata entry "idempotency-key" (MetadataKey), checked
 // as dedup.ParseKey checks the HTTP header. The call's fingerprint is the
 // SHA-256 of the full method name and the deterministically marshalled
-// request message. The outcome stored is the marshalled reply message (up
+// request message. The key lives in the namespace Config.Scope gives it,
+// by default (DefaultScope) a hash of the credentials the call carries,
+// so that two users who send the same key never share a reply. The
+// outcome stored is the marshalled reply message (up
 // to Config.MaxStoredReply bytes), or the status (code, message and
 // details) of an error the handler returned that Config.Keep keeps. By
 // default no error is kept: an error says the call did not do its work
@@ -48,7 +51,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -82,7 +87,10 @@ type Config struct {
 	// dedup.DefaultMaxStoredBody.
 	MaxStoredReply int
 	// Scope returns the namespace of a call's key, such as the
-	// authenticated account. Nil means one namespace for all.
+	// authenticated account, so that two clients picking the same key do
+	// not share an outcome. Nil means DefaultScope: a hash of the
+	// credentials the call carries. A Scope that returns a constant makes
+	// one namespace for all.
 	Scope func(ctx context.Context) string
 	// Keep reports whether an error status the handler returned is stored
 	// and replayed, details included. Nil keeps none (see the package
@@ -123,7 +131,27 @@ func New(cfg Config) (*Interceptor, error) {
 	if i.keep == nil {
 		i.keep = defaultKeep
 	}
+	if i.scope == nil {
+		i.scope = DefaultScope
+	}
 	return i, nil
+}
+
+// DefaultScope is the default of Config.Scope: dedup.CredentialScope of
+// the call's "authorization" and "cookie" metadata and the client's TLS
+// certificate, if any (the store sees a hash, never the credentials), so
+// that two users who send the same key never share an outcome. The
+// :authority is left out, as dedup.DefaultScope leaves out the Host:
+// hedged copies go to replicas by their own addresses.
+func DefaultScope(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	var cert []byte
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+			cert = ti.State.PeerCertificates[0].Raw
+		}
+	}
+	return dedup.CredentialScope(md.Get("authorization"), md.Get("cookie"), cert)
 }
 
 // defaultKeep keeps no error: see the package doc.
@@ -162,10 +190,8 @@ func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServer
 		return nil, status.Errorf(codes.Internal, "dedupgrpc: marshalling the request to fingerprint it: %v", err)
 	}
 	fp := dedup.FingerprintOf([]byte(info.FullMethod), b)
-	if i.scope != nil {
-		s := i.scope(ctx)
-		key = fmt.Sprintf("%d:%s:%s", len(s), s, key)
-	}
+	s := i.scope(ctx)
+	key = fmt.Sprintf("%d:%s:%s", len(s), s, key)
 	for range 3 {
 		cl, err := i.c.Acquire(ctx, key, fp)
 		if err != nil {

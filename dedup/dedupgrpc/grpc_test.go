@@ -273,3 +273,34 @@ func TestReplayFromRegistry(t *testing.T) {
 		t.Fatal(r, h, err)
 	}
 }
+
+// TestDefaultScopeCredentials: with Scope nil, two users who send the
+// same key and request each get their own call; a user's retry replays
+// their own.
+func TestDefaultScopeCredentials(t *testing.T) {
+	svc := &service{}
+	c := start(t, svc, dedupgrpc.Config{})
+	as := func(token string) (string, bool) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, dedupgrpc.MetadataKey, "k", "authorization", "Bearer "+token)
+		var hdr metadata.MD
+		r, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{ResponseSize: 1}, grpc.Header(&hdr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetUsername(), len(hdr.Get(dedupgrpc.ReplayedKey)) > 0
+	}
+	for i, want := range []struct {
+		token, reply string
+		replayed     bool
+	}{
+		{"alice", "order 1 for 1 bytes", false},
+		{"bob", "order 2 for 1 bytes", false},
+		{"alice", "order 1 for 1 bytes", true},
+	} {
+		if got, rep := as(want.token); got != want.reply || rep != want.replayed {
+			t.Fatalf("call %d as %s: %q, replayed %v; want %q, %v", i, want.token, got, rep, want.reply, want.replayed)
+		}
+	}
+}
