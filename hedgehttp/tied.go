@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/tailcut/hedge"
@@ -19,7 +22,13 @@ import (
 // start its copy claims the tie at the other, which drops its copy, so
 // that a call runs once while the servers reach each other; the first
 // successful answer wins and the other copy is cancelled, as for hedges. A copy answered
-// "dropped by its sibling" (409 with tied.DroppedHeader) is not a failure.
+// "dropped by its sibling" (409 with tied.DroppedHeader) is not a failure,
+// nor is a copy that provably never reached its server: one whose dial
+// failed (connection refused, no route, a name that did not resolve)
+// before the base transport reported any connection for it (an
+// httptrace GotConn), so that no byte of it was written. Such a copy is
+// marked tied.ErrNotSent: the call is its twin's, sent at once if the gap
+// has not passed, and one replica down fails no call.
 //
 // Tied requests bypass the Hedger's delay, budget and spare-capacity
 // rules: every eligible request is tied, and the servers, which see their
@@ -93,11 +102,22 @@ func (t *Transport) TiedClient() *tied.Client {
 	return t.tied.c
 }
 
+// dialError reports whether err is the failure to reach a server at all:
+// a dial that failed (refused, unreachable, timed out) or a name that did
+// not resolve.
+func dialError(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns)
+}
+
 // roundTripTied sends req as a tied request (see TiedConfig). body is the
 // first copy's body (nil: the request's own); getBody makes the second's.
 func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body io.ReadCloser, getBody func() (io.ReadCloser, error), contentLength int64) (*http.Response, error) {
 	attempt := func(ctx context.Context, cp tied.Copy) (*http.Response, error) {
 		a := hedge.Attempt{Index: cp.Index, Replica: cp.Replica}
+		var gotConn atomic.Bool
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) }})
 		out, err := t.copyRequest(ctx, req, a, body, getBody, contentLength)
 		if err != nil {
 			return nil, err
@@ -118,6 +138,9 @@ func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body i
 		if err != nil {
 			if resp != nil {
 				closeBody(resp.Body)
+			}
+			if !gotConn.Load() && dialError(err) {
+				err = tied.NotSent(err)
 			}
 			return nil, err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,36 +37,23 @@ func (r *statusRecorder) WriteHeader(code int) {
 // answers a copy "dropped".
 func tiedPair(t *testing.T, app func(i int) http.Handler) (urls [2]string, servers [2]*tied.Server, onDrop [2]chan struct{}) {
 	t.Helper()
-	var ts [2]*httptest.Server
-	for i := range ts {
-		ts[i] = httptest.NewUnstartedServer(nil)
-		urls[i] = "http://" + ts[i].Listener.Addr().String()
-	}
-	for i := range ts {
-		s, err := tied.NewServer(tied.Config{Workers: 1, Secret: tiedSecret, Peers: []string{urls[1-i]}, ClaimTimeout: tiedHang})
-		if err != nil {
-			t.Fatal(err)
-		}
-		servers[i] = s
+	for i := range onDrop {
 		onDrop[i] = make(chan struct{})
+	}
+	u, _, s := tiedServers(t, 2, tied.Config{Workers: 1, ClaimTimeout: tiedHang}, func(i int, s *tied.Server) http.Handler {
 		var once sync.Once
 		h := s.Handler(app(i))
 		drop := onDrop[i]
-		ts[i].Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rec := &statusRecorder{ResponseWriter: w, code: 200}
 			h.ServeHTTP(rec, r)
 			if rec.code == http.StatusConflict {
 				once.Do(func() { close(drop) })
 			}
 		})
-		ts[i].Start()
-	}
-	t.Cleanup(func() {
-		for i := range ts {
-			ts[i].Close()
-			servers[i].Close()
-		}
 	})
+	copy(urls[:], u)
+	copy(servers[:], s)
 	return urls, servers, onDrop
 }
 

@@ -47,8 +47,30 @@ type Client struct {
 	load   []atomic.Int64
 	loadFn func(int) int
 
-	calls, seconds, drops, secondWins, failures atomic.Int64
+	calls, seconds, drops, secondWins, failures, notSent atomic.Int64
 }
+
+// ErrNotSent marks the error of a copy whose request provably never
+// reached a server: it failed before any byte of it was written (the
+// connection was refused, had no route, or the name did not resolve).
+// An attempt function passed to Run returns an error matching it (see
+// NotSent) for such a failure; Run then treats the copy as never sent.
+var ErrNotSent = errors.New("tied: the copy never reached a server")
+
+// NotSent returns err marked as the failure of a copy that never reached
+// a server: the result matches ErrNotSent and everything err matches.
+// It returns nil for a nil err.
+func NotSent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return notSentError{err}
+}
+
+type notSentError struct{ err error }
+
+func (e notSentError) Error() string   { return e.err.Error() }
+func (e notSentError) Unwrap() []error { return []error{ErrNotSent, e.err} }
 
 // NewClient validates cfg and returns a Client. The error matches
 // ErrInvalidConfig.
@@ -100,11 +122,15 @@ type ClientStats struct {
 	SecondWins int64
 	// Failures counts calls that returned an error.
 	Failures int64
+	// NotSent counts copies that failed before their request reached a
+	// server (errors matching ErrNotSent, such as a refused connection):
+	// they end no call and keep no twin from being sent.
+	NotSent int64
 }
 
 // Stats returns a snapshot of the Client's counters.
 func (c *Client) Stats() ClientStats {
-	return ClientStats{Calls: c.calls.Load(), Seconds: c.seconds.Load(), Dropped: c.drops.Load(), SecondWins: c.secondWins.Load(), Failures: c.failures.Load()}
+	return ClientStats{Calls: c.calls.Load(), Seconds: c.seconds.Load(), Dropped: c.drops.Load(), SecondWins: c.secondWins.Load(), Failures: c.failures.Load(), NotSent: c.notSent.Load()}
 }
 
 type result[T any] struct {
@@ -124,13 +150,17 @@ type result[T any] struct {
 // The first copy to succeed wins: the other's context is cancelled, Run
 // waits for it to return, and passes its value, if it succeeded too, to
 // discard (which may be nil). A dropped copy is no failure: Run waits for
-// the other. A copy that fails otherwise ends the call with its error if
-// the other copy was not sent or failed too; a failure of copy 0 before
-// the gap does not send copy 1 (a tied call is no retry: copy 0's server
-// may have claimed the tie already, so that copy 1 would be dropped). If
-// both copies were dropped, which correct servers never do, the error
-// wraps ErrDropped. If ctx ends
-// first, Run cancels both copies, waits for them and returns ctx's error.
+// the other. Nor is a copy whose error matches ErrNotSent (it never
+// reached a server, so no server can have claimed its tie or run it): if
+// copy 1 has not left yet, it is sent at once, and the call is the other
+// copy's, so that one replica down does not fail the calls that pick it.
+// A copy that fails otherwise ends the call with its error if the other
+// copy was not sent or failed too; such a failure of copy 0 before the
+// gap does not send copy 1 (a tied call is no retry: copy 0's server may
+// have claimed the tie already, so that copy 1 would be dropped). If both
+// copies were dropped, which correct servers never do, the error wraps
+// ErrDropped. If ctx ends first, Run cancels both copies, waits for them
+// and returns ctx's error.
 //
 // The winner's context stays alive until release is called (an HTTP
 // body must be read within it); release must be called once, also after
@@ -208,11 +238,17 @@ loop:
 			case res.err == nil:
 				winner, v = res.i, res.v
 				break loop
-			case errors.Is(res.err, ErrDropped):
-				c.drops.Add(1)
-				dropped++
+			case errors.Is(res.err, ErrDropped), errors.Is(res.err, ErrNotSent):
+				if errors.Is(res.err, ErrDropped) {
+					c.drops.Add(1)
+					dropped++
+				} else {
+					c.notSent.Add(1)
+					errs = append(errs, fmt.Errorf("tied copy %d: %w", res.i, res.err))
+				}
 				if sent == 1 {
-					// Copy 0 dropped before copy 1 left: send it now.
+					// Copy 0 dropped, or never sent, before copy 1
+					// left: send it now.
 					timer = nil
 					launch(1)
 					sent, pending = 2, pending+1

@@ -90,6 +90,15 @@
 // before the second is even queued, so that the second is dropped on
 // arrival and the two claims rarely cross.
 //
+// A copy that provably never reached its server (its error matches
+// ErrNotSent: hedgehttp marks a dial that failed before any connection,
+// such as a refused one) is not a failure of the call: no server can
+// have claimed its tie or run it, so the call is its twin's, sent at once
+// if the gap has not passed yet (ClientStats.NotSent). One replica down
+// thus fails no call; its twin's server finds the claim unanswered and
+// starts the copy anyway. Any other failure of the first copy before the
+// gap still ends the call without a second copy: a tied call is no retry.
+//
 // # The simulator's cancellation delay
 //
 // The simulator (package sim, strategy tied, Config.CancelDelay) models
@@ -137,8 +146,8 @@
 // anyway) or skipped; claims received, of which early (tombstones),
 // crossed, repeated, refused (answered lost) and rejected (forged, stale,
 // malformed); and the round trip of each answered claim. ClientStats:
-// calls, second copies sent, copies answered dropped, calls won by the
-// second copy, failures.
+// calls, second copies sent, copies answered dropped, copies that never
+// reached a server, calls won by the second copy, failures.
 //
 // # What it is not
 //
