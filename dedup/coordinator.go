@@ -124,6 +124,13 @@ func (c *Coordinator) Options() Options { return c.opt }
 // (it crashed or stalled) or it releases the claim, Acquire claims the key
 // itself.
 func (c *Coordinator) Acquire(ctx context.Context, key string, fp Fingerprint) (Claim, error) {
+	return c.acquire(ctx, key, fp, true)
+}
+
+// acquire is Acquire; wait says whether a copy that finds the key held
+// waits for the holder's outcome, or is refused at once with
+// ErrInProgress.
+func (c *Coordinator) acquire(ctx context.Context, key string, fp Fingerprint, wait bool) (Claim, error) {
 	for range maxClaimRounds {
 		if err := ctx.Err(); err != nil {
 			return Claim{}, fmt.Errorf("%w: %w", ErrInProgress, err)
@@ -149,6 +156,9 @@ func (c *Coordinator) Acquire(ctx context.Context, key string, fp Fingerprint) (
 		}
 		if rec.Done {
 			return cl, nil
+		}
+		if !wait {
+			return Claim{}, fmt.Errorf("%w (key %q)", ErrInProgress, key)
 		}
 		rec, err = c.wait(ctx, key, fp)
 		if errors.Is(err, ErrNotFound) {
@@ -289,6 +299,84 @@ func (c *Coordinator) Release(ctx context.Context, cl Claim) error {
 		return fmt.Errorf("%w: releasing the claim: %w", ErrStoreUnavailable, err)
 	}
 	return nil
+}
+
+// Renew makes the claim hold for another Options.Lease from now. An error
+// matches ErrLostClaim if the claim no longer holds the key, or
+// ErrStoreUnavailable if the store failed.
+func (c *Coordinator) Renew(ctx context.Context, cl Claim) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(StoreTimeout, c.opt.Lease))
+	defer cancel()
+	err := c.store.Renew(sctx, cl, c.opt.Lease)
+	if err == nil || errors.Is(err, ErrLostClaim) {
+		return err
+	}
+	return fmt.Errorf("%w: renewing the claim: %w", ErrStoreUnavailable, err)
+}
+
+// KeepAlive renews the claim every third of Options.Lease until stop is
+// called, so that an operation that runs longer than the lease keeps its
+// claim while its process is alive and reaches the store; the lease then
+// ends only when the holder crashes, stalls or is cut off from the store.
+// A renewal that fails is tried again at the next tick; renewing ends
+// when the claim is lost. stop returns once the renewing goroutine has
+// exited; it must be called, and may be called more than once.
+func (c *Coordinator) KeepAlive(ctx context.Context, cl Claim) (stop func()) {
+	quit := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(max(c.opt.Lease/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			if err := c.Renew(ctx, cl); errors.Is(err, ErrLostClaim) {
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(quit) })
+		<-exited
+	}
+}
+
+// Settle stores out, the outcome of the operation that ran under cl, and
+// returns the outcome the key has now: out itself, or, when cl was lost
+// while the operation ran (its lease ended and another copy took over),
+// the outcome that copy stored, with replayed set. It never runs the
+// operation again: when cl was lost and the key is free, out is stored
+// under a new claim, since the operation did run; when another copy holds
+// the key, Settle waits for its outcome, for up to a lease. An error
+// matches ErrStoreUnavailable (the store failed), ErrFingerprintMismatch
+// (another request took the key over) or ErrInProgress (the other copy
+// did not finish within a lease); the caller then answers with out, which
+// is not stored.
+func (c *Coordinator) Settle(ctx context.Context, cl Claim, out Outcome) (final Outcome, replayed bool, err error) {
+	err = c.Complete(ctx, cl, out)
+	if !errors.Is(err, ErrLostClaim) {
+		return out, false, err
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opt.Lease+StoreTimeout)
+	defer cancel()
+	for range maxClaimRounds {
+		next, err := c.acquire(wctx, cl.Key, cl.Fingerprint, true)
+		if err != nil {
+			return out, false, err
+		}
+		if !next.Won {
+			return next.Existing.Outcome, true, nil
+		}
+		if err := c.Complete(wctx, next, out); !errors.Is(err, ErrLostClaim) {
+			return out, false, err
+		}
+	}
+	return out, false, fmt.Errorf("%w: the key %q was lost %d times while storing its outcome", ErrInProgress, cl.Key, maxClaimRounds)
 }
 
 // claimCtxKey is the context key of the claim a handler runs under.

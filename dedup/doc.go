@@ -59,18 +59,22 @@
 //
 // # Leases, crashes and panics
 //
-// A claim holds for Options.Lease. If its holder crashes or stalls, the
-// claim ends with the lease and a later copy claims the key and runs the
-// handler. The lease must therefore be longer than the handler's longest
-// run: a holder that outlives its lease may have committed its write when
-// the next copy runs it again. Storing the outcome is fenced by the
-// claim's token, so the late holder's outcome is refused (ErrLostClaim),
-// its buffered response is discarded, and its client gets the outcome of
-// the copy that took over. To close the window entirely, commit the
-// write and the outcome in one transaction fenced by the claim: the
-// SQLite, PostgreSQL and Redis stores have Commit helpers for this (see
-// ClaimFromContext), and then a write commits exactly once even when a
-// stalled holder wakes up after its lease.
+// A claim holds for Options.Lease, and the middleware renews it every
+// third of a lease while the handler runs (Coordinator.KeepAlive), so a
+// handler may run longer than the lease: other copies wait for it. The
+// lease ends only when its holder crashes, stalls as a whole process, or
+// cannot reach the store to renew it; then a later copy claims the key
+// and runs the handler. A request never runs the handler twice: a holder
+// that outlived its lease stores its outcome only if the key is still
+// free (its handler did run), and otherwise its buffered response is
+// discarded and its client gets the outcome of the copy that took over
+// (Coordinator.Settle). But the two runs may both have committed their
+// writes. To close that window, commit the write and the outcome in one
+// transaction fenced by the claim: the SQLite, PostgreSQL and Redis
+// stores have Commit helpers for this (see ClaimFromContext), and then a
+// write commits exactly once even when a stalled holder wakes up after
+// its lease. A handler that hangs keeps its claim for as long as it
+// hangs; copies waiting for it give up with their contexts (409).
 //
 // A handler that panics releases its claim (the panic then goes on to
 // net/http): its work is taken as unfinished, and a retry runs it again.

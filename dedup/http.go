@@ -178,34 +178,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fp := FingerprintOf([]byte(r.Method), []byte(r.URL.EscapedPath()), []byte(r.URL.RawQuery), body)
 	s := h.scope(r)
 	storeKey := strconv.Itoa(len(s)) + ":" + s + ":" + key
-	ctx := r.Context()
-	for range 3 {
-		cl, err := h.c.Acquire(ctx, storeKey, fp)
-		if err != nil {
-			refuse(w, err)
-			return
-		}
-		if !cl.Won {
-			replay(w, cl.Existing.Outcome)
-			return
-		}
-		if done := h.run(w, r, cl, body); done {
-			return
-		}
-		// The claim was lost while the handler ran (its lease ended and
-		// another copy took over): what this copy did is not the
-		// committed outcome, so wait for that one instead.
+	cl, err := h.c.Acquire(r.Context(), storeKey, fp)
+	if err != nil {
+		refuse(w, err)
+		return
 	}
-	refuse(w, fmt.Errorf("%w: the claim was lost three times in a row; the lease is shorter than the handler's running time", ErrInProgress))
+	if !cl.Won {
+		replay(w, cl.Existing.Outcome)
+		return
+	}
+	h.run(w, r, cl, body)
 }
 
-// run runs the handler under the claim and answers, or reports false when
-// the claim was lost and the response was discarded.
-func (h *Handler) run(w http.ResponseWriter, r *http.Request, cl Claim, body []byte) (answered bool) {
+// run runs the handler under the claim, renewing its lease meanwhile, and
+// answers. The handler runs once: if the claim was lost while it ran, the
+// outcome stored by the copy that took over is replayed instead of its
+// response (see Coordinator.Settle).
+func (h *Handler) run(w http.ResponseWriter, r *http.Request, cl Claim, body []byte) {
 	ctx := r.Context()
 	rec := &recorder{w: w, max: h.maxStored, header: w.Header().Clone()}
 	finished := false
+	stop := h.c.KeepAlive(ctx, cl)
 	defer func() {
+		stop()
 		if !finished {
 			// The handler panicked (or called runtime.Goexit): its work
 			// is unknown, most likely unfinished, so the claim is
@@ -221,6 +216,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, cl Claim, body []b
 	r2.ContentLength = int64(len(body))
 	h.next.ServeHTTP(rec, r2)
 	finished = true
+	stop()
 
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
@@ -231,7 +227,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, cl Claim, body []b
 	if !h.keep(status) {
 		_ = h.c.Release(cctx, cl)
 		rec.flush()
-		return true
+		return
 	}
 	out := Outcome{Status: status, Header: http.Header{}}
 	for _, name := range h.headers {
@@ -244,15 +240,17 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, cl Claim, body []b
 	} else {
 		out.Body = rec.buf.Bytes()
 	}
-	err := h.c.Complete(cctx, cl, out)
-	if errors.Is(err, ErrLostClaim) && !rec.passthrough {
-		return false
+	final, replayed, _ := h.c.Settle(cctx, cl, out)
+	if replayed && !rec.passthrough {
+		// The claim was lost while the handler ran, and another copy's
+		// outcome is the committed one: answer with it.
+		replay(w, final)
+		return
 	}
 	// Stored, or the store failed after the handler ran: the client is
 	// told what happened either way; in the second case the claim ends
 	// with its lease.
 	rec.flush()
-	return true
 }
 
 // refuse answers a request that cannot run.

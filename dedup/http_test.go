@@ -197,9 +197,16 @@ func TestMiddlewareWaitBoundedByContext(t *testing.T) {
 	})
 }
 
-// TestMiddlewareLeaseTakeover: the holder stalls past its lease; the
-// waiting copy takes over and runs; when the stalled holder wakes, its
-// outcome is refused and its client gets the committed one.
+// noRenew is a MemoryStore that refuses to renew leases, as a store does
+// that the holder of a claim cannot reach.
+type noRenew struct{ *dedup.MemoryStore }
+
+func (noRenew) Renew(context.Context, dedup.Claim, time.Duration) error { return errDown }
+
+// TestMiddlewareLeaseTakeover: the holder stalls past its lease, which it
+// cannot renew; the waiting copy takes over and runs; when the stalled
+// holder wakes, its outcome is refused and its client gets the committed
+// one, without the handler running a third time.
 func TestMiddlewareLeaseTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		stall := make(chan struct{})
@@ -211,7 +218,7 @@ func TestMiddlewareLeaseTakeover(t *testing.T) {
 			}
 			fmt.Fprintf(w, "run %d", n)
 		})
-		h := newMiddleware(t, next, dedup.Config{Options: dedup.Options{Lease: time.Second}})
+		h := newMiddleware(t, next, dedup.Config{Store: noRenew{dedup.NewMemoryStore(dedup.MemoryOptions{})}, Options: dedup.Options{Lease: time.Second}})
 		first := make(chan *httptest.ResponseRecorder)
 		go func() { first <- serve(h, request(t.Context(), "POST", "/x", "k", "")) }()
 		synctest.Wait()
@@ -223,6 +230,9 @@ func TestMiddlewareLeaseTakeover(t *testing.T) {
 		w := <-first
 		if w.Body.String() != "run 2" || w.Header().Get(dedup.HeaderReplayed) != "true" {
 			t.Fatalf("the stalled holder's client got %q (replayed %q), want the committed outcome", w.Body, w.Header().Get(dedup.HeaderReplayed))
+		}
+		if n := runs.Load(); n != 2 {
+			t.Fatalf("the handler ran %d times, want 2", n)
 		}
 	})
 }
@@ -533,4 +543,36 @@ func TestMiddlewareDefaultScopeIgnoresHost(t *testing.T) {
 	if n := o.runs.Load(); n != 1 {
 		t.Fatalf("%d runs, want 1", n)
 	}
+}
+
+// TestMiddlewareRenewsLease: a handler that runs for three leases keeps
+// its claim (the middleware renews the lease while it runs), so a copy
+// that arrives meanwhile waits for its outcome instead of running the
+// handler too.
+func TestMiddlewareRenewsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lease = time.Second
+		var runs atomic.Int64
+		entered := make(chan struct{})
+		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if runs.Add(1) == 1 {
+				close(entered)
+				time.Sleep(3 * lease)
+			}
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, "run %d", runs.Load())
+		})
+		h := newMiddleware(t, next, dedup.Config{Options: dedup.Options{Lease: lease}})
+		first := make(chan *httptest.ResponseRecorder)
+		go func() { first <- serve(h, request(t.Context(), "POST", "/x", "k", "")) }()
+		<-entered
+		second := serve(h, request(t.Context(), "POST", "/x", "k", ""))
+		w := <-first
+		if n := runs.Load(); n != 1 {
+			t.Fatalf("the handler ran %d times, want 1", n)
+		}
+		if w.Body.String() != "run 1" || second.Body.String() != "run 1" || second.Header().Get(dedup.HeaderReplayed) != "true" {
+			t.Fatalf("first %q, second %q (replayed %q)", w.Body, second.Body, second.Header().Get(dedup.HeaderReplayed))
+		}
+	})
 }

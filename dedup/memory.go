@@ -224,6 +224,22 @@ func (s *MemoryStore) Release(ctx context.Context, c Claim) error {
 	return nil
 }
 
+// Renew implements Store. A pending claim whose lease ended but that no
+// other copy took over (same token) is renewed too.
+func (s *MemoryStore) Renew(ctx context.Context, c Claim, lease time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m[c.Key]
+	if e == nil || e.rec.Done || e.rec.Token != c.Token || c.Token == "" {
+		return fmt.Errorf("%w (key %q)", ErrLostClaim, c.Key)
+	}
+	e.expires = time.Now().Add(lease)
+	return nil
+}
+
 // Len returns how many records the store holds, expired ones not yet
 // dropped included, and their size in bytes as counted for MaxBytes.
 func (s *MemoryStore) Len() (records int, bytes int64) {

@@ -30,6 +30,9 @@ import (
 //   - Get returns a live record, or ErrNotFound.
 //   - Release deletes the pending record of the claim, so that a later
 //     copy may run at once; it does nothing if the claim no longer holds.
+//   - Renew extends the lease of a pending claim to lease from now, while
+//     the claim still holds (the same token, still pending), fenced as
+//     Complete is; it never touches a completed record.
 //
 // Errors of the store itself (down, timed out) are returned as they are;
 // the Coordinator wraps them in ErrStoreUnavailable.
@@ -47,6 +50,10 @@ type Store interface {
 	Get(ctx context.Context, key string) (Record, error)
 	// Release deletes c's pending record if c still holds it.
 	Release(ctx context.Context, c Claim) error
+	// Renew makes c's pending claim hold for lease from now. It returns
+	// an error matching ErrLostClaim if c no longer holds the key, or
+	// holds it completed.
+	Renew(ctx context.Context, c Claim, lease time.Duration) error
 }
 
 // Claim is the result of Store.Claim.

@@ -192,61 +192,63 @@ func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServer
 	fp := dedup.FingerprintOf([]byte(info.FullMethod), b)
 	s := i.scope(ctx)
 	key = fmt.Sprintf("%d:%s:%s", len(s), s, key)
-	for range 3 {
-		cl, err := i.c.Acquire(ctx, key, fp)
-		if err != nil {
-			return nil, refusal(err)
-		}
-		if !cl.Won {
-			return i.replay(ctx, info.FullMethod, cl.Existing.Outcome)
-		}
-		resp, done, err := i.run(ctx, req, info, handler, cl)
-		if done {
-			return resp, err
-		}
+	cl, err := i.c.Acquire(ctx, key, fp)
+	if err != nil {
+		return nil, refusal(err)
 	}
-	return nil, status.Errorf(codes.Aborted, "%v: the claim was lost three times in a row; the lease is shorter than the handler's running time", dedup.ErrInProgress)
+	if !cl.Won {
+		return i.replay(ctx, info.FullMethod, cl.Existing.Outcome)
+	}
+	return i.run(ctx, req, info, handler, cl)
 }
 
-// run runs the handler under the claim; done is false when the claim was
-// lost and the reply discarded.
-func (i *Interceptor) run(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler, cl dedup.Claim) (resp any, done bool, err error) {
+// run runs the handler once under the claim, renewing its lease
+// meanwhile. If the claim was lost while it ran, the outcome stored by
+// the copy that took over is replayed instead of its reply (see
+// dedup.Coordinator.Settle).
+func (i *Interceptor) run(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler, cl dedup.Claim) (any, error) {
 	cctx := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	}
 	finished := false
+	stop := i.c.KeepAlive(ctx, cl)
 	defer func() {
+		stop()
 		if !finished {
 			c, cancel := cctx()
 			defer cancel()
 			_ = i.c.Release(c, cl)
 		}
 	}()
-	resp, err = handler(dedup.WithClaim(ctx, cl), req)
+	resp, err := handler(dedup.WithClaim(ctx, cl), req)
 	finished = true
+	stop()
 	c, cancel := cctx()
 	defer cancel()
+	settle := func(out dedup.Outcome, resp any, err error) (any, error) {
+		final, replayed, _ := i.c.Settle(c, cl, out)
+		if replayed && !out.TooLarge {
+			return i.replay(ctx, info.FullMethod, final)
+		}
+		return resp, err
+	}
 	if err != nil {
 		st := status.Convert(err)
 		if !i.keep(st.Code()) {
 			_ = i.c.Release(c, cl)
-			return nil, true, err
+			return nil, err
 		}
 		out := dedup.Outcome{Status: int(st.Code()), Body: []byte(st.Message())}
 		if b, merr := proto.Marshal(st.Proto()); merr == nil && len(b) <= i.max {
 			out.Header = map[string][]string{statusProtoHeader: {"1"}}
 			out.Body = b
 		}
-		cerr := i.c.Complete(c, cl, out)
-		if errors.Is(cerr, dedup.ErrLostClaim) {
-			return nil, false, nil
-		}
-		return nil, true, err
+		return settle(out, nil, err)
 	}
 	m, ok := resp.(proto.Message)
 	if !ok {
 		_ = i.c.Release(c, cl)
-		return nil, true, status.Errorf(codes.Internal, "dedupgrpc: the reply of %s is a %T, not a proto.Message", info.FullMethod, resp)
+		return nil, status.Errorf(codes.Internal, "dedupgrpc: the reply of %s is a %T, not a proto.Message", info.FullMethod, resp)
 	}
 	i.types.Store(info.FullMethod, m.ProtoReflect().Type())
 	out := dedup.Outcome{Status: int(codes.OK)}
@@ -254,16 +256,13 @@ func (i *Interceptor) run(ctx context.Context, req any, info *grpc.UnaryServerIn
 	switch {
 	case merr != nil:
 		_ = i.c.Release(c, cl)
-		return nil, true, status.Errorf(codes.Internal, "dedupgrpc: marshalling the reply: %v", merr)
+		return nil, status.Errorf(codes.Internal, "dedupgrpc: marshalling the reply: %v", merr)
 	case len(b) > i.max:
 		out.TooLarge = true
 	default:
 		out.Body = b
 	}
-	if cerr := i.c.Complete(c, cl, out); errors.Is(cerr, dedup.ErrLostClaim) && !out.TooLarge {
-		return nil, false, nil
-	}
-	return resp, true, nil
+	return settle(out, resp, nil)
 }
 
 func refusal(err error) error {

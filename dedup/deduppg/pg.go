@@ -90,7 +90,7 @@ type Store struct {
 	ttl    time.Duration
 	claims atomic.Int64
 
-	qInsert, qTakeover, qSelect, qGet, qComplete, qDone, qRelease, qPurge, qHeld string
+	qInsert, qTakeover, qSelect, qGet, qComplete, qDone, qRelease, qRenew, qPurge, qHeld string
 }
 
 var tableName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -155,6 +155,7 @@ func New(ctx context.Context, db DB, o Options) (*Store, error) {
 	s.qComplete = `UPDATE ` + t + ` SET done = true, outcome = $3, expires = ` + fmt.Sprintf(until, 4) + ` WHERE key = $1 AND token = $2 AND NOT done`
 	s.qDone = `SELECT 1 FROM ` + t + ` WHERE key = $1 AND token = $2 AND done`
 	s.qRelease = `DELETE FROM ` + t + ` WHERE key = $1 AND token = $2 AND NOT done`
+	s.qRenew = `UPDATE ` + t + ` SET expires = ` + fmt.Sprintf(until, 3) + ` WHERE key = $1 AND token = $2 AND NOT done`
 	s.qPurge = `DELETE FROM ` + t + ` WHERE key IN (SELECT key FROM ` + t + ` WHERE expires <= clock_timestamp() LIMIT $1)`
 	s.qHeld = `SELECT done, outcome FROM ` + t + ` WHERE key = $1 AND token = $2 FOR UPDATE`
 	return s, nil
@@ -302,6 +303,19 @@ func (s *Store) complete(ctx context.Context, db execer, c dedup.Claim, out dedu
 func (s *Store) Release(ctx context.Context, c dedup.Claim) error {
 	if _, err := s.db.Exec(ctx, s.qRelease, c.Key, c.Token); err != nil {
 		return fmt.Errorf("deduppg: release: %w", err)
+	}
+	return nil
+}
+
+// Renew implements dedup.Store. A claim whose lease ended but that no
+// other copy took over is renewed too.
+func (s *Store) Renew(ctx context.Context, c dedup.Claim, lease time.Duration) error {
+	tag, err := s.db.Exec(ctx, s.qRenew, c.Key, c.Token, lease.Microseconds())
+	if err != nil {
+		return fmt.Errorf("deduppg: renew: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w (key %q)", dedup.ErrLostClaim, c.Key)
 	}
 	return nil
 }

@@ -8,7 +8,8 @@
 // SET key value NX PX lease: atomic in Redis, and a holder that crashes
 // or stalls loses the key when Redis expires it. Complete and Release are
 // Lua scripts that compare the token and then write or delete, so they are
-// fenced and atomic; the outcome is stored with SET ... PX ttl. A claim
+// fenced and atomic; the outcome is stored with SET ... PX ttl, and Renew
+// extends a pending claim with PEXPIRE under the same comparison. A claim
 // whose lease ended is gone even if no other copy took over, so its late
 // Complete fails with dedup.ErrLostClaim.
 //
@@ -73,6 +74,15 @@ return 1
 var release = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 33) == 'P' .. ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+var renew = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 33) == 'P' .. ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
 return 0
 `)
 
@@ -168,6 +178,22 @@ func (s *Store) Release(ctx context.Context, c dedup.Claim) error {
 	}
 	if err := release.Run(ctx, s.rdb, []string{s.prefix + c.Key}, c.Token).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("dedupredis: release: %w", err)
+	}
+	return nil
+}
+
+// Renew implements dedup.Store: a script that compares the token and
+// sets the pending key's expiry to lease from now.
+func (s *Store) Renew(ctx context.Context, c dedup.Claim, lease time.Duration) error {
+	if !validToken(c.Token) {
+		return fmt.Errorf("%w (key %q)", dedup.ErrLostClaim, c.Key)
+	}
+	n, err := renew.Run(ctx, s.rdb, []string{s.prefix + c.Key}, c.Token, ttlArg(lease)).Int()
+	if err != nil {
+		return fmt.Errorf("dedupredis: renew: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w (key %q)", dedup.ErrLostClaim, c.Key)
 	}
 	return nil
 }

@@ -3,6 +3,11 @@ package dedupredis_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,5 +84,78 @@ func TestStoreDown(t *testing.T) {
 	}
 	if _, err := s.Claim(t.Context(), "k", dedup.FingerprintOf(), time.Second); err == nil {
 		t.Fatal("Claim on a stopped server succeeded")
+	}
+}
+
+// TestHandlerOutlastsLease: a handler behind the middleware runs past the
+// lease the claim was made with. The middleware renews the lease while
+// the handler runs, so the key stays held, a copy that arrives meanwhile
+// waits for the outcome, and no request runs the handler twice.
+func TestHandlerOutlastsLease(t *testing.T) {
+	t.Run("alone", func(t *testing.T) { outlastLease(t, false) })
+	t.Run("with a second copy", func(t *testing.T) { outlastLease(t, true) })
+}
+
+func outlastLease(t *testing.T, secondCopy bool) {
+	srv := redistest.Start(t, 1)[0]
+	rdb := client(t, srv.Addr)
+	const lease = 2 * time.Second
+	var runs atomic.Int64
+	entered := make(chan struct{})
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		if n == 1 {
+			close(entered)
+			// Run until the claim's lease was renewed three times (the
+			// handler has outlasted its first lease) or ended.
+			cl, _ := dedup.ClaimFromContext(r.Context())
+			key := dedupredis.DefaultPrefix + cl.Key
+			last, renewals := time.Duration(0), 0
+			for renewals < 3 {
+				ttl, err := rdb.PTTL(r.Context(), key).Result()
+				if err != nil || ttl < 0 {
+					break // the key is gone: its lease ended
+				}
+				if last != 0 && ttl > last {
+					renewals++
+				}
+				last = ttl
+				time.Sleep(5 * time.Millisecond) // a polling pause, not a wait for a deadline
+			}
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "run %d", n)
+	})
+	h, err := dedup.New(next, dedup.Config{Store: dedupredis.New(rdb, dedupredis.Options{}), Options: dedup.Options{Lease: lease}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequestWithContext(t.Context(), "POST", "/orders", strings.NewReader("x"))
+		r.Header.Set(dedup.HeaderKey, "k")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := make(chan *httptest.ResponseRecorder)
+	go func() { first <- post() }()
+	<-entered
+	if !secondCopy {
+		w := <-first
+		if n := runs.Load(); n != 1 || w.Code != http.StatusCreated || w.Body.String() != "run 1" {
+			t.Fatalf("the handler ran %d times, want 1; the client got %d %q", n, w.Code, w.Body)
+		}
+		return
+	}
+	second := post()
+	w := <-first
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times, want 1 (first: %d %q; second: %d %q)", n, w.Code, w.Body, second.Code, second.Body)
+	}
+	if w.Code != http.StatusCreated || w.Body.String() != "run 1" || w.Header().Get(dedup.HeaderReplayed) != "" {
+		t.Fatalf("first: %d %q %v", w.Code, w.Body, w.Header())
+	}
+	if second.Code != http.StatusCreated || second.Body.String() != "run 1" || second.Header().Get(dedup.HeaderReplayed) != "true" {
+		t.Fatalf("second: %d %q %v", second.Code, second.Body, second.Header())
 	}
 }

@@ -69,7 +69,7 @@ type Store struct {
 	table  string
 	claims atomic.Int64
 
-	qInsert, qTakeover, qSelect, qGet, qComplete, qDone, qRelease, qPurge, qHeld string
+	qInsert, qTakeover, qSelect, qGet, qComplete, qDone, qRelease, qRenew, qPurge, qHeld string
 }
 
 var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -131,6 +131,7 @@ func New(ctx context.Context, db *sql.DB, o Options) (*Store, error) {
 	s.qComplete = `UPDATE ` + t + ` SET done = 1, outcome = ?, expires = ? WHERE key = ? AND token = ? AND done = 0`
 	s.qDone = `SELECT 1 FROM ` + t + ` WHERE key = ? AND token = ? AND done = 1`
 	s.qRelease = `DELETE FROM ` + t + ` WHERE key = ? AND token = ? AND done = 0`
+	s.qRenew = `UPDATE ` + t + ` SET expires = ? WHERE key = ? AND token = ? AND done = 0`
 	s.qPurge = `DELETE FROM ` + t + ` WHERE key IN (SELECT key FROM ` + t + ` WHERE expires <= ? LIMIT ?)`
 	s.qHeld = `SELECT done, outcome FROM ` + t + ` WHERE key = ? AND token = ?`
 	return s, nil
@@ -260,6 +261,19 @@ func (s *Store) Complete(ctx context.Context, c dedup.Claim, out dedup.Outcome, 
 func (s *Store) Release(ctx context.Context, c dedup.Claim) error {
 	if _, err := s.db.ExecContext(ctx, s.qRelease, c.Key, c.Token); err != nil {
 		return fmt.Errorf("dedupsqlite: release: %w", err)
+	}
+	return nil
+}
+
+// Renew implements dedup.Store. A claim whose lease ended but that no
+// other copy took over is renewed too.
+func (s *Store) Renew(ctx context.Context, c dedup.Claim, lease time.Duration) error {
+	res, err := s.db.ExecContext(ctx, s.qRenew, now()+lease.Microseconds(), c.Key, c.Token)
+	if err != nil {
+		return fmt.Errorf("dedupsqlite: renew: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w (key %q)", dedup.ErrLostClaim, c.Key)
 	}
 	return nil
 }

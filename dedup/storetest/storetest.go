@@ -56,6 +56,8 @@ func Run(t *testing.T, newStore func(t *testing.T) dedup.Store) {
 		{"ReleaseFenced", releaseFenced},
 		{"LeaseExpiry", leaseExpiry},
 		{"LeaseHolds", leaseHolds},
+		{"Renew", renew},
+		{"RenewFenced", renewFenced},
 		{"TTLExpiry", ttlExpiry},
 		{"Fingerprints", fingerprints},
 		{"Keys", keys},
@@ -370,6 +372,62 @@ func leaseHolds(t *testing.T, s dedup.Store) {
 		if err != nil || c.Won {
 			t.Fatalf("Claim under a live lease = %+v, %v", c, err)
 		}
+	}
+}
+
+// renew: a claim made with a short lease and renewed for a long one
+// holds after the short lease would have ended.
+func renew(t *testing.T, s dedup.Store) {
+	start := time.Now()
+	c := mustClaim(t, s, "k-renew", fp("a"), short)
+	if err := s.Renew(ctx(t), c, long); err != nil {
+		t.Fatalf("Renew of a held claim: %v", err)
+	}
+	waitFor(t, "the short lease would have ended", func() (bool, error) { return time.Since(start) > 2*short, nil })
+	c2, err := s.Claim(ctx(t), "k-renew", fp("a"), long)
+	if err != nil || c2.Won || c2.Existing.Token != c.Token {
+		t.Fatalf("Claim after the renewed claim's first lease = %+v, %v; want the renewed claim to hold", c2, err)
+	}
+	if err := s.Complete(ctx(t), c, sampleOutcome(), long); err != nil {
+		t.Fatalf("Complete of the renewed claim: %v", err)
+	}
+}
+
+// renewFenced: Renew refuses a claim that was taken over, released or
+// completed, and touches neither the new holder's claim nor an outcome's
+// TTL.
+func renewFenced(t *testing.T, s dedup.Store) {
+	old := mustClaim(t, s, "k-renew2", fp("a"), short)
+	c := ClaimWhenFree(t, s, "k-renew2", fp("a"), long)
+	if err := s.Renew(ctx(t), old, long); !errors.Is(err, dedup.ErrLostClaim) {
+		t.Fatalf("Renew by the holder whose lease was taken over = %v, want ErrLostClaim", err)
+	}
+	if rec, err := s.Get(ctx(t), "k-renew2"); err != nil || rec.Token != c.Token {
+		t.Fatalf("after a refused Renew: %+v, %v", rec, err)
+	}
+	if err := s.Renew(ctx(t), dedup.Claim{Key: "k-renew2", Fingerprint: fp("a"), Won: true, Token: dedup.NewToken()}, long); !errors.Is(err, dedup.ErrLostClaim) {
+		t.Fatalf("Renew with another token = %v, want ErrLostClaim", err)
+	}
+	if err := s.Complete(ctx(t), c, sampleOutcome(), long); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Renew(ctx(t), c, short); !errors.Is(err, dedup.ErrLostClaim) {
+		t.Fatalf("Renew of a completed claim = %v, want ErrLostClaim", err)
+	}
+	start := time.Now()
+	waitFor(t, "the short lease would have ended", func() (bool, error) { return time.Since(start) > 2*short, nil })
+	if rec, err := s.Get(ctx(t), "k-renew2"); err != nil || !rec.Done {
+		t.Fatalf("a Renew of a completed record shortened its TTL: %+v, %v", rec, err)
+	}
+	r := mustClaim(t, s, "k-renew3", fp("a"), long)
+	if err := s.Release(ctx(t), r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Renew(ctx(t), r, long); !errors.Is(err, dedup.ErrLostClaim) {
+		t.Fatalf("Renew of a released claim = %v, want ErrLostClaim", err)
+	}
+	if _, err := s.Get(ctx(t), "k-renew3"); !errors.Is(err, dedup.ErrNotFound) {
+		t.Fatalf("Renew of a released claim brought it back: %v", err)
 	}
 }
 
