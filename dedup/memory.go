@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"container/heap"
 	"container/list"
 	"context"
 	"crypto/rand"
@@ -34,7 +35,9 @@ type MemoryOptions struct {
 // shared store (packages dedupsqlite, deduppg, dedupredis).
 //
 // It is bounded: when a new record would exceed MaxEntries or MaxBytes,
-// expired records go first, then completed ones, oldest first. Evicting a
+// expired records go first (the one that expired first), then completed
+// ones, oldest first; finding each takes O(log n) of the records, so a
+// full store costs a claim about what an empty one does. Evicting a
 // completed record early means a copy arriving afterwards runs again, so
 // size the bounds for the TTL and the write rate. Pending claims are never
 // evicted: when only they are left, Claim fails with ErrFull (and the
@@ -49,7 +52,8 @@ type MemoryStore struct {
 
 	mu    sync.Mutex
 	m     map[string]*memEntry
-	order *list.List // of *memEntry, oldest claim or completion first
+	byExp expiryHeap // every record, the one that expires first on top
+	done  *list.List // of *memEntry, the completed records, oldest completion first
 	bytes int64
 }
 
@@ -57,7 +61,33 @@ type memEntry struct {
 	rec     Record
 	expires time.Time
 	size    int64
-	elem    *list.Element
+	idx     int           // index in byExp
+	elem    *list.Element // in done, when rec.Done
+}
+
+// expiryHeap is a min-heap of records by expiry (container/heap), so that
+// the store finds an expired record to evict in O(log n), where a scan of
+// every record took O(n) under the lock.
+type expiryHeap []*memEntry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *expiryHeap) Push(x any) {
+	e := x.(*memEntry)
+	e.idx = len(*h)
+	*h = append(*h, e)
+}
+func (h *expiryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	e.idx = -1
+	return e
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -68,7 +98,7 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
-	return &MemoryStore{maxEntries: o.MaxEntries, maxBytes: o.MaxBytes, m: map[string]*memEntry{}, order: list.New()}
+	return &MemoryStore{maxEntries: o.MaxEntries, maxBytes: o.MaxBytes, m: map[string]*memEntry{}, done: list.New()}
 }
 
 // NewToken returns a random claim token: 128 bits in hexadecimal. Stores
@@ -92,28 +122,39 @@ func (s *MemoryStore) live(key string, now time.Time) *memEntry {
 	return e
 }
 
+// add puts e in the store.
+func (s *MemoryStore) add(e *memEntry) {
+	s.m[e.rec.Key] = e
+	heap.Push(&s.byExp, e)
+	if e.rec.Done {
+		e.elem = s.done.PushBack(e)
+	}
+	s.bytes += e.size
+}
+
 func (s *MemoryStore) remove(e *memEntry) {
 	delete(s.m, e.rec.Key)
-	s.order.Remove(e.elem)
+	heap.Remove(&s.byExp, e.idx)
+	if e.elem != nil {
+		s.done.Remove(e.elem)
+		e.elem = nil
+	}
 	s.bytes -= e.size
 }
 
-// makeRoom evicts records until one of size more fits.
+// makeRoom evicts records until one of size more fits: the record that
+// expired first, while one has; then the oldest completed one. Each
+// eviction is O(log n).
 func (s *MemoryStore) makeRoom(size int64, now time.Time) error {
 	if size > s.maxBytes {
 		return fmt.Errorf("%w: a record of %d bytes exceeds MaxBytes (%d)", ErrFull, size, s.maxBytes)
 	}
 	for len(s.m)+1 > s.maxEntries || s.bytes+size > s.maxBytes {
 		var victim *memEntry
-		for el := s.order.Front(); el != nil; el = el.Next() {
-			e := el.Value.(*memEntry)
-			if !now.Before(e.expires) {
-				victim = e
-				break
-			}
-			if victim == nil && e.rec.Done {
-				victim = e // the oldest completed record, unless an expired one comes
-			}
+		if len(s.byExp) > 0 && !now.Before(s.byExp[0].expires) {
+			victim = s.byExp[0]
+		} else if el := s.done.Front(); el != nil {
+			victim = el.Value.(*memEntry)
 		}
 		if victim == nil {
 			return fmt.Errorf("%w (%d records, %d bytes)", ErrFull, len(s.m), s.bytes)
@@ -150,10 +191,7 @@ func (s *MemoryStore) Claim(ctx context.Context, key string, fp Fingerprint, lea
 		return Claim{}, err
 	}
 	tok := NewToken()
-	e := &memEntry{rec: Record{Key: key, Fingerprint: fp, Token: tok}, expires: now.Add(lease), size: size}
-	e.elem = s.order.PushBack(e)
-	s.m[key] = e
-	s.bytes += size
+	s.add(&memEntry{rec: Record{Key: key, Fingerprint: fp, Token: tok}, expires: now.Add(lease), size: size})
 	return Claim{Key: key, Fingerprint: fp, Won: true, Token: tok}, nil
 }
 
@@ -182,18 +220,14 @@ func (s *MemoryStore) Complete(ctx context.Context, c Claim, out Outcome, ttl ti
 	s.remove(e)
 	if err := s.makeRoom(size, now); err != nil {
 		// Put the claim back: it still holds until its lease ends.
-		e.elem = s.order.PushBack(e)
-		s.m[c.Key] = e
-		s.bytes += e.size
+		s.add(e)
 		return err
 	}
 	e.rec.Done = true
 	e.rec.Outcome = copyOutcome(out)
 	e.expires = now.Add(ttl)
 	e.size = size
-	e.elem = s.order.PushBack(e)
-	s.m[c.Key] = e
-	s.bytes += size
+	s.add(e)
 	return nil
 }
 
@@ -237,6 +271,7 @@ func (s *MemoryStore) Renew(ctx context.Context, c Claim, lease time.Duration) e
 		return fmt.Errorf("%w (key %q)", ErrLostClaim, c.Key)
 	}
 	e.expires = time.Now().Add(lease)
+	heap.Fix(&s.byExp, e.idx)
 	return nil
 }
 

@@ -125,3 +125,34 @@ func TestMemoryStoreCancelledContext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMemoryStoreEvictsByExpiry: the record evicted first is the one that
+// expired first, as a renewal left it: a renewed claim holds while one
+// with a shorter lease, made after it, has expired and goes.
+func TestMemoryStoreEvictsByExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		s := dedup.NewMemoryStore(dedup.MemoryOptions{MaxEntries: 2})
+		fp := dedup.FingerprintOf([]byte("a"))
+		a, err := s.Claim(ctx, "a", fp, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, "b", fp, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Renew(ctx, a, 2*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour) // b's lease ends; a's renewed one holds
+		if c, err := s.Claim(ctx, "c", fp, time.Hour); err != nil || !c.Won {
+			t.Fatalf("claim in a store whose one expired record could go: %+v, %v", c, err)
+		}
+		if rec, err := s.Get(ctx, "a"); err != nil || rec.Token != a.Token {
+			t.Fatalf("the renewed claim was evicted: %+v, %v", rec, err)
+		}
+		if n, _ := s.Len(); n != 2 {
+			t.Fatalf("%d records, want 2", n)
+		}
+	})
+}
