@@ -29,6 +29,27 @@ const firstPoll = time.Millisecond
 // ErrInProgress: a bound for a pathological store, not a timing guess.
 const maxClaimRounds = 1000
 
+// InProgress says what a copy does that finds its key claimed by another
+// copy that is still running.
+type InProgress int
+
+const (
+	// WaitInProgress, the default, makes the copy wait for the running
+	// copy's outcome (bounded by its own context) and replay it. Hedged
+	// writes need this: a hedge copy arrives while the first copy runs,
+	// and its client takes whichever answer comes first, so a hedge
+	// answered 409 at once would win the race with a refusal; waiting, it
+	// brings the first copy's outcome (or runs the write itself if the
+	// first copy's holder crashes and its lease ends).
+	WaitInProgress InProgress = iota
+	// RefuseInProgress refuses the copy at once with ErrInProgress (HTTP:
+	// 409 Conflict with Retry-After; gRPC: Aborted), as the IETF draft on
+	// the Idempotency-Key header describes. It suits clients that retry
+	// on their own schedule rather than hedge, and would rather be told
+	// than hold a connection while the first copy runs.
+	RefuseInProgress
+)
+
 // Options configures a Coordinator. The zero value uses the defaults.
 type Options struct {
 	// Lease is how long a claim holds without being completed or
@@ -45,6 +66,10 @@ type Options struct {
 	// woken at once; copies in other processes are seen at the next
 	// read. Zero means DefaultPollInterval.
 	PollInterval time.Duration
+	// InProgress says what a copy does that finds its key held by a
+	// running copy: wait for its outcome (WaitInProgress, the default)
+	// or be refused at once (RefuseInProgress).
+	InProgress InProgress
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -60,6 +85,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PollInterval == 0 {
 		o.PollInterval = DefaultPollInterval
+	}
+	if o.InProgress != WaitInProgress && o.InProgress != RefuseInProgress {
+		errs = append(errs, fmt.Errorf("dedup: InProgress is %d: use WaitInProgress or RefuseInProgress", o.InProgress))
 	}
 	if o.TTL < o.Lease {
 		errs = append(errs, fmt.Errorf("dedup: TTL (%v) is shorter than Lease (%v): an outcome must be kept at least as long as a claim", o.TTL, o.Lease))
@@ -122,9 +150,10 @@ func (c *Coordinator) Options() Options { return c.opt }
 // when the holder is in this process, and reads the store with pauses
 // growing to Options.PollInterval otherwise. If the holder's lease ends
 // (it crashed or stalled) or it releases the claim, Acquire claims the key
-// itself.
+// itself. With Options.InProgress set to RefuseInProgress it does not
+// wait, and returns an error matching ErrInProgress at once.
 func (c *Coordinator) Acquire(ctx context.Context, key string, fp Fingerprint) (Claim, error) {
-	return c.acquire(ctx, key, fp, true)
+	return c.acquire(ctx, key, fp, c.opt.InProgress == WaitInProgress)
 }
 
 // acquire is Acquire; wait says whether a copy that finds the key held

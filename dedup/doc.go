@@ -7,7 +7,8 @@
 // per user intent; the Idempotency-Key header with hedgehttp's
 // HedgeKeyedWrites), and every copy carries it. New wraps an
 // http.Handler; package dedupgrpc does the same for gRPC unary calls.
-// Requests without a key pass through untouched.
+// Requests without a key pass through untouched, unless Config.RequireKey
+// says a write must carry one.
 //
 // # How a keyed request is handled
 //
@@ -52,6 +53,16 @@
 //     claim, since that could be a duplicate.
 //   - A copy's context ends while another copy still holds the claim:
 //     409 Conflict with Retry-After (the client has usually gone by then).
+//     With Options.InProgress set to RefuseInProgress a copy that finds
+//     the key held gets that 409 at once, as the IETF draft describes,
+//     instead of waiting. Waiting (WaitInProgress) is the default because
+//     the package exists for hedged writes: a hedge copy arrives while
+//     the first runs, and its client takes the first answer, so a 409 at
+//     once would beat the real outcome to it. Clients that only retry,
+//     on their own schedule, may prefer to be told at once.
+//   - With Config.RequireKey, a write (any method but GET, HEAD, OPTIONS
+//     and TRACE) without a key: 400 Bad Request, saying that the
+//     resource requires the Idempotency-Key header.
 //   - The first response's body exceeded MaxStoredBody: that response is
 //     sent to its client in full, but only a marker is stored, and later
 //     copies get 409 with ErrOutcomeTooLarge's message, rather than a

@@ -76,6 +76,12 @@ type Config struct {
 	// client certificate), not the Host. A Scope that returns a constant
 	// makes one namespace for all.
 	Scope func(*http.Request) string
+	// RequireKey refuses a request without an idempotency key with 400
+	// Bad Request, unless its method is safe (GET, HEAD, OPTIONS,
+	// TRACE), as the IETF draft on the Idempotency-Key header lets a
+	// resource require one. False lets requests without a key pass
+	// through untouched.
+	RequireKey bool
 	// Keep reports whether a response with this status is stored and
 	// replayed. A response that is not kept releases the claim, so that a
 	// retry runs the handler again. Nil means DefaultKeep: 2xx and 3xx
@@ -97,6 +103,7 @@ type Handler struct {
 	headers   []string
 	scope     func(*http.Request) string
 	keep      func(int) bool
+	require   bool
 }
 
 // New returns the middleware over next. The error lists every mistake in
@@ -129,6 +136,7 @@ func New(next http.Handler, cfg Config) (*Handler, error) {
 		headers:   cfg.StoredHeaders,
 		scope:     cfg.Scope,
 		keep:      cfg.Keep,
+		require:   cfg.RequireKey,
 	}
 	if h.maxKey == 0 {
 		h.maxKey = DefaultMaxKeyLen
@@ -163,6 +171,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if key == "" {
+		if h.require && !safeMethod(r.Method) {
+			http.Error(w, "dedup: this resource requires an "+HeaderKey+" header: send a unique key per operation, such as a UUID, and the same key with every retry", http.StatusBadRequest)
+			return
+		}
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -251,6 +263,16 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, cl Claim, body []b
 	// told what happened either way; in the second case the claim ends
 	// with its lease.
 	rec.flush()
+}
+
+// safeMethod reports the methods that RequireKey lets through without a
+// key: those that do not write (RFC 9110, section 9.2.1).
+func safeMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
 }
 
 // refuse answers a request that cannot run.

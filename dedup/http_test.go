@@ -576,3 +576,53 @@ func TestMiddlewareRenewsLease(t *testing.T) {
 		}
 	})
 }
+
+// TestMiddlewareRefuseInProgress: with RefuseInProgress a copy that finds
+// its key held by a running copy is answered 409 at once, without
+// waiting; once the first copy's outcome is stored, copies replay it.
+func TestMiddlewareRefuseInProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := &orders{block: make(chan struct{})}
+		h := newMiddleware(t, o, dedup.Config{Options: dedup.Options{InProgress: dedup.RefuseInProgress}})
+		first := make(chan *httptest.ResponseRecorder)
+		go func() { first <- serve(h, request(t.Context(), "POST", "/orders", "k", "x")) }()
+		synctest.Wait()
+		w := serve(h, request(t.Context(), "POST", "/orders", "k", "x")) // returns while the first still runs
+		if w.Code != http.StatusConflict || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "still in progress") {
+			t.Fatalf("a copy while the first runs: %d %q %v", w.Code, w.Body, w.Header())
+		}
+		close(o.block)
+		if w := <-first; w.Code != http.StatusCreated {
+			t.Fatalf("first: %d", w.Code)
+		}
+		if w := serve(h, request(t.Context(), "POST", "/orders", "k", "x")); w.Code != http.StatusCreated || w.Header().Get(dedup.HeaderReplayed) != "true" {
+			t.Fatalf("after the outcome: %d %v", w.Code, w.Header())
+		}
+		if n := o.runs.Load(); n != 1 {
+			t.Fatalf("%d runs, want 1", n)
+		}
+	})
+}
+
+// TestMiddlewareRequireKey: with RequireKey a write without a key is
+// refused with 400; safe methods pass without one.
+func TestMiddlewareRequireKey(t *testing.T) {
+	o := &orders{}
+	h := newMiddleware(t, o, dedup.Config{RequireKey: true})
+	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		if w := serve(h, request(t.Context(), m, "/orders", "", "x")); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), dedup.HeaderKey) {
+			t.Fatalf("%s without a key: %d %q", m, w.Code, w.Body)
+		}
+	}
+	if o.runs.Load() != 0 {
+		t.Fatal("a write without a key ran")
+	}
+	for _, m := range []string{"GET", "HEAD", "OPTIONS"} {
+		if w := serve(h, request(t.Context(), m, "/orders", "", "")); w.Code != http.StatusCreated {
+			t.Fatalf("%s without a key: %d", m, w.Code)
+		}
+	}
+	if w := serve(h, request(t.Context(), "POST", "/orders", "k", "x")); w.Code != http.StatusCreated {
+		t.Fatalf("POST with a key: %d", w.Code)
+	}
+}

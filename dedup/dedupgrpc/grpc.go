@@ -33,7 +33,9 @@
 //   - Unavailable: the store failed; the interceptor fails closed and never
 //     runs a call it could not claim;
 //   - Aborted: another copy still holds the claim and this call's context
-//     ended first;
+//     ended first, or at once with dedup.RefuseInProgress;
+//   - InvalidArgument too, with Config.RequireKey, for a call without a
+//     key;
 //   - AlreadyExists: the call ran, but its reply was too large to store,
 //     so it cannot be replayed.
 //
@@ -92,6 +94,11 @@ type Config struct {
 	// credentials the call carries. A Scope that returns a constant makes
 	// one namespace for all.
 	Scope func(ctx context.Context) string
+	// RequireKey refuses a call without an idempotency key with
+	// InvalidArgument. It applies to every call through the interceptor:
+	// install it on the servers (or chains) of the methods that write.
+	// False lets calls without a key pass through untouched.
+	RequireKey bool
 	// Keep reports whether an error status the handler returned is stored
 	// and replayed, details included. Nil keeps none (see the package
 	// doc). Never keep Unauthenticated, PermissionDenied,
@@ -108,6 +115,7 @@ type Interceptor struct {
 	max    int
 	scope  func(context.Context) string
 	keep   func(codes.Code) bool
+	req    bool
 	types  sync.Map // full method -> protoreflect.MessageType
 }
 
@@ -124,7 +132,7 @@ func New(cfg Config) (*Interceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	i := &Interceptor{c: c, maxKey: cfg.MaxKeyLen, max: cfg.MaxStoredReply, scope: cfg.Scope, keep: cfg.Keep}
+	i := &Interceptor{c: c, maxKey: cfg.MaxKeyLen, max: cfg.MaxStoredReply, scope: cfg.Scope, keep: cfg.Keep, req: cfg.RequireKey}
 	if i.max == 0 {
 		i.max = dedup.DefaultMaxStoredBody
 	}
@@ -168,6 +176,9 @@ func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServer
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get(MetadataKey)
 	if len(vals) == 0 {
+		if i.req {
+			return nil, status.Errorf(codes.InvalidArgument, "dedupgrpc: %s requires the %s metadata: send a unique key per operation, such as a UUID, and the same key with every retry", info.FullMethod, MetadataKey)
+		}
 		return handler(ctx, req)
 	}
 	var key string

@@ -304,3 +304,41 @@ func TestDefaultScopeCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestRefuseInProgress: with RefuseInProgress a copy that finds its key
+// held is answered Aborted at once.
+func TestRefuseInProgress(t *testing.T) {
+	svc := &service{block: make(chan struct{}), entered: make(chan struct{}, 1)}
+	c := start(t, svc, dedupgrpc.Config{Options: dedup.Options{InProgress: dedup.RefuseInProgress}})
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := call(t, c, "k", 1)
+		done <- err
+	}()
+	<-svc.entered
+	if _, _, err := call(t, c, "k", 1); status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "still in progress") {
+		t.Fatalf("a copy while the first runs: %v", err)
+	}
+	close(svc.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := svc.runs.Load(); n != 1 {
+		t.Fatalf("%d runs, want 1", n)
+	}
+}
+
+// TestRequireKey: with RequireKey a call without a key is refused.
+func TestRequireKey(t *testing.T) {
+	svc := &service{}
+	c := start(t, svc, dedupgrpc.Config{RequireKey: true})
+	if _, _, err := call(t, c, "", 1); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), dedupgrpc.MetadataKey) {
+		t.Fatal(err)
+	}
+	if _, _, err := call(t, c, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := svc.runs.Load(); n != 1 {
+		t.Fatalf("%d runs, want 1", n)
+	}
+}
