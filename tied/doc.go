@@ -59,12 +59,14 @@
 // Availability comes before exactly-once. A claim that is not answered in
 // time (the peer is down, hung, or too slow) does not stop the copy: it
 // starts anyway (Stats.ClaimsFailed), and may then run twice, as a hedge
-// would. After three failures in a row to a peer, copies whose sibling
-// is there start without claiming for Config.ClaimBackoff
-// (Stats.ClaimsSkipped), so that a dead peer costs a few ClaimTimeouts
-// per backoff rather than one per request; so do copies beyond
-// Config.MaxClaimsInFlight and after Close. Only these unclaimed starts
-// can be duplicated.
+// would. After a claim to a peer fails, only one claim at a time is sent
+// to that peer, a probe, until one is answered again, and copies whose
+// sibling is there start without claiming meanwhile
+// (Stats.ClaimsSkipped); after three failures in a row, probes are
+// Config.ClaimBackoff apart. So a dead or hung peer makes one copy wait
+// ClaimTimeout per probe rather than every copy; copies beyond
+// Config.MaxClaimsInFlight and after Close start without claiming too.
+// Only these unclaimed starts can be duplicated.
 //
 // The price is one round trip between servers before every tied copy
 // starts (Stats.ClaimLatencySum, ClaimLatencies; on loopback 0.2-0.7 ms

@@ -92,12 +92,16 @@ type Config struct {
 	// claim is not answered in time starts anyway (Stats.ClaimsFailed).
 	// Zero means DefaultClaimTimeout.
 	ClaimTimeout time.Duration
-	// ClaimBackoff is how long, after three claims in a row to a peer
-	// failed, copies whose sibling is on that peer start without
-	// claiming (Stats.ClaimsSkipped), so that a dead or hung peer costs
-	// a few ClaimTimeouts per ClaimBackoff rather than one per request;
-	// then one claim tries again. Zero means DefaultClaimBackoff;
-	// negative means no backoff.
+	// ClaimBackoff is the time between probes of a peer that failed to
+	// answer three claims in a row. After a claim to a peer fails (it is
+	// not answered within ClaimTimeout, or answered with an error), only
+	// one claim at a time is sent to that peer, a probe, until one is
+	// answered again; copies whose sibling is there start without
+	// claiming meanwhile (Stats.ClaimsSkipped). So a dead or hung peer
+	// makes one copy wait ClaimTimeout per ClaimBackoff plus
+	// ClaimTimeout, not one per request. Zero means DefaultClaimBackoff;
+	// negative means none: the next copy probes as soon as a probe
+	// failed, still one at a time.
 	ClaimBackoff time.Duration
 	// ClaimAhead is how many of the next requests of the queue, when
 	// they are tied copies, claim their tie while still queued, each
@@ -174,11 +178,13 @@ type Server struct {
 // peer is what a Server knows of one of its Peers.
 type peer struct {
 	failures  atomic.Int64 // consecutive failed claims
-	skipUntil atomic.Int64 // Unix nanoseconds: no claims before
+	skipUntil atomic.Int64 // Unix nanoseconds: no probe before
+	probing   atomic.Bool  // after a failure: the one claim in flight
 }
 
 // backoffAfter is how many consecutive failed claims to a peer start its
-// ClaimBackoff: one slow answer under a burst of load does not.
+// ClaimBackoff between probes: one slow answer under a burst of load
+// does not, and the next copy probes at once.
 const backoffAfter = 3
 
 type counters struct {
@@ -508,8 +514,16 @@ func (s *Server) claim(ctx context.Context, w *waiter) (func(), error) {
 	tt, t := w.t, w.tie
 	s.event("claiming")
 	p := s.peers[t.Sibling]
-	acquired := false
-	if s.backoff == 0 || s.now().UnixNano() >= p.skipUntil.Load() {
+	acquired, probe := false, false
+	mayClaim := true
+	if p.failures.Load() > 0 {
+		// The peer failed to answer its last claim: one claim at a time
+		// probes it, after ClaimBackoff once it failed backoffAfter
+		// times in a row.
+		mayClaim = (s.backoff == 0 || s.now().UnixNano() >= p.skipUntil.Load()) && p.probing.CompareAndSwap(false, true)
+		probe = mayClaim
+	}
+	if mayClaim {
 		select {
 		case s.claimSem <- struct{}{}:
 			acquired = true
@@ -529,9 +543,17 @@ func (s *Server) claim(ctx context.Context, w *waiter) (func(), error) {
 	if sent {
 		verdict, err = s.sendClaim(ctx, tt, t)
 		<-s.claimSem
-		if err == nil {
+		switch {
+		case err == nil:
 			p.failures.Store(0)
+		case ctx.Err() == nil: // unanswered, not given up
+			if p.failures.Add(1) >= backoffAfter && s.backoff > 0 {
+				p.skipUntil.Store(s.now().Add(s.backoff).UnixNano())
+			}
 		}
+	}
+	if probe {
+		p.probing.Store(false)
 	}
 
 	s.mu.Lock()
@@ -568,9 +590,6 @@ func (s *Server) claim(ctx context.Context, w *waiter) (func(), error) {
 		s.c.skipped.Add(1)
 	case err != nil:
 		s.c.failed.Add(1)
-		if p.failures.Add(1) >= backoffAfter && s.backoff > 0 {
-			p.skipUntil.Store(now.Add(s.backoff).UnixNano())
-		}
 	default:
 		s.c.won.Add(1)
 	}

@@ -641,6 +641,10 @@ func TestParseTie(t *testing.T) {
 	}{
 		{"", "", Tie{}, true},
 		{id, "HTTP://Host:1/", Tie{ID: id, Sibling: "http://host:1"}, true},
+		{id, "HTTP://Host:1/Svc/B/", Tie{ID: id, Sibling: "http://host:1/Svc/B"}, true},
+		{id, "Host:9090", Tie{ID: id, Sibling: "host:9090"}, true},
+		{id, "https://User:Pw@Host/P?Q=1", Tie{ID: id, Sibling: "https://User:Pw@host/P?Q=1"}, true},
+		{id, "[FE80::1]:9090/X", Tie{ID: id, Sibling: "[fe80::1]:9090/X"}, true},
 		{id, "", Tie{}, false},
 		{"", "http://h", Tie{}, false},
 		{"short", "http://h", Tie{}, false},
@@ -766,5 +770,127 @@ func TestClaimAhead(t *testing.T) {
 	}
 	if sa.Dropped != 1 || sa.ClaimsEarly != 2 || sa.Started != 0 {
 		t.Errorf("A: %+v, want its copy dropped on arrival", sa)
+	}
+}
+
+// peerPair starts servers A and B on loopback, each the other's only
+// peer, with workers each, running ap. B is reached at its base URL plus
+// bPath, and serves through wrapB (given B's middleware). The servers
+// stop at the test's cleanup.
+func peerPair(t *testing.T, ap *app, workers int, bPath string, wrapB func(http.Handler) http.Handler) (a, b *Server, aURL, bURL string) {
+	t.Helper()
+	bTS := httptest.NewUnstartedServer(nil)
+	bURL = "http://" + bTS.Listener.Addr().String() + bPath
+	a, err := NewServer(Config{Workers: workers, Secret: testSecret, Peers: []string{bURL + "/"}, ClaimTimeout: hang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aTS := httptest.NewServer(a.Handler(ap.handler(0)))
+	b, err = NewServer(Config{Workers: workers, Secret: testSecret, Peers: []string{aTS.URL}, ClaimTimeout: hang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bTS.Config.Handler = wrapB(b.Handler(ap.handler(1)))
+	bTS.Start()
+	t.Cleanup(func() {
+		aTS.Close()
+		bTS.Close()
+		a.Close()
+		b.Close()
+	})
+	return a, b, aTS.URL, bURL
+}
+
+// A peer's base URL may have a path, whose case matters (only the scheme
+// and host are case-insensitive): claims reach the peer mounted there.
+func TestClaimToPeerWithPath(t *testing.T) {
+	ap := newApp()
+	a, b, aURL, bURL := peerPair(t, ap, 1, "/Svc/B", func(h http.Handler) http.Handler {
+		mux := http.NewServeMux()
+		mux.Handle("/Svc/B/", http.StripPrefix("/Svc/B", h))
+		return mux
+	})
+	client := newClient(t)
+	// The client writes the scheme in capitals, with a trailing slash.
+	sibling := "HTTP" + strings.TrimPrefix(bURL, "http") + "/"
+	if r := recv(t, send(context.Background(), client, aURL, "tied-a", NewID(), sibling)); r.code != 200 {
+		t.Fatalf("copy on A: %+v", r)
+	}
+	if st := a.Stats(); st.ClaimsWon != 1 || st.ClaimsFailed != 0 || st.UnknownSibling != 0 {
+		t.Errorf("A: %+v, want its claim won at %s", st, bURL)
+	}
+	if st := b.Stats(); st.ClaimsEarly != 1 {
+		t.Errorf("B: %+v, want the claim received", st)
+	}
+}
+
+// After a claim to a peer goes unanswered, one claim at a time probes
+// it: copies that come while the probe is in flight start without
+// claiming, and once the peer answers again every copy claims.
+func TestClaimProbeAfterFailure(t *testing.T) {
+	ap := newApp()
+	arrived := make(chan struct{})
+	verdicts := make(chan bool) // false: answer 503; true: let the peer answer
+	stop := make(chan struct{})
+	a, _, aURL, bURL := peerPair(t, ap, 4, "", func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case arrived <- struct{}{}:
+			case <-stop:
+				return
+			}
+			select {
+			case ok := <-verdicts:
+				if !ok {
+					http.Error(w, "unavailable", http.StatusServiceUnavailable)
+					return
+				}
+			case <-stop:
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	t.Cleanup(func() { close(stop) }) // before the servers close
+	client := newClient(t)
+	ctx := context.Background()
+	tiedCopy := func(name string) <-chan reply { return send(ctx, client, aURL, name, NewID(), bURL) }
+	answer := func(ok bool) {
+		t.Helper()
+		await(t, arrived, "a claim at the peer")
+		verdicts <- ok
+	}
+
+	first := tiedCopy("t0")
+	answer(false) // the peer fails to answer
+	if r := recv(t, first); r.code != 200 {
+		t.Fatalf("t0: %+v, want it run after its claim failed", r)
+	}
+	probe := tiedCopy("t1")
+	await(t, arrived, "the probe at the peer")
+	for _, name := range []string{"t2", "t3"} {
+		ch := tiedCopy(name)
+		select {
+		case r := <-ch:
+			if r.code != 200 {
+				t.Fatalf("%s: %+v, want 200, started unclaimed", name, r)
+			}
+		case <-arrived:
+			t.Fatalf("%s sent a second claim to the peer while the probe was in flight", name)
+		case <-time.After(hang):
+			t.Fatalf("%s: no reply", name)
+		}
+	}
+	verdicts <- true // the probe is answered
+	if r := recv(t, probe); r.code != 200 {
+		t.Fatalf("t1: %+v", r)
+	}
+	last := tiedCopy("t4")
+	answer(true)
+	if r := recv(t, last); r.code != 200 {
+		t.Fatalf("t4: %+v", r)
+	}
+	if st := a.Stats(); st.ClaimsFailed != 1 || st.ClaimsSkipped != 2 || st.ClaimsWon != 2 || st.TiedStarted != 5 {
+		t.Errorf("A: %+v, want 1 claim failed, 2 skipped during the probe, 2 won", st)
 	}
 }

@@ -130,11 +130,28 @@ func idChar(c byte) bool {
 }
 
 // NormalizeAddr returns a peer address in the form in which Config.Peers
-// and SiblingHeader are compared: in lower case, without trailing slashes.
-// It refuses an empty address, one longer than 256 bytes, and one with
-// spaces or control characters.
+// and SiblingHeader are compared: without trailing slashes, and with the
+// scheme (before "://", if there is one) and the host (up to the first
+// '/', '?' or '#' after it; user information before an '@' excepted) in
+// lower case. The rest, such as a base URL's path, is kept as written:
+// "HTTP://Node-2:8080/Svc/" becomes "http://node-2:8080/Svc". It refuses
+// an empty address, one longer than 256 bytes, and one with spaces or
+// control characters.
 func NormalizeAddr(addr string) (string, error) {
-	a := strings.ToLower(strings.TrimRight(addr, "/"))
+	a := strings.TrimRight(addr, "/")
+	scheme, rest, ok := strings.Cut(a, "://")
+	if !ok {
+		scheme, rest = "", a
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	user := strings.LastIndexByte(rest[:end], '@') + 1
+	a = rest[:user] + strings.ToLower(rest[user:end]) + rest[end:]
+	if ok {
+		a = strings.ToLower(scheme) + "://" + a
+	}
 	if a == "" {
 		return "", errors.New("empty address: name the sibling's server, as in Config.Peers")
 	}
