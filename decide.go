@@ -364,6 +364,20 @@ func (p *Policy) Check(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 	return Allowed
 }
 
+// Failover decides whether a copy may go at now in place of one that
+// never reached its server (see ErrNotSent), and counts it in the Plan if
+// so. Only Check's rules apply, as for any copy after a failure: such a
+// copy is the request itself, sent again, and takes no budget token nor
+// in-flight slot, and the spare-capacity and payoff rules, which are about
+// bets on slowness, do not see it.
+func (p *Policy) Failover(pl *Plan, now time.Duration) Refusal {
+	if why := p.Check(pl, now, true); why != Allowed {
+		return why
+	}
+	pl.Copies++
+	return Allowed
+}
+
 // ChecksLoad reports whether Admit looks at the load of the copy's
 // replica: whether an engine should pick the replica before Admit.
 func (p *Policy) ChecksLoad() bool { return p.maxLoad >= 0 }

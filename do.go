@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -151,6 +152,10 @@ type copyState struct {
 	replica int32
 	hedge   bool // holds a MaxHedgesInFlight slot
 	done    bool // the copy's function has returned
+	probe   bool // the probe of a replica on probation
+	// failover marks a copy sent in place of one that never reached its
+	// server (ErrNotSent): the request itself, sent again, not a hedge.
+	failover bool
 }
 
 // stop cancels the copy's context, if Do made one for it.
@@ -177,7 +182,7 @@ func (cs *copyState) stopFunc() func() {
 // DoHeld's release.
 func (c *call[T]) run() (T, func(), error) {
 	c.mu.Lock()
-	ctx, a := c.launch(0, c.plan.Start, -1)
+	ctx, a := c.launch(0, c.plan.Start, -1, false)
 	// Copies due now (a zero delay) go at once, as far as the Policy
 	// allows; later ones on the timer. Arm it only now, under the lock:
 	// it must find the primary launched.
@@ -196,25 +201,57 @@ func (c *call[T]) run() (T, func(), error) {
 	return c.result()
 }
 
-// pick returns the replica for copy i, by the Hedger's Picker. c.mu is
-// held.
-func (c *call[T]) pick(i int) int {
-	var held [HardMaxAttempts]int
+// pick returns the replica for copy i at now, by the Hedger's Picker,
+// and whether the copy is the probe of a replica on probation (see
+// ProbationFailures), which the copy must give back (probation.ended) if
+// it does not go. c.mu is held.
+func (c *call[T]) pick(i int, now time.Duration) (replica int, probe bool) {
+	var buf [HardMaxAttempts]int
+	held := buf[:i]
 	for j := range i {
 		held[j] = int(c.copies[j].replica)
 	}
-	return c.h.picker.Pick(len(c.h.replicas), held[:i], c.h.loadFn, nil)
+	h := c.h
+	if !h.prob.any() {
+		return h.picker.Pick(len(h.replicas), held, h.loadFn, nil), false
+	}
+	return c.pickAround(held, now)
+}
+
+// pickAround is pick while some replica is on probation: those out of
+// the picks, or whose probe is out, are left out as if they held a copy,
+// unless that leaves none.
+func (c *call[T]) pickAround(held []int, now time.Duration) (int, bool) {
+	h := c.h
+	n := len(h.replicas)
+	ex := slices.Clone(held)
+	for r := range n {
+		if h.prob.excluded(r, now) && !slices.Contains(held, r) {
+			ex = append(ex, r)
+		}
+	}
+	for len(ex) < n {
+		r := h.picker.Pick(n, ex, h.loadFn, nil)
+		if probe, ok := h.prob.takeProbe(r, now); ok {
+			return r, probe
+		}
+		ex = append(ex, r) // another copy took its probe just now
+	}
+	// Every replica is held or out: a copy goes to one anyway.
+	return h.picker.Pick(n, held, h.loadFn, nil), false
 }
 
 // launch prepares copy i, sent at now: its replica (replica, if not -1,
-// else one picked now), context and bookkeeping. c.mu is held.
-func (c *call[T]) launch(i int, now time.Duration, replica int) (context.Context, Attempt) {
+// else one picked now; probe if it is a probation's probe), context and
+// bookkeeping. c.mu is held.
+func (c *call[T]) launch(i int, now time.Duration, replica int, probe bool) (context.Context, Attempt) {
 	a := Attempt{Index: i, Replica: -1, Key: c.key}
 	if c.h.replicas != nil {
 		if replica < 0 {
-			replica = c.pick(i)
+			replica, probe = c.pick(i, now)
 		}
 		a.Replica = replica
+		c.h.reps[replica].copies.Add(1)
 		n := c.h.replicas[replica].Add(1)
 		if i == 0 {
 			c.ahead, c.leftAt = n-1, c.h.left[replica].Load()
@@ -233,7 +270,7 @@ func (c *call[T]) launch(i int, now time.Duration, replica int) (context.Context
 		own = newCopyCtx(c.parent)
 		ctx = own
 	}
-	c.copies[i] = copyState{own: own, cancel: cancel, replica: int32(a.Replica), start: now, hedge: i > 0 && c.h.pol.HoldsSlot(&c.plan)}
+	c.copies[i] = copyState{own: own, cancel: cancel, replica: int32(a.Replica), start: now, hedge: i > 0 && c.h.pol.HoldsSlot(&c.plan), probe: probe}
 	c.launched++
 	c.running++
 	return ctx, a
@@ -321,6 +358,7 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 	}
 	if cs.replica >= 0 {
 		h.replicas[cs.replica].Add(-1)
+		c.replicaOutcome(cs, ran, now, err, p)
 		if !c.decided || err == nil {
 			// The replica answered: a copy cancelled because the call
 			// was decided is no evidence of its progress.
@@ -335,7 +373,7 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 			}
 		}
 	}
-	if i > 0 && p == nil && err == nil {
+	if i > 0 && p == nil && err == nil && !cs.failover {
 		st.hedge.Record(int64(ran))
 	}
 	wasDecided := c.decided
@@ -357,7 +395,7 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 			// the hedge rescued (not one that replaced a failed primary).
 			st.rescued.Add(1)
 		}
-		if i > 0 && c.h.onEvent != nil {
+		if i > 0 && !cs.failover && c.h.onEvent != nil {
 			c.event(Event{Kind: HedgeWon, Copy: i, Replica: int(cs.replica)}, now)
 		}
 	default:
@@ -368,7 +406,13 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 		case errors.Is(err, errPushback):
 			h.pol.Failed(&c.plan)
 			c.decide(-1, now)
-		case c.parent.Err() != nil || !h.retryable(err):
+		case c.parent.Err() != nil:
+			c.decide(-1, now)
+		case errors.Is(err, ErrNotSent):
+			// No server saw the copy: the request goes again at once, to
+			// another replica, if it may go at all.
+			c.failover(now)
+		case !h.retryable(err):
 			c.decide(-1, now)
 		case errors.As(err, new(pushbackAfter)):
 			// The server asks for a pause before the next copy, or for
@@ -415,24 +459,76 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 	return late, lost, hold && !late && !lost
 }
 
+// replicaOutcome records what copy cs, which ran for ran and returned at
+// now, says about its replica: its stats, and its probation (see
+// ProbationFailures). c.mu is held; c.decided is as it was before the
+// copy returned.
+func (c *call[T]) replicaOutcome(cs *copyState, ran, now time.Duration, err error, p *PanicError) {
+	h, r := c.h, int(cs.replica)
+	rs := &h.reps[r]
+	switch {
+	case p == nil && err == nil:
+		rs.latency.Record(int64(ran))
+		h.prob.answered(r)
+		return
+	case p != nil || c.decided || c.parent.Err() != nil:
+		// Cancelled because the call was decided or the caller gave up,
+		// or a panic of the caller's own code: nothing about the replica.
+	case errors.Is(err, errPushback) || errors.As(err, new(pushbackAfter)):
+		// The server asks for less: alive, and answering.
+		rs.errors.Add(1)
+		h.prob.answered(r)
+		return
+	case errors.Is(err, ErrNotSent) || h.retryable(err):
+		rs.errors.Add(1)
+		h.prob.failed(r, now, cs.probe)
+		return
+	default:
+		// A final error is an answer.
+		rs.errors.Add(1)
+		h.prob.answered(r)
+		return
+	}
+	if cs.probe {
+		h.prob.ended(r)
+	}
+}
+
+// failover sends the copy that replaces one that never reached its
+// server (see ErrNotSent), if the Policy lets the request go again, and
+// otherwise fails the call if nothing else runs. c.mu is held.
+func (c *call[T]) failover(now time.Duration) {
+	if c.plan.Mode == Off || c.h.pol.Failover(&c.plan, now) != Allowed {
+		return
+	}
+	ctx, a := c.launch(c.launched, now, -1, false)
+	cs := &c.copies[a.Index]
+	cs.hedge, cs.failover = false, true
+	c.st.failovers.Add(1)
+	go c.runCopy(ctx, a, false)
+}
+
 // tryNext asks the Policy for one more copy at now, and sends it (in
 // Shadow mode, counts it) or counts the refusal. It reports whether the
 // copy went. c.mu is held.
 func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
 	st, pol := c.st, c.h.pol
 	why := pol.Check(&c.plan, now, afterFailure)
-	replica, load, ev := -1, -1, EvidenceNone
+	replica, load, ev, probe := -1, -1, EvidenceNone, false
 	if why == Allowed && c.h.replicas != nil {
 		if pol.ChecksLoad() {
 			// The spare-capacity rule looks at the replica the copy would
 			// go to: pick it first.
-			replica = c.pick(c.launched)
+			replica, probe = c.pick(c.launched, now)
 			load = c.h.loadFn(replica)
 		}
 		ev = c.evidence()
 	}
 	if why == Allowed {
 		why = pol.Admit(&c.plan, load, ev)
+	}
+	if probe && (why != Allowed || c.plan.Mode == Shadow) {
+		c.h.prob.ended(replica) // the probe does not go
 	}
 	switch why {
 	case Allowed:
@@ -465,8 +561,11 @@ func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
 		}
 		return true
 	}
-	ctx, a := c.launch(c.launched, now, replica)
+	ctx, a := c.launch(c.launched, now, replica, probe)
 	st.hedges.Add(1)
+	if a.Replica >= 0 {
+		c.h.reps[a.Replica].hedges.Add(1)
+	}
 	if c.h.onEvent != nil {
 		c.event(Event{Kind: HedgeSent, Copy: a.Index, Replica: a.Replica}, now)
 	}
@@ -658,17 +757,29 @@ func (c *call[T]) reusable() bool {
 // is held.
 func (c *call[T]) outcome() (T, error) {
 	h, st := c.h, c.st
-	st.latency.Record(int64(c.decidedAt - c.plan.Start))
+	// What the caller waited: until the decision, and then for the losers
+	// to return unless they are reaped in the background. A call that
+	// launched one copy returns at the decision.
+	end := c.decidedAt
+	if c.launched > 1 && !h.bgReap {
+		end = max(h.now(), end)
+	}
+	st.latency.Record(int64(end - c.plan.Start))
 	if c.plan.Holdout {
-		st.holdout.Record(int64(c.decidedAt - c.plan.Start))
+		st.holdout.Record(int64(end - c.plan.Start))
 	}
 	if c.winner >= 0 {
-		if c.winner == 0 {
+		w := &c.copies[c.winner]
+		switch {
+		case c.winner == 0 || w.failover:
 			st.primaryWins.Add(1)
-		} else {
+		default:
 			st.hedgeWins.Add(1)
+			if w.replica >= 0 {
+				h.reps[w.replica].hedgeWins.Add(1)
+			}
 		}
-		h.pol.Succeeded(&c.plan, c.decidedAt, c.winner > 0)
+		h.pol.Succeeded(&c.plan, c.decidedAt, c.winner > 0 && !w.failover)
 		return c.val, nil
 	}
 	st.failures.Add(1)

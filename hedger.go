@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tailcut/hedge/quantile"
 )
@@ -161,6 +163,8 @@ type Hedger struct {
 	left      []atomic.Int64 // copies each replica answered (not cancelled ones)
 	ghost     []atomic.Int64 // until when a cancelled loser counts as load on each replica (Policy.Ghost); 0: none
 	loadFn    func(int) int
+	reps      []replicaState // per-replica stats (ReplicaStats)
+	prob      *probation     // replicas on probation (ProbationFailures)
 	picker    Picker
 	retryable func(error) bool
 	bgReap    bool
@@ -171,8 +175,9 @@ type Hedger struct {
 	timers    *timerQueue
 	calls     sync.Pool // of *call[T], for whatever T the Hedger's calls return
 
-	opsMu sync.Mutex
-	ops   atomic.Pointer[map[string]*opState]
+	opsMu    sync.Mutex
+	ops      atomic.Pointer[map[string]*opState] // by name, and by the raw form of a name made valid UTF-8
+	nClasses int                                 // classes in ops, OtherOp included; guarded by opsMu
 	// firstOp is the first class looked up in ops: most Hedgers serve one
 	// operation, and comparing two strings that share their bytes costs
 	// less than a map lookup. It is set once, so that callers of several
@@ -210,6 +215,8 @@ func New(cfg Config) (*Hedger, error) {
 		h.replicas = make([]atomic.Int64, cfg.Replicas)
 		h.left = make([]atomic.Int64, cfg.Replicas)
 		h.ghost = make([]atomic.Int64, cfg.Replicas)
+		h.reps = make([]replicaState, cfg.Replicas)
+		h.prob = newProbation(cfg.Replicas)
 		h.loadFn = func(i int) int {
 			n := int(h.replicas[i].Load())
 			if g := h.ghost[i].Load(); g != 0 && int64(h.now()) < g {
@@ -404,6 +411,7 @@ type opState struct {
 	deadlineSkips  atomic.Int64
 	noReplica      atomic.Int64
 	shadowHedges   atomic.Int64
+	failovers      atomic.Int64
 	unhedgeable    atomic.Int64
 	failures       atomic.Int64
 	censored       atomic.Int64
@@ -423,6 +431,13 @@ type opState struct {
 // The lookup is a comparison with the first class looked up, then a
 // lock-free map read; creation copies the map under a lock, which happens
 // at most MaxOps times.
+//
+// This is where operation names enter the Hedger, and so where they are
+// made fit for every exporter: a name that is not valid UTF-8 (one built
+// from raw request bytes) is recorded with each invalid byte sequence
+// replaced by U+FFFD, as strings.ToValidUTF8 does. Such a name is mapped
+// to its class under its raw form too, so that later calls find it at
+// once; names that become the same share one class.
 func (h *Hedger) op(name string) *opState {
 	first := h.firstOp.Load()
 	if first != nil && first.name == name {
@@ -440,20 +455,43 @@ func (h *Hedger) op(name string) *opState {
 	if st, ok := old[name]; ok {
 		return st
 	}
-	if len(old) >= h.maxOps {
+	raw := name
+	if !utf8.ValidString(name) {
+		name = strings.ToValidUTF8(name, "\uFFFD")
+	}
+	st, ok := old[name]
+	if !ok && h.nClasses >= h.maxOps {
 		if st, ok := old[OtherOp]; ok {
 			return st
 		}
 		name = OtherOp
 	}
-	st := &opState{name: name, est: h.pol.delay.NewEstimator()}
-	m := make(map[string]*opState, len(old)+1)
+	if !ok {
+		st = &opState{name: name, est: h.pol.delay.NewEstimator()}
+		h.nClasses++
+	}
+	m := make(map[string]*opState, len(old)+2)
 	for k, v := range old {
 		m[k] = v
 	}
 	m[name] = st
+	if raw != name && name != OtherOp && len(old) < 2*h.maxOps {
+		m[raw] = st // an alias, so that the raw name is found at once
+	}
 	h.ops.Store(&m)
 	return st
+}
+
+// classes returns each operation class once (the map holds aliases too).
+func (h *Hedger) classes() []*opState {
+	ops := *h.ops.Load()
+	out := make([]*opState, 0, len(ops))
+	for k, st := range ops {
+		if k == st.name {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // idempotency is what WithIdempotencyKey and NotIdempotent attach to a

@@ -42,7 +42,7 @@ func (st *opState) histograms() Histograms {
 // but not with a Stats snapshot taken at another moment; once calls stop,
 // each Count equals the Count of the matching Distribution of Stats.
 func (h *Hedger) Histograms() []Histograms {
-	ops := *h.ops.Load()
+	ops := h.classes()
 	out := make([]Histograms, 0, len(ops))
 	for _, st := range ops {
 		out = append(out, st.histograms())

@@ -3,6 +3,7 @@ package hedge
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/tailcut/hedge/quantile"
@@ -17,7 +18,7 @@ type Stats struct {
 	Requests     int64 // calls of Do
 	Hedges       int64 // hedge copies sent (copies beyond the primary)
 	HedgeWins    int64 // calls won by a hedge copy
-	PrimaryWins  int64 // calls won by the primary
+	PrimaryWins  int64 // calls won by the primary, or by a failover copy in its place
 	Failures     int64 // calls that returned an error
 	BudgetDenied int64 // hedges the budget refused
 	// InFlightDenied counts hedges refused by MaxHedgesInFlight.
@@ -37,6 +38,9 @@ type Stats struct {
 	NoReplica int64
 	// ShadowHedges counts hedges that Shadow mode would have sent.
 	ShadowHedges int64
+	// Failovers counts copies sent at once in place of one that never
+	// reached its server (ErrNotSent), outside the budget: not hedges.
+	Failovers int64
 	// Unhedgeable counts calls marked NotIdempotent without a key, sent
 	// once.
 	Unhedgeable int64
@@ -45,15 +49,20 @@ type Stats struct {
 	// copy.
 	WastedWork time.Duration
 
-	// Latency is what callers saw: the winner's latency, or the time to
-	// the final error.
+	// Latency is what callers waited: from the call to Do's return,
+	// with the winner's answer or the final error, and the losers reaped
+	// (unless ReapInBackground returns before they are). A loser that
+	// does not honour its cancellation makes the caller wait, and shows
+	// here.
 	Latency Distribution
-	// Primary is the primary copy on its own: what latency would have
-	// been without hedging. A primary cancelled because a hedge won is
-	// recorded at its running time when cancelled, a lower bound; there
-	// were PrimaryCensored of them, so quantiles of Primary above
-	// 1 - PrimaryCensored/Primary.Count are lower bounds too. Failed
-	// primaries are not recorded.
+	// Primary is the primary copy on its own, from send to return. It is
+	// not the latency the call would have had without hedging: a primary
+	// cancelled because a hedge won is recorded at its running time when
+	// cancelled, a lower bound; there were PrimaryCensored of them, so
+	// quantiles of Primary above 1 - PrimaryCensored/Primary.Count are
+	// lower bounds too. Failed primaries are not recorded. While no hedge
+	// wins, Primary and Latency are the same latencies: each call's
+	// primary was its answer. Holdout is the latency without hedging.
 	Primary         Distribution
 	PrimaryCensored int64
 	// Holdout is what callers saw in the rollout's control group: the
@@ -100,10 +109,10 @@ type Stats struct {
 // reads "never".
 func (s Stats) String() string {
 	return fmt.Sprintf("%s: %d requests, %d hedges (%.1f%%), %d hedge wins (%.1f%% of hedges), %d primary wins, %d failures; "+
-		"refused: budget %d, in flight %d, busy %d, payoff %d, deadline %d, no replica %d; shadow hedges %d, unhedgeable %d; wasted %v; delay %s; "+
+		"refused: budget %d, in flight %d, busy %d, payoff %d, deadline %d, no replica %d; shadow hedges %d, failovers %d, unhedgeable %d; wasted %v; delay %s; "+
 		"latency %v; primary %v (%d censored); hedge path %v; holdout %v; rescued %d, saved at least %v; timer lag %v",
 		s.Op, s.Requests, s.Hedges, 100*s.HedgeRate(), s.HedgeWins, 100*s.WinRate(), s.PrimaryWins, s.Failures,
-		s.BudgetDenied, s.InFlightDenied, s.BusyDenied, s.PayoffDenied, s.DeadlineSkipped, s.NoReplica, s.ShadowHedges, s.Unhedgeable, s.WastedWork,
+		s.BudgetDenied, s.InFlightDenied, s.BusyDenied, s.PayoffDenied, s.DeadlineSkipped, s.NoReplica, s.ShadowHedges, s.Failovers, s.Unhedgeable, s.WastedWork,
 		FormatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast, s.TimerLag)
 }
 
@@ -178,6 +187,7 @@ func (st *opState) stats(now time.Duration) Stats {
 		DeadlineSkipped: st.deadlineSkips.Load(),
 		NoReplica:       st.noReplica.Load(),
 		ShadowHedges:    st.shadowHedges.Load(),
+		Failovers:       st.failovers.Load(),
 		Unhedgeable:     st.unhedgeable.Load(),
 		WastedWork:      time.Duration(st.wasted.Load()),
 		Latency:         distribution(&st.latency),
@@ -195,7 +205,7 @@ func (st *opState) stats(now time.Duration) Stats {
 // Stats returns a snapshot of every operation class seen so far, sorted by
 // name.
 func (h *Hedger) Stats() []Stats {
-	ops := *h.ops.Load()
+	ops := h.classes()
 	out := make([]Stats, 0, len(ops))
 	now := h.now()
 	for _, st := range ops {
@@ -225,4 +235,53 @@ func (h *Hedger) OpStats(op string) Stats {
 		d = time.Duration(f)
 	}
 	return Stats{Op: op, Delay: d}
+}
+
+// ReplicaStats is one replica's share of a Hedger's traffic, over every
+// operation class: where copies went, how they fared, and whether the
+// replica is on probation (see ProbationFailures). An operator reads it to
+// see which replica is slow or failing.
+type ReplicaStats struct {
+	Replica  int   // index in [0, Config.Replicas)
+	InFlight int64 // copies running there now
+	Copies   int64 // copies sent there: primaries, hedges and failovers
+	// Errors counts copies that returned an error, other than copies
+	// cancelled because their call was decided or its caller gave up.
+	Errors    int64
+	Hedges    int64 // hedge copies sent there
+	HedgeWins int64 // calls won by a hedge copy there
+	// Probation is set while the replica is out of the picks or on
+	// probation, taking one probe copy at a time.
+	Probation bool
+	// Latency is its copies that succeeded, from send to success.
+	Latency Distribution
+}
+
+// replicaState is what ReplicaStats reads.
+type replicaState struct {
+	copies, errors, hedges, hedgeWins atomic.Int64
+	latency                           quantile.Histogram
+}
+
+// ReplicaStats returns a snapshot of each replica, in replica order, or
+// nil when the Hedger does not pick replicas (Config.Replicas is 0).
+func (h *Hedger) ReplicaStats() []ReplicaStats {
+	if h.reps == nil {
+		return nil
+	}
+	out := make([]ReplicaStats, len(h.reps))
+	for i := range h.reps {
+		r := &h.reps[i]
+		out[i] = ReplicaStats{
+			Replica:   i,
+			InFlight:  h.replicas[i].Load(),
+			Copies:    r.copies.Load(),
+			Errors:    r.errors.Load(),
+			Hedges:    r.hedges.Load(),
+			HedgeWins: r.hedgeWins.Load(),
+			Probation: h.prob.until[i].Load() != 0,
+			Latency:   distribution(&r.latency),
+		}
+	}
+	return out
 }

@@ -555,6 +555,11 @@ func sendCopy(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
 		if resp != nil {
 			closeBody(resp.Body)
 		}
+		if dialError(err) {
+			// No connection, so no byte of the request reached a
+			// server: the Hedger sends it to another replica at once.
+			err = hedge.NotSent(err)
+		}
 		return nil, err
 	}
 	return t.classify(resp)
