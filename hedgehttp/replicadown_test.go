@@ -1,0 +1,93 @@
+package hedgehttp_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/hedgehttp"
+)
+
+// TestOneReplicaDown closes one of three real replicas mid-run, under the
+// zero hedge.Config: no call fails (a request whose connection is refused
+// never reached a server, so it goes to another replica at once, outside
+// the budget), and once the Hedger has seen the replica fail
+// hedge.ProbationFailures times in a row it sends it nothing but a probe
+// now and then, the first after hedge.ProbationTime and each later one
+// after twice as long as the one before.
+func TestOneReplicaDown(t *testing.T) {
+	ok := func(s *server, w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }
+	var srv [3]*server
+	var urls []string
+	for i := range srv {
+		srv[i] = newServer(t, ok)
+		urls = append(urls, srv[i].URL)
+	}
+	h := newHedger(t, hedge.Config{Replicas: len(urls)})
+	tr := newTransport(t, nil, h, hedgehttp.Config{Replicas: urls})
+	client := &http.Client{Transport: tr}
+
+	call := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, urls[0]+"/item", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		readAll(t, resp)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	for range 100 {
+		if err := call(); err != nil {
+			t.Fatalf("before the replica went down: %v", err)
+		}
+	}
+	before := h.ReplicaStats()[1].Copies
+	tr.CloseIdleConnections()
+	srv[1].Close() // refuses connections from now on
+	down := time.Now()
+
+	const n = 2000
+	failed := 0
+	for range n {
+		if err := call(); err != nil {
+			failed++
+			t.Logf("call failed: %v", err)
+		}
+	}
+	elapsed := time.Since(down)
+	rs := h.ReplicaStats()
+	st := h.OpStats("GET")
+	t.Logf("after %v: replica stats %+v; failovers %d", elapsed, rs, st.Failovers)
+	if failed > n/1000 {
+		t.Fatalf("%d of %d calls failed with one of three replicas down; want at most 0.1%%", failed, n)
+	}
+	// The copies the dead replica got: the failures that put it on
+	// probation, and the probes its probations allowed in the time the
+	// run took (1 s, then 2, 4, ...: a probe at each end).
+	probes := 0
+	for d, out := time.Duration(0), hedge.ProbationTime; d+out <= elapsed; d, out = d+out, min(2*out, hedge.MaxProbationTime) {
+		probes++
+	}
+	sent := rs[1].Copies - before
+	if most := int64(hedge.ProbationFailures + probes); sent > most || rs[1].Errors != sent {
+		t.Fatalf("the dead replica got %d copies (%d errors) in %v; want at most %d (the failures that put it on probation and one probe per probation), each an error", sent, rs[1].Errors, elapsed, most)
+	}
+	if !rs[1].Probation {
+		t.Fatalf("the dead replica is not on probation: %+v", rs[1])
+	}
+	// Each refused primary was replaced (a refused hedge needs no
+	// replacement while its primary runs).
+	if hedged := rs[1].Hedges; st.Failovers < sent-hedged || st.Failovers > sent {
+		t.Fatalf("%d failovers for %d copies refused, %d of them hedges: each refused primary should have been replaced", st.Failovers, sent, hedged)
+	}
+}
