@@ -14,8 +14,9 @@ const (
 	// HedgeSent: a hedge copy went (Event.Copy, Event.Replica), or in
 	// Shadow mode would have (Event.Shadow).
 	HedgeSent EventKind = iota + 1
-	// HedgeRefused: a copy was not sent; Event.Refusal says why (budget,
-	// in flight, deadline, replicas).
+	// HedgeRefused: a copy was not sent; Event.Refusal says why (any
+	// Refusal a Stats counter counts: RefusedBudget, RefusedInFlight,
+	// RefusedBusy, RefusedPayoff, RefusedDeadline, RefusedReplicas).
 	HedgeRefused
 	// HedgeWon: a hedge copy won its call.
 	HedgeWon
