@@ -73,6 +73,17 @@ type Stats struct {
 	// hedging (Latency counts every call, the control group's included:
 	// keep the group small, 5 to 10%, and the difference is small). It
 	// is empty unless a rollout below 1 is in force.
+	//
+	// The control group shares the servers with the hedged calls, so it
+	// measures what hedging does to each call, not to the servers: where
+	// hedging changes the servers' state (it takes work off a stalled
+	// replica's queue by cancelling the copies there, so that the
+	// replica catches up sooner once it resumes; it adds load elsewhere),
+	// the control group gets that state too. When the hedged share is
+	// large and such effects are strong, the control group's tail is
+	// better than that of a service that never hedges: for what hedging
+	// does to the whole service, compare blocks of time with hedging on
+	// and off (SetMode), alternated so that drift hits both.
 	Holdout Distribution
 	// Rescued counts calls won by a hedge while their primary was still
 	// running (not those won by a copy that replaced a failed primary).
