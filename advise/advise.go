@@ -181,6 +181,9 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, errors.Join(errs...))
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	e := newEmpirical(s.sorted())
 	rep := &Report{Source: s.Source, N: s.Len(), Today: e.percentiles(), Mean: time.Duration(e.mean()), GRPCService: o.GRPCService, GRPCMethod: o.GRPCMethod}
 	rep.Notes = append(rep.Notes, s.Notes...)
@@ -216,7 +219,11 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 	}
 	for _, c := range rep.Choices {
 		for _, b := range []bool{false, true} {
-			ind.Rows = append(ind.Rows, independent(e, lat, order, c, lags, b, rep.Today))
+			o, err := independent(ctx, e, lat, order, c, lags, b, rep.Today)
+			if err != nil {
+				return nil, err
+			}
+			ind.Rows = append(ind.Rows, o)
 		}
 	}
 	rep.Predictions = append(rep.Predictions, ind)
@@ -235,7 +242,11 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 		}
 		for _, c := range rep.Choices {
 			for _, b := range []bool{false, true} {
-				loc.Rows = append(loc.Rows, local(e, s, lat, order, c, o.SendLag, b, rep.Today))
+				row, err := local(ctx, e, s, lat, order, c, o.SendLag, b, rep.Today)
+				if err != nil {
+					return nil, err
+				}
+				loc.Rows = append(loc.Rows, row)
 			}
 		}
 		r := o.Servers
@@ -243,7 +254,10 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 			r = s.replicaCount()
 		}
 		if r >= 2 {
-			def := localDefault(e, s, lat, order, r, o.SendLag, o.Seed, rep.Today)
+			def, err := localDefault(ctx, e, s, lat, order, r, o.SendLag, o.Seed, rep.Today)
+			if err != nil {
+				return nil, err
+			}
 			loc.Default = &def
 			loc.Assumes = append(loc.Assumes, fmt.Sprintf("The default line replays the library's spare-capacity rule on the occupancy the sample records: at each moment a hedge is asked for, the requests in flight then, spread at random over %d replicas, decide whether the copy finds an idle one (otherwise it is asked for again a delay later). Its delay is the sample's p95; its payoff rule is not replayed.", r))
 		} else {

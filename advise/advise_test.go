@@ -307,15 +307,26 @@ func TestRandomLagAgreesWithConstant(t *testing.T) {
 	today := e.percentiles()
 	c := Choice{Delay: 2 * time.Millisecond}
 	const lag = 300 * time.Microsecond
+	ind := func(lags []time.Duration, budget bool) Outcome {
+		t.Helper()
+		o, err := independent(context.Background(), e, lat, order, c, lags, budget, today)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
 	for _, budget := range []bool{false, true} {
-		want := independent(e, lat, order, c, []time.Duration{lag}, budget, today)
-		got := independentLags(e, lat, order, c, []time.Duration{lag, lag, lag}, budget, today)
+		want := ind([]time.Duration{lag}, budget)
+		got, err := independentLags(context.Background(), e, lat, order, c, []time.Duration{lag, lag, lag}, budget, today)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got.P50 != want.P50 || got.P99 != want.P99 || got.P999 != want.P999 || got.HedgeRate != want.HedgeRate || math.Abs(got.ExtraWork-want.ExtraWork) > 1e-12 {
 			t.Errorf("budget %v: three equal lags %+v, want the constant lag's %+v", budget, got, want)
 		}
 	}
-	onTime := independent(e, lat, order, c, []time.Duration{0}, false, today)
-	spread := independent(e, lat, order, c, LagPoints(lag, 10*lag), false, today)
+	onTime := ind([]time.Duration{0}, false)
+	spread := ind(LagPoints(lag, 10*lag), false)
 	if !(spread.HedgeRate < onTime.HedgeRate && spread.P999 > onTime.P999) {
 		t.Errorf("random lag (median %v, p99 %v): hedge rate %.4f, p99.9 %v; on time: %.4f, %v; want fewer copies and a longer p99.9", lag, 10*lag, spread.HedgeRate, spread.P999, onTime.HedgeRate, onTime.P999)
 	}

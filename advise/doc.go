@@ -67,8 +67,10 @@
 // latencies, and the spare-capacity rule applied to that occupancy (a
 // copy only to an idle replica, asked for again a delay later), with the
 // sample's p95 for delay and the default budget; the payoff rule is not
-// replayed. Slowness that holds every replica's requests at once, such as
-// a client's pause, keeps them all busy, and the rule holds back the
+// replayed. A request asks at most a thousand times, and with a p95 of 0
+// (a sample logged in whole milliseconds) once, as the library asks again
+// only after a positive delay. Slowness that holds every replica's
+// requests at once, such as a client's pause, keeps them all busy, and the rule holds back the
 // hedges it would bring: the simulated estimates, whose requests are
 // slow each on its own, hedge those, and overstated the default's hedge
 // rate about fourfold against hedge bench, where the replay came within a
@@ -98,6 +100,10 @@
 // (a copy is as slow, and hedging will not help), and Advise then
 // recommends no hedging unless the shared-size estimate still cuts the
 // tail.
+//
+// Advise stops with its context's error wherever it is: every loop over
+// the sample or the rows checks the context, and the simulations check it
+// every few thousand events (sim.Simulator.RunScriptContext).
 //
 // # What it is not
 //

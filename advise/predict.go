@@ -2,6 +2,7 @@ package advise
 
 import (
 	"container/heap"
+	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -165,9 +166,12 @@ func replayOrder(s *Sample, inOrder bool, seed uint64) []int {
 // budget every request slower than d hedges; with it, the requests meet a
 // fresh hedge.DefaultBudget in order (the library's own bucket, credited
 // once per request), and those it refuses keep their latency.
-func independent(e *empirical, lat []float64, order []int, c Choice, lags []time.Duration, budget bool, today Percentiles) Outcome {
+func independent(ctx context.Context, e *empirical, lat []float64, order []int, c Choice, lags []time.Duration, budget bool, today Percentiles) (Outcome, error) {
 	if len(lags) > 1 {
-		return independentLags(e, lat, order, c, lags, budget, today)
+		return independentLags(ctx, e, lat, order, c, lags, budget, today)
+	}
+	if err := ctx.Err(); err != nil {
+		return Outcome{}, err
 	}
 	d := float64(c.Delay + lags[0])
 	var b *hedge.Budget
@@ -214,7 +218,7 @@ func independent(e *empirical, lat []float64, order []int, c Choice, lags []time
 	o.ExtraWork = work/e.prefix[len(e.xs)] - 1
 	o.ratios(today)
 	o.Verdict = Judge(o)
-	return o
+	return o, nil
 }
 
 // independentLags is independent for a copy that leaves a random time
@@ -223,13 +227,16 @@ func independent(e *empirical, lat []float64, order []int, c Choice, lags []time
 // leave sends none, so the hedge rate falls as the lag grows. With the
 // budget, each lag meets a budget of its own, so a request hedges in the
 // share of the lags that leave before its primary answers.
-func independentLags(e *empirical, lat []float64, order []int, c Choice, lags []time.Duration, budget bool, today Percentiles) Outcome {
+func independentLags(ctx context.Context, e *empirical, lat []float64, order []int, c Choice, lags []time.Duration, budget bool, today Percentiles) (Outcome, error) {
 	k := float64(len(lags))
 	n := float64(len(lat))
 	ds := make([]float64, len(lags))
 	hedged := make([][]float64, len(lags)) // sorted: the primaries that sent a copy, for each lag
 	work, nh := 0.0, 0
 	for j, lag := range lags {
+		if err := ctx.Err(); err != nil {
+			return Outcome{}, err
+		}
 		d := float64(c.Delay + lag)
 		ds[j] = d
 		var b *hedge.Budget
@@ -266,7 +273,7 @@ func independentLags(e *empirical, lat []float64, order []int, c Choice, lags []
 	o.ExtraWork = work/k/e.prefix[len(e.xs)] - 1
 	o.ratios(today)
 	o.Verdict = Judge(o)
-	return o
+	return o, nil
 }
 
 // local is the independent estimate with each copy's latency drawn from
@@ -278,7 +285,7 @@ func independentLags(e *empirical, lat []float64, order []int, c Choice, lags []
 // order must list the requests in the order they were sent. A copy draws
 // from at most localPool requests, the nearest to its send time; a copy
 // whose window holds no request draws from the whole sample.
-func local(e *empirical, s *Sample, lat []float64, order []int, c Choice, lag time.Duration, budget bool, today Percentiles) Outcome {
+func local(ctx context.Context, e *empirical, s *Sample, lat []float64, order []int, c Choice, lag time.Duration, budget bool, today Percentiles) (Outcome, error) {
 	d := float64(c.Delay + lag)
 	ts := sendTimes(s, order)
 	var b *hedge.Budget
@@ -288,6 +295,11 @@ func local(e *empirical, s *Sample, lat []float64, order []int, c Choice, lag ti
 	var hedged []momentCopy
 	work := 0.0
 	for k, i := range order {
+		if k%checkEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return Outcome{}, err
+			}
+		}
 		x := lat[i]
 		b.OnRequest()
 		if x > d && b.TryHedge() {
@@ -302,7 +314,7 @@ func local(e *empirical, s *Sample, lat []float64, order []int, c Choice, lag ti
 	o.Choice, o.Budget = c, budget
 	o.ratios(today)
 	o.Verdict = Judge(o)
-	return o
+	return o, nil
 }
 
 // sendTimes returns the send times of the requests in order, in ns after
@@ -388,8 +400,18 @@ func momentOutcome(e *empirical, lat []float64, hedged []momentCopy, work float6
 // cannot see. A copy that goes draws from its moment, as local's copies
 // do. Not replayed: the payoff rule, and the pause while fewer than a
 // quarter of primaries find their replica idle.
-func localDefault(e *empirical, s *Sample, lat []float64, order []int, replicas int, lag time.Duration, seed uint64, today Percentiles) Outcome {
+//
+// A request asks at most maxAsks times (a delay far below the slow
+// latencies would otherwise ask millions of times for each), and with a
+// delay of 0 (a sample logged in whole milliseconds from a faster
+// service) once, as the library asks again only after a positive delay
+// (hedge.Policy.Retries). It stops with ctx's error.
+func localDefault(ctx context.Context, e *empirical, s *Sample, lat []float64, order []int, replicas int, lag time.Duration, seed uint64, today Percentiles) (Outcome, error) {
 	d := quantileOf(e.xs, 0.95)
+	asks := maxAsks
+	if d <= 0 {
+		asks = 1
+	}
 	ts := sendTimes(s, order)
 	r := rand.New(rand.NewPCG(seed, 0x1d1e))
 	occ := placeReplay(ts, order, lat, replicas, r)
@@ -398,11 +420,16 @@ func localDefault(e *empirical, s *Sample, lat []float64, order []int, replicas 
 	var hedged []momentCopy
 	work := 0.0
 	for k, i := range order {
+		if k%checkEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return Outcome{}, err
+			}
+		}
 		x := lat[i]
 		b.OnRequest()
 		held := []int{occ.replica[k]}
 		sent := false
-		for ask := 1; float64(ask)*d+float64(lag) < x; ask++ {
+		for ask := 1; ask <= asks && float64(ask)*d+float64(lag) < x; ask++ {
 			at := ts[k] + float64(ask)*d + float64(lag)
 			busy := func(q int) int { return occ.inFlight(q, at) }
 			if busy(picker.PickWith(replicas, held, busy, r.Uint64())) > 0 {
@@ -425,8 +452,17 @@ func localDefault(e *empirical, s *Sample, lat []float64, order []int, replicas 
 	o.Choice, o.Budget = Choice{Label: "default", Delay: time.Duration(d + float64(lag))}, true
 	o.ratios(today)
 	o.Verdict = Judge(o)
-	return o
+	return o, nil
 }
+
+// maxAsks is the most times the moment-local default line asks for one
+// request's copy: a thousand delays, far beyond the slowest request of
+// any sample whose delay is a sensible p95.
+const maxAsks = 1000
+
+// checkEvery is how many requests a loop over the sample handles between
+// checks of its context.
+const checkEvery = 1024
 
 // occupancy is where a replay placed each request (replica[k] for the
 // k-th sent) and, per replica, the sorted send and answer times of the

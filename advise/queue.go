@@ -116,7 +116,7 @@ type queueRun struct {
 
 // runQueue runs the script once in world w with cfg (nil: no hedging) and
 // converts the results back to durations.
-func runQueue(s *sim.Simulator, m QueueModel, w stallWorld, sc sim.Script, mean float64, cfg *hedge.Config) (queueRun, error) {
+func runQueue(ctx context.Context, s *sim.Simulator, m QueueModel, w stallWorld, sc sim.Script, mean float64, cfg *hedge.Config) (queueRun, error) {
 	c := sim.DefaultConfig()
 	c.Routing, c.Servers, c.Load, c.Seed = sim.TwoChoice, m.Servers, m.Load, m.Seed
 	w.configure(&c)
@@ -129,7 +129,7 @@ func runQueue(s *sim.Simulator, m QueueModel, w stallWorld, sc sim.Script, mean 
 	if cfg != nil {
 		c.Strategy, c.Hedge = sim.Default, cfg
 	}
-	res, err := s.RunScript(c, sc)
+	res, err := s.RunScriptContext(ctx, c, sc)
 	if err != nil {
 		return queueRun{}, fmt.Errorf("simulating: %w", err)
 	}
@@ -152,7 +152,7 @@ func queueDefault(ctx context.Context, s *sim.Simulator, m QueueModel, w stallWo
 	if err := ctx.Err(); err != nil {
 		return Outcome{}, err
 	}
-	r, err := runQueue(s, m, w, sc, mean, &hedge.Config{})
+	r, err := runQueue(ctx, s, m, w, sc, mean, &hedge.Config{})
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -175,7 +175,7 @@ func queueing(ctx context.Context, e *empirical, m QueueModel, sizes Sizes, choi
 // mean.
 func queueIn(ctx context.Context, m QueueModel, w stallWorld, sc sim.Script, mean float64, choices []Choice, lag time.Duration) (today Percentiles, rows []Outcome, def Outcome, err error) {
 	var s sim.Simulator
-	base, err := runQueue(&s, m, w, sc, mean, nil)
+	base, err := runQueue(ctx, &s, m, w, sc, mean, nil)
 	if err != nil {
 		return today, nil, def, err
 	}
@@ -189,7 +189,7 @@ func queueIn(ctx context.Context, m QueueModel, w stallWorld, sc sim.Script, mea
 			// The simulator's clock: one unit is sim.Unit, and here one
 			// unit is the sample's mean latency.
 			cfg.Delay = hedge.Fixed(time.Duration(math.Round(float64(c.Delay+lag) / mean * float64(sim.Unit))))
-			r, err := runQueue(&s, m, w, sc, mean, &cfg)
+			r, err := runQueue(ctx, &s, m, w, sc, mean, &cfg)
 			if err != nil {
 				return today, nil, def, err
 			}

@@ -212,7 +212,7 @@ func fitStalls(ctx context.Context, e *empirical, m QueueModel) (*StallFit, []fl
 		c := sim.DefaultConfig()
 		w.configure(&c)
 		c.Routing, c.Servers, c.Load, c.Seed, c.Strategy = sim.TwoChoice, m.Servers, work, m.Seed, sim.None
-		if _, err := s.RunScript(c, sc); err != nil {
+		if _, err := s.RunScriptContext(ctx, c, sc); err != nil {
 			return nil, nil, "", fmt.Errorf("fitting stalls: %w", err)
 		}
 		if n == 0 {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/dialerr"
 )
 
 // AttemptHeader is the header that marks a hedge copy: "Hedge-Attempt: N",
@@ -555,12 +556,9 @@ func sendCopy(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
 		if resp != nil {
 			closeBody(resp.Body)
 		}
-		if dialError(err) {
-			// No connection, so no byte of the request reached a
-			// server: the Hedger sends it to another replica at once.
-			err = hedge.NotSent(err)
-		}
-		return nil, err
+		// No connection, so no byte of the request reached a server:
+		// the Hedger sends it to another replica at once.
+		return nil, dialerr.Mark(err)
 	}
 	return t.classify(resp)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/dialerr"
 )
 
 // ErrClosed is the error of a call made after Close, and of a hedge copy
@@ -266,7 +267,9 @@ func runCopy[C redis.Cmder](ctx context.Context, c *Client, a hedge.Attempt, new
 	} else {
 		rs.failed.Add(1)
 	}
-	return reply[C]{cmd: cmd, replica: a.Replica}, err
+	// A connection that could not be made sent nothing: the Hedger sends
+	// the read to another replica at once.
+	return reply[C]{cmd: cmd, replica: a.Replica}, dialerr.Mark(err)
 }
 
 // replicaStatePrefixes are error replies that say "not this replica, not

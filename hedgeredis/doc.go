@@ -90,6 +90,15 @@
 // next copy at once. When every copy fails, the command returned carries
 // Do's error (a *hedge.AttemptsError when several failed).
 //
+// A connection that could not be made (refused, unreachable, a name that
+// did not resolve) sent nothing: its error is marked hedge.NotSent, so the
+// read goes to another replica at once, outside the budget, and a replica
+// that keeps refusing goes on probation (see hedge.ProbationFailures).
+// go-redis retries a failed dial up to five times with a backoff by
+// default, which can make a refused connection slower than the hedge
+// delay; set redis.Options.DialerRetries to 1 for replicas behind hedging,
+// whose Hedger already sends the read elsewhere.
+//
 // Replicas may lag the primary: a hedged read may see older data than the
 // write the caller just made. Read your own writes from Primary.
 //

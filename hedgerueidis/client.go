@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/dialerr"
 	"github.com/tailcut/hedge/internal/rediscmd"
 )
 
@@ -310,7 +311,9 @@ func (c *Client) runCopy(ctx context.Context, a hedge.Attempt, r *readOp) (reply
 	} else {
 		rs.failed.Add(1)
 	}
-	return reply{res: res, replica: a.Replica}, fmt.Errorf("hedgerueidis: replica %d (%s): %w", a.Replica, c.addrs[a.Replica], err)
+	// A connection that could not be made sent nothing: the Hedger sends
+	// the read to another replica at once.
+	return reply{res: res, replica: a.Replica}, dialerr.Mark(fmt.Errorf("hedgerueidis: replica %d (%s): %w", a.Replica, c.addrs[a.Replica], err))
 }
 
 // noDeadline is a context without its deadline: Done still closes when

@@ -44,7 +44,12 @@
 // Every endpoint answers JSON; every error is an ErrorResponse with a
 // message that says what to do. All are read-only GETs but /api/advise,
 // which takes a POST; another method gets 405 with the Allow header of the
-// route.
+// route. A POST from a page of another origin gets 403: any page on the
+// web may POST a text body to the lab without asking first (a no-cors
+// fetch needs no preflight), so the browser's Sec-Fetch-Site must say
+// same-origin or none, or, from a browser that does not send it, the
+// Origin must name the request's Host (http.CrossOriginProtection); a
+// request with neither header, from a tool such as curl, passes.
 //
 //   - /api/explore?world=&sigma=&load=&routing=&strategy=&delay=&p=&calib=
 //     &livep=&budget=&cancel=&tied=&runs=&requests=&seed= runs the chosen
@@ -134,10 +139,11 @@
 //     cache) plus 64 MiB, and GOGC to 50, so that the collector does not
 //     let the heap grow to twice what the simulations hold (the
 //     simulator's arrays hold no pointers, so collecting is cheap).
-//   - Time: each request's simulations run under Options.Timeout (10 s).
-//     sim.RunPoint checks its context between runs, not within one, so a
-//     run in progress when the time is up finishes (it is bounded by the
-//     size cap) and the request gets 503.
+//   - Time: each request's simulations, and each advise analysis, run
+//     under Options.Timeout (10 s). The simulator checks its context
+//     every 4,096 events (Simulator.RunContext) and advise in each of its
+//     loops, so the work stops within about a millisecond of the limit,
+//     gives its slot back, and the request gets 503.
 //   - Concurrency: a semaphore admits Options.MaxConcurrent (2) simulating
 //     requests; the next waits up to Options.QueueWait (0.5 s) and then
 //     gets 503 with Retry-After. The drill and the study need no slot.

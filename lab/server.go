@@ -61,9 +61,10 @@ type Options struct {
 	// Zero means DefaultQueueWait; negative means do not wait at all.
 	QueueWait time.Duration
 	// Timeout bounds one explorer request's simulations, and one advise
-	// request's analysis. Zero means DefaultTimeout. A run in progress
-	// when it expires finishes (runs are bounded by MaxRequests), then the
-	// request gets 503.
+	// request's analysis. Zero means DefaultTimeout. When it expires the
+	// work stops where it is (the simulator checks its context every few
+	// thousand events, advise in each of its loops), the slot is given
+	// back and the request gets 503.
 	Timeout time.Duration
 	// MaxRequests is the most simulated requests per run a client may ask
 	// for, and MaxWork the most runs x requests per simulated point. Zero
@@ -195,15 +196,31 @@ func (s *Server) routes() {
 
 // ServeHTTP serves the page at /, its files under /static/, and the API:
 // GET /api/explore, GET /api/drill, GET /api/study and POST /api/advise
-// (see the package doc).
+// (see the package doc). A POST (or any method but GET, HEAD and OPTIONS)
+// from a page of another origin gets 403.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
 	h.Set("Cache-Control", "no-cache")
+	if err := crossOrigin.Check(r); err != nil {
+		writeError(w, http.StatusForbidden, fmt.Sprintf(
+			"refused: this %s came from a page of another site (Sec-Fetch-Site %q, Origin %q), and the lab's API answers only its own page, at http://%s/, and tools that send no Origin, such as curl",
+			r.Method, clip(r.Header.Get("Sec-Fetch-Site")), clip(r.Header.Get("Origin")), clip(r.Host)), nil)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// crossOrigin refuses requests other than GET, HEAD and OPTIONS that a
+// browser sends from a page of another origin: a page anywhere on the web
+// may POST a text body to 127.0.0.1 without asking first (a no-cors
+// fetch needs no preflight), and /api/advise would spend a simulation
+// slot on it. The browser's Sec-Fetch-Site must say same-origin or none
+// (typed or bookmarked); without it, an Origin must name the request's
+// Host; a request with neither, from a tool rather than a page, passes.
+var crossOrigin = http.NewCrossOriginProtection()
 
 // adviseMethodNotAllowed answers /api/advise with a method other than
 // POST.

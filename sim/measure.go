@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"github.com/tailcut/hedge"
 	"math"
 	"slices"
@@ -92,14 +93,25 @@ type Completion struct {
 
 // Run validates c and runs it once with seed c.Seed.
 func (s *Simulator) Run(c Config) (RunResult, error) {
+	return s.RunContext(context.Background(), c)
+}
+
+// RunContext is Run that stops early, with ctx's error and no result,
+// once ctx has ended: the event loop checks it every few thousand events.
+func (s *Simulator) RunContext(ctx context.Context, c Config) (RunResult, error) {
 	if err := c.Validate(); err != nil {
 		return RunResult{}, err
 	}
 	e := &s.e
 	e.init(c)
 	e.doneFn = s.Done
+	e.ctx = ctx
 	e.run()
-	e.doneFn = nil
+	e.doneFn, e.ctx = nil, nil
+	if err := e.err; err != nil {
+		e.err = nil
+		return RunResult{}, err
+	}
 	return e.result(), nil
 }
 

@@ -13,7 +13,7 @@ import (
 // RunPoint runs c runs times, run i with seed RunSeed(c.Seed, i), on up to
 // workers goroutines (GOMAXPROCS if workers < 1), and summarizes them. The
 // result does not depend on workers. It stops early with ctx's error if ctx
-// is cancelled.
+// is cancelled, a run in progress included (Simulator.RunContext).
 func RunPoint(ctx context.Context, c Config, runs, workers int) (Summary, error) {
 	if runs < 1 {
 		return Summary{}, fmt.Errorf("%w: runs = %d: use at least 1", ErrInvalid, runs)
@@ -26,6 +26,7 @@ func RunPoint(ctx context.Context, c Config, runs, workers int) (Summary, error)
 	}
 	workers = min(workers, runs)
 	res := make([]RunResult, runs)
+	errs := make([]error, runs)
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range workers {
@@ -34,7 +35,7 @@ func RunPoint(ctx context.Context, c Config, runs, workers int) (Summary, error)
 			for i := range next {
 				rc := c
 				rc.Seed = RunSeed(c.Seed, i)
-				res[i], _ = s.Run(rc) // valid: checked above
+				res[i], errs[i] = s.RunContext(ctx, rc) // valid: checked above, so only ctx's error
 			}
 		})
 	}
@@ -55,6 +56,11 @@ feed:
 	}
 	close(next)
 	wg.Wait()
+	for _, e := range errs {
+		if err == nil {
+			err = e // ctx's, the same for every run it stopped
+		}
+	}
 	if err != nil {
 		return Summary{}, err
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -46,6 +47,13 @@ type ScriptedRequest struct {
 // the strategy run as usual, so a scenario without queueing has enough
 // servers for every copy in flight.
 func (s *Simulator) RunScript(c Config, sc Script) (RunResult, error) {
+	return s.RunScriptContext(context.Background(), c, sc)
+}
+
+// RunScriptContext is RunScript that stops early, with ctx's error and
+// no result, once ctx has ended: the event loop checks it every few
+// thousand events.
+func (s *Simulator) RunScriptContext(ctx context.Context, c Config, sc Script) (RunResult, error) {
 	c.Requests, c.Warmup, c.Fanout, c.FanoutNeed = len(sc.Requests), 0, 1, 0
 	if err := c.Validate(); err != nil {
 		return RunResult{}, err
@@ -75,8 +83,13 @@ func (s *Simulator) RunScript(c Config, sc Script) (RunResult, error) {
 	e.script = sc.Requests
 	e.traceFn, e.doneFn = s.Trace, s.Done
 	e.nextArr = sc.Requests[0].At
+	e.ctx = ctx
 	e.run()
-	e.script, e.traceFn, e.doneFn = nil, nil, nil
+	e.script, e.traceFn, e.doneFn, e.ctx = nil, nil, nil, nil
+	if err := e.err; err != nil {
+		e.err = nil
+		return RunResult{}, err
+	}
 	return e.result(), nil
 }
 

@@ -111,7 +111,7 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "advise", err)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var s *advise.Sample
 	if f.probe != "" {
@@ -153,6 +153,10 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 	}
 	return exitOK
 }
+
+// notifyContext is signal.NotifyContext; tests wrap it to send the
+// signal once the command listens for it.
+var notifyContext = signal.NotifyContext
 
 // validate checks the flags before any work.
 func (f *adviseFlags) validate() (advise.Options, advise.Format, advise.Fields, error) {
