@@ -139,8 +139,9 @@ type Config struct {
 	// Route returns the route template of a request's path
 	// ("/items/{id}"), without the method: the Transport puts the method
 	// and a space in front of it, so this route makes the operation class
-	// "GET /items/{id}" of a GET (a Route returning "GET /items/{id}"
-	// would make it "GET GET /items/{id}"). Never return the raw path:
+	// "GET /items/{id}" of a GET. A route that begins with the request's
+	// method and a space, as a net/http pattern does ("GET /items/{id}"),
+	// is the class as it is. Never return the raw path:
 	// classes must stay few. A route set with WithRoute on the request's
 	// context takes precedence. Nil, or "", means the operation class is
 	// the method alone.
@@ -394,8 +395,13 @@ func (t *Transport) op(req *http.Request) string {
 	if route == "" && t.route != nil {
 		route = t.route(req)
 	}
-	if route == "" {
+	switch {
+	case route == "":
 		return m
+	case len(route) > len(m) && route[len(m)] == ' ' && route[:len(m)] == m:
+		// The route names the method already, as net/http's patterns do
+		// ("GET /items/{id}"): not "GET GET /items/{id}".
+		return route
 	}
 	return m + " " + route
 }

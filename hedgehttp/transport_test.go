@@ -641,11 +641,17 @@ func TestOperationClasses(t *testing.T) {
 	}
 	req := newRequest(t, "HEAD", s.URL+"/items/4", nil)
 	readAll(t, roundTrip(t, tr, req.WithContext(hedgehttp.WithRoute(context.Background(), "/things/{id}"))))
+	// A route that names the method already, as a net/http pattern does,
+	// is taken as it is; one naming another method is a route like any.
+	req = newRequest(t, "GET", s.URL+"/items/5", nil)
+	readAll(t, roundTrip(t, tr, req.WithContext(hedgehttp.WithRoute(context.Background(), "GET /items/{id}"))))
+	req = newRequest(t, "GET", s.URL+"/items/6", nil)
+	readAll(t, roundTrip(t, tr, req.WithContext(hedgehttp.WithRoute(context.Background(), "GETX /y"))))
 	var ops []string
 	for _, st := range h.Stats() {
 		ops = append(ops, fmt.Sprintf("%s=%d", st.Op, st.Requests))
 	}
-	if want := []string{"GET=1", "GET /items/{id}=2", "HEAD /things/{id}=1"}; !slices.Equal(ops, want) {
+	if want := []string{"GET=1", "GET /items/{id}=3", "GET GETX /y=1", "HEAD /things/{id}=1"}; !slices.Equal(ops, want) {
 		t.Errorf("operation classes %v, want %v", ops, want)
 	}
 }
