@@ -31,7 +31,10 @@
 //
 // New takes any pool with Exec, QueryRow and BeginTx, such as a
 // *pgxpool.Pool; Open makes a small pool of its own from a connection
-// string.
+// string. That pool checks a connection before it reuses it: one whose
+// session the server ended while it sat idle (a restart of PostgreSQL, an
+// administrator's pg_terminate_backend) is dropped and replaced, so that
+// no request fails for it; one idle for over a second is pinged too.
 package deduppg
 
 import (

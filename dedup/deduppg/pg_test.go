@@ -239,3 +239,68 @@ func TestBadTable(t *testing.T) {
 		t.Fatal("a bad table name was accepted")
 	}
 }
+
+// TestStaleConnections: the server ends every session of the store's pool
+// while they are idle, as a restart of PostgreSQL does; the next calls,
+// one per connection that was pooled, still succeed on new connections.
+func TestStaleConnections(t *testing.T) {
+	c := cluster(t)
+	const conns = 4
+	name := fmt.Sprintf("dedup_stale_%d", tables.Add(1))
+	s, err := deduppg.Open(t.Context(), c.DSN("")+" application_name="+name, deduppg.Options{Table: name, MaxConns: conns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	fp := dedup.FingerprintOf()
+	// Hold every connection of the pool at once, so that the pool keeps
+	// conns idle connections afterwards.
+	var entered, wg sync.WaitGroup
+	release := make(chan struct{})
+	entered.Add(conns)
+	for i := range conns {
+		cl, err := s.Claim(t.Context(), fmt.Sprint("held-", i), fp, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			_, err := s.Commit(t.Context(), cl, time.Hour, func(ctx context.Context, tx pgx.Tx) (dedup.Outcome, error) {
+				entered.Done()
+				<-release
+				return dedup.Outcome{Status: 200}, nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	entered.Wait()
+	close(release)
+	wg.Wait()
+
+	admin := connect(t)
+	count := func() (n int) {
+		if err := admin.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != conns {
+		t.Fatalf("%d pooled sessions, want %d", n, conns)
+	}
+	if _, err := admin.Exec(t.Context(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", name); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute) // a hang guard
+	for count() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the sessions did not end within a minute")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := range conns + 1 {
+		if _, err := s.Claim(t.Context(), fmt.Sprint("after-", i), fp, time.Hour); err != nil {
+			t.Fatalf("claim %d after the sessions ended: %v", i, err)
+		}
+	}
+}

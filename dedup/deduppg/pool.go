@@ -4,19 +4,60 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // pool is the small connection pool behind Open: up to max connections,
-// made on demand, a broken one dropped on release. Applications that have
-// a *pgxpool.Pool pass it to New instead.
+// made on demand, a broken one dropped on release, and an idle one checked
+// before it is used again (see healthy), so that a restart of the server,
+// which ends every pooled session, costs no request an error.
+// Applications that have a *pgxpool.Pool pass it to New instead.
 type pool struct {
 	cfg  *pgx.ConnConfig
 	sem  chan struct{} // one token per connection allowed
 	mu   sync.Mutex
-	idle []*pgx.Conn
+	idle []idleConn
+}
+
+type idleConn struct {
+	c     *pgx.Conn
+	since time.Time
+}
+
+// pingAfter is how long a connection may sit idle before it is pinged
+// (a round trip) rather than only checked for what the server sent it.
+const pingAfter = time.Second
+
+// healthy reports whether an idle connection can be used: it was not
+// closed, and the server has not ended its session. A session the server
+// ended (a restart, pg_terminate_backend, an idle timeout) has left an
+// error (FATAL) or the end of the stream in the socket, which a read that
+// does not wait finds; a connection idle for longer than pingAfter is
+// pinged as well, for a server that went away without a word.
+func healthy(ctx context.Context, ic idleConn) bool {
+	if ic.c.IsClosed() {
+		return false
+	}
+	if time.Since(ic.since) >= pingAfter {
+		return ic.c.Ping(ctx) == nil
+	}
+	pc := ic.c.PgConn()
+	for {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		msg, err := pc.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			return pgconn.Timeout(err) && !ic.c.IsClosed() // nothing to read: alive
+		}
+		if _, ok := msg.(*pgproto3.ErrorResponse); ok {
+			return false
+		}
+		// A notice or a parameter change: read on.
+	}
 }
 
 func newPool(dsn string, max int) (*pool, error) {
@@ -33,14 +74,21 @@ func (p *pool) acquire(ctx context.Context) (*pgx.Conn, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	p.mu.Lock()
-	if n := len(p.idle); n > 0 {
-		c := p.idle[n-1]
+	for {
+		p.mu.Lock()
+		n := len(p.idle)
+		if n == 0 {
+			p.mu.Unlock()
+			break
+		}
+		ic := p.idle[n-1]
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		return c, nil
+		if healthy(ctx, ic) {
+			return ic.c, nil
+		}
+		_ = ic.c.Close(context.Background())
 	}
-	p.mu.Unlock()
 	c, err := pgx.ConnectConfig(ctx, p.cfg)
 	if err != nil {
 		<-p.sem
@@ -54,7 +102,7 @@ func (p *pool) release(c *pgx.Conn) {
 		_ = c.Close(context.Background())
 	} else {
 		p.mu.Lock()
-		p.idle = append(p.idle, c)
+		p.idle = append(p.idle, idleConn{c: c, since: time.Now()})
 		p.mu.Unlock()
 	}
 	<-p.sem
@@ -65,8 +113,8 @@ func (p *pool) close() {
 	idle := p.idle
 	p.idle = nil
 	p.mu.Unlock()
-	for _, c := range idle {
-		_ = c.Close(context.Background())
+	for _, ic := range idle {
+		_ = ic.c.Close(context.Background())
 	}
 }
 
