@@ -9,8 +9,8 @@
 // a histogram's _bucket series, or a Prometheus HTTP API result; parse
 // errors name the line and what was expected. A histogram's counts are
 // spread evenly within their buckets (Sample.Binned). Probe records a
-// sample live with GET or HEAD requests only, at a low fixed rate, per
-// resolved address. Advise refuses a sample of fewer than MinSample
+// sample live with GET or HEAD requests only, at a low fixed rate in
+// all, warm-ups included, spread over the resolved addresses. Advise refuses a sample of fewer than MinSample
 // latencies.
 //
 // # Predictions

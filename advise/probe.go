@@ -43,8 +43,9 @@ type ProbeOptions struct {
 	// Count is how many latencies to record, at most MaxProbeCount
 	// (default MinSample).
 	Count int
-	// Duration bounds the probe, at most MaxProbeDuration (default: as
-	// long as Count needs at Rate, plus a tenth).
+	// Duration bounds the probe, warm-ups included, at most
+	// MaxProbeDuration (default: as long as Count and a warm-up for each of
+	// up to 32 addresses need at Rate, plus a tenth and 5 s).
 	Duration time.Duration
 	// Timeout bounds each request (default 10 s).
 	Timeout time.Duration
@@ -53,6 +54,9 @@ type ProbeOptions struct {
 	Resolve func(ctx context.Context, host string) ([]string, error)
 	// Progress, if set, is told what the probe is doing.
 	Progress io.Writer
+
+	// transport, if set, replaces each address's HTTP transport (tests).
+	transport func(target string) http.RoundTripper
 }
 
 // ErrProbe is wrapped by the errors of invalid ProbeOptions.
@@ -70,7 +74,8 @@ func (o ProbeOptions) Defaults() ProbeOptions {
 		o.Count = MinSample
 	}
 	if o.Duration == 0 && o.Rate > 0 {
-		o.Duration = min(MaxProbeDuration, time.Duration(float64(o.Count)/o.Rate*1.1*float64(time.Second))+5*time.Second)
+		// Room for a warm-up per address too, as many as a probe spreads over.
+		o.Duration = min(MaxProbeDuration, time.Duration(float64(o.Count+maxProbeAddrs)/o.Rate*1.1*float64(time.Second))+5*time.Second)
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 10 * time.Second
@@ -115,7 +120,7 @@ func (o ProbeOptions) Validate() error {
 // or HEAD, nothing else) at a low fixed rate, spread round-robin over the
 // addresses the host resolves to, one HTTP client per address. Each
 // address first gets one request that is not recorded (it opens the
-// connection). A latency runs from sending the request to the end of its
+// connection); the warm-ups go at the rate too, one at a time. A latency runs from sending the request to the end of its
 // body (read up to 1 MiB); requests that fail or answer 5xx are counted
 // and not recorded. The sample names each latency's address and send time.
 // It returns when Count latencies are recorded, Duration has passed or ctx
@@ -164,8 +169,12 @@ func Probe(ctx context.Context, o ProbeOptions) (*Sample, error) {
 			MaxIdleConnsPerHost: maxProbeInFlight,
 			ForceAttemptHTTP2:   true,
 		}
+		var rt http.RoundTripper = tr
+		if o.transport != nil {
+			rt = o.transport(target)
+		}
 		clients[i] = &http.Client{
-			Transport: tr,
+			Transport: rt,
 			Timeout:   o.Timeout,
 			// A redirect is answered, not followed: it could lead
 			// anywhere, and the probe measures this URL.
@@ -186,8 +195,16 @@ func Probe(ctx context.Context, o ProbeOptions) (*Sample, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
-	// One unrecorded request per address opens its connection.
+	interval := time.Duration(float64(time.Second) / o.Rate)
+	// One unrecorded request per address opens its connection, each at
+	// least an interval after the one before: the rate holds for every
+	// request sent, the warm-ups included.
+	next := time.Now()
 	for i := range clients {
+		if !sleepUntil(ctx, next) {
+			break
+		}
+		next = time.Now().Add(interval)
 		_, _, _ = probeOnce(ctx, clients[i], o.Method, o.URL)
 	}
 
@@ -199,11 +216,10 @@ func Probe(ctx context.Context, o ProbeOptions) (*Sample, error) {
 		firstErr          string
 		wg                sync.WaitGroup
 		inFlight          = make(chan struct{}, maxProbeInFlight)
-		interval          = time.Duration(float64(time.Second) / o.Rate)
-		start             = time.Now()
+		start             = next // an interval after the last warm-up
 		sent              int
 	)
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(time.Until(start))
 	defer timer.Stop()
 loop:
 	for k := 0; ; k++ {
@@ -268,6 +284,18 @@ loop:
 		return nil, fmt.Errorf("%w: the probe recorded no latency (%d failed, %d answered 5xx; first error: %s)", ErrEmpty, failed, server5xx, firstErr)
 	}
 	return s, nil
+}
+
+// sleepUntil waits until t, and reports false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
 }
 
 // skippedBudget is how many requests beyond count a probe may send to

@@ -3,11 +3,15 @@ package advise
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -65,4 +69,50 @@ func TestProbeRefuses(t *testing.T) {
 			t.Errorf("Probe(%+v): %v, want ErrProbe", o, err)
 		}
 	}
+}
+
+// fakeServer answers every probe request after 1 ms of the bubble's
+// clock and records when each was sent.
+type fakeServer struct {
+	mu   sync.Mutex
+	sent []time.Time
+}
+
+func (f *fakeServer) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	f.sent = append(f.sent, time.Now())
+	f.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Header: http.Header{}, Request: r}, nil
+}
+
+// The probe's rate cap holds for every request it sends, the unrecorded
+// warm-up of each resolved address included: on the most addresses a
+// probe spreads over, at the highest rate, no two requests go closer
+// than 1/rate apart. The clock is testing/synctest's, so the gaps are
+// exact.
+func TestProbeWarmupKeepsTheRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var f fakeServer
+		addrs := make([]string, maxProbeAddrs+8)
+		for i := range addrs {
+			addrs[i] = fmt.Sprintf("10.0.0.%d", i+1)
+		}
+		o := ProbeOptions{URL: "http://svc.example/item", Rate: MaxProbeRate, Count: 20,
+			Resolve:   func(context.Context, string) ([]string, error) { return addrs, nil },
+			transport: func(string) http.RoundTripper { return &f }}
+		s, err := Probe(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Len() != 20 || len(f.sent) != maxProbeAddrs+20 {
+			t.Fatalf("%d latencies from %d requests; want 20 from %d (one warm-up per address)", s.Len(), len(f.sent), maxProbeAddrs+20)
+		}
+		interval := time.Second / MaxProbeRate
+		for i := 1; i < len(f.sent); i++ {
+			if gap := f.sent[i].Sub(f.sent[i-1]); gap < interval {
+				t.Fatalf("requests %d and %d went %v apart, closer than 1/rate = %v", i-1, i, gap, interval)
+			}
+		}
+	})
 }

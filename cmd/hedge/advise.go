@@ -44,7 +44,7 @@ const adviseExamples = `Examples, one per input:
     'query=sum by (le) (increase(http_request_duration_seconds_bucket{route="/item"}[1h]))' > buckets.json
   hedge advise --in buckets.json --load 0.4
 
-  # A live probe: read-only GETs (or HEADs) at 5 per second, per resolved address.
+  # A live probe: read-only GETs (or HEADs) at 5 per second in all, over the resolved addresses.
   hedge advise --probe https://api.example.com/health --probe-rate 5 --probe-count 1000
 
   # Fixed delays as well as the percentiles, and the queueing estimate at load 0.6 on 12 servers.
@@ -88,7 +88,7 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.probeMethod, "probe-method", "GET", "probe method: GET or HEAD (nothing else is ever sent)")
 	fs.Float64Var(&f.probeRate, "probe-rate", 5, fmt.Sprintf("probe requests per second, open loop (at most %d)", advise.MaxProbeRate))
 	fs.IntVar(&f.probeCount, "probe-count", advise.MinSample, fmt.Sprintf("latencies to record (at most %d)", advise.MaxProbeCount))
-	fs.DurationVar(&f.probeDuration, "probe-duration", 0, "longest the probe may run (0: what --probe-count needs at --probe-rate, plus a tenth; at most 1h)")
+	fs.DurationVar(&f.probeDuration, "probe-duration", 0, "longest the probe may run (0: what --probe-count and a warm-up request per address need at --probe-rate, plus a tenth; at most 1h)")
 	fs.DurationVar(&f.probeTimeout, "probe-timeout", 10*time.Second, "timeout of each probe request")
 	fs.StringVar(&f.percentiles, "percentiles", "50,60,70,80,90,95,99,99.9", "sample percentiles to try as hedge delays, comma-separated (empty: none)")
 	fs.StringVar(&f.delays, "delays", "", "fixed hedge delays to try as well, comma-separated, such as 20ms,50ms")
