@@ -19,10 +19,14 @@
 //
 // # Attributes
 //
-// Every point carries "hedger", the map key given to Register, and, except
-// the budget gauge, "op", the operation class. Op values are bounded by the
-// Hedger itself: beyond Config.MaxOps classes all share hedge.OtherOp. No
-// attribute ever holds request data.
+// Every point of a Hedger carries "hedger", the map key given to Register,
+// and, except the budget gauge and the replica points, "op", the
+// operation class. Op values are bounded by the Hedger itself: beyond
+// Config.MaxOps classes all share hedge.OtherOp. The replica points carry
+// "replica", the replica's index as a decimal string, bounded by
+// Config.Replicas. Tied traffic carries "client" or "server", the names
+// given to WithTiedClient and WithTiedServer. No attribute ever holds
+// request data.
 //
 // # Instruments
 //
@@ -37,7 +41,8 @@
 //	hedge.hedge.wins{hedger,op}                    counter  {request}  calls won by a hedge
 //	hedge.primary.wins{hedger,op}                  counter  {request}  calls won by the primary
 //	hedge.failures{hedger,op}                      counter  {request}  calls that returned an error
-//	hedge.hedges.refused{hedger,op,reason}         counter  {hedge}    reason: budget, in_flight, deadline, replicas
+//	hedge.hedges.refused{hedger,op,reason}         counter  {hedge}    reason: budget, in_flight, busy, payoff, deadline, replicas
+//	hedge.failovers{hedger,op}                     counter  {copy}     copies sent in place of one that never reached its server
 //	hedge.shadow.hedges{hedger,op}                 counter  {hedge}    hedges Shadow mode would have sent
 //	hedge.unhedgeable.requests{hedger,op}          counter  {request}  NotIdempotent calls without a key
 //	hedge.primaries.censored{hedger,op}            counter  {request}  primaries cancelled because a hedge won
@@ -48,6 +53,61 @@
 //	hedge.saved.at.least{hedger,op}                counter  s          lower bound of the time hedges saved
 //	hedge.latency{hedger,op,path,quantile}         gauge    s          path: caller, primary, hedge, holdout; quantile: p50, p90, p99, p999
 //	hedge.timer.lag{hedger,op,quantile}            gauge    s          how late hedge timers fired after coming due
+//
+// The refusal reasons: budget (the token bucket was empty), in_flight
+// (Config.MaxHedgesInFlight hedges were in flight already), busy (the
+// replica the copy would go to had more of this Hedger's requests in
+// flight than Config.MaxReplicaLoad allows, by default any: it was not
+// idle), payoff (hedges sent on the same evidence have not been winning
+// often enough, Config.MinWinRate), deadline (less time was left before
+// the caller's deadline than the delay), replicas (every replica already
+// held a copy). Failovers are not hedges: a copy that never reached its
+// server (hedge.ErrNotSent) is replaced at once, outside the budget.
+//
+// For each replica of a Hedger that picks replicas (Config.Replicas above
+// 0; none otherwise), from Hedger.ReplicaStats:
+//
+//	hedge.replica.latency{hedger,replica,quantile}  gauge    s          its copies that succeeded; absent before the first
+//	hedge.replica.in_flight{hedger,replica}         gauge    {copy}     copies running there now
+//	hedge.replica.copies{hedger,replica}            counter  {copy}     copies sent there: primaries, hedges, failovers
+//	hedge.replica.errors{hedger,replica}            counter  {copy}     copies there that failed
+//	hedge.replica.hedges.sent{hedger,replica}       counter  {hedge}    hedge copies sent there
+//	hedge.replica.hedge.wins{hedger,replica}        counter  {request}  calls won by a hedge there
+//	hedge.replica.probation{hedger,replica}         gauge    1          1 while on probation, else 0
+//
+// With WithTiedClient, for each tied.Client given (tied.ClientStats):
+//
+//	hedge.tied.client.calls{client}                 counter  {request}  tied calls
+//	hedge.tied.client.second_copies{client}         counter  {copy}     second copies sent
+//	hedge.tied.client.copies.dropped{client}        counter  {copy}     copies dropped for their sibling
+//	hedge.tied.client.second_wins{client}           counter  {request}  calls won by the second copy
+//	hedge.tied.client.failures{client}              counter  {request}  tied calls that returned an error
+//	hedge.tied.client.copies.not_sent{client}       counter  {copy}     copies that never reached a server
+//
+// With WithTiedServer, for each tied.Server given (tied.Stats):
+//
+//	hedge.tied.server.running{server}               gauge    {request}  requests holding a worker now
+//	hedge.tied.server.queued{server}                gauge    {request}  requests waiting in the queue now
+//	hedge.tied.server.started{server}               counter  {request}  requests started, tied or not
+//	hedge.tied.server.tied_started{server}          counter  {copy}     tied copies started
+//	hedge.tied.server.refused{server}               counter  {request}  requests refused, the queue full
+//	hedge.tied.server.abandoned{server}             counter  {request}  requests whose context ended first
+//	hedge.tied.server.dropped{server}               counter  {copy}     tied copies dropped for their sibling
+//	hedge.tied.server.unknown_sibling{server}       counter  {request}  tied requests run untied: sibling not a peer
+//	hedge.tied.server.bad_tie{server}               counter  {request}  requests with malformed tie headers
+//	hedge.tied.server.claims.sent{server,outcome}   counter  {claim}    outcome: won, lost, failed
+//	hedge.tied.server.claims.skipped{server}        counter  {copy}     tied copies started without claiming
+//	hedge.tied.server.claims.received{server}       counter  {claim}    authentic claims from peers
+//	hedge.tied.server.claims.early{server}          counter  {claim}    of them, before their copy arrived
+//	hedge.tied.server.claims.crossed{server}        counter  {claim}    of them, won against this server's claim
+//	hedge.tied.server.claims.repeated{server}       counter  {claim}    of them, naming a copy dropped already
+//	hedge.tied.server.claims.refused{server}        counter  {claim}    of them, answered lost
+//	hedge.tied.server.claims.rejected{server}       counter  {claim}    claims malformed, forged or stale
+//	hedge.tied.server.claim.latency{server}         counter  s          round trips of the claims answered
+//	hedge.tied.server.claim.latency.max{server}     gauge    s          the longest of them
+//
+// Register may be given tied clients and servers and no Hedger: a server
+// process has none.
 //
 // Counters are cumulative and monotonic, exactly the Stats counters.
 //
@@ -73,9 +133,10 @@
 // not say); hedge.saved.at.least is, for those whose primary later
 // succeeded, how much later it did: a lower bound, far below the real
 // saving where primaries stop as soon as they are cancelled. path=primary
-// is censored (a primary cancelled because a hedge won is recorded at its
-// running time then), so its high quantiles are lower bounds, not a
-// control group.
+// is the primary copy alone, not the latency without hedging: it is
+// censored (a primary cancelled because a hedge won is recorded at its
+// running time then), so its high quantiles are lower bounds, and it
+// equals path=caller while no hedge wins; it is no control group.
 //
 // # Why gauges of quantiles, not a histogram
 //

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/hedgeset"
+	"github.com/tailcut/hedge/tied"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -47,22 +48,35 @@ var ErrInvalid = errors.New("hedgeotel: invalid registration")
 type instruments struct {
 	requests, hedges, hedgeWins, primaryWins, failures metric.Int64ObservableCounter
 	refused, shadow, unhedgeable, censored, rescued    metric.Int64ObservableCounter
+	failovers                                          metric.Int64ObservableCounter
 	wasted, saved                                      metric.Float64ObservableCounter
-	delay, tokens, latency, timerLag                   metric.Float64ObservableGauge
+	delay, tokens, latency, timerLag, replicaLatency   metric.Float64ObservableGauge
+
+	replica                []seriesInstrument // by hedgeset.ReplicaSeries
+	tiedClient, tiedServer []seriesInstrument // by hedgeset.TiedClientSeries, TiedServerSeries
 }
 
+// seconds converts nanoseconds to seconds as time.Duration.Seconds does.
+func seconds(ns int64) float64 { return time.Duration(ns).Seconds() }
+
 // Register creates the instruments listed in the package documentation on
-// meter and registers one callback that reads each Hedger's Stats, and its
-// budget's tokens, at collection time. hedgers are keyed by the value of
-// their "hedger" attribute; each Hedger may appear once, since the same
-// Hedger under two names would count every call twice in any sum over
-// hedgers.
+// meter and registers one callback that reads each Hedger's Stats and
+// ReplicaStats, and its budget's tokens, at collection time. hedgers are
+// keyed by the value of their "hedger" attribute; each Hedger may appear
+// once, since the same Hedger under two names would count every call
+// twice in any sum over hedgers. Options add tied traffic
+// (WithTiedClient, WithTiedServer), read by the same callback; hedgers
+// may be empty when they give some.
 //
 // Every invalid argument is reported at once, in one error matching
 // ErrInvalid. Call Unregister on the returned Registration to stop
 // observing the Hedgers.
-func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger) (metric.Registration, error) {
-	list, err := validate(meter, hedgers)
+func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger, opts ...Option) (metric.Registration, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	list, clients, servers, err := validate(meter, hedgers, o)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +103,8 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger) (metric.Regi
 	ins.failures = i64("hedge.failures", "{request}",
 		"Calls that returned an error to the caller.")
 	ins.refused = i64("hedge.hedges.refused", "{hedge}",
-		"Hedges due but not sent, by reason: budget (token bucket empty), in_flight (MaxHedgesInFlight reached), deadline (less time left before the caller's deadline than the delay), replicas (every replica already held a copy).")
+		"Hedges due but not sent, by reason: "+hedgeset.ReasonsHelp+". Copies not due because MaxAttempts was reached are not counted.")
+	ins.failovers = i64("hedge.failovers", "{copy}", hedgeset.FailoversHelp)
 	ins.shadow = i64("hedge.shadow.hedges", "{hedge}",
 		"Hedges Shadow mode would have sent; none was sent.")
 	ins.unhedgeable = i64("hedge.unhedgeable.requests", "{request}",
@@ -111,36 +126,68 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger) (metric.Regi
 	ins.tokens = gauge("hedge.budget.tokens", "{token}",
 		"Tokens in the Hedger's budget now. Hedgers sharing a budget report the same value. Absent for an unlimited budget.")
 	ins.latency = gauge("hedge.latency", "s",
-		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window. path=caller: what callers saw; path=primary: the primary alone, censored (high quantiles are lower bounds); path=hedge: hedge copies from send to success; path=holdout: the rollout's control group, calls left unhedged at random while a rollout below 1 is in force (against path=caller, the honest latency without and with hedging). Absent for a path with no samples. Quantiles cannot be averaged across series.")
+		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window. path=caller: what callers waited, from the call to Do's return; "+hedgeset.PrimaryHelp+"; path=hedge: hedge copies from send to success; path=holdout: the rollout's control group, calls left unhedged at random while a rollout below 1 is in force (against path=caller, the honest latency without and with hedging). Absent for a path with no samples. Quantiles cannot be averaged across series.")
 	ins.timerLag = gauge("hedge.timer.lag", "s",
 		"How late the hedge timers fired after they came due, whether a copy then went or was refused, since the Hedger was made (hedge.Stats.TimerLag). A lag near the delay means hedges leave far later than asked (Config.PreciseTimers cures it at some CPU); hedge advise --send-lag and --send-lag-p99 take the p50 and p99. Absent until a timer has come due.")
+	ins.replicaLatency = gauge("hedge."+hedgeset.ReplicaPrefix+"."+hedgeset.ReplicaLatency, "s",
+		hedgeset.ReplicaLatencyHelp+" Quantiles p50, p90, p99 and p999; absent for a replica with no success yet.")
+	all := []metric.Observable{
+		ins.requests, ins.hedges, ins.hedgeWins, ins.primaryWins, ins.failures,
+		ins.refused, ins.shadow, ins.unhedgeable, ins.censored, ins.wasted,
+		ins.delay, ins.tokens, ins.latency, ins.timerLag, ins.rescued, ins.saved,
+		ins.failovers, ins.replicaLatency,
+	}
+	ins.replica = newSeries(meter, hedgeset.ReplicaPrefix, hedgeset.ReplicaSeries, &errs, &all)
+	if len(clients) > 0 {
+		ins.tiedClient = newSeries(meter, hedgeset.TiedClientPrefix, hedgeset.TiedClientSeries, &errs, &all)
+	}
+	if len(servers) > 0 {
+		ins.tiedServer = newSeries(meter, hedgeset.TiedServerPrefix, hedgeset.TiedServerSeries, &errs, &all)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("hedgeotel: creating instruments: %w", err)
 	}
-	reg, err := meter.RegisterCallback(ins.observe(list),
-		ins.requests, ins.hedges, ins.hedgeWins, ins.primaryWins, ins.failures,
-		ins.refused, ins.shadow, ins.unhedgeable, ins.censored, ins.wasted,
-		ins.delay, ins.tokens, ins.latency, ins.timerLag, ins.rescued, ins.saved)
+	reg, err := meter.RegisterCallback(ins.observe(list, clients, servers), all...)
 	if err != nil {
 		return nil, fmt.Errorf("hedgeotel: registering callback: %w", err)
 	}
 	return reg, nil
 }
 
-func validate(meter metric.Meter, hedgers map[string]*hedge.Hedger) ([]hedgeset.Named, error) {
-	list, errs := hedgeset.Sort(hedgers)
+func validate(meter metric.Meter, hedgers map[string]*hedge.Hedger, o options) ([]hedgeset.Named, []hedgeset.Item[tied.Client], []hedgeset.Item[tied.Server], error) {
+	var errs []error
 	if meter == nil {
-		errs = append([]error{errors.New("meter is nil: pass one from a MeterProvider, for instance otel.Meter(\"github.com/tailcut/hedge\")")}, errs...)
+		errs = append(errs, errors.New("meter is nil: pass one from a MeterProvider, for instance otel.Meter(\"github.com/tailcut/hedge\")"))
 	}
+	set, more := hedgeset.SortSet(hedgers, o.tiedClients, o.tiedServers)
+	errs = append(errs, more...)
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
-	return list, nil
+	return set.Hedgers, set.TiedClients, set.TiedServers, nil
 }
 
-// observe returns the callback reading every Hedger of list.
-func (ins *instruments) observe(list []hedgeset.Named) metric.Callback {
+// quantiles are the quantiles of d, with their attribute values.
+func quantiles(d hedge.Distribution) [4]struct {
+	name string
+	v    time.Duration
+} {
+	return [...]struct {
+		name string
+		v    time.Duration
+	}{{QuantileP50, d.P50}, {QuantileP90, d.P90}, {QuantileP99, d.P99}, {QuantileP999, d.P999}}
+}
+
+// observe returns the callback reading every Hedger of list, and every
+// tied client and server.
+func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[tied.Client], servers []hedgeset.Item[tied.Server]) metric.Callback {
 	return func(_ context.Context, o metric.Observer) error {
+		for _, t := range clients {
+			observeSeries(o, ins.tiedClient, hedgeset.TiedClientSeries, t.V.Stats(), attribute.String(hedgeset.LabelClient, t.Name))
+		}
+		for _, t := range servers {
+			observeSeries(o, ins.tiedServer, hedgeset.TiedServerSeries, t.V.Stats(), attribute.String(hedgeset.LabelServer, t.Name))
+		}
 		for _, n := range list {
 			hedger := attribute.String("hedger", n.Name)
 			if t := n.H.Budget().Tokens(); !math.IsInf(t, 1) {
@@ -158,6 +205,7 @@ func (ins *instruments) observe(list []hedgeset.Named) metric.Callback {
 					o.ObserveInt64(ins.refused, r.N, metric.WithAttributes(hedger, op, attribute.String("reason", r.Label)))
 				}
 				o.ObserveInt64(ins.shadow, s.ShadowHedges, attrs)
+				o.ObserveInt64(ins.failovers, s.Failovers, attrs)
 				o.ObserveInt64(ins.unhedgeable, s.Unhedgeable, attrs)
 				o.ObserveInt64(ins.censored, s.PrimaryCensored, attrs)
 				o.ObserveFloat64(ins.wasted, s.WastedWork.Seconds(), attrs)
@@ -172,19 +220,22 @@ func (ins *instruments) observe(list []hedgeset.Named) metric.Callback {
 						continue
 					}
 					path := attribute.String("path", p.Label)
-					for _, q := range [...]struct {
-						name string
-						v    time.Duration
-					}{{QuantileP50, p.D.P50}, {QuantileP90, p.D.P90}, {QuantileP99, p.D.P99}, {QuantileP999, p.D.P999}} {
+					for _, q := range quantiles(p.D) {
 						o.ObserveFloat64(ins.latency, q.v.Seconds(), metric.WithAttributes(hedger, op, path, attribute.String("quantile", q.name)))
 					}
 				}
 				if d := s.TimerLag; d.Count > 0 {
-					for _, q := range [...]struct {
-						name string
-						v    time.Duration
-					}{{QuantileP50, d.P50}, {QuantileP90, d.P90}, {QuantileP99, d.P99}, {QuantileP999, d.P999}} {
+					for _, q := range quantiles(d) {
 						o.ObserveFloat64(ins.timerLag, q.v.Seconds(), metric.WithAttributes(hedger, op, attribute.String("quantile", q.name)))
+					}
+				}
+			}
+			for _, r := range n.H.ReplicaStats() {
+				rep := attribute.String(hedgeset.LabelReplica, hedgeset.ReplicaLabel(r.Replica))
+				observeSeries(o, ins.replica, hedgeset.ReplicaSeries, r, hedger, rep)
+				if r.Latency.Count > 0 {
+					for _, q := range quantiles(r.Latency) {
+						o.ObserveFloat64(ins.replicaLatency, q.v.Seconds(), metric.WithAttributes(hedger, rep, attribute.String(hedgeset.LabelQuantile, q.name)))
 					}
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -145,6 +146,10 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) points {
 				for _, dp := range d.DataPoints {
 					add(setKey(m.Name, dp.Attributes), point{dp.Value, m.Unit, "gauge"})
 				}
+			case metricdata.Gauge[int64]:
+				for _, dp := range d.DataPoints {
+					add(setKey(m.Name, dp.Attributes), point{float64(dp.Value), m.Unit, "gauge"})
+				}
 			default:
 				t.Errorf("%s: unexpected data %T", m.Name, m.Data)
 			}
@@ -188,6 +193,7 @@ func TestRegisterMatchesStats(t *testing.T) {
 				counter("hedge.hedges.refused", "{hedge}", s.DeadlineSkipped, "reason=deadline")
 				counter("hedge.hedges.refused", "{hedge}", s.NoReplica, "reason=replicas")
 				counter("hedge.shadow.hedges", "{hedge}", s.ShadowHedges)
+				counter("hedge.failovers", "{copy}", s.Failovers)
 				counter("hedge.unhedgeable.requests", "{request}", s.Unhedgeable)
 				counter("hedge.primaries.censored", "{request}", s.PrimaryCensored)
 				want[key("hedge.wasted.work", attrs...)] = point{s.WastedWork.Seconds(), "s", "counter"}
@@ -212,6 +218,7 @@ func TestRegisterMatchesStats(t *testing.T) {
 				}
 
 				total.Requests += s.Requests
+				total.Failovers += s.Failovers
 				total.Hedges += s.Hedges
 				total.HedgeWins += s.HedgeWins
 				total.PrimaryWins += s.PrimaryWins
@@ -230,6 +237,9 @@ func TestRegisterMatchesStats(t *testing.T) {
 				total.Rescued += s.Rescued
 				total.SavedAtLeast += s.SavedAtLeast
 			}
+		}
+		for name, h := range hedgers {
+			wantReplicas(want, name, h)
 		}
 		for k, w := range want {
 			g, ok := got[k]
@@ -340,5 +350,28 @@ func TestRegisterValidation(t *testing.T) {
 				t.Errorf("error reports %d mistakes, want %d: %v", got, len(tc.want), err)
 			}
 		})
+	}
+}
+
+// wantReplicas adds to want the points of h's replicas, under the Hedger
+// name.
+func wantReplicas(want points, name string, h *hedge.Hedger) {
+	for _, r := range h.ReplicaStats() {
+		attrs := []string{"hedger=" + name, "replica=" + strconv.Itoa(r.Replica)}
+		probation := 0.0
+		if r.Probation {
+			probation = 1
+		}
+		want[key("hedge.replica.in_flight", attrs...)] = point{float64(r.InFlight), "{copy}", "gauge"}
+		want[key("hedge.replica.copies", attrs...)] = point{float64(r.Copies), "{copy}", "counter"}
+		want[key("hedge.replica.errors", attrs...)] = point{float64(r.Errors), "{copy}", "counter"}
+		want[key("hedge.replica.hedges.sent", attrs...)] = point{float64(r.Hedges), "{hedge}", "counter"}
+		want[key("hedge.replica.hedge.wins", attrs...)] = point{float64(r.HedgeWins), "{request}", "counter"}
+		want[key("hedge.replica.probation", attrs...)] = point{probation, "1", "gauge"}
+		if d := r.Latency; d.Count > 0 {
+			for q, v := range map[string]time.Duration{"p50": d.P50, "p90": d.P90, "p99": d.P99, "p999": d.P999} {
+				want[key("hedge.replica.latency", append(slices.Clone(attrs), "quantile="+q)...)] = point{v.Seconds(), "s", "gauge"}
+			}
+		}
 	}
 }

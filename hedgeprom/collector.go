@@ -13,6 +13,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/hedgeset"
 	"github.com/tailcut/hedge/quantile"
+	"github.com/tailcut/hedge/tied"
 )
 
 // Collector is a prometheus.Collector for a fixed set of Hedgers. Make one
@@ -23,9 +24,17 @@ type Collector struct {
 	requests, hedges, hedgeWins, primaryWins, failures *prometheus.Desc
 	refused, shadow, unhedgeable, censored, wasted     *prometheus.Desc
 	delay, tokens, latency, timerLag                   *prometheus.Desc
-	rescued, saved, histogram                          *prometheus.Desc
+	rescued, saved, histogram, failovers               *prometheus.Desc
+
+	replicaLatency *prometheus.Desc
+	replica        []*prometheus.Desc // by hedgeset.ReplicaSeries
 
 	buckets []float64 // classic bucket bounds of histogram, seconds
+
+	tiedClients []hedgeset.Item[tied.Client] // sorted by name
+	tiedServers []hedgeset.Item[tied.Server] // sorted by name
+	tiedClient  []*prometheus.Desc           // by hedgeset.TiedClientSeries
+	tiedServer  []*prometheus.Desc           // by hedgeset.TiedServerSeries
 
 	watchers []namedWatcher // sorted by name
 	watch    watchDescs
@@ -65,18 +74,21 @@ var ErrInvalid = errors.New("hedgeprom: invalid collector")
 // appear once: the same Hedger under two names would count every call twice
 // in any sum over hedgers. Options add series or shape them: WithWatcher
 // exports an alarm's state, WithBuckets sets the classic buckets of the
-// latency histograms.
+// latency histograms, WithTiedClient and WithTiedServer export tied
+// traffic. hedgers may be empty when a tied client or server is given.
+// Every mistake is reported at once, in one error matching ErrInvalid.
 func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*Collector, error) {
 	var errs []error
 	if !namespaceRE.MatchString(namespace) {
 		errs = append(errs, fmt.Errorf("namespace %q is not a valid metric name prefix: use letters, digits and underscores, not starting with a digit (for instance \"hedge\")", namespace))
 	}
-	list, more := hedgeset.Sort(hedgers)
-	errs = append(errs, more...)
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
+	set, more := hedgeset.SortSet(hedgers, o.tiedClients, o.tiedServers)
+	errs = append(errs, more...)
+	list, clients, servers := set.Hedgers, set.TiedClients, set.TiedServers
 	if !o.bucketsSet {
 		o.buckets = DefaultBuckets()
 	}
@@ -94,7 +106,7 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
-	c := &Collector{hedgers: list, watch: newWatchDescs(namespace), buckets: o.buckets}
+	c := &Collector{hedgers: list, watch: newWatchDescs(namespace), buckets: o.buckets, tiedClients: clients, tiedServers: servers}
 	for name, w := range o.watchers {
 		c.watchers = append(c.watchers, namedWatcher{name, w})
 	}
@@ -115,8 +127,9 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 	c.failures = desc("failures_total",
 		"Calls that returned an error to the caller after every copy failed, a non-retryable error, or the caller's context ending.", op...)
 	c.refused = desc("hedges_refused_total",
-		"Hedges due but not sent, by reason: budget (token bucket empty), in_flight (MaxHedgesInFlight reached), deadline (less time left before the caller's deadline than the delay), replicas (every replica already held a copy). Copies not due because MaxAttempts was reached are not counted.",
+		"Hedges due but not sent, by reason: "+hedgeset.ReasonsHelp+". Copies not due because MaxAttempts was reached are not counted.",
 		"hedger", "op", "reason")
+	c.failovers = desc("failovers_total", hedgeset.FailoversHelp, op...)
 	c.shadow = desc("shadow_hedges_total",
 		"Hedges Shadow mode would have sent, after the budget and caps; none was sent. The hedge rate to expect when switching to On.", op...)
 	c.unhedgeable = desc("unhedgeable_requests_total",
@@ -131,7 +144,7 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 		"Tokens in the Hedger's budget now. A ratio budget spends one per hedge and refuses below 1; a throttle (gRPC retryThrottling) refuses at or below half its maximum. Hedgers sharing a budget report the same value. Absent for an unlimited budget.",
 		"hedger")
 	c.latency = desc("latency_seconds",
-		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window; use rate of _sum over _count for recent means. path=caller: what callers saw, winner or final error. path=primary: the primary alone, the latency without hedging, but censored: a primary cancelled because a hedge won is recorded at its running time then (see primaries_censored_total), so high quantiles are lower bounds; failed primaries are not recorded. path=hedge: hedge copies from send to success, won or not. path=holdout: what callers saw in the rollout's control group, calls left unhedged at random while a rollout below 1 is in force: against path=caller, the honest latency without and with hedging (empty at rollout 1). Quantiles cannot be averaged across series.",
+		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window; use rate of _sum over _count for recent means. path=caller: what callers waited, from the call to Do's return, with the winner's answer or the final error. "+hedgeset.PrimaryHelp+" (see primaries_censored_total). path=hedge: hedge copies from send to success, won or not. path=holdout: what callers saw in the rollout's control group, calls left unhedged at random while a rollout below 1 is in force: against path=caller, the honest latency without and with hedging (empty at rollout 1). Quantiles cannot be averaged across series.",
 		"hedger", "op", "path")
 	c.histogram = desc("latency_distribution_seconds",
 		"The latencies of latency_seconds, bucketed: a native histogram (schema 6, 64 buckets per power of two) and classic buckets, both filled from the Hedger's log-linear buckets counted at their midpoints, so a value may sit up to quantile.RelativeError (about 0.8%) outside the bucket it is counted in. Since the Hedger was made: use rate() or increase() for a recent window; unlike the summary, it aggregates across ops, hedgers and instances. Paths as for latency_seconds.",
@@ -142,6 +155,15 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 		"Calls won by a hedge while their primary was still running: the calls hedging rescued from a slow primary (a copy that replaced a failed primary is not counted). How much each gained is not known: see saved_at_least_seconds_total and path=holdout.", op...)
 	c.saved = desc("saved_at_least_seconds_total",
 		"A lower bound of the time hedges saved: for each rescued call whose primary later returned a success, how much later it did. A primary that stops when cancelled adds nothing, so this is far below the real saving unless primaries run on; compare path=holdout with path=caller for the real effect.", op...)
+	replica := []string{hedgeset.LabelHedger, hedgeset.LabelReplica}
+	c.replicaLatency = desc(hedgeset.ReplicaPrefix+"_"+hedgeset.ReplicaLatency+"_seconds", hedgeset.ReplicaLatencyHelp, replica...)
+	c.replica = seriesDescs(namespace, hedgeset.ReplicaPrefix, hedgeset.ReplicaSeries, replica...)
+	if len(clients) > 0 {
+		c.tiedClient = seriesDescs(namespace, hedgeset.TiedClientPrefix, hedgeset.TiedClientSeries, hedgeset.LabelClient)
+	}
+	if len(servers) > 0 {
+		c.tiedServer = seriesDescs(namespace, hedgeset.TiedServerPrefix, hedgeset.TiedServerSeries, hedgeset.LabelServer)
+	}
 	return c, nil
 }
 
@@ -151,9 +173,14 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.requests, c.hedges, c.hedgeWins, c.primaryWins, c.failures,
 		c.refused, c.shadow, c.unhedgeable, c.censored, c.wasted,
 		c.delay, c.tokens, c.latency, c.timerLag,
-		c.rescued, c.saved, c.histogram,
+		c.rescued, c.saved, c.histogram, c.failovers, c.replicaLatency,
 	} {
 		ch <- d
+	}
+	for _, ds := range [...][]*prometheus.Desc{c.replica, c.tiedClient, c.tiedServer} {
+		for _, d := range ds {
+			ch <- d
+		}
 	}
 	if len(c.watchers) > 0 {
 		for _, d := range []*prometheus.Desc{c.watch.alarmed, c.watch.shadowed, c.watch.rate, c.watch.baseline} {
@@ -162,11 +189,18 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect reads each Hedger's Stats, and each watcher's State, and sends
-// them as metrics.
+// Collect reads each Hedger's Stats and ReplicaStats, each watcher's
+// State, and each tied client's and server's Stats, and sends them as
+// metrics.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, w := range c.watchers {
 		c.watch.collect(ch, w.name, w.w)
+	}
+	for _, t := range c.tiedClients {
+		collectSeries(ch, c.tiedClient, hedgeset.TiedClientSeries, t.V.Stats(), t.Name)
+	}
+	for _, t := range c.tiedServers {
+		collectSeries(ch, c.tiedServer, hedgeset.TiedServerSeries, t.V.Stats(), t.Name)
 	}
 	for _, n := range c.hedgers {
 		if t := n.H.Budget().Tokens(); !math.IsInf(t, 1) {
@@ -185,6 +219,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				counter(c.refused, float64(r.N), r.Label)
 			}
 			counter(c.shadow, float64(s.ShadowHedges))
+			counter(c.failovers, float64(s.Failovers))
 			counter(c.unhedgeable, float64(s.Unhedgeable))
 			counter(c.censored, float64(s.PrimaryCensored))
 			counter(c.wasted, s.WastedWork.Seconds())
@@ -198,6 +233,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			c.summary(ch, c.latency, s.Holdout, n.Name, s.Op, PathHoldout)
 			c.summary(ch, c.timerLag, s.TimerLag, n.Name, s.Op)
+		}
+		for _, r := range n.H.ReplicaStats() {
+			rep := hedgeset.ReplicaLabel(r.Replica)
+			collectSeries(ch, c.replica, hedgeset.ReplicaSeries, r, n.Name, rep)
+			c.summary(ch, c.replicaLatency, r.Latency, n.Name, rep)
 		}
 		for _, hs := range n.H.Histograms() {
 			for _, p := range [...]struct {

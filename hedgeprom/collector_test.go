@@ -182,6 +182,7 @@ func TestCollectorMatchesStats(t *testing.T) {
 				counter("hedge_hedges_refused_total", s.DeadlineSkipped, "reason=deadline")
 				counter("hedge_hedges_refused_total", s.NoReplica, "reason=replicas")
 				counter("hedge_shadow_hedges_total", s.ShadowHedges)
+				counter("hedge_failovers_total", s.Failovers)
 				counter("hedge_unhedgeable_requests_total", s.Unhedgeable)
 				counter("hedge_primaries_censored_total", s.PrimaryCensored)
 				counter("hedge_rescued_requests_total", s.Rescued)
@@ -296,8 +297,8 @@ func TestCollectorMatchesStats(t *testing.T) {
 			t.Error("unlimited budget exported")
 		}
 		ops := len(hedgers["a"].Stats()) + len(hedgers["b"].Stats()) + len(hedgers["c"].Stats())
-		if n != 16*ops {
-			t.Errorf("checked %d counter series, want 16 per op, %d", n, 16*ops)
+		if n != 17*ops {
+			t.Errorf("checked %d counter series, want 17 per op, %d", n, 17*ops)
 		}
 		if got := testutil.CollectAndCount(c, "hedge_requests_total"); got != ops {
 			t.Errorf("CollectAndCount(requests) = %d, want %d", got, ops)

@@ -16,6 +16,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgeprom"
 	"github.com/tailcut/hedge/hedgewatch"
+	"github.com/tailcut/hedge/internal/hedgeset/settest"
 	"github.com/tailcut/hedge/internal/hedgetest"
 )
 
@@ -62,9 +63,9 @@ func loadDashboard(t testing.TB) dashboard {
 }
 
 // exportedNames gathers a collector that exports every series it can
-// (a budget, a fixed delay, a hedge that won, a watcher) and returns the
-// names PromQL can select: each family's name, and _sum and _count of the
-// summaries.
+// (a budget, a fixed delay, a hedge that won, a watcher, replicas, a tied
+// client and server) and returns the names PromQL can select: each
+// family's name, and _sum and _count of the summaries.
 func exportedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
@@ -75,7 +76,10 @@ func exportedNames(t *testing.T) map[string]bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := hedgeprom.New("hedge", map[string]*hedge.Hedger{"items": h}, hedgeprom.WithWatcher("items", w))
+		tt := settest.TiedTraffic(t)
+		defer tt.Release()
+		c, err := hedgeprom.New("hedge", map[string]*hedge.Hedger{"items": h, "replicas": settest.Replicas(t, 10)}, hedgeprom.WithWatcher("items", w),
+			hedgeprom.WithTiedClient("front", tt.Client), hedgeprom.WithTiedServer("items", tt.Server))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,16 +192,41 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"Hedge rate against budget", "Win rate", "p99 with and without hedging", "Hedge-path latency",
-		"Wasted work", "Refusals by reason", "Alarm state", "With vs without hedging (holdout)", "Rescues"} {
+		"Wasted work", "Refusals by reason", "Alarm state", "With vs without hedging (holdout)", "Rescues", "Replicas"} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("no panel %q among %q", want, titles)
 		}
 	}
 	for _, must := range []string{"hedge_hedges_sent_total", "hedge_requests_total", "hedge_hedge_wins_total", "hedge_latency_seconds",
 		"hedge_wasted_work_seconds_total", "hedge_hedges_refused_total", "hedge_watch_alarmed", "hedge_watch_shadowed",
-		"hedge_latency_distribution_seconds", "hedge_rescued_requests_total", "hedge_saved_at_least_seconds_total"} {
+		"hedge_latency_distribution_seconds", "hedge_rescued_requests_total", "hedge_saved_at_least_seconds_total",
+		"hedge_replica_latency_seconds", "hedge_replica_errors_total", "hedge_replica_copies_total", "hedge_replica_probation"} {
 		if !used[must] {
 			t.Errorf("the dashboard never queries %s", must)
+		}
+	}
+	// With and without hedging is caller against holdout; the primary,
+	// censored, is never drawn as the latency without hedging.
+	for _, p := range d.Panels {
+		if p.Title != "p99 with and without hedging" {
+			continue
+		}
+		paths := map[string]bool{}
+		for _, tg := range p.Targets {
+			for _, path := range []string{"caller", "primary", "holdout"} {
+				if strings.Contains(tg.Expr, `path="`+path+`"`) {
+					paths[path] = true
+					if path == "primary" && !strings.Contains(tg.LegendFormat, "primary alone (censored)") {
+						t.Errorf("panel %q, query %s: the primary is drawn as %q; label it \"primary alone (censored)\"", p.Title, tg.RefID, tg.LegendFormat)
+					}
+					if path == "holdout" && !strings.Contains(tg.LegendFormat, "without hedging") {
+						t.Errorf("panel %q, query %s: the holdout is drawn as %q, not as the latency without hedging", p.Title, tg.RefID, tg.LegendFormat)
+					}
+				}
+			}
+		}
+		if !paths["caller"] || !paths["holdout"] {
+			t.Errorf("panel %q does not draw path=caller against path=holdout", p.Title)
 		}
 	}
 	for _, v := range d.Templating.List {

@@ -16,11 +16,17 @@
 //
 // # Labels
 //
-// Every series carries "hedger", the map key given to New, and, except the
-// budget gauge, "op", the operation class. Op values are bounded by the
-// Hedger itself: beyond Config.MaxOps classes all share hedge.OtherOp, so a
-// caller passing raw paths as op names cannot blow up the series count. No
-// label ever holds request data.
+// Every series of a Hedger carries "hedger", the map key given to New,
+// and, except the budget gauge and the replica series, "op", the
+// operation class. Op values are bounded by the Hedger itself: beyond
+// Config.MaxOps classes all share hedge.OtherOp, so a caller passing raw
+// paths as op names cannot blow up the series count, and a name that is
+// not valid UTF-8 is made valid (U+FFFD in place of each bad byte) before
+// it is counted, so that a scrape never fails on it. The replica series
+// carry "replica", the replica's index as a decimal string, bounded by
+// Config.Replicas. Tied traffic carries "client" or "server", the names
+// given to WithTiedClient and WithTiedServer. No label ever holds request
+// data.
 //
 // # Metrics
 //
@@ -31,7 +37,8 @@
 //	hedge_hedge_wins_total{hedger,op}                  counter   calls won by a hedge
 //	hedge_primary_wins_total{hedger,op}                counter   calls won by the primary
 //	hedge_failures_total{hedger,op}                    counter   calls that returned an error
-//	hedge_hedges_refused_total{hedger,op,reason}       counter   reason: budget, in_flight, deadline, replicas
+//	hedge_hedges_refused_total{hedger,op,reason}       counter   reason: budget, in_flight, busy, payoff, deadline, replicas
+//	hedge_failovers_total{hedger,op}                   counter   copies sent in place of one that never reached its server
 //	hedge_shadow_hedges_total{hedger,op}               counter   hedges Shadow mode would have sent
 //	hedge_unhedgeable_requests_total{hedger,op}        counter   NotIdempotent calls without a key
 //	hedge_primaries_censored_total{hedger,op}          counter   primaries cancelled because a hedge won
@@ -43,6 +50,64 @@
 //	hedge_latency_seconds{hedger,op,path,quantile}     summary   path: caller, primary, hedge, holdout
 //	hedge_latency_distribution_seconds{hedger,op,path} histogram the same latencies, native and classic buckets
 //	hedge_timer_lag_seconds{hedger,op,quantile}        summary   how late hedge timers fired after coming due
+//
+// The refusal reasons: budget (the token bucket was empty), in_flight
+// (Config.MaxHedgesInFlight hedges were in flight already), busy (the
+// replica the copy would go to had more of this Hedger's requests in
+// flight than Config.MaxReplicaLoad allows, by default any: it was not
+// idle), payoff (hedges sent on the same evidence have not been winning
+// often enough, Config.MinWinRate), deadline (less time was left before
+// the caller's deadline than the delay), replicas (every replica already
+// held a copy). Failovers are not hedges: a copy that never reached its
+// server (hedge.ErrNotSent) is replaced at once, outside the budget.
+//
+// For each replica of a Hedger that picks replicas (Config.Replicas above
+// 0; none otherwise), from Hedger.ReplicaStats:
+//
+//	hedge_replica_latency_seconds{hedger,replica,quantile}  summary  its copies that succeeded, send to success
+//	hedge_replica_in_flight{hedger,replica}                 gauge    copies running there now
+//	hedge_replica_copies_total{hedger,replica}              counter  copies sent there: primaries, hedges, failovers
+//	hedge_replica_errors_total{hedger,replica}              counter  copies there that failed
+//	hedge_replica_hedges_sent_total{hedger,replica}         counter  hedge copies sent there
+//	hedge_replica_hedge_wins_total{hedger,replica}          counter  calls won by a hedge there
+//	hedge_replica_probation{hedger,replica}                 gauge    1 while on probation, else 0
+//
+// The replica latency is a summary only: a Hedger keeps no per-replica
+// buckets to fill a histogram from.
+//
+// With WithTiedClient, for each tied.Client given (tied.ClientStats):
+//
+//	hedge_tied_client_calls_total{client}                   counter  tied calls
+//	hedge_tied_client_second_copies_total{client}           counter  second copies sent
+//	hedge_tied_client_copies_dropped_total{client}          counter  copies dropped for their sibling
+//	hedge_tied_client_second_wins_total{client}             counter  calls won by the second copy
+//	hedge_tied_client_failures_total{client}                counter  tied calls that returned an error
+//	hedge_tied_client_copies_not_sent_total{client}         counter  copies that never reached a server
+//
+// With WithTiedServer, for each tied.Server given (tied.Stats):
+//
+//	hedge_tied_server_running{server}                       gauge    requests holding a worker now
+//	hedge_tied_server_queued{server}                        gauge    requests waiting in the queue now
+//	hedge_tied_server_started_total{server}                 counter  requests started, tied or not
+//	hedge_tied_server_tied_started_total{server}            counter  tied copies started
+//	hedge_tied_server_refused_total{server}                 counter  requests refused, the queue full
+//	hedge_tied_server_abandoned_total{server}               counter  requests whose context ended first
+//	hedge_tied_server_dropped_total{server}                 counter  tied copies dropped for their sibling
+//	hedge_tied_server_unknown_sibling_total{server}         counter  tied requests run untied: sibling not a peer
+//	hedge_tied_server_bad_tie_total{server}                 counter  requests with malformed tie headers
+//	hedge_tied_server_claims_sent_total{server,outcome}     counter  outcome: won, lost, failed
+//	hedge_tied_server_claims_skipped_total{server}          counter  tied copies started without claiming
+//	hedge_tied_server_claims_received_total{server}         counter  authentic claims from peers
+//	hedge_tied_server_claims_early_total{server}            counter  of them, before their copy arrived
+//	hedge_tied_server_claims_crossed_total{server}          counter  of them, won against this server's claim
+//	hedge_tied_server_claims_repeated_total{server}         counter  of them, naming a copy dropped already
+//	hedge_tied_server_claims_refused_total{server}          counter  of them, answered lost
+//	hedge_tied_server_claims_rejected_total{server}         counter  claims malformed, forged or stale
+//	hedge_tied_server_claim_latency_seconds_total{server}   counter  round trips of the claims answered
+//	hedge_tied_server_claim_latency_max_seconds{server}     gauge    the longest of them
+//
+// A Collector may hold tied clients and servers and no Hedger: a server
+// process has none.
 //
 // With WithWatcher, for each hedgewatch.Watcher given:
 //
@@ -81,9 +146,11 @@
 // stop as soon as they are cancelled (they return at once with an error
 // and add nothing); it is close to the truth only where primaries run on
 // (hedge.Config.ReapInBackground, clients that ignore cancellation).
-// path="primary" is no control group either: it is censored (a primary
-// cancelled because a hedge won is recorded at its running time then, see
-// hedge_primaries_censored_total), so its high quantiles are lower bounds.
+// path="primary" is no control group either, and not the latency without
+// hedging: it is the primary copy alone, censored (a primary cancelled
+// because a hedge won is recorded at its running time then, see
+// hedge_primaries_censored_total), so its high quantiles are lower
+// bounds, and it equals path="caller" while no hedge wins.
 //
 // # Summaries and histograms
 //
@@ -152,9 +219,10 @@
 // # Dashboard and real-server test
 //
 // docs/grafana/hedge-dashboard.json is a Grafana dashboard over these
-// metrics (hedge rate against the budget, win rate, p99 with and without
-// hedging, hedge-path latency, wasted work, refusals by reason, the alarm,
-// latency with hedging against the holdout, rescues);
+// metrics (hedge rate against the budget, win rate, p99 with hedging
+// against the holdout, hedge-path latency, wasted work, refusals by
+// reason, the alarm, latency with hedging against the holdout, rescues,
+// and each replica's p99, error rate and probation);
 // TestDashboardUsesExportedMetrics checks that every metric its queries
 // name is one this package exports. TestPrometheusScrapesWhatClientsCounted
 // has a real Prometheus server scrape hedged HTTP traffic and checks,

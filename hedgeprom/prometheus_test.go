@@ -230,6 +230,27 @@ func serveMetrics(t testing.TB, reg *prometheus.Registry) string {
 	return l.Addr().String()
 }
 
+// query is a PromQL expression and the one value it must return.
+type query struct {
+	expr string
+	want float64
+}
+
+// checkQueries evaluates each query at at and checks that it returns one
+// sample of exactly the value wanted, which source names.
+func checkQueries(ctx context.Context, t *testing.T, prom *promtest.Server, at time.Time, source string, qs []query) {
+	t.Helper()
+	for _, q := range qs {
+		got, err := prom.Query(ctx, q.expr, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Value != q.want {
+			t.Errorf("%s at %v: %v; want exactly %v (%s)", q.expr, at, got, q.want, source)
+		}
+	}
+}
+
 // TestPrometheusScrapesWhatClientsCounted runs hedged HTTP traffic with the
 // collector on /metrics, has a real Prometheus server scrape it, and reads
 // the hedge counts, the hedge rate and the win rate back from Prometheus's
@@ -289,10 +310,7 @@ func TestPrometheusScrapesWhatClientsCounted(t *testing.T) {
 	}
 	for name, s := range want {
 		sel := fmt.Sprintf(`{hedger=%q,op=%q}`, name, s.Op)
-		for _, q := range []struct {
-			expr string
-			want float64
-		}{
+		checkQueries(ctx, t, prom, at, "the Hedger's Stats", []query{
 			{"hedge_requests_total" + sel, float64(s.Requests)},
 			{"hedge_hedges_sent_total" + sel, float64(s.Hedges)},
 			{"hedge_hedge_wins_total" + sel, float64(s.HedgeWins)},
@@ -322,14 +340,25 @@ func TestPrometheusScrapesWhatClientsCounted(t *testing.T) {
 			// Every call took at least a microsecond and less than a
 			// minute.
 			{`histogram_fraction(1e-6, 60, hedge_latency_distribution_seconds{path="caller",hedger="` + name + `"})`, 1},
-		} {
-			got, err := prom.Query(ctx, q.expr, at)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != 1 || got[0].Value != q.want {
-				t.Errorf("%s at %v: %v; want exactly %v (the Hedger's Stats)", q.expr, at, got, q.want)
-			}
+			{fmt.Sprintf(`sum(hedge_failovers_total{hedger=%q})`, name), float64(s.Failovers)},
+		})
+	}
+	// Each replica, as the Hedgers counted it.
+	for name, h := range map[string]*hedge.Hedger{"items": lt.items, "direct": lt.direct} {
+		reps := h.ReplicaStats()
+		if len(reps) != 2 {
+			t.Fatalf("%s: ReplicaStats %v, want two replicas", name, reps)
+		}
+		for _, r := range reps {
+			sel := fmt.Sprintf(`{hedger=%q,replica="%d"}`, name, r.Replica)
+			checkQueries(ctx, t, prom, at, "the Hedger's ReplicaStats", []query{
+				{"hedge_replica_copies_total" + sel, float64(r.Copies)},
+				{"hedge_replica_errors_total" + sel, float64(r.Errors)},
+				{"hedge_replica_hedges_sent_total" + sel, float64(r.Hedges)},
+				{"hedge_replica_hedge_wins_total" + sel, float64(r.HedgeWins)},
+				{"hedge_replica_probation" + sel, 0},
+				{"hedge_replica_latency_seconds_count" + sel, float64(r.Latency.Count)},
+			})
 		}
 	}
 	// The hedge rate over both Hedgers, summed as a dashboard does.

@@ -128,7 +128,7 @@ func unitOf(title string) string {
 	switch title {
 	case "Hedge rate against budget", "Win rate":
 		return "percentunit"
-	case "p99 with and without hedging", "Hedge-path latency", "Wasted work", "With vs without hedging (holdout)":
+	case "p99 with and without hedging", "Hedge-path latency", "Wasted work", "With vs without hedging (holdout)", "Replicas":
 		return "s"
 	case "Refusals by reason", "Traffic", "Rescues":
 		return "reqps"

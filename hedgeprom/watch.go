@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tailcut/hedge/hedgewatch"
+	"github.com/tailcut/hedge/internal/hedgeset"
+	"github.com/tailcut/hedge/tied"
 )
 
 // Watcher is what the collector reads of an alarm: *hedgewatch.Watcher
@@ -17,9 +19,11 @@ type Watcher interface {
 type Option func(*options)
 
 type options struct {
-	watchers   map[string]Watcher
-	buckets    []float64 // classic bucket bounds, seconds
-	bucketsSet bool      // WithBuckets was given
+	watchers    map[string]Watcher
+	buckets     []float64 // classic bucket bounds, seconds
+	bucketsSet  bool      // WithBuckets was given
+	tiedClients []hedgeset.Item[tied.Client]
+	tiedServers []hedgeset.Item[tied.Server]
 }
 
 // WithWatcher exports w's state under the "hedger" label hedger, which

@@ -1,7 +1,9 @@
 // Package hedgeset is what the packages that export or control a set of
 // named Hedgers (hedgeprom, hedgeotel, hedgectl) share: the validation of
-// the set, and the label values of refusal reasons and latency paths, so
-// that the metrics of every exporter name the same things the same way.
+// the set, and of the tied clients and servers an exporter is given, the
+// label names and values of refusal reasons, latency paths and replicas,
+// and the series made of replicas and of tied traffic, so that the
+// metrics of every exporter name the same things the same way.
 package hedgeset
 
 import (
@@ -12,6 +14,19 @@ import (
 	"unicode/utf8"
 
 	"github.com/tailcut/hedge"
+)
+
+// Label names, shared by every exporter.
+const (
+	LabelHedger   = "hedger"   // the name of a Hedger in its set
+	LabelOp       = "op"       // the operation class, Stats.Op
+	LabelReason   = "reason"   // a refusal reason (ReasonBudget...)
+	LabelPath     = "path"     // a latency path (PathCaller...)
+	LabelReplica  = "replica"  // a replica's index (ReplicaLabel)
+	LabelClient   = "client"   // the name of a tied client
+	LabelServer   = "server"   // the name of a tied server
+	LabelOutcome  = "outcome"  // a claim's outcome (OutcomeWon...)
+	LabelQuantile = "quantile" // a quantile of a latency distribution
 )
 
 // Named is one Hedger of a set, with its name.
@@ -25,10 +40,21 @@ type Named struct {
 // empty or non-UTF-8 name, a nil Hedger, the same Hedger under two names
 // (which would count every call twice in any sum over Hedgers).
 func Sort(hedgers map[string]*hedge.Hedger) ([]Named, []error) {
-	var errs []error
+	list, errs := SortAllowEmpty(hedgers)
 	if len(hedgers) == 0 {
-		errs = append(errs, errors.New("no hedgers: pass at least one *hedge.Hedger, keyed by a short fixed name such as \"items\""))
+		errs = append([]error{errors.New("no hedgers: pass at least one *hedge.Hedger, keyed by a short fixed name such as \"items\"")}, errs...)
 	}
+	return list, errs
+}
+
+// NoHedgers is the mistake of an exporter given nothing to export: no
+// Hedger, and none of the tied clients and servers its options add.
+var NoHedgers = errors.New("no hedgers: pass at least one *hedge.Hedger, keyed by a short fixed name such as \"items\", or a tied client or server (WithTiedClient, WithTiedServer)")
+
+// SortAllowEmpty is Sort for a set that may be empty, as an exporter's is
+// when its options give it something else to export.
+func SortAllowEmpty(hedgers map[string]*hedge.Hedger) ([]Named, []error) {
+	var errs []error
 	list := make([]Named, 0, len(hedgers))
 	seen := make(map[*hedge.Hedger]string, len(hedgers))
 	for name, h := range hedgers {

@@ -1,0 +1,203 @@
+// Package settest drives the traffic the exporters' tests read back: a
+// Hedger whose replicas differ (one slow, one that refuses every
+// connection), and a tied client and server through most of their
+// counters. Both run on synctest's fake clock.
+package settest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/hedgeset"
+	"github.com/tailcut/hedge/tied"
+)
+
+const ms = time.Millisecond
+
+// Replicas returns a Hedger over three replicas, after calls calls of op
+// "get": replica 0 refuses every connection (hedge.ErrNotSent: failovers,
+// errors, and probation), replica 1 answers after 50 ms unless cancelled,
+// replica 2 after 2 ms. The hedge delay is 10 ms, with no budget, so
+// slow primaries are hedged and their hedges win. Call it inside a
+// synctest bubble; it returns a second of the fake clock after the last
+// call, once the Hedger's timer goroutine exited.
+func Replicas(t testing.TB, calls int) *hedge.Hedger {
+	t.Helper()
+	h, err := hedge.New(hedge.Config{Replicas: 3, Delay: hedge.Fixed(10 * ms), NoBudget: true,
+		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := hedge.NotSent(fmt.Errorf("dial tcp 10.0.0.1:80: %w", syscall.ECONNREFUSED))
+	for range calls {
+		hedge.Do(context.Background(), h, "get", func(ctx context.Context, a hedge.Attempt) (int, error) {
+			d := 2 * ms
+			switch a.Replica {
+			case 0:
+				return 0, refused
+			case 1:
+				d = 50 * ms
+			}
+			select {
+			case <-time.After(d):
+				return a.Replica, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		})
+	}
+	time.Sleep(time.Second) // the Hedger's timer goroutine exits when idle
+	return h
+}
+
+// Peer is the address of the tied server's one peer.
+const Peer = "http://10.0.0.2:8080"
+
+// sender answers claims with the answer or error it is set to.
+type sender struct {
+	mu     sync.Mutex
+	answer string
+	err    error
+}
+
+func (s *sender) set(answer string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answer, s.err = answer, err
+}
+
+func (s *sender) SendClaim(ctx context.Context, addr, msg string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answer, s.err
+}
+
+// Tied is a tied client and server, each driven through most of its
+// counters, and Release, which lets the server's one running request
+// finish and empties its queue. Until then the server has one request
+// running and one queued.
+type Tied struct {
+	Client  *tied.Client
+	Server  *tied.Server
+	Release func()
+}
+
+// TiedTraffic makes a tied client with two replicas and sends it five
+// calls: answered by the first copy, won by the second, a first copy
+// that never reached its server, one dropped for its sibling, one that
+// failed. It makes a tied server with one worker and a queue of one, and
+// admits: a tied copy whose claim is granted, one whose claim is lost,
+// one whose claim fails, one with an unknown sibling, then an untied
+// request that runs, one that waits in the queue, and one refused; it
+// counts a bad tie and a forged claim. Call it inside a synctest bubble;
+// call Release before the bubble ends.
+func TiedTraffic(t testing.TB) Tied {
+	t.Helper()
+	c, err := tied.NewClient(tied.ClientConfig{Replicas: 2, Gap: ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for call, first := range []func(context.Context) error{
+		func(context.Context) error { return nil },
+		func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() },
+		func(context.Context) error { return tied.NotSent(errors.New("connection refused")) },
+		func(context.Context) error { return tied.ErrDropped },
+		func(context.Context) error { return errors.New("boom") },
+	} {
+		_, release, _ := tied.Run(ctx, c, func(ctx context.Context, cp tied.Copy) (int, error) {
+			if cp.Index == 0 {
+				return 0, first(ctx)
+			}
+			if call == 4 {
+				return 0, errors.New("boom")
+			}
+			return 1, nil
+		}, nil)
+		release()
+	}
+
+	snd := &sender{}
+	s, err := tied.NewServer(tied.Config{Workers: 1, MaxQueue: 1, Secret: []byte("0123456789abcdef0123456789abcdef-settest"),
+		Peers: []string{Peer}, Sender: snd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, answer := range []struct {
+		answer string
+		err    error
+	}{{"go", nil}, {"lost", nil}, {"", errors.New("peer down")}} {
+		snd.set(answer.answer, answer.err)
+		if release, err := s.Admit(ctx, tied.Tie{ID: tied.NewID(), Sibling: Peer}); err == nil {
+			release()
+		}
+	}
+	if release, err := s.Admit(ctx, tied.Tie{ID: tied.NewID(), Sibling: "http://10.0.0.9:8080"}); err == nil {
+		release()
+	}
+	s.CountBadTie()
+	_, _ = s.ReceiveClaim("forged")
+
+	running, err := s.Admit(ctx, tied.Tie{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan func())
+	go func() {
+		release, err := s.Admit(ctx, tied.Tie{})
+		if err != nil {
+			panic(err)
+		}
+		queued <- release
+	}()
+	synctest.Wait() // the second request waits in the queue
+	if _, err := s.Admit(ctx, tied.Tie{}); !errors.Is(err, tied.ErrQueueFull) {
+		t.Fatalf("a third request with one running and one queued: %v, want ErrQueueFull", err)
+	}
+	return Tied{Client: c, Server: s, Release: func() {
+		running()
+		(<-queued)()
+		s.Close()
+	}}
+}
+
+// Mistake is a wrong set of tied options, and what the error must say.
+type Mistake struct {
+	Clients []hedgeset.Item[tied.Client] // WithTiedClient(Name, V), in order
+	Servers []hedgeset.Item[tied.Server] // WithTiedServer(Name, V), in order
+	Want    string
+}
+
+// TiedMistakes returns the mistakes an exporter's tied options must
+// report, each given with no Hedger: nothing at all, a nil client or
+// server, an empty or non-UTF-8 name, a name given twice, one client
+// under two names.
+func TiedMistakes(t testing.TB) []Mistake {
+	t.Helper()
+	c, err := tied.NewClient(tied.ClientConfig{Replicas: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tied.NewServer(tied.Config{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type cs = []hedgeset.Item[tied.Client]
+	type ss = []hedgeset.Item[tied.Server]
+	return []Mistake{
+		{Want: "no hedgers"},
+		{Clients: cs{{Name: "front"}}, Want: `WithTiedClient("front", nil): pass the *tied.Client made with tied.NewClient`},
+		{Servers: ss{{Name: "items"}}, Want: `WithTiedServer("items", nil): pass the *tied.Server made with tied.NewServer`},
+		{Clients: cs{{Name: "", V: c}}, Want: `WithTiedClient("", ...): the name is empty`},
+		{Servers: ss{{Name: "\xff", V: s}}, Want: "not valid UTF-8"},
+		{Servers: ss{{Name: "a", V: s}, {Name: "a", V: s}}, Want: `WithTiedServer("a", ...) is given more than once`},
+		{Clients: cs{{Name: "a", V: c}, {Name: "b", V: c}}, Want: `tied client "a" and "b" are the same *tied.Client`},
+	}
+}
