@@ -894,3 +894,32 @@ func TestClaimProbeAfterFailure(t *testing.T) {
 		t.Errorf("A: %+v, want 1 claim failed, 2 skipped during the probe, 2 won", st)
 	}
 }
+
+// A claim that arrives after this server's copy of the tie started is
+// refused (answered lost) and counted, whatever its ticket, so that the
+// claimant drops its copy instead of running it a second time.
+func TestClaimAfterStartRefused(t *testing.T) {
+	apps := []*app{newApp(), newApp()}
+	nodes := newService(t, 2, Config{Workers: 1}, func(i int) http.Handler { return apps[i].handler(i) })
+	a, b := nodes[0], nodes[1]
+	client := newClient(t)
+	id := NewID()
+	onB := send(context.Background(), client, b.url, "block-b", id, a.url)
+	await[string](t, apps[1].started, "the copy to start on B")
+
+	sender := NewHTTPSender(nil, "")
+	defer sender.CloseIdleConnections()
+	for _, ticket := range []uint64{0, 1 << 63} {
+		answer, err := sender.SendClaim(context.Background(), b.url, Claim{ID: id, Ticket: ticket, Sent: time.Now()}.Sign(testSecret))
+		if err != nil || answer != VerdictLost.String() {
+			t.Errorf("claim with ticket %d after the start: %q, %v; want lost", ticket, answer, err)
+		}
+	}
+	close(apps[1].release)
+	if r := recv(t, onB); r.code != 200 || r.body != "block-b@1" {
+		t.Fatalf("copy on B: %+v, want it run", r)
+	}
+	if st := b.s.Stats(); st.ClaimsReceived != 2 || st.ClaimsRefused != 2 || st.Dropped != 0 || st.TiedStarted != 1 {
+		t.Errorf("B: %+v, want 2 claims received and refused, its copy run", st)
+	}
+}
