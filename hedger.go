@@ -35,8 +35,8 @@ const OtherOp = "(other)"
 // server rather than the request (see evidence.go's rules): a copy goes
 // only to an idle replica (MaxReplicaLoad), hedges that do not pay stop
 // (MinWinRate), and a cancelled loser keeps counting on its replica for a
-// while (Picker). The plain live percentile of earlier versions is
-// Config{MaxReplicaLoad: AnyReplicaLoad, MinWinRate: -1}.
+// while (Picker); Config{MaxReplicaLoad: AnyReplicaLoad, MinWinRate: -1}
+// turns those two rules off, leaving the live percentile and the budget.
 type Config struct {
 	// Delay says when to send the next copy. Nil means Percentile{}: the
 	// p95 of the last 1,000 primary latencies of the operation class, and
@@ -69,17 +69,20 @@ type Config struct {
 	// Hedger picks replicas (Replicas > 0): without them it cannot see a
 	// replica's load.
 	MaxReplicaLoad int
-	// MinWinRate is the payoff rule: hedges keep going only while at
-	// least this share of them win. Hedges are told apart by what the
-	// client saw of the primary's replica when the hedge came due (see
-	// Evidence): a primary at the head of its replica's work is slow
-	// itself or its server is; one waiting behind earlier work is held up
-	// by it. Each kind has a bucket of 10 tokens: a hedge spends one, a
-	// hedge that wins earns 1/MinWinRate, and every request credits 0.002
-	// so that a kind that stopped paying is tried again, at most once in
-	// 500 requests. So where copies take as long as their primaries (big
-	// requests), hedging stops by itself, and where a slow server is the
-	// cause, it goes on. Zero means DefaultMinWinRate (0.5); a negative
+	// MinWinRate is the payoff rule: a class of hedges goes on while at
+	// least this share of its recent hedges win, or while its losers
+	// cost little. Hedges are classed by what the client saw of the
+	// primary's replica when the hedge came due (see Evidence): a primary
+	// at the head of its replica's work is slow itself or its server is;
+	// one waiting behind earlier work is held up by it. For each class the
+	// Policy keeps running averages over about the last 32 hedges of the
+	// share that won and of the time losers ran for nothing, per hedge and
+	// as a share of the delay; a class whose win rate is below MinWinRate
+	// and whose waste is above 0.4 of a delay is refused (RefusedPayoff),
+	// except for a probe now and then (one in 5,000 requests) that tells
+	// when it pays again. So where copies take as long as their primaries
+	// (big requests), hedging stops by itself, and where a slow server is
+	// the cause, it goes on. Zero means DefaultMinWinRate; a negative
 	// value turns the rule off.
 	MinWinRate float64
 
