@@ -5,7 +5,12 @@
 //
 // The file is opened in WAL mode with a busy timeout, so that readers do
 // not block the writer and writers from several processes queue instead of
-// failing. One table holds the records:
+// failing. Several processes may open one file, a new one too, at the same
+// moment: switching a file to WAL mode needs it to itself, and SQLite
+// refuses the switch at once when another process holds a lock, so Open
+// tries again until the busy timeout has passed; and it creates the table
+// in a transaction that takes the write lock first, under the busy
+// timeout. One table holds the records:
 //
 //	key TEXT PRIMARY KEY, fingerprint BLOB, token TEXT, done INTEGER,
 //	outcome BLOB, expires INTEGER (Unix microseconds)
@@ -32,10 +37,12 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+	"modernc.org/sqlite" // and the database/sql driver "sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/tailcut/hedge/dedup"
 )
@@ -82,13 +89,16 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		busy = 10 * time.Second
 	}
 	q := url.Values{}
-	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("dedupsqlite: opening %s: %w", path, err)
+	}
+	if err := setWAL(ctx, db, busy); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("dedupsqlite: opening %s in WAL mode: %w", path, err)
 	}
 	s, err := New(ctx, db, o)
 	if err != nil {
@@ -120,7 +130,7 @@ func New(ctx context.Context, db *sql.DB, o Options) (*Store, error) {
 		expires INTEGER NOT NULL
 	) WITHOUT ROWID;
 	CREATE INDEX IF NOT EXISTS ` + t + `_expires ON ` + t + ` (expires)`
-	if _, err := db.ExecContext(ctx, ddl); err != nil {
+	if err := createTable(ctx, db, ddl); err != nil {
 		return nil, fmt.Errorf("dedupsqlite: creating table %s: %w", t, err)
 	}
 	s := &Store{db: db, table: t}
@@ -135,6 +145,72 @@ func New(ctx context.Context, db *sql.DB, o Options) (*Store, error) {
 	s.qPurge = `DELETE FROM ` + t + ` WHERE key IN (SELECT key FROM ` + t + ` WHERE expires <= ? LIMIT ?)`
 	s.qHeld = `SELECT done, outcome FROM ` + t + ` WHERE key = ? AND token = ?`
 	return s, nil
+}
+
+// setWAL switches the database file to WAL mode, which the file keeps
+// for every later connection. Switching takes an exclusive lock, and
+// SQLite answers SQLITE_BUSY at once, without its busy timeout, when
+// another connection holds a lock: several processes opening one new file
+// together meet that. So setWAL tries again, with pauses growing to 50 ms,
+// until the file is in WAL mode or busy has passed. (A journal_mode pragma
+// in the connection string would fail the connection instead.)
+func setWAL(ctx context.Context, db *sql.DB, busy time.Duration) error {
+	deadline := time.Now().Add(busy)
+	pause := time.Millisecond
+	for {
+		var mode string
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode)
+		switch {
+		case err == nil && strings.EqualFold(mode, "wal"):
+			return nil
+		case err != nil && !isBusy(err):
+			return err
+		case !time.Now().Before(deadline):
+			if err == nil {
+				err = fmt.Errorf("the journal mode stayed %q", mode)
+			}
+			return fmt.Errorf("%w (for the busy timeout, %v)", err, busy)
+		}
+		// Busy, or another connection's transaction kept the old mode.
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
+
+// isBusy reports SQLite's SQLITE_BUSY (with any extended code).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// createTable runs the DDL in a transaction that takes the write lock
+// first (BEGIN IMMEDIATE), whatever db's _txlock. In autocommit, the
+// statements would read the schema and then ask for the write lock, and
+// when another process (a replica opening the same new file) wrote in
+// between, SQLite answers SQLITE_BUSY at once, without the busy timeout,
+// since waiting cannot help a stale read; BEGIN IMMEDIATE waits for the
+// lock under the busy timeout and reads the schema after.
+func createTable(ctx context.Context, db *sql.DB, ddl string) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, ddl); err != nil {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		return err
+	}
+	_, err = conn.ExecContext(ctx, "COMMIT")
+	return err
 }
 
 // DB returns the database, for the application's own tables.

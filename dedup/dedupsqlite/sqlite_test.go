@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,6 +18,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(openerEnv); path != "" {
+		runOpener(path)
+	}
 	goleak.VerifyTestMain(m)
 }
 
