@@ -105,6 +105,46 @@
 // the handler ran, the client still gets the handler's response, and the
 // claim ends with its lease.
 //
+// # What hedging a write buys
+//
+// A hedged write helps only when the slowness comes before the claim: a
+// slow network path, a load balancer, a replica whose queue or handshake
+// delays the first copy before it reaches the store. Then the hedge copy
+// claims first, runs, and answers early, and the first copy replays its
+// outcome. Once a copy holds the claim, every other copy can only wait
+// for that same run (or be refused, with RefuseInProgress): a handler that
+// is slow after the claim, a slow database write, is not hedged away, and
+// the hedge only adds a waiting request. Hedge writes for the latency in
+// front of the handler, not in it.
+//
+// # With tied requests
+//
+// On a server that runs package tied too, put tied outermost and dedup
+// inside it: tied.Server.Handler(dedup.New(app, ...)). tied's handler
+// queues a copy, claims the tie at its sibling's server and drops the
+// sibling before either has started, answering the dropped one 409 with
+// Tied-Dropped; only the copy that wins, the one that waited least, calls
+// the next handler. So with dedup inside:
+//
+//   - the dropped copy never reaches the store: no claim, no round trip,
+//     no lease held by a request that will not run;
+//   - the copy that runs is the one tied chose by queueing time; with
+//     dedup outside, whichever copy claimed the key first (usually the
+//     first to arrive) would run, however long it then queued, and its
+//     sibling would wait in dedup without ever entering tied's queue;
+//   - the lease runs from the copy's start, not from its arrival, so
+//     time in the queue does not count against it;
+//   - tied's 409 is never taken for the write's outcome (with dedup
+//     outside, only Keep stands between a dropped copy and a stored 409);
+//   - dedup still catches what tied lets through: a tie whose claim went
+//     unanswered (ClaimTimeout) starts both copies, and dedup makes them
+//     one write; so it does for client retries and hedges.
+//
+// The cost is that a copy waiting in dedup for another copy's outcome
+// holds one of tied's Workers while it waits. Tied pairs rarely wait
+// (tied dropped the sibling), so what waits is a retry or a hedge that
+// arrived while the first copy ran.
+//
 // # Stores
 //
 // MemoryStore, the default, deduplicates within one process: bounded,
