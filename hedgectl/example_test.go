@@ -11,7 +11,9 @@ import (
 )
 
 // The control endpoint mounted under /debug/hedge/, and the kill switch
-// thrown from outside (here, from loopback).
+// thrown from outside (here, from loopback): a POST of a JSON body, as
+// curl -X POST -H 'Content-Type: application/json' -d '{"mode":"off"}'
+// sends it.
 func ExampleNew() {
 	items, _ := hedge.New(hedge.Config{Replicas: 3})
 	ctl, err := hedgectl.New(map[string]*hedge.Hedger{"items": items}, hedgectl.Options{})
@@ -23,7 +25,7 @@ func ExampleNew() {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	resp, err := http.Post(srv.URL+"/debug/hedge/mode?mode=off", "", strings.NewReader(""))
+	resp, err := http.Post(srv.URL+"/debug/hedge/mode", "application/json", strings.NewReader(`{"mode":"off"}`))
 	if err != nil {
 		panic(err)
 	}

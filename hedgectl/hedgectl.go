@@ -10,19 +10,58 @@
 //
 // Routes (relative to where it is mounted):
 //
-//	GET  /                                   every Hedger: mode, rollout, policy, budget, per-operation stats
-//	POST /mode?mode=off[&hedger=items]       switch one Hedger, or all of them
-//	POST /rollout?fraction=0.05[&hedger=...] hedge 5% of requests for real, shadow the rest
+//	GET  /          every Hedger: mode, rollout, policy, budget, per-operation stats
+//	POST /mode      {"mode":"off"} or {"mode":"off","hedger":"items"}: switch all Hedgers, or one
+//	POST /rollout   {"fraction":0.05[,"hedger":"items"]}: hedge 5% of requests for real, shadow the rest
+//
+// A change is a POST whose body is one JSON object, sent with
+// Content-Type application/json; the answer is the new state:
+//
+//	curl -X POST -H 'Content-Type: application/json' -d '{"mode":"off"}' http://127.0.0.1:8080/debug/hedge/mode
+//
+// Anything else is refused and changes nothing: a form body, a query
+// string, another content type (415), a key given twice, a key the route
+// does not take, trailing data (400).
 //
 // # Who may use it
 //
 // Changing the mode of a service's Hedgers is an operation on production,
-// and the stats describe its traffic. Options.Authorize decides, for every
-// request, reads included. Without it the Handler answers only requests
-// whose remote address is a loopback address (127.0.0.0/8, ::1), which
-// suits a port bound to localhost or a sidecar; behind a proxy, where the
-// remote address is the proxy's, supply Authorize. Refused requests get 403
-// and change nothing.
+// and the stats describe its traffic. Every request, reads included,
+// passes these checks, in order; a refused one gets 403 and the reason.
+//
+//   - Proxies: a request carrying a forwarding header (Forwarded,
+//     X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto, X-Real-IP) is
+//     refused (ErrForwarded), unless Options.Forwarded is set, which
+//     needs Options.Authorize: behind a proxy the remote address is the
+//     proxy's, so the default below would admit whoever the proxy
+//     admits.
+//   - Host: the Host header must name a loopback host (localhost, not
+//     its subdomains, or a loopback IP address such as 127.0.0.1 or ::1,
+//     any port) or one of Options.Hosts (ErrHost). A web page whose name an attacker points
+//     at 127.0.0.1 (DNS rebinding) sends its own name, and is refused.
+//   - Browsers: a request a browser made for another site's page is
+//     refused (ErrCrossSite): one with Sec-Fetch-Site other than
+//     same-origin or none, or with an Origin other than the endpoint's
+//     own (scheme, Host and port). A page can send a cross-site form
+//     post without script, but not one with a JSON content type, which
+//     a browser sends only after a CORS preflight that this Handler
+//     never grants; the two checks together leave no way for a page
+//     elsewhere to change anything.
+//   - Who: Options.Authorize decides. Without it the Handler answers
+//     only requests whose remote address is a loopback address
+//     (127.0.0.0/8, ::1): a port bound to localhost (ErrNotLoopback).
+//
+// A sidecar or reverse proxy on the same host connects from loopback, so
+// through one every client would look local. Run the control endpoint on
+// a listener of its own, bound to 127.0.0.1, that the proxy does not
+// route to; or, to reach it through the proxy, have the proxy add
+// X-Forwarded-For (Envoy and Go's httputil.ReverseProxy do by default,
+// nginx with proxy_set_header X-Forwarded-For) and set
+// Options.Authorize to authenticate the operator (a token, or the
+// identity the proxy verified), Options.Forwarded, and Options.Hosts to
+// the names the proxy forwards under. A proxy that forwards requests
+// without a forwarding header cannot be told from a local client: never
+// route the endpoint through one.
 //
 // Hedgers that share a hedge.ModeVar (hedgegrpc's per-method Hedgers, or
 // any given the same Config.ModeVar) switch together: a change to one is a
@@ -33,9 +72,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"io"
+	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -48,29 +89,88 @@ import (
 type Options struct {
 	// Authorize decides whether r may be served; a non-nil error refuses
 	// it with 403 and the error's text. Nil means: loopback clients
-	// only.
+	// only. It is asked after the checks of Hosts, Forwarded and the
+	// browser headers, which it does not replace.
 	Authorize func(r *http.Request) error
+	// Hosts lists the host names (or IP addresses), without a port,
+	// that the Host header of a request may name besides loopback ones:
+	// the names by which operators or a proxy reach the endpoint, such
+	// as "ops.example.com". Compared without case and port. Nil means
+	// loopback hosts only.
+	Hosts []string
+	// Forwarded admits requests that carry forwarding headers
+	// (Forwarded, X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto,
+	// X-Real-IP), as a proxy's do. It needs Authorize: the remote
+	// address of a forwarded request is the proxy's, not the client's.
+	Forwarded bool
 }
 
-// ErrNotLoopback is the refusal of the default authorization for a
-// client that is not on a loopback address.
-var ErrNotLoopback = errors.New("hedgectl: only loopback clients may use this endpoint (set Options.Authorize to allow others)")
+// Refusals, each answered 403 (ErrNotJSON: 415) with its text; match them
+// with errors.Is.
+var (
+	// ErrNotLoopback is the refusal of the default authorization for a
+	// client that is not on a loopback address.
+	ErrNotLoopback = errors.New("hedgectl: only loopback clients may use this endpoint (set Options.Authorize to allow others)")
+	// ErrHost refuses a request whose Host header names neither a
+	// loopback host nor one of Options.Hosts, such as a web page's name
+	// pointed at 127.0.0.1.
+	ErrHost = errors.New("hedgectl: the Host header names no loopback host and none of Options.Hosts")
+	// ErrForwarded refuses a request with a forwarding header when
+	// Options.Forwarded is not set: it came through a proxy, whose
+	// remote address says nothing of the client's.
+	ErrForwarded = errors.New("hedgectl: the request came through a proxy (it has a forwarding header); set Options.Authorize and Options.Forwarded to serve such requests")
+	// ErrCrossSite refuses a request that a browser sent for a page of
+	// another origin (Sec-Fetch-Site, Origin).
+	ErrCrossSite = errors.New("hedgectl: the request came from a web page of another origin")
+	// ErrNotJSON refuses a change whose Content-Type is not
+	// application/json.
+	ErrNotJSON = errors.New(`hedgectl: a change needs a JSON body with Content-Type application/json, such as {"mode":"off"}`)
+	// ErrInvalidOptions is wrapped by New's error for mistaken Options.
+	ErrInvalidOptions = errors.New("hedgectl: invalid options")
+)
+
+// forwardingHeaders are the headers proxies add to the requests they
+// forward.
+var forwardingHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip"}
+
+// maxBody bounds a change's body.
+const maxBody = 4 << 10
 
 // Handler is the control endpoint. Make one with New.
 type Handler struct {
 	names     []string
 	hedgers   map[string]*hedge.Hedger
 	authorize func(*http.Request) error
+	hosts     map[string]bool
+	forwarded bool
 }
 
 // New returns a Handler for the named Hedgers. Names must be non-empty and
-// the Hedgers non-nil and distinct; every mistake is reported at once.
+// the Hedgers non-nil and distinct, Options.Hosts host names without a
+// port, and Options.Forwarded comes with Options.Authorize; every mistake
+// is reported at once (those in Options wrap ErrInvalidOptions).
 func New(hedgers map[string]*hedge.Hedger, opts Options) (*Handler, error) {
 	list, errs := hedgeset.Sort(hedgers)
+	var optErrs []error
+	if opts.Forwarded && opts.Authorize == nil {
+		optErrs = append(optErrs, errors.New("Forwarded is set without Authorize: behind a proxy every client connects from the proxy's address, so loopback-only would admit everyone the proxy admits; authorize the operator yourself"))
+	}
+	hosts := map[string]bool{}
+	for i, name := range opts.Hosts {
+		n := hostName(name)
+		if _, _, err := net.SplitHostPort(name); err == nil || n == "" || strings.ContainsAny(n, " /\\@") {
+			optErrs = append(optErrs, fmt.Errorf("Hosts[%d] = %q: give a host name or IP address without a port, such as ops.example.com", i, name))
+			continue
+		}
+		hosts[n] = true
+	}
+	if len(optErrs) > 0 {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(optErrs...)))
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("hedgectl: %w", errors.Join(errs...))
 	}
-	h := &Handler{hedgers: map[string]*hedge.Hedger{}, authorize: opts.Authorize}
+	h := &Handler{hedgers: map[string]*hedge.Hedger{}, authorize: opts.Authorize, hosts: hosts, forwarded: opts.Forwarded}
 	for _, n := range list {
 		h.names = append(h.names, n.Name)
 		h.hedgers[n.Name] = n.H
@@ -92,9 +192,50 @@ func loopbackOnly(r *http.Request) error {
 	return ErrNotLoopback
 }
 
+// hostName returns the host of a Host header or an Options.Hosts entry
+// in the form they are compared in: without port, brackets or trailing
+// dot, in lower case.
+func hostName(hostport string) string {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+// admit runs the checks of the package doc that come before Authorize.
+func (h *Handler) admit(r *http.Request) error {
+	if !h.forwarded {
+		for _, k := range forwardingHeaders {
+			if _, ok := r.Header[k]; ok {
+				return fmt.Errorf("%w (%s)", ErrForwarded, k)
+			}
+		}
+	}
+	host := hostName(r.Host)
+	if ip := net.ParseIP(host); !(host == "localhost" || ip != nil && ip.IsLoopback() || h.hosts[host]) {
+		return fmt.Errorf("%w: %q (list the names operators use in Options.Hosts)", ErrHost, r.Host)
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return fmt.Errorf("%w (Sec-Fetch-Site: %s)", ErrCrossSite, site)
+	}
+	if origin, ok := r.Header["Origin"]; ok {
+		u, err := url.Parse(origin[0])
+		if len(origin) != 1 || err != nil || u.Scheme == "" || !strings.EqualFold(u.Host, r.Host) {
+			return fmt.Errorf("%w (Origin: %q, not the endpoint's own)", ErrCrossSite, origin[0])
+		}
+	}
+	return nil
+}
+
 // ServeHTTP serves the routes in the package doc.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := h.authorize(r); err != nil {
+	err := h.admit(r)
+	if err == nil {
+		err = h.authorize(r)
+	}
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
@@ -110,7 +251,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/mode", "/rollout":
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
-			http.Error(w, "hedgectl: "+path+" changes state: use POST", http.StatusMethodNotAllowed)
+			http.Error(w, "hedgectl: "+path+" changes state: POST a JSON body to it", http.StatusMethodNotAllowed)
 			return
 		}
 		h.change(w, r, path)
@@ -121,13 +262,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // change applies POST /mode or /rollout.
 func (h *Handler) change(w http.ResponseWriter, r *http.Request, path string) {
-	q, err := parseQuery(r)
+	q, code, err := parseChange(r, path)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		http.Error(w, err.Error(), code)
 		return
 	}
 	targets := h.names
-	if name := q.Get("hedger"); name != "" {
+	if q.hedger != nil {
+		name := *q.hedger
 		if h.hedgers[name] == nil {
 			http.Error(w, fmt.Sprintf("hedgectl: no Hedger named %q: use one of %s", name, strings.Join(h.names, ", ")), http.StatusNotFound)
 			return
@@ -137,16 +279,16 @@ func (h *Handler) change(w http.ResponseWriter, r *http.Request, path string) {
 	var apply func(*hedge.Hedger) error
 	switch path {
 	case "/mode":
-		m, err := hedge.ParseMode(q.Get("mode"))
+		m, err := hedge.ParseMode(q.mode)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		apply = func(hd *hedge.Hedger) error { return hd.SetMode(m) }
 	case "/rollout":
-		f, err := strconv.ParseFloat(q.Get("fraction"), 64)
-		if err != nil || math.IsNaN(f) || f < 0 || f > 1 {
-			http.Error(w, fmt.Sprintf("hedgectl: fraction=%q: give a number in [0, 1], e.g. 0.05 to hedge 5%% of requests", q.Get("fraction")), http.StatusBadRequest)
+		f := q.fraction
+		if f < 0 || f > 1 {
+			http.Error(w, fmt.Sprintf("hedgectl: fraction %v: give a number in [0, 1], e.g. 0.05 to hedge 5%% of requests", f), http.StatusBadRequest)
 			return
 		}
 		apply = func(hd *hedge.Hedger) error { return hd.SetRollout(f) }
@@ -160,18 +302,77 @@ func (h *Handler) change(w http.ResponseWriter, r *http.Request, path string) {
 	h.writeState(w)
 }
 
-// parseQuery reads the query and a form body strictly: a malformed one, or
-// a parameter given twice, is an error rather than a silent default.
-func parseQuery(r *http.Request) (interface{ Get(string) string }, error) {
-	if err := r.ParseForm(); err != nil {
-		return nil, fmt.Errorf("hedgectl: malformed query or form: %w", err)
+// changeRequest is the body of a change.
+type changeRequest struct {
+	hedger   *string
+	mode     string
+	fraction float64
+}
+
+// parseChange reads a change's JSON body strictly: a query string, a
+// content type other than JSON, a malformed body, a key given twice or
+// not taken by the route, or one missing is an error rather than a
+// silent default. It returns the status to answer an error with.
+func parseChange(r *http.Request, path string) (changeRequest, int, error) {
+	var q changeRequest
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return q, http.StatusUnsupportedMediaType, fmt.Errorf("%w (got Content-Type %q)", ErrNotJSON, r.Header.Get("Content-Type"))
 	}
-	for k, v := range r.Form {
-		if len(v) > 1 {
-			return nil, fmt.Errorf("hedgectl: %s is given %d times: give it once", k, len(v))
+	if r.URL.RawQuery != "" {
+		return q, http.StatusBadRequest, fmt.Errorf("hedgectl: %s takes its parameters in the JSON body, not in the query %q", path, r.URL.RawQuery)
+	}
+	want := map[string]string{"/mode": "mode", "/rollout": "fraction"}[path]
+	example := map[string]string{"/mode": `{"mode":"off"}`, "/rollout": `{"fraction":0.05}`}[path]
+	bad := func(format string, args ...any) (changeRequest, int, error) {
+		return changeRequest{}, http.StatusBadRequest, fmt.Errorf("hedgectl: "+path+": "+format+"; send one JSON object such as "+example+`, optionally with "hedger":"name"`, args...)
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return bad("the body is not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return bad("malformed JSON: %v", err)
+		}
+		key := tok.(string) // an object's key is a string, or Token fails
+		if seen[key] {
+			return bad("%q is given twice: give it once", key)
+		}
+		seen[key] = true
+		var v any
+		switch key {
+		case "hedger":
+			q.hedger = new(string)
+			v = q.hedger
+		case want:
+			if key == "mode" {
+				v = &q.mode
+			} else {
+				v = &q.fraction
+			}
+		default:
+			return bad("%q is no parameter of %s", key, path)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return bad("malformed JSON: %v", err)
+		}
+		if err := json.Unmarshal(raw, v); err != nil || string(raw) == "null" {
+			return bad("%q is %s, want a %s", key, raw, map[bool]string{true: "number", false: "string"}[key == "fraction"])
 		}
 	}
-	return r.Form, nil
+	if _, err := dec.Token(); err != nil {
+		return bad("malformed JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad("data after the object")
+	}
+	if !seen[want] {
+		return bad("%q is missing", want)
+	}
+	return q, 0, nil
 }
 
 // State is what GET / returns.

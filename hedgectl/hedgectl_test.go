@@ -28,20 +28,38 @@ func mustNew(t *testing.T, cfg hedge.Config) *hedge.Hedger {
 	return h
 }
 
-// serve sends one request to the handler as if from remote.
-func serve(t *testing.T, h http.Handler, method, target, remote string) (*httptest.ResponseRecorder, hedgectl.State) {
-	t.Helper()
-	r := httptest.NewRequest(method, target, nil)
+// request is a request to the control endpoint as curl on the same host
+// sends it: from remote, to Host 127.0.0.1:8080, and for a POST with body
+// as JSON.
+func request(method, target, body, remote string) *http.Request {
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
 	r.RemoteAddr = remote
+	r.Host = "127.0.0.1:8080"
+	if method == http.MethodPost {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	return r
+}
+
+// do serves r and decodes the state it answers with.
+func do(t *testing.T, h http.Handler, r *http.Request) (*httptest.ResponseRecorder, hedgectl.State) {
+	t.Helper()
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	var s hedgectl.State
 	if w.Code == http.StatusOK {
 		if err := json.Unmarshal(w.Body.Bytes(), &s); err != nil {
-			t.Fatalf("%s %s: %v\n%s", method, target, err, w.Body)
+			t.Fatalf("%s %s: %v\n%s", r.Method, r.URL, err, w.Body)
 		}
 	}
 	return w, s
+}
+
+// serve sends one request to the handler as if from remote: a POST's
+// body is JSON.
+func serve(t *testing.T, h http.Handler, method, target, body, remote string) (*httptest.ResponseRecorder, hedgectl.State) {
+	t.Helper()
+	return do(t, h, request(method, target, body, remote))
 }
 
 const local = "127.0.0.1:50000"
@@ -66,7 +84,7 @@ func TestStateMatchesStats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, s := serve(t, ctl, http.MethodGet, "/", local)
+		w, s := serve(t, ctl, http.MethodGet, "/", "", local)
 		if w.Code != http.StatusOK || len(s.Hedgers) != 2 || s.Hedgers[0].Name != "items" || s.Hedgers[1].Name != "users" {
 			t.Fatalf("GET / = %d, %+v", w.Code, s)
 		}
@@ -92,31 +110,39 @@ func TestChangeModeAndRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w, s := serve(t, ctl, http.MethodPost, "/mode?mode=shadow&hedger=a", local); w.Code != http.StatusOK || s.Hedgers[0].Mode != "shadow" || b.Mode() != hedge.On {
+	if w, s := serve(t, ctl, http.MethodPost, "/mode", `{"mode":"shadow","hedger":"a"}`, local); w.Code != http.StatusOK || s.Hedgers[0].Mode != "shadow" || b.Mode() != hedge.On {
 		t.Fatalf("POST /mode for a: %d %s; b in %v", w.Code, w.Body, b.Mode())
 	}
-	if w, _ := serve(t, ctl, http.MethodPost, "/mode?mode=off", local); w.Code != http.StatusOK || a.Mode() != hedge.Off || b.Mode() != hedge.Off {
+	if w, _ := serve(t, ctl, http.MethodPost, "/mode", `{"mode":"off"}`, local); w.Code != http.StatusOK || a.Mode() != hedge.Off || b.Mode() != hedge.Off {
 		t.Fatalf("POST /mode for all: %d; modes %v %v", w.Code, a.Mode(), b.Mode())
 	}
-	if w, _ := serve(t, ctl, http.MethodPost, "/rollout?fraction=0.05&hedger=b", local); w.Code != http.StatusOK || b.Rollout() != 0.05 || a.Rollout() != 1 {
-		t.Fatalf("POST /rollout: %d; rollouts %v %v", w.Code, a.Rollout(), b.Rollout())
+	if w, _ := serve(t, ctl, http.MethodPost, "/rollout/", ` {"fraction": 0.05, "hedger": "b"} `, local); w.Code != http.StatusOK || b.Rollout() != 0.05 || a.Rollout() != 1 {
+		t.Fatalf("POST /rollout: %d %s; rollouts %v %v", w.Code, w.Body, a.Rollout(), b.Rollout())
 	}
 	for _, tc := range []struct {
-		method, target string
-		code           int
+		method, target, body string
+		code                 int
 	}{
-		{http.MethodPost, "/mode?mode=sideways", http.StatusBadRequest},
-		{http.MethodPost, "/mode?mode=on&mode=off", http.StatusBadRequest},
-		{http.MethodPost, "/mode?mode=on;x=1", http.StatusBadRequest},
-		{http.MethodPost, "/mode?mode=on&hedger=c", http.StatusNotFound},
-		{http.MethodPost, "/rollout?fraction=2", http.StatusBadRequest},
-		{http.MethodPost, "/rollout?fraction=NaN", http.StatusBadRequest},
-		{http.MethodGet, "/mode?mode=on", http.StatusMethodNotAllowed},
-		{http.MethodPost, "/", http.StatusMethodNotAllowed},
-		{http.MethodGet, "/elsewhere", http.StatusNotFound},
+		{http.MethodPost, "/mode", `{"mode":"sideways"}`, http.StatusBadRequest},
+		{http.MethodPost, "/mode", `{"mode":"on","mode":"off"}`, http.StatusBadRequest},
+		{http.MethodPost, "/mode", `{"mode":"on"}{"mode":"off"}`, http.StatusBadRequest},
+		{http.MethodPost, "/mode", `{"mode":"on","fraction":1}`, http.StatusBadRequest},
+		{http.MethodPost, "/mode", `{"mode":0}`, http.StatusBadRequest},
+		{http.MethodPost, "/mode", `["on"]`, http.StatusBadRequest},
+		{http.MethodPost, "/mode", ``, http.StatusBadRequest},
+		{http.MethodPost, "/mode", `{"mode":"on"`, http.StatusBadRequest},
+		{http.MethodPost, "/mode?mode=on", `{"mode":"on"}`, http.StatusBadRequest},
+		{http.MethodPost, "/mode", `{"mode":"on","hedger":"c"}`, http.StatusNotFound},
+		{http.MethodPost, "/rollout", `{"fraction":2}`, http.StatusBadRequest},
+		{http.MethodPost, "/rollout", `{"fraction":"0.5"}`, http.StatusBadRequest},
+		{http.MethodPost, "/rollout", `{}`, http.StatusBadRequest},
+		{http.MethodGet, "/mode", ``, http.StatusMethodNotAllowed},
+		{http.MethodOptions, "/mode", ``, http.StatusMethodNotAllowed},
+		{http.MethodPost, "/", `{}`, http.StatusMethodNotAllowed},
+		{http.MethodGet, "/elsewhere", ``, http.StatusNotFound},
 	} {
-		if w, _ := serve(t, ctl, tc.method, tc.target, local); w.Code != tc.code || !strings.Contains(w.Body.String(), "hedge") {
-			t.Errorf("%s %s = %d %q, want %d with a message", tc.method, tc.target, w.Code, w.Body, tc.code)
+		if w, _ := serve(t, ctl, tc.method, tc.target, tc.body, local); w.Code != tc.code || !strings.Contains(w.Body.String(), "hedge") {
+			t.Errorf("%s %s %s = %d %q, want %d with a message", tc.method, tc.target, tc.body, w.Code, w.Body, tc.code)
 		}
 	}
 	if a.Mode() != hedge.Off || b.Mode() != hedge.Off || b.Rollout() != 0.05 {
@@ -130,11 +156,11 @@ func TestAuthorization(t *testing.T) {
 	h := mustNew(t, hedge.Config{})
 	ctl, _ := hedgectl.New(map[string]*hedge.Hedger{"a": h}, hedgectl.Options{})
 	for _, remote := range []string{"192.0.2.7:4000", "[2001:db8::1]:4000", "garbage"} {
-		if w, _ := serve(t, ctl, http.MethodPost, "/mode?mode=off", remote); w.Code != http.StatusForbidden {
+		if w, _ := serve(t, ctl, http.MethodPost, "/mode", `{"mode":"off"}`, remote); w.Code != http.StatusForbidden {
 			t.Errorf("from %s: %d, want 403", remote, w.Code)
 		}
 	}
-	if w, _ := serve(t, ctl, http.MethodGet, "/", "[::1]:4000"); w.Code != http.StatusOK {
+	if w, _ := serve(t, ctl, http.MethodGet, "/", "", "[::1]:4000"); w.Code != http.StatusOK {
 		t.Errorf("from ::1: %d, want 200", w.Code)
 	}
 	if h.Mode() != hedge.On {
@@ -146,17 +172,15 @@ func TestAuthorization(t *testing.T) {
 			return errNoToken
 		}
 		return nil
-	}})
-	if w, _ := serve(t, ctl, http.MethodGet, "/", local); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "no token") {
+	}, Hosts: []string{"Ops.Example"}})
+	if w, _ := serve(t, ctl, http.MethodGet, "/", "", local); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "no token") {
 		t.Errorf("without the token, even from loopback: %d %q", w.Code, w.Body)
 	}
-	r := httptest.NewRequest(http.MethodPost, "/mode?mode=shadow", nil)
-	r.RemoteAddr = "192.0.2.7:4000"
+	r := request(http.MethodPost, "/mode", `{"mode":"shadow"}`, "192.0.2.7:4000")
+	r.Host = "ops.example:443"
 	r.Header.Set("Authorization", "Bearer ops")
-	w := httptest.NewRecorder()
-	ctl.ServeHTTP(w, r)
-	if w.Code != http.StatusOK || h.Mode() != hedge.Shadow {
-		t.Errorf("with the token from afar: %d, mode %v", w.Code, h.Mode())
+	if w, _ := do(t, ctl, r); w.Code != http.StatusOK || h.Mode() != hedge.Shadow {
+		t.Errorf("with the token from afar: %d %q, mode %v", w.Code, w.Body, h.Mode())
 	}
 }
 
