@@ -408,6 +408,36 @@ func (c *Coordinator) Settle(ctx context.Context, cl Claim, out Outcome) (final 
 	return out, false, fmt.Errorf("%w: the key %q was lost %d times while storing its outcome", ErrInProgress, cl.Key, maxClaimRounds)
 }
 
+// Yield gives the claim up after an operation whose outcome is not kept
+// (a refusal, a failure), and returns the outcome the key has when the
+// claim turns out to have been lost while the operation ran: the
+// operation's failure may be that loss itself (a store's Commit returned
+// ErrLostClaim), and the copy that took over has, or soon will have, the
+// committed outcome. If another copy holds the key with the same
+// fingerprint, Yield waits for its outcome, for up to a lease, and
+// returns it with replayed set; otherwise (the key is free: the claim
+// held and is released) replayed is false and the caller answers with
+// its own response.
+func (c *Coordinator) Yield(ctx context.Context, cl Claim) (final Outcome, replayed bool) {
+	if err := c.Release(ctx, cl); err != nil {
+		return Outcome{}, false
+	}
+	sctx, cancel := storeContext(ctx)
+	rec, err := c.store.Get(sctx, cl.Key)
+	cancel()
+	if err != nil || rec.Token == cl.Token || rec.Fingerprint != cl.Fingerprint {
+		return Outcome{}, false
+	}
+	if !rec.Done {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opt.Lease+StoreTimeout)
+		defer cancel()
+		if rec, err = c.wait(wctx, cl.Key, cl.Fingerprint); err != nil {
+			return Outcome{}, false
+		}
+	}
+	return rec.Outcome, true
+}
+
 // claimCtxKey is the context key of the claim a handler runs under.
 type claimCtxKey struct{}
 

@@ -96,7 +96,10 @@
 // that Config.Keep rejects (such as 503), or its silence is replayed as
 // a success.
 // A response whose status Config.Keep rejects releases the claim too, and
-// is not replayed. By default (DefaultKeep) only 2xx and 3xx are kept: a
+// is not replayed; but if the claim was lost while the handler ran (a
+// store's Commit answered ErrLostClaim, and the handler refused), the
+// client gets the outcome of the copy that took over instead
+// (Coordinator.Yield). By default (DefaultKeep) only 2xx and 3xx are kept: a
 // 4xx refused the request without doing it, and a 5xx is taken to mean it
 // failed, so a retry runs the handler again (with its fresh credentials,
 // after the Retry-After of a 429 or 503) rather than getting the refusal

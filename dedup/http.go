@@ -188,8 +188,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fp := FingerprintOf([]byte(r.Method), []byte(r.URL.EscapedPath()), []byte(r.URL.RawQuery), body)
-	s := h.scope(r)
-	storeKey := strconv.Itoa(len(s)) + ":" + s + ":" + key
+	storeKey := ScopedKey(h.scope(r), key)
 	cl, err := h.c.Acquire(r.Context(), storeKey, fp)
 	if err != nil {
 		refuse(w, err)
@@ -237,7 +236,13 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, cl Claim, body []b
 	// client is still there and whether or not it wrote a response (an
 	// implicit 200): its claim is kept unless Keep rejects the status.
 	if !h.keep(status) {
-		_ = h.c.Release(cctx, cl)
+		// Not kept: the claim is given up. If it was lost while the
+		// handler ran (the handler may be answering that loss), the copy
+		// that took over has the committed outcome: answer with it.
+		if final, replayed := h.c.Yield(cctx, cl); replayed && !rec.passthrough {
+			replay(w, final)
+			return
+		}
 		rec.flush()
 		return
 	}

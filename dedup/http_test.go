@@ -626,3 +626,42 @@ func TestMiddlewareRequireKey(t *testing.T) {
 		t.Fatalf("POST with a key: %d", w.Code)
 	}
 }
+
+// TestMiddlewareLostClaimAnswersCommitted: the holder stalls past its
+// lease, which it cannot renew, and another copy takes over and commits;
+// the holder's handler, finding its claim lost (as a store's Commit tells
+// it), answers 409, which is not kept. Its client gets the committed
+// outcome, not the 409.
+func TestMiddlewareLostClaimAnswersCommitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := noRenew{dedup.NewMemoryStore(dedup.MemoryOptions{})}
+		stall := make(chan struct{})
+		var runs atomic.Int64
+		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := runs.Add(1)
+			if n == 1 {
+				<-stall
+				cl, _ := dedup.ClaimFromContext(r.Context())
+				if err := store.Complete(r.Context(), cl, dedup.Outcome{Status: 201}, time.Hour); errors.Is(err, dedup.ErrLostClaim) {
+					http.Error(w, err.Error(), http.StatusConflict)
+					return
+				}
+			}
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, "run %d", n)
+		})
+		h := newMiddleware(t, next, dedup.Config{Store: store, Options: dedup.Options{Lease: time.Second}})
+		first := make(chan *httptest.ResponseRecorder)
+		go func() { first <- serve(h, request(t.Context(), "POST", "/x", "k", "")) }()
+		synctest.Wait()
+		second := serve(h, request(t.Context(), "POST", "/x", "k", "")) // takes over after the lease
+		if second.Code != http.StatusCreated || second.Body.String() != "run 2" {
+			t.Fatalf("second copy: %d %q", second.Code, second.Body)
+		}
+		close(stall)
+		w := <-first
+		if w.Code != http.StatusCreated || w.Body.String() != "run 2" || w.Header().Get(dedup.HeaderReplayed) != "true" {
+			t.Fatalf("the holder that lost its claim answered %d %q (replayed %q), want the committed outcome", w.Code, w.Body, w.Header().Get(dedup.HeaderReplayed))
+		}
+	})
+}

@@ -58,3 +58,15 @@ func CredentialScope(authorization, cookies []string, clientCert []byte) string 
 	}
 	return "c" + FingerprintOf(parts...).String()
 }
+
+// ScopedKey returns the store key under which the middleware and the gRPC
+// interceptor keep key in scope (what Config.Scope returned): the
+// scope's length, the scope and the key, so that no two (scope, key)
+// pairs share a store key. It is also the Key of the claim that
+// ClaimFromContext returns. A tool that reads the store, such as one
+// that checks a request's record, finds it there: for a request without
+// credentials under the default scope,
+// ScopedKey(CredentialScope(nil, nil, nil), key).
+func ScopedKey(scope, key string) string {
+	return strconv.Itoa(len(scope)) + ":" + scope + ":" + key
+}

@@ -201,8 +201,7 @@ func (i *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServer
 		return nil, status.Errorf(codes.Internal, "dedupgrpc: marshalling the request to fingerprint it: %v", err)
 	}
 	fp := dedup.FingerprintOf([]byte(info.FullMethod), b)
-	s := i.scope(ctx)
-	key = fmt.Sprintf("%d:%s:%s", len(s), s, key)
+	key = dedup.ScopedKey(i.scope(ctx), key)
 	cl, err := i.c.Acquire(ctx, key, fp)
 	if err != nil {
 		return nil, refusal(err)
@@ -246,7 +245,11 @@ func (i *Interceptor) run(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if err != nil {
 		st := status.Convert(err)
 		if !i.keep(st.Code()) {
-			_ = i.c.Release(c, cl)
+			// Given up; if the claim was lost meanwhile, the copy that
+			// took over has the committed outcome (dedup.Coordinator.Yield).
+			if final, replayed := i.c.Yield(c, cl); replayed {
+				return i.replay(ctx, info.FullMethod, final)
+			}
 			return nil, err
 		}
 		out := dedup.Outcome{Status: int(st.Code()), Body: []byte(st.Message())}
