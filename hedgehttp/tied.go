@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/dialerr"
 	"github.com/tailcut/hedge/tied"
 )
 
@@ -102,15 +102,6 @@ func (t *Transport) TiedClient() *tied.Client {
 	return t.tied.c
 }
 
-// dialError reports whether err is the failure to reach a server at all:
-// a dial that failed (refused, unreachable, timed out) or a name that did
-// not resolve.
-func dialError(err error) bool {
-	var op *net.OpError
-	var dns *net.DNSError
-	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns)
-}
-
 // roundTripTied sends req as a tied request (see TiedConfig). body is the
 // first copy's body (nil: the request's own); getBody makes the second's.
 func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body io.ReadCloser, getBody func() (io.ReadCloser, error), contentLength int64) (*http.Response, error) {
@@ -139,7 +130,7 @@ func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body i
 			if resp != nil {
 				closeBody(resp.Body)
 			}
-			if !gotConn.Load() && dialError(err) {
+			if !gotConn.Load() && dialerr.Is(err) {
 				err = tied.NotSent(err)
 			}
 			return nil, err

@@ -55,22 +55,13 @@ type Client struct {
 // connection was refused, had no route, or the name did not resolve).
 // An attempt function passed to Run returns an error matching it (see
 // NotSent) for such a failure; Run then treats the copy as never sent.
-var ErrNotSent = errors.New("tied: the copy never reached a server")
+// It is hedge.ErrNotSent, so that one mark serves hedged and tied calls.
+var ErrNotSent = hedge.ErrNotSent
 
 // NotSent returns err marked as the failure of a copy that never reached
 // a server: the result matches ErrNotSent and everything err matches.
-// It returns nil for a nil err.
-func NotSent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return notSentError{err}
-}
-
-type notSentError struct{ err error }
-
-func (e notSentError) Error() string   { return e.err.Error() }
-func (e notSentError) Unwrap() []error { return []error{ErrNotSent, e.err} }
+// It returns nil for a nil err. It is hedge.NotSent.
+func NotSent(err error) error { return hedge.NotSent(err) }
 
 // NewClient validates cfg and returns a Client. The error matches
 // ErrInvalidConfig.
