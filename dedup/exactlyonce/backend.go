@@ -70,9 +70,10 @@ const (
 // order line, a write that is not idempotent.
 type backend struct {
 	store dedup.Store
-	// commit appends the order line of key and stores the outcome, in
+	// commit appends the order line of key (the request's idempotency
+	// key; cl.Key is that key in its scope) and stores the outcome, in
 	// one transaction fenced by the claim.
-	commit func(ctx context.Context, cl dedup.Claim, line string, ttl time.Duration) (dedup.Outcome, error)
+	commit func(ctx context.Context, cl dedup.Claim, key, line string, ttl time.Duration) (dedup.Outcome, error)
 	// plain appends the order line without any deduplication.
 	plain func(ctx context.Context, key, line string) error
 	// lines returns how many order lines each key has.
@@ -114,9 +115,9 @@ func openSQLite(ctx context.Context, path string) (*backend, error) {
 	insert := `INSERT INTO ` + ordersTable + ` (key, line) VALUES (?, ?)`
 	return &backend{
 		store: s,
-		commit: func(ctx context.Context, cl dedup.Claim, line string, ttl time.Duration) (dedup.Outcome, error) {
+		commit: func(ctx context.Context, cl dedup.Claim, key, line string, ttl time.Duration) (dedup.Outcome, error) {
 			return s.Commit(ctx, cl, ttl, func(ctx context.Context, tx *sql.Tx) (dedup.Outcome, error) {
-				_, err := tx.ExecContext(ctx, insert, cl.Key, line)
+				_, err := tx.ExecContext(ctx, insert, key, line)
 				return outcome(line), err
 			})
 		},
@@ -184,9 +185,9 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 	var plainConn *pgx.Conn
 	return &backend{
 		store: s,
-		commit: func(ctx context.Context, cl dedup.Claim, line string, ttl time.Duration) (dedup.Outcome, error) {
+		commit: func(ctx context.Context, cl dedup.Claim, key, line string, ttl time.Duration) (dedup.Outcome, error) {
 			return s.Commit(ctx, cl, ttl, func(ctx context.Context, tx pgx.Tx) (dedup.Outcome, error) {
-				_, err := tx.Exec(ctx, insert, cl.Key, line)
+				_, err := tx.Exec(ctx, insert, key, line)
 				return outcome(line), err
 			})
 		},
@@ -249,9 +250,9 @@ func openRedis(ctx context.Context, addr string) (*backend, error) {
 	s := dedupredis.New(rdb, dedupredis.Options{})
 	return &backend{
 		store: s,
-		commit: func(ctx context.Context, cl dedup.Claim, line string, ttl time.Duration) (dedup.Outcome, error) {
+		commit: func(ctx context.Context, cl dedup.Claim, key, line string, ttl time.Duration) (dedup.Outcome, error) {
 			return s.Commit(ctx, cl, ttl, func(ctx context.Context, pipe redis.Pipeliner) (dedup.Outcome, error) {
-				pipe.RPush(ctx, ordersKey, cl.Key)
+				pipe.RPush(ctx, ordersKey, key)
 				return outcome(line), nil
 			})
 		},

@@ -137,11 +137,14 @@ func newReplicaHandler(b *backend, cfg ReplicaConfig) (http.Handler, *replicaSta
 			return
 		}
 		stall(cfg.StallInside, r.Context())
-		line := fmt.Sprintf("order line %s committed by replica %d", cl.Key, cfg.Index)
+		// The order line is the client's key; cl.Key is that key in its
+		// scope (a hash of the request's credentials).
+		key, _ := dedup.KeyFromHeader(r.Header, 0)
+		line := fmt.Sprintf("order line %s committed by replica %d", key, cfg.Index)
 		// Once it holds the claim, the write finishes even if this copy's
 		// client leaves: a commit cut short only makes the next copy wait.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
-		out, err := b.commit(cctx, cl, line, dedup.DefaultTTL)
+		out, err := b.commit(cctx, cl, key, line, dedup.DefaultTTL)
 		cancel()
 		switch {
 		case errors.Is(err, dedup.ErrLostClaim):
