@@ -95,9 +95,11 @@ type Config struct {
 	Picker Picker
 
 	// Retryable reports whether a failed copy may be followed by another
-	// copy at once. Nil means every error is retryable except those
-	// marked Permanent. Errors from the caller's own context ending are
-	// always final, whatever Retryable says.
+	// copy at once. Nil means DefaultRetryable: every error is retryable
+	// except those marked Permanent; a custom predicate can wrap it.
+	// Errors from the caller's own context ending are always final, and
+	// a copy that never reached its server (ErrNotSent) is always
+	// replaced, whatever Retryable says.
 	Retryable func(err error) bool
 
 	// ReapInBackground makes Do return as soon as the outcome is known,
@@ -229,7 +231,7 @@ func New(cfg Config) (*Hedger, error) {
 		}
 	}
 	if h.retryable == nil {
-		h.retryable = func(err error) bool { return !errors.Is(err, errPermanent) }
+		h.retryable = DefaultRetryable
 	}
 	m := map[string]*opState{}
 	h.ops.Store(&m)
@@ -587,6 +589,10 @@ func PushbackAfter(err error, after time.Duration) error {
 	}
 	return pushbackAfter{err, after}
 }
+
+// DefaultRetryable is the Retryable of a Config that sets none: every
+// error is retryable except those marked Permanent.
+func DefaultRetryable(err error) bool { return !errors.Is(err, errPermanent) }
 
 // Permanent marks err as not worth another copy: with the default
 // Retryable, a copy failing with it ends the call at once. errors.Is and

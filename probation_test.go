@@ -266,3 +266,11 @@ func TestOpNamesAreValidUTF8(t *testing.T) {
 		t.Errorf("histograms %d classes, want the same 2", len(hs))
 	}
 }
+
+// TestDefaultRetryable checks the exported default predicate, which a
+// custom Retryable wraps.
+func TestDefaultRetryable(t *testing.T) {
+	if !hedge.DefaultRetryable(errBoom) || hedge.DefaultRetryable(hedge.Permanent(errBoom)) || hedge.DefaultRetryable(fmt.Errorf("wrapped: %w", hedge.Permanent(errBoom))) {
+		t.Fatal("DefaultRetryable: want every error retryable but Permanent ones")
+	}
+}
