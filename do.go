@@ -212,16 +212,20 @@ func (c *call[T]) pick(i int, now time.Duration) (replica int, probe bool) {
 		held[j] = int(c.copies[j].replica)
 	}
 	h := c.h
-	if !h.prob.any() {
-		return h.picker.Pick(len(h.replicas), held, h.loadFn, nil), false
+	load := h.loadFn
+	if c.plan.Holdout {
+		load = h.unhedgedLoad
 	}
-	return c.pickAround(held, now)
+	if !h.prob.any() {
+		return h.picker.Pick(len(h.replicas), held, load, nil), false
+	}
+	return c.pickAround(held, now, load)
 }
 
 // pickAround is pick while some replica is on probation: those out of
 // the picks, or whose probe is out, are left out as if they held a copy,
 // unless that leaves none.
-func (c *call[T]) pickAround(held []int, now time.Duration) (int, bool) {
+func (c *call[T]) pickAround(held []int, now time.Duration, load func(int) int) (int, bool) {
 	h := c.h
 	n := len(h.replicas)
 	ex := slices.Clone(held)
@@ -231,14 +235,14 @@ func (c *call[T]) pickAround(held []int, now time.Duration) (int, bool) {
 		}
 	}
 	for len(ex) < n {
-		r := h.picker.Pick(n, ex, h.loadFn, nil)
+		r := h.picker.Pick(n, ex, load, nil)
 		if probe, ok := h.prob.takeProbe(r, now); ok {
 			return r, probe
 		}
 		ex = append(ex, r) // another copy took its probe just now
 	}
 	// Every replica is held or out: a copy goes to one anyway.
-	return h.picker.Pick(n, held, h.loadFn, nil), false
+	return h.picker.Pick(n, held, load, nil), false
 }
 
 // launch prepares copy i, sent at now: its replica (replica, if not -1,
@@ -364,7 +368,11 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 			// was decided is no evidence of its progress.
 			h.left[cs.replica].Add(1)
 			h.ghost[cs.replica].Store(0)
+			if h.lost[cs.replica].Load() != 0 {
+				h.lost[cs.replica].Store(0)
+			}
 		} else if c.winner >= 0 && c.winner != i {
+			h.lost[cs.replica].Add(1)
 			// Cancelled because another copy won: its replica may be
 			// stuck, so the picker counts the copy as load there until
 			// the replica answers something, or for a while.

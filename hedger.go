@@ -163,22 +163,25 @@ type Config struct {
 // keeps per-operation-class state (delay estimate and stats). Make one with
 // New and share it.
 type Hedger struct {
-	pol       *Policy
-	replicas  []atomic.Int64 // copies in flight on each replica
-	left      []atomic.Int64 // copies each replica answered (not cancelled ones)
-	ghost     []atomic.Int64 // until when a cancelled loser counts as load on each replica (Policy.Ghost); 0: none
-	loadFn    func(int) int
-	reps      []replicaState // per-replica stats (ReplicaStats)
-	prob      *probation     // replicas on probation (ProbationFailures)
-	picker    Picker
-	retryable func(error) bool
-	bgReap    bool
-	onEvent   func(Event)
-	attemptTO time.Duration
-	maxOps    int
-	epoch     time.Time
-	timers    *timerQueue
-	calls     sync.Pool // of *call[T], for whatever T the Hedger's calls return
+	pol      *Policy
+	replicas []atomic.Int64 // copies in flight on each replica
+	left     []atomic.Int64 // copies each replica answered (not cancelled ones)
+	ghost    []atomic.Int64 // until when a cancelled loser counts as load on each replica (Policy.Ghost); 0: none
+	lost     []atomic.Int64 // copies cancelled as losers on each replica since it last answered
+	loadFn   func(int) int
+	// unhedgedLoad is the load the rollout's control group is placed by.
+	unhedgedLoad func(int) int
+	reps         []replicaState // per-replica stats (ReplicaStats)
+	prob         *probation     // replicas on probation (ProbationFailures)
+	picker       Picker
+	retryable    func(error) bool
+	bgReap       bool
+	onEvent      func(Event)
+	attemptTO    time.Duration
+	maxOps       int
+	epoch        time.Time
+	timers       *timerQueue
+	calls        sync.Pool // of *call[T], for whatever T the Hedger's calls return
 
 	opsMu    sync.Mutex
 	ops      atomic.Pointer[map[string]*opState] // by name, and by the raw form of a name made valid UTF-8
@@ -220,6 +223,7 @@ func New(cfg Config) (*Hedger, error) {
 		h.replicas = make([]atomic.Int64, cfg.Replicas)
 		h.left = make([]atomic.Int64, cfg.Replicas)
 		h.ghost = make([]atomic.Int64, cfg.Replicas)
+		h.lost = make([]atomic.Int64, cfg.Replicas)
 		h.reps = make([]replicaState, cfg.Replicas)
 		h.prob = newProbation(cfg.Replicas)
 		h.loadFn = func(i int) int {
@@ -229,6 +233,11 @@ func New(cfg Config) (*Hedger, error) {
 			}
 			return n
 		}
+		// The rollout's control group is placed as a client that never
+		// hedges would place it: there, the copies that hedging
+		// cancelled on a replica would still be in flight until the
+		// replica answers, so a stalled replica keeps looking busy.
+		h.unhedgedLoad = func(i int) int { return int(h.replicas[i].Load() + h.lost[i].Load()) }
 	}
 	if h.retryable == nil {
 		h.retryable = DefaultRetryable

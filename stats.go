@@ -68,7 +68,9 @@ type Stats struct {
 	// Holdout is what callers saw in the rollout's control group: the
 	// requests that a rollout below 1 (SetRollout) kept in Shadow while
 	// the mode is On. They run at the same time, on the same replicas,
-	// through the same picker as the hedged ones, so Holdout against
+	// through the same picker as the hedged ones, placed by the load a
+	// client that never hedges would see (copies that hedging cancelled
+	// on a replica count there until it answers), so Holdout against
 	// Latency is the honest comparison of latency without and with
 	// hedging (Latency counts every call, the control group's included:
 	// keep the group small, 5 to 10%, and the difference is small). It
