@@ -51,7 +51,7 @@ func TestOneReplicaDown(t *testing.T) {
 			t.Fatalf("before the replica went down: %v", err)
 		}
 	}
-	before := h.ReplicaStats()[1].Copies
+	before := h.ReplicaStats()[1]
 	tr.CloseIdleConnections()
 	srv[1].Close() // refuses connections from now on
 	down := time.Now()
@@ -78,16 +78,29 @@ func TestOneReplicaDown(t *testing.T) {
 	for d, out := time.Duration(0), hedge.ProbationTime; d+out <= elapsed; d, out = d+out, min(2*out, hedge.MaxProbationTime) {
 		probes++
 	}
-	sent := rs[1].Copies - before
-	if most := int64(hedge.ProbationFailures + probes); sent > most || rs[1].Errors != sent {
-		t.Fatalf("the dead replica got %d copies (%d errors) in %v; want at most %d (the failures that put it on probation and one probe per probation), each an error", sent, rs[1].Errors, elapsed, most)
+	// A copy there either fails (connection refused) or, when it was a
+	// hedge whose primary answered before the refusal came back, is
+	// cancelled as a loser: it is neither an error nor a failure that
+	// counts towards probation, and a busy machine makes it happen now
+	// and then.
+	sent := rs[1].Copies - before.Copies
+	errs := rs[1].Errors - before.Errors
+	hedges := rs[1].Hedges - before.Hedges
+	if wins := rs[1].Latency.Count - before.Latency.Count; wins != 0 {
+		t.Fatalf("the closed replica answered %d copies", wins)
+	}
+	if most := int64(hedge.ProbationFailures + probes); errs > most || errs == 0 || sent-errs > hedges {
+		t.Fatalf("the dead replica got %d copies (%d errors, %d hedges) in %v; want at most %d errors (the failures that put it on probation and one probe per probation), and each copy an error or a cancelled hedge", sent, errs, hedges, elapsed, most)
 	}
 	if !rs[1].Probation {
 		t.Fatalf("the dead replica is not on probation: %+v", rs[1])
 	}
-	// Each refused primary was replaced (a refused hedge needs no
-	// replacement while its primary runs).
-	if hedged := rs[1].Hedges; st.Failovers < sent-hedged || st.Failovers > sent {
-		t.Fatalf("%d failovers for %d copies refused, %d of them hedges: each refused primary should have been replaced", st.Failovers, sent, hedged)
+	// A refused copy is replaced unless another copy of its call is still
+	// running (a busy machine can start a hedge before the refusal comes
+	// back), so there are at most as many failovers as refusals; that no
+	// call failed above is what shows the replacements happened when
+	// needed.
+	if st.Failovers > errs {
+		t.Fatalf("%d failovers for %d copies refused: a failover replaces a refused copy, nothing else", st.Failovers, errs)
 	}
 }
