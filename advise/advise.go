@@ -26,13 +26,37 @@ type Options struct {
 	// Delays are fixed delays to try as well.
 	Delays []time.Duration
 	// Load is the servers' utilisation without hedging, in (0, 1), for the
-	// queueing estimate. Zero infers it from the sample's send times (with
-	// Servers) or, without them, skips the queueing estimate.
+	// queueing estimate. Zero infers it from the sample's send times or,
+	// without them, skips the queueing estimate.
 	Load float64
-	// Servers is the number of single-slot servers of the queueing
-	// estimate: replicas times the requests each serves at once. Zero
-	// means the number of replicas the sample names, or 10.
+	// Replicas is the number of replicas the requests were spread over:
+	// the moment-local default line replays the spare-capacity rule on
+	// them, and the queueing estimate simulates Replicas x Concurrency
+	// servers. Zero means the number the sample names (a replica field),
+	// or for the queueing estimate 10. One is refused: a copy needs
+	// another replica.
+	Replicas int
+	// Concurrency is how many requests each replica serves at once: the
+	// queueing estimate's servers have one slot each, so a replica is
+	// Concurrency of them. Zero means 1.
+	Concurrency int
+	// Servers is the queueing estimate's number of single-slot servers
+	// (replicas x concurrency) as one number, as the --servers flag gave
+	// it. It cannot also say how many replicas the replay has, so Advise
+	// refuses it with Replicas or Concurrency, and on a sample with send
+	// times that does not name its replicas; give Replicas and
+	// Concurrency instead.
 	Servers int
+	// Objective is the tail percentile the verdicts and the
+	// recommendation are judged by: P99 (the zero value) or P999.
+	Objective Objective
+	// PlainHedging makes the recommended configuration the plain hedging
+	// the rows predict, with the library's spare-capacity and payoff rules
+	// turned off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1).
+	// By default the recommendation keeps them: they only hold back hedges
+	// that find every replica busy or do not win, which latencies alone
+	// cannot foresee.
+	PlainHedging bool
 	// Requests is the number of simulated requests per run of the
 	// queueing estimate. Zero means 200,000.
 	Requests int
@@ -130,10 +154,21 @@ type Report struct {
 	GRPCService, GRPCMethod string
 	// SendLag and SendLagP99 are Options'.
 	SendLag, SendLagP99 time.Duration
+	// Objective and PlainHedging are Options': the percentile the
+	// verdicts are judged by, and whether the recommendation turns the
+	// library's evidence rules off.
+	Objective    Objective
+	PlainHedging bool
 }
 
 // ErrOptions is wrapped by the errors of invalid Options.
 var ErrOptions = errors.New("invalid advise options")
+
+// ErrServers is wrapped, with ErrOptions, by the error of Options.Servers
+// where it is ambiguous: given with Replicas or Concurrency, or on a
+// sample with send times that does not name its replicas, where it could
+// be the replicas the replay needs or replicas x concurrency.
+var ErrServers = errors.New("servers is ambiguous: give --replicas (the replicas the requests were spread over) and, if each serves several requests at once, --concurrency (the queueing estimate simulates replicas x concurrency servers)")
 
 // Advise evaluates hedging s's operation at each choice of delay, with and
 // without the library's default budget, by the independent-copies
@@ -175,8 +210,22 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 	if o.SendLagP99 != 0 && (o.SendLag <= 0 || o.SendLagP99 < o.SendLag) {
 		errs = append(errs, fmt.Errorf("send lag p99 %v with a median of %v: give a positive median (SendLag) no larger than the p99, such as 50us and 1ms from hedge.Stats.TimerLag", o.SendLagP99, o.SendLag))
 	}
-	if o.Servers < 0 || o.Servers == 1 {
-		errs = append(errs, fmt.Errorf("servers %d: use 2 or more (0: the replicas the sample names, or 10)", o.Servers))
+	if o.Replicas < 0 || o.Replicas == 1 {
+		errs = append(errs, fmt.Errorf("replicas %d: use 2 or more, a copy needs another replica (0: the replicas the sample names)", o.Replicas))
+	}
+	if o.Concurrency < 0 {
+		errs = append(errs, fmt.Errorf("concurrency %d: use 1 or more requests each replica serves at once (0: 1)", o.Concurrency))
+	}
+	switch {
+	case o.Servers < 0 || o.Servers == 1:
+		errs = append(errs, fmt.Errorf("servers %d: use 2 or more (0: replicas x concurrency)", o.Servers))
+	case o.Servers > 0 && (o.Replicas > 0 || o.Concurrency > 0):
+		errs = append(errs, fmt.Errorf("servers %d with replicas %d and concurrency %d: %w", o.Servers, o.Replicas, o.Concurrency, ErrServers))
+	case o.Servers > 0 && s.hasTimes() && !s.hasReplicas():
+		errs = append(errs, fmt.Errorf("servers %d on a sample with send times: %w", o.Servers, ErrServers))
+	}
+	if o.Objective != P99 && o.Objective != P999 {
+		errs = append(errs, fmt.Errorf("objective %d: use P99 or P999", o.Objective))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, errors.Join(errs...))
@@ -185,7 +234,8 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 		return nil, err
 	}
 	e := newEmpirical(s.sorted())
-	rep := &Report{Source: s.Source, N: s.Len(), Today: e.percentiles(), Mean: time.Duration(e.mean()), GRPCService: o.GRPCService, GRPCMethod: o.GRPCMethod}
+	rep := &Report{Source: s.Source, N: s.Len(), Today: e.percentiles(), Mean: time.Duration(e.mean()), GRPCService: o.GRPCService, GRPCMethod: o.GRPCMethod,
+		Objective: o.Objective, PlainHedging: o.PlainHedging}
 	rep.Notes = append(rep.Notes, s.Notes...)
 	if s.Len() < 10000 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("With %d latencies the p99.9 rests on %d values: read its predictions as rough.", s.Len(), s.Len()/1000))
@@ -249,7 +299,7 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 				loc.Rows = append(loc.Rows, row)
 			}
 		}
-		r := o.Servers
+		r := o.Replicas
 		if r == 0 {
 			r = s.replicaCount()
 		}
@@ -261,7 +311,7 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 			loc.Default = &def
 			loc.Assumes = append(loc.Assumes, fmt.Sprintf("The default line replays the library's spare-capacity rule on the occupancy the sample records: at each moment a hedge is asked for, the requests in flight then, spread at random over %d replicas, decide whether the copy finds an idle one (otherwise it is asked for again a delay later). Its delay is the sample's p95; its payoff rule is not replayed.", r))
 		} else {
-			rep.Notes = append(rep.Notes, "The moment-local estimate has no line for the library's default: it needs the number of replicas, from --servers or a replica field.")
+			rep.Notes = append(rep.Notes, "The moment-local estimate has no line for the library's default: it needs the number of replicas, from --replicas or a replica field.")
 		}
 		rep.Predictions = append(rep.Predictions, loc)
 	}
@@ -325,6 +375,16 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 			rep.Predictions = append(rep.Predictions, p)
 		}
 	}
+	// Every row's verdict by the objective: the estimates judge by the p99.
+	for i := range rep.Predictions {
+		p := &rep.Predictions[i]
+		for j := range p.Rows {
+			p.Rows[j].Verdict = o.Objective.Judge(p.Rows[j])
+		}
+		if p.Default != nil {
+			p.Default.Verdict = o.Objective.Judge(*p.Default)
+		}
+	}
 	recommend(rep)
 	return rep, nil
 }
@@ -365,15 +425,23 @@ func choices(e *empirical, pcts []float64, delays []time.Duration) []Choice {
 }
 
 // queueModel returns the queueing estimate's system, where its load comes
-// from, and a note when it cannot run.
+// from, and a note when it cannot run. Its servers are Options.Servers, or
+// the replicas (Options.Replicas, the sample's, or 10) times
+// Options.Concurrency.
 func queueModel(s *Sample, e *empirical, o Options) (*QueueModel, string, string) {
-	servers := o.Servers
-	replicas := s.replicaCount()
-	serversFrom := "--servers"
+	servers, serversFrom := o.Servers, "--servers"
 	if servers == 0 {
-		servers, serversFrom = 10, "default"
-		if replicas >= 2 {
-			servers, serversFrom = replicas, "the replicas in the sample"
+		r, rFrom := o.Replicas, "--replicas"
+		if r == 0 {
+			r, rFrom = 10, "10 replicas by default"
+			if n := s.replicaCount(); n >= 2 {
+				r, rFrom = n, "the replicas in the sample"
+			}
+		}
+		k := max(o.Concurrency, 1)
+		servers, serversFrom = r*k, rFrom
+		if o.Concurrency > 0 {
+			serversFrom = fmt.Sprintf("%d replicas (%s) x %d (--concurrency)", r, rFrom, k)
 		}
 	}
 	m := &QueueModel{Load: o.Load, Servers: servers, Requests: o.Requests, Seed: o.Seed}
@@ -381,52 +449,122 @@ func queueModel(s *Sample, e *empirical, o Options) (*QueueModel, string, string
 		return m, "--load", ""
 	}
 	if !s.hasTimes() {
-		return nil, "", "No queueing estimate: the load is unknown. Give --load (the servers' utilisation, such as 0.5), or a sample with send times (--time-field) and --servers."
+		return nil, "", "No queueing estimate: the load is unknown. Give --load (the servers' utilisation, such as 0.5), or a sample with send times (--time-field) and --replicas."
 	}
-	t0, t1 := s.Times[0], s.Times[0]
-	for _, t := range s.Times {
-		if t.Before(t0) {
-			t0 = t
-		}
-		if t.After(t1) {
-			t1 = t
-		}
-	}
-	span := t1.Sub(t0).Seconds()
-	if span <= 0 {
+	r := activeRate(s.Times)
+	if !(r.rate > 0) {
 		return nil, "", "No queueing estimate: every request has the same send time, so the load cannot be inferred; give --load."
 	}
-	rate := float64(s.Len()-1) / span
-	load := rate * e.mean() / 1e9 / float64(servers)
-	from := fmt.Sprintf("inferred: %.4g requests/s x mean latency %v over %d servers (%s)", rate, round(time.Duration(e.mean())), servers, serversFrom)
+	load := r.rate * e.mean() / 1e9 / float64(servers)
+	from := fmt.Sprintf("inferred: %.4g requests/s x mean latency %v over %d servers (%s)", r.rate, round(time.Duration(e.mean())), servers, serversFrom)
+	if r.idle > 0 {
+		from += fmt.Sprintf("; the rate over the %v in which requests were sent, leaving out %d idle gaps longer than %v (%v in all)", round(r.active), r.idle, round(r.gap), round(r.idleTime))
+	}
 	if !(load < 0.98) {
-		return nil, "", fmt.Sprintf("No queueing estimate: the inferred load, %s, is %.3g, at or above capacity; the servers must serve several requests at once: give --servers (replicas x concurrency) or --load.", from, load)
+		return nil, "", fmt.Sprintf("No queueing estimate: the inferred load, %s, is %.3g, at or above capacity; the servers must serve several requests at once: give --concurrency (the requests each replica serves at once) or --load.", from, load)
 	}
 	m.Load = max(load, 0.001)
 	return m, from, ""
 }
 
+// sendRate is the request rate of a sample over the spans in which its
+// requests were sent.
+type sendRate struct {
+	rate             float64       // requests per second
+	active, idleTime time.Duration // time sending, and in the idle gaps left out
+	idle             int           // idle gaps left out
+	gap              time.Duration // the shortest gap counted as idle
+}
+
+// idleGaps is how many times the typical gap between send times a gap
+// must exceed to count as idle. Poisson arrivals leave a gap of twenty
+// times their median (about fourteen times the mean) once in a million.
+const idleGaps = 20
+
+// activeRate returns the rate at which the requests were sent, leaving out
+// the idle gaps between bursts of sending (a recording of blocks, a
+// client that paused): the gaps between consecutive send times longer
+// than idleGaps times the typical gap, the median one, or the smallest
+// positive one when most requests share a send time (a clock too coarse
+// for the rate). The rate is the gaps counted over their total.
+func activeRate(times []time.Time) sendRate {
+	ts := slices.Clone(times)
+	slices.SortFunc(ts, time.Time.Compare)
+	gaps := make([]time.Duration, len(ts)-1)
+	for i := range gaps {
+		gaps[i] = ts[i+1].Sub(ts[i])
+	}
+	sorted := slices.Clone(gaps)
+	slices.Sort(sorted)
+	typical := sorted[len(sorted)/2]
+	if typical == 0 {
+		k, _ := slices.BinarySearch(sorted, 1)
+		if k == len(sorted) {
+			return sendRate{}
+		}
+		typical = sorted[k]
+	}
+	r := sendRate{gap: idleGaps * typical}
+	n := 0
+	for _, g := range gaps {
+		if g > r.gap {
+			r.idle++
+			r.idleTime += g
+			continue
+		}
+		n++
+		r.active += g
+	}
+	if r.active > 0 {
+		r.rate = float64(n) / r.active.Seconds()
+	}
+	return r
+}
+
 // recommend picks the recommended configuration: among the rows with the
 // budget (the library's guard against the day everything is slow, which
 // no sample shows), those judged TAIL CUT by every deciding prediction,
-// the one with the lowest p99 of the most pessimistic of them, preferring
-// less extra work within 2% of it; rows without the budget only if none
-// with it qualifies. The deciding predictions are the independent one and
-// the fresh queueing one, or the shared one when the slowness looks like
-// it lives in the requests.
+// the one with the lowest ratio at the objective's percentile of the most
+// pessimistic of them, preferring less extra work within 0.02 of it; rows
+// without the budget only if none with it qualifies. The deciding
+// predictions are the independent one and the fresh queueing one, or the
+// shared one when the slowness looks like it lives in the requests. When
+// none qualifies and the other objective would have found one, NoAdvice
+// says so.
 func recommend(rep *Report) {
+	rec, no := pick(rep, rep.Objective)
+	rep.Recommended, rep.NoAdvice = rec, no
+	if rec != nil {
+		return
+	}
+	other := rep.Objective.other()
+	if alt, _ := pick(rep, other); alt != nil {
+		o := alt.Outcome
+		today, cut := rep.Today.P99, o.P99
+		if other == P999 {
+			today, cut = rep.Today.P999, o.P999
+		}
+		rep.NoAdvice += fmt.Sprintf(" The %s it does cut: hedging at %s (%v) takes it from %v to %v (%s estimate). If the %s is the tail that matters here, give --objective %s.",
+			other, o.Choice.Label, round(o.Choice.Delay), round(today), round(cut), alt.Kind, other, other)
+	}
+}
+
+// pick is recommend by objective obj: the recommendation, or nil and why
+// there is none (which may also qualify a recommendation).
+func pick(rep *Report, obj Objective) (*Recommendation, string) {
 	byKind := map[string]*Prediction{}
 	for i := range rep.Predictions {
 		byKind[rep.Predictions[i].Kind] = &rep.Predictions[i]
 	}
 	var deciding []*Prediction
+	noAdvice := ""
 	if rep.Diagnosis.Where == InRequests {
-		rep.NoAdvice = "Do not hedge this operation: its slowness looks like it lives in the requests, where a copy is as slow as the original (see above)."
-		if p := byKind["queue-shared"]; p != nil {
-			deciding = append(deciding, p)
-		} else {
-			return
+		noAdvice = "Do not hedge this operation: its slowness looks like it lives in the requests, where a copy is as slow as the original (see above)."
+		p := byKind["queue-shared"]
+		if p == nil {
+			return nil, noAdvice
 		}
+		deciding = append(deciding, p)
 	} else {
 		deciding = append(deciding, byKind["independent"])
 		if p := byKind["queue-fresh"]; p != nil {
@@ -434,10 +572,11 @@ func recommend(rep *Report) {
 		}
 	}
 	type cand struct {
-		i          int
-		p99, work  float64
-		byKind     string
-		withBudget bool
+		i         int
+		tail      float64 // the objective's ratio, the most pessimistic
+		work      float64
+		byKind    string
+		hasBudget bool
 	}
 	for _, budget := range []bool{true, false} {
 		var cs []cand
@@ -446,15 +585,15 @@ func recommend(rep *Report) {
 				continue
 			}
 			ok := true
-			c := cand{i: i, withBudget: budget}
+			c := cand{i: i, hasBudget: budget}
 			for _, p := range deciding {
 				r := p.Rows[i]
-				if r.Verdict != drill.TailCut {
+				if obj.Judge(r) != drill.TailCut {
 					ok = false
 					break
 				}
-				if r.P99Ratio >= c.p99 {
-					c.p99, c.byKind = r.P99Ratio, p.Kind
+				if v := obj.ratio(r); v >= c.tail {
+					c.tail, c.byKind = v, p.Kind
 				}
 				c.work = max(c.work, r.ExtraWork)
 			}
@@ -467,29 +606,26 @@ func recommend(rep *Report) {
 		}
 		best := cs[0]
 		for _, c := range cs {
-			if c.p99 < best.p99 {
+			if c.tail < best.tail {
 				best = c
 			}
 		}
-		pick := best
+		chosen := best
 		for _, c := range cs {
-			if c.p99 <= best.p99+0.02 && c.work < pick.work {
-				pick = c
+			if c.tail <= best.tail+0.02 && c.work < chosen.work {
+				chosen = c
 			}
 		}
 		var kinds []string
 		for _, p := range deciding {
 			kinds = append(kinds, p.Kind)
 		}
-		why := fmt.Sprintf("TAIL CUT in every deciding prediction (%s) with %s; of those, the lowest p99 (ratio %.2f, by %s), preferring less extra work within 0.02 of it.",
-			strings.Join(kinds, ", "), map[bool]string{true: "the default budget", false: "no budget (no row with the budget cut the tail)"}[budget], best.p99, best.byKind)
-		rep.Recommended = &Recommendation{Outcome: deciding[0].Rows[pick.i], Kind: deciding[0].Kind, Why: why}
-		if rep.Diagnosis.Where == InRequests {
-			rep.NoAdvice = ""
-		}
-		return
+		why := fmt.Sprintf("TAIL CUT by the %s in every deciding prediction (%s) with %s; of those, the lowest %s (ratio %.2f, by %s), preferring less extra work within 0.02 of it.",
+			obj, strings.Join(kinds, ", "), map[bool]string{true: "the default budget", false: "no budget (no row with the budget cut the tail)"}[budget], obj, best.tail, best.byKind)
+		return &Recommendation{Outcome: deciding[0].Rows[chosen.i], Kind: deciding[0].Kind, Why: why}, ""
 	}
-	if rep.NoAdvice == "" {
-		rep.NoAdvice = "No delay cuts the p99 by more than 5% without excess load in every deciding prediction: hedging would cost more than it buys here."
+	if noAdvice == "" {
+		noAdvice = fmt.Sprintf("No delay cuts the %s by more than 5%% without excess load in every deciding prediction: hedging would cost more than it buys here.", obj)
 	}
+	return nil, noAdvice
 }

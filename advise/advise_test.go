@@ -164,7 +164,7 @@ func TestReport(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	src := "package p\nfunc f() {\n" + GoConfig(rep.Recommended.Outcome) + "_, _ = h, err\n}\n"
+	src := "package p\nfunc f() {\n" + GoConfig(rep.Recommended.Outcome, false) + "_, _ = h, err\n}\n"
 	if _, err := parser.ParseFile(token.NewFileSet(), "", src, 0); err != nil {
 		t.Errorf("Go snippet does not parse: %v\n%s", err, src)
 	}
@@ -489,14 +489,14 @@ func TestLocalDefaultSeesCommonSlowness(t *testing.T) {
 	}
 	rate := func(s *Sample) float64 {
 		t.Helper()
-		rep, err := Advise(context.Background(), s, Options{Percentiles: []float64{}, Delays: []time.Duration{time.Millisecond}, Servers: 3, Load: 0.3})
+		rep, err := Advise(context.Background(), s, Options{Percentiles: []float64{}, Delays: []time.Duration{time.Millisecond}, Replicas: 3, Load: 0.3})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range rep.Predictions {
 			if p.Kind == "independent-local" {
 				if p.Default == nil {
-					t.Fatal("no default line in the moment-local estimate, with send times and --servers")
+					t.Fatal("no default line in the moment-local estimate, with send times and --replicas")
 				}
 				return p.Default.HedgeRate
 			}

@@ -60,7 +60,7 @@
 // whole sample: a copy sent into a burst of slowness is slow too, which
 // the independent estimate cannot see. It is shown beside the others and
 // does not take part in the recommendation. Given the number of replicas
-// (Options.Servers, or a replica field), it also has a line for the
+// (Options.Replicas, or a replica field), it also has a line for the
 // library's default: the sample's requests replayed in the order they were
 // sent, each placed on the less busy of two replicas, busy meaning
 // requests placed there and not yet answered by the sample's own
@@ -79,7 +79,21 @@
 // Every row is plain hedging: a fixed delay, at most two copies, the
 // default budget or none, and the library's evidence rules (spare
 // capacity, payoff) turned off, since latencies alone cannot model them.
-// Verdicts use the drill's words and rules (Judge). Each queueing
+// Verdicts use the drill's words and rules (Objective.Judge), keyed to
+// the objective (Options.Objective): the p99 by default, as it rests on
+// ten times as many latencies as the p99.9, or the p99.9 for slowness too
+// rare to reach the p99; when no row cuts the objective's percentile and
+// one cuts the other's, the report says so. The recommended configuration
+// keeps the evidence rules on, as they only hold back hedges, unless
+// Options.PlainHedging asks for the rows' plain hedging.
+//
+// The queueing estimate's servers are single-slot: Options.Replicas (or
+// the replicas the sample names, or 10) times Options.Concurrency, the
+// requests each replica serves at once. Its load, unless given, is
+// inferred from the send times: the rate over the spans in which requests
+// were sent (gaps longer than twenty times the median gap are idle and
+// left out, so a recording of blocks with pauses between them counts the
+// blocks' rate) times the mean latency, over the servers. Each queueing
 // estimate also simulates the library's zero Config on the same script
 // (Prediction.Default): a live p95 delay, the default budget, and the
 // evidence rules, which the simulation can apply because it has replicas

@@ -3,10 +3,12 @@ package advise
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tailcut/hedge"
@@ -66,18 +68,67 @@ type Outcome struct {
 	Verdict drill.Outcome
 }
 
+// Judge gives an outcome its verdict by the p99 (P99.Judge).
+func Judge(o Outcome) drill.Outcome { return P99.Judge(o) }
+
+// Objective is the tail percentile that advise's verdicts and its
+// recommendation are judged by. The zero value is P99.
+type Objective int
+
+const (
+	// P99 judges by the p99: it rests on ten times as many latencies as
+	// the p99.9, so that a sample of a few thousand says something of it.
+	P99 Objective = iota
+	// P999 judges by the p99.9, for slowness too rare to reach the p99
+	// (a stall that catches one request in 500).
+	P999
+)
+
+// String returns "p99" or "p99.9".
+func (obj Objective) String() string {
+	if obj == P999 {
+		return "p99.9"
+	}
+	return "p99"
+}
+
+// other is the percentile that must not rise: the p99.9 for P99, the
+// p99 for P999.
+func (obj Objective) other() Objective { return 1 - obj }
+
+// ratio returns o's ratio to today at the objective's percentile.
+func (obj Objective) ratio(o Outcome) float64 {
+	if obj == P999 {
+		return o.P999Ratio
+	}
+	return o.P99Ratio
+}
+
+// ParseObjective reads an objective: p99 or p99.9 (the "p" optional). Its
+// error wraps ErrOptions.
+func ParseObjective(s string) (Objective, error) {
+	switch strings.TrimPrefix(strings.TrimSpace(s), "p") {
+	case "99":
+		return P99, nil
+	case "99.9":
+		return P999, nil
+	}
+	return 0, fmt.Errorf("%w: objective %q: use p99 or p99.9", ErrOptions, s)
+}
+
 // Judge gives an outcome its verdict, the drill's rules applied to a
 // prediction: EXCESS LOAD when the extra requests or the extra work exceed
-// drill.LoadLimit percent; TAIL CUT when the p99 falls below today's by
-// more than TailMargin and the p99.9 does not rise by more than it; NO
-// TAIL GAIN otherwise. (The drill judges the p95 of twenty requests; with
-// thousands, the p99 is the tail that hedging is for.)
-func Judge(o Outcome) drill.Outcome {
+// drill.LoadLimit percent; TAIL CUT when the objective's percentile falls
+// below today's by more than TailMargin and the other (the p99.9 for the
+// p99, the p99 for the p99.9) does not rise by more than it; NO TAIL GAIN
+// otherwise. (The drill judges the p95 of twenty requests; with
+// thousands, the p99 or the p99.9 is the tail that hedging is for.)
+func (obj Objective) Judge(o Outcome) drill.Outcome {
 	limit := float64(drill.LoadLimit) / 100
 	switch {
 	case o.HedgeRate > limit || o.ExtraWork > limit:
 		return drill.ExcessLoad
-	case o.P99Ratio < 1-TailMargin && !(o.P999Ratio > 1+TailMargin):
+	case obj.ratio(o) < 1-TailMargin && !(obj.other().ratio(o) > 1+TailMargin):
 		return drill.TailCut
 	}
 	return drill.NoTailGain

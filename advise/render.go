@@ -52,7 +52,8 @@ func (r *Report) WriteText(w io.Writer) error {
 				100*d.HedgeRate, round(d.P50), ratio(d.P50Ratio), round(d.P99), ratio(d.P99Ratio), round(d.P999), ratio(d.P999Ratio), 100*d.ExtraWork, d.Verdict)
 		}
 	}
-	b.WriteString("\nVerdicts use the drill's words: EXCESS LOAD when the extra requests or the extra work exceed 25%; TAIL CUT when the p99 falls by more than 5% and the p99.9 rises by no more than 5%; NO TAIL GAIN otherwise.\n")
+	fmt.Fprintf(&b, "\nVerdicts use the drill's words, judged by the %s (--objective): EXCESS LOAD when the extra requests or the extra work exceed 25%%; TAIL CUT when the %s falls by more than 5%% and the %s rises by no more than 5%%; NO TAIL GAIN otherwise.\n",
+		r.Objective, r.Objective, r.Objective.other())
 	b.WriteString("Extra work is server time over today's: a hedge runs only until a copy answers, and a cancelled slow primary stops costing, so it can be far from the extra requests.\n")
 	b.WriteString("No estimate counts hedging's own work on the client (timers, copies, connections), which a client short of CPU pays in latency below the tail: on hedge bench's two shared cores the default's p99 measured 1.2 to 1.4 times no hedging's where these estimates promised 0.93 to 0.97, while its hedge rate and p99.9 ratio came out close to the moment-local default line's.\n")
 	b.WriteString("\nRecommendation\n")
@@ -68,14 +69,17 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  But: %s\n", r.NoAdvice)
 		}
 		b.WriteString("\nAs Go:\n\n")
-		b.WriteString(indent(GoConfig(o), "    "))
+		b.WriteString(indent(GoConfig(o, r.PlainHedging), "    "))
 		b.WriteString("\nAs a gRPC service config (hedgegrpc.ParseServiceConfig, then hedgegrpc.NewFromServiceConfig(sc, base)):\n\n")
 		b.WriteString(indent(ServiceConfigJSON(o.Choice.Delay, r.GRPCService, r.GRPCMethod), "    "))
-		if o.Budget {
-			b.WriteString("\n    with base hedge.Config{Budget: hedge.DefaultBudget()}: a service config cannot say the budget.\n")
-		} else {
-			b.WriteString("\n    with base hedge.Config{NoBudget: true}: a service config cannot say the budget.\n")
+		base := "Budget: hedge.DefaultBudget()"
+		if !o.Budget {
+			base = "NoBudget: true"
 		}
+		if r.PlainHedging {
+			base += ", MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1"
+		}
+		fmt.Fprintf(&b, "\n    with base hedge.Config{%s}: a service config cannot say the budget.\n", base)
 		if r.GRPCService == "" {
 			b.WriteString("    \"name\": [{}] applies to every method of the channel: name the service and method (--grpc-service, --grpc-method) to hedge this one only.\n")
 		}
@@ -121,8 +125,11 @@ func indent(s, by string) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// GoConfig returns the hedge.Config of an outcome as Go source.
-func GoConfig(o Outcome) string {
+// GoConfig returns the hedge.Config of an outcome as Go source. It keeps
+// the library's spare-capacity and payoff rules on (they send fewer
+// hedges than the rows predict, where hedges find every replica busy or
+// do not win) unless plain, which turns them off as the rows model it.
+func GoConfig(o Outcome, plain bool) string {
 	var b strings.Builder
 	b.WriteString("h, err := hedge.New(hedge.Config{\n")
 	comment := "a fixed delay"
@@ -136,10 +143,17 @@ func GoConfig(o Outcome) string {
 		b.WriteString("\tNoBudget:    true,                       // no cap on hedges: doubles the load when everything is slow\n")
 	}
 	b.WriteString("\tMaxAttempts: 2,\n")
-	b.WriteString("\t// As predicted: plain hedging. Drop these two lines to let the\n")
-	b.WriteString("\t// library stop hedges that find every replica busy or do not win.\n")
-	b.WriteString("\tMaxReplicaLoad: hedge.AnyReplicaLoad,\n")
-	b.WriteString("\tMinWinRate:     -1,\n")
+	if plain {
+		b.WriteString("\t// As predicted: plain hedging (--plain-hedging). Drop these two\n")
+		b.WriteString("\t// lines to let the library stop hedges that find every replica\n")
+		b.WriteString("\t// busy or do not win.\n")
+		b.WriteString("\tMaxReplicaLoad: hedge.AnyReplicaLoad,\n")
+		b.WriteString("\tMinWinRate:     -1,\n")
+	} else {
+		b.WriteString("\t// The library's spare-capacity and payoff rules stay on: they hold\n")
+		b.WriteString("\t// back hedges that find every replica busy or do not win, so it\n")
+		b.WriteString("\t// hedges at most as often as predicted.\n")
+	}
 	b.WriteString("})\n")
 	return b.String()
 }

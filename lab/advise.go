@@ -126,16 +126,22 @@ func parseAdvise(raw string) (adviseParams, []ParamError) {
 			p.opts.Load = x
 		}
 	}
-	if s, ok := f.get("servers"); ok && s != "" {
-		n, err := strconv.Atoi(s)
-		switch {
-		case err != nil:
-			f.bad("servers", "%s is not a whole number: give how many replicas the requests were spread over, such as 3, or leave it empty", quote(s))
-		case n < 2 || n > 10000:
-			f.bad("servers", "%d is out of range: give 2 to 10000 replicas (a copy needs another one), or leave it empty", n)
-		default:
-			p.opts.Servers = n
+	p.opts.Replicas = count(f, "replicas", 2, "how many replicas the requests were spread over, such as 3 (a copy needs another one)")
+	p.opts.Concurrency = count(f, "concurrency", 1, "how many requests each replica serves at once, such as 4")
+	p.opts.Servers = count(f, "servers", 2, "the queueing estimate's servers, replicas x concurrency, such as 12; or give replicas and concurrency")
+	if s, ok := f.get("objective"); ok && s != "" {
+		obj, err := advise.ParseObjective(s)
+		if err != nil {
+			f.bad("objective", "%s: use p99 or p99.9", quote(s))
 		}
+		p.opts.Objective = obj
+	}
+	if s, ok := f.get("plain-hedging"); ok && s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			f.bad("plain-hedging", "%s is not true or false", quote(s))
+		}
+		p.opts.PlainHedging = b
 	}
 	if s, ok := f.get("percentiles"); ok {
 		pcts, errs := advise.ParsePercentiles(s)
@@ -163,6 +169,25 @@ func parseAdvise(raw string) (adviseParams, []ParamError) {
 	p.opts.SendLagP99 = duration(f, "send-lag-p99")
 	f.unknown()
 	return p, f.errs
+}
+
+// count reads a whole number from lo to 10000, what says what it is;
+// absent or empty is 0 (advise's default).
+func count(f *form, name string, lo int, what string) int {
+	s, ok := f.get(name)
+	if !ok || s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		f.bad(name, "%s is not a whole number: give %s, or leave it empty", quote(s), what)
+	case n < lo || n > 10000:
+		f.bad(name, "%d is out of range: give %d to 10000, %s, or leave it empty", n, lo, what)
+	default:
+		return n
+	}
+	return 0
 }
 
 // duration reads a Go duration >= 0 ("500us"); absent or empty is 0.

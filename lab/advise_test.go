@@ -96,12 +96,7 @@ func TestAdviseQueueing(t *testing.T) {
 // on the sample's occupancy.
 func TestAdviseSendTimesAndReplicas(t *testing.T) {
 	_, ts := newTestServer(t, Options{MaxRequests: 5000})
-	var body bytes.Buffer
-	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	for i, line := range strings.Split(strings.TrimSpace(string(slowTail(2000))), "\n") {
-		fmt.Fprintf(&body, "{\"sent\":%.6f,\"latency\":%q}\n", float64(t0.Add(time.Duration(i)*10*time.Millisecond).UnixMicro())/1e6, line)
-	}
-	code, _, b := post(t, ts, "format=jsonl&time-field=sent&servers=3&percentiles=95", body.Bytes())
+	code, _, b := post(t, ts, "format=jsonl&time-field=sent&replicas=3&concurrency=2&objective=p99.9&percentiles=95", timedLines(2000))
 	if code != http.StatusOK {
 		t.Fatalf("status %d: %s", code, b)
 	}
@@ -109,11 +104,21 @@ func TestAdviseSendTimesAndReplicas(t *testing.T) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Independent copies of the moment", "replayed on the sample's own occupancy", "spread at random over 3 replicas"} {
+	for _, want := range []string{"Independent copies of the moment", "replayed on the sample's own occupancy", "spread at random over 3 replicas", "6 FCFS servers", "judged by the p99.9"} {
 		if !strings.Contains(r.Report, want) {
 			t.Errorf("the report lacks %q:\n%s", want, r.Report)
 		}
 	}
+}
+
+// timedLines is slowTail(n) as JSON lines with a send time every 10 ms.
+func timedLines(n int) []byte {
+	var body bytes.Buffer
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i, line := range strings.Split(strings.TrimSpace(string(slowTail(n))), "\n") {
+		fmt.Fprintf(&body, "{\"sent\":%.6f,\"latency\":%q}\n", float64(t0.Add(time.Duration(i)*10*time.Millisecond).UnixMicro())/1e6, line)
+	}
+	return body.Bytes()
 }
 
 // Each mistake gets its status and a message that says what is wrong.
@@ -130,6 +135,9 @@ func TestAdviseErrors(t *testing.T) {
 		{"bad line", "", bad, 400, []string{"line 22", `"fast"`}},
 		{"bad load", "load=1.5", slowTail(10), 400, []string{"load", "(0, 1)"}},
 		{"one server", "servers=1", slowTail(10), 400, []string{"servers", "2 to 10000"}},
+		{"one replica", "replicas=1", slowTail(10), 400, []string{"replicas", "2 to 10000"}},
+		{"bad objective", "objective=p50", slowTail(10), 400, []string{"objective", "p99 or p99.9"}},
+		{"servers on send times", "format=jsonl&time-field=sent&servers=12", timedLines(2000), 400, []string{"servers is ambiguous", "--replicas"}},
 		{"servers not a number", "servers=three", slowTail(10), 400, []string{"servers", `"three"`}},
 		{"load not a number", "load=half", slowTail(10), 400, []string{"load", `"half"`}},
 		{"bad percentile", "percentiles=95,x", slowTail(10), 400, []string{"percentiles", `"x"`}},

@@ -202,7 +202,7 @@ func (b *browser) waitFor(what, cond string) {
 			return
 		}
 		if time.Now().After(deadline) || errors.Is(b.ctx.Err(), context.DeadlineExceeded) {
-			state, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`['ex-verdict', 'ex-status', 'dr-preview', 'dr-p95', 'dr-time-out']
+			state, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`['ex-verdict', 'ex-status', 'dr-preview', 'dr-p95', 'dr-time-out', 'ad-verdict', 'ad-error']
 				.map(id => id + ': ' + document.getElementById(id).innerText.replace(/\s+/g, ' ')).join('\n')`))
 			b.t.Fatalf("timed out waiting for %s (%s): %v\npage state:\n%s", what, cond, err, state)
 		}
@@ -541,4 +541,15 @@ func (b *browser) advise(t *testing.T) {
 		t.Errorf("error shown after a good run: %q", e)
 	}
 	b.shot("lab-advise.png")
+	// The objective and the replicas reach the analysis: the page's own
+	// POST passes the lab's cross-origin check.
+	b.do(chromedp.SetValue(chromedp.ID("ad-objective"), "p99.9"),
+		chromedp.Click(chromedp.CSS(`#ad-form details.adv summary`)),
+		chromedp.SetValue(chromedp.ID("ad-replicas"), "3"),
+		chromedp.SetValue(chromedp.ID("ad-concurrency"), "2"),
+		chromedp.Click(chromedp.ID("ad-run")))
+	b.waitFor("the report judged by the p99.9", `document.getElementById('ad-report').textContent.includes('judged by the p99.9')`)
+	if e := b.text("ad-error"); e != "" {
+		t.Errorf("error shown after a run judged by the p99.9: %q", e)
+	}
 }

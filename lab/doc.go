@@ -60,7 +60,8 @@
 //     (delay in milliseconds, "130", or as a duration, "130ms").
 //   - /api/study returns the study's results.json.
 //   - POST /api/advise?format=&field=&replica-field=&time-field=&unit=
-//     &metric=&load=&servers=&percentiles=&delays=&send-lag=&send-lag-p99= runs
+//     &metric=&load=&replicas=&concurrency=&servers=&objective=
+//     &plain-hedging=&percentiles=&delays=&send-lag=&send-lag-p99= runs
 //     package advise on the request body, a file as "hedge advise --in"
 //     reads it (durations one per line, CSV, JSON lines, a Prometheus
 //     scrape or API result), and returns an AdviseResponse: the text

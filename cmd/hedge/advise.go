@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,7 +28,7 @@ var adviseCommand = &command{
 const adviseExamples = `Examples, one per input:
 
   # One duration per line, with units (12.5ms, 850us, 1.2s); '#' lines are skipped.
-  hedge advise --in latencies.txt
+  hedge advise latencies.txt
 
   # CSV with a header row: name the latency column; bare numbers need --unit.
   hedge advise --in requests.csv --field latency_ms --unit ms --replica-field host
@@ -47,8 +48,12 @@ const adviseExamples = `Examples, one per input:
   # A live probe: read-only GETs (or HEADs) at 5 per second in all, over the resolved addresses.
   hedge advise --probe https://api.example.com/health --probe-rate 5 --probe-count 1000
 
-  # Fixed delays as well as the percentiles, and the queueing estimate at load 0.6 on 12 servers.
-  hedge advise --in latencies.txt --delays 20ms,50ms --load 0.6 --servers 12
+  # Fixed delays as well as the percentiles, and the queueing estimate at load 0.6
+  # on 3 replicas serving 4 requests at once each (12 single-slot servers).
+  hedge advise latencies.txt --delays 20ms,50ms --load 0.6 --replicas 3 --concurrency 4
+
+  # Judge by the p99.9 rather than the p99, for slowness too rare to reach the p99.
+  hedge advise latencies.txt --objective p99.9
 
 The probe sends only GET or HEAD requests (never anything else), at most
 50 per second and 100,000 in all, for at most an hour.
@@ -63,21 +68,22 @@ type adviseFlags struct {
 	probeDuration, probeTimeout, sendLag, sendLagP99         time.Duration
 	percentiles, delays, sizes, out                          string
 	grpcService, grpcMethod                                  string
+	objective                                                string
 	load                                                     float64
-	servers, simRequests                                     int
-	inOrder                                                  bool
+	servers, replicas, concurrency, simRequests              int
+	inOrder, plainHedging                                    bool
 	seed                                                     uint64
 }
 
 func runAdvise(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("advise", "--in FILE [flags] | --probe URL [flags]", stderr)
+	fs := newFlags("advise", "FILE [flags] | --in FILE [flags] | --probe URL [flags]", stderr)
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
 		fmt.Fprintf(stderr, "\n%s", adviseExamples)
 	}
 	var f adviseFlags
-	fs.StringVar(&f.in, "in", "", "recorded latencies of one operation (- for standard input)")
+	fs.StringVar(&f.in, "in", "", "recorded latencies of one operation (- for standard input), as the argument FILE gives them")
 	fs.StringVar(&f.format, "format", "auto", "input format: auto, durations, csv, jsonl, prom (text scrape), prom-json (HTTP API result)")
 	fs.StringVar(&f.field, "field", "latency", "CSV column (name or number from 1) or JSON field of the latency; dots reach into nested JSON objects")
 	fs.StringVar(&f.replicaField, "replica-field", "", "CSV column or JSON field naming the replica (host) that served each request")
@@ -93,7 +99,12 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.percentiles, "percentiles", "50,60,70,80,90,95,99,99.9", "sample percentiles to try as hedge delays, comma-separated (empty: none)")
 	fs.StringVar(&f.delays, "delays", "", "fixed hedge delays to try as well, comma-separated, such as 20ms,50ms")
 	fs.Float64Var(&f.load, "load", 0, "servers' utilisation without hedging, in (0, 1), for the queueing estimate (0: inferred from send times, or no queueing estimate)")
-	fs.IntVar(&f.servers, "servers", 0, "servers of the queueing estimate: replicas x requests each serves at once (0: the replicas in the sample, or 10)")
+	fs.IntVar(&f.replicas, "replicas", 0, "replicas the requests were spread over: the moment-local default line replays the spare-capacity rule on them, and the queueing estimate simulates replicas x concurrency servers (0: the replicas in the sample, or 10 for the queueing estimate)")
+	fs.IntVar(&f.concurrency, "concurrency", 0, "requests each replica serves at once: the queueing estimate's servers have one slot each (0: 1)")
+	fs.IntVar(&f.servers, "servers", 0, "the queueing estimate's single-slot servers as one number, replicas x concurrency; refused with --replicas or --concurrency, or on a sample with send times and no --replica-field, where it could also be the replicas: use --replicas and --concurrency")
+	fs.StringVar(&f.objective, "objective", "p99", "the tail percentile the verdicts and the recommendation are judged by: p99, or p99.9 for slowness too rare to reach the p99")
+	fs.BoolVar(&f.plainHedging, "plain-hedging", false, "recommend plain hedging as predicted, with the library's spare-capacity and payoff rules turned off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1); by default the recommendation keeps them")
+
 	fs.IntVar(&f.simRequests, "sim-requests", 200_000, "simulated requests per run of the queueing estimate")
 	fs.StringVar(&f.sizes, "sizes", "all", "queueing estimates, comma-separated: fresh (each copy draws its own service time), shared (copies share the request's), stalls (servers stop now and then, as fitted to the sample's slow latencies; only when it shows stalls); both (fresh and shared) or all")
 	fs.BoolVar(&f.inOrder, "in-order", false, "the input lists requests in the order they were sent (the budget meets them in that order); without it and without send times, a random order")
@@ -103,10 +114,11 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.grpcMethod, "grpc-method", "", "gRPC method for the snippet, such as GetItem (needs --grpc-service)")
 	fs.DurationVar(&f.sendLag, "send-lag", 0, "how long after its delay a hedge leaves your client (timer lateness, up to about 1ms with the Go runtime's timers under load; a new connection's dial over HTTP/1.1): predictions hedge at delay + send-lag; with --send-lag-p99, the lag's median (hedge.Stats.TimerLag.P50)")
 	fs.DurationVar(&f.sendLagP99, "send-lag-p99", 0, "the send lag's 99th percentile (hedge.Stats.TimerLag.P99; hedge bench reports it as timer lag p99): the lag is then random, log-normal with median --send-lag, and the independent estimate weighs all of it")
-	if code := parseFlags(fs, args, stderr); code >= 0 {
+	files, code := parseArgs(fs, args, stderr)
+	if code >= 0 {
 		return code
 	}
-	opts, format, fields, err := f.validate()
+	opts, format, fields, err := f.validate(files)
 	if err != nil {
 		return usageError(stderr, "advise", err)
 	}
@@ -159,14 +171,40 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 var notifyContext = signal.NotifyContext
 
 // validate checks the flags before any work.
-func (f *adviseFlags) validate() (advise.Options, advise.Format, advise.Fields, error) {
+// validate checks the flags, and the files given as arguments, before any
+// work; the argument becomes f.in.
+func (f *adviseFlags) validate(files []string) (advise.Options, advise.Format, advise.Fields, error) {
 	var errs []error
-	o := advise.Options{Load: f.load, Servers: f.servers, Requests: f.simRequests, InOrder: f.inOrder, Seed: f.seed, GRPCService: f.grpcService, GRPCMethod: f.grpcMethod, SendLag: f.sendLag, SendLagP99: f.sendLagP99}
+	o := advise.Options{Load: f.load, Servers: f.servers, Replicas: f.replicas, Concurrency: f.concurrency, Requests: f.simRequests, InOrder: f.inOrder, Seed: f.seed,
+		GRPCService: f.grpcService, GRPCMethod: f.grpcMethod, SendLag: f.sendLag, SendLagP99: f.sendLagP99, PlainHedging: f.plainHedging}
+	switch {
+	case len(files) > 1:
+		errs = append(errs, fmt.Errorf("%d files given (%s): give one file of latencies of one operation", len(files), strings.Join(files, " ")))
+	case len(files) == 1 && f.in != "":
+		errs = append(errs, errors.New("give the file as an argument or with --in, not both"))
+	case len(files) == 1:
+		f.in = files[0]
+	}
 	switch {
 	case f.in == "" && f.probe == "":
-		errs = append(errs, errors.New("give the latencies with --in FILE (or - for standard input), or probe a URL with --probe"))
+		errs = append(errs, errors.New("give the latencies as a FILE argument or with --in FILE (- for standard input), or probe a URL with --probe"))
 	case f.in != "" && f.probe != "":
-		errs = append(errs, errors.New("give --in or --probe, not both"))
+		errs = append(errs, errors.New("give a file or --probe, not both"))
+	}
+	obj, err := advise.ParseObjective(f.objective)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--objective %q: use p99 or p99.9", f.objective))
+	}
+	o.Objective = obj
+	switch {
+	case f.replicas < 0 || f.replicas == 1:
+		errs = append(errs, fmt.Errorf("--replicas %d: use 2 or more (a copy needs another replica), or 0 for the replicas the sample names", f.replicas))
+	case f.concurrency < 0:
+		errs = append(errs, fmt.Errorf("--concurrency %d: use 1 or more, or 0 for 1", f.concurrency))
+	case f.servers > 0 && (f.replicas > 0 || f.concurrency > 0):
+		errs = append(errs, errors.New("--servers with --replicas or --concurrency: give --replicas and --concurrency (the queueing estimate simulates replicas x concurrency servers), not --servers"))
+	case f.servers > 0 && f.timeField != "" && f.replicaField == "":
+		errs = append(errs, fmt.Errorf("--servers %d with send times (--time-field) and no --replica-field is ambiguous: give --replicas (the replicas the requests were spread over, which the default line replays) and, if each serves several requests at once, --concurrency (the queueing estimate simulates replicas x concurrency servers)", f.servers))
 	}
 	format, err := advise.ParseFormat(f.format)
 	if err != nil {
@@ -219,6 +257,29 @@ func (f *adviseFlags) validate() (advise.Options, advise.Format, advise.Fields, 
 		}
 	}
 	return o, format, fields, errors.Join(errs...)
+}
+
+// parseArgs parses the flags, which may come before and after the file
+// arguments (everything after "--" is a file), and returns the files, and
+// the exit code to stop with or -1 to go on.
+func parseArgs(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, int) {
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, exitOK
+			}
+			return nil, exitUsage
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return files, -1
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(files, rest...), -1
+		}
+		files, args = append(files, rest[0]), rest[1:]
+	}
 }
 
 // readSample reads the sample from path ("-": standard input). Without an

@@ -17,7 +17,7 @@ func TestAdviseHelp(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	help := errb.String()
-	for _, want := range []string{"--in latencies.txt", "--field latency_ms --unit ms", "access.jsonl", "--metric http_request_duration_seconds", "api/v1/query", "--probe https://", "only GET or HEAD"} {
+	for _, want := range []string{"hedge advise latencies.txt", "--field latency_ms --unit ms", "access.jsonl", "--metric http_request_duration_seconds", "api/v1/query", "--probe https://", "only GET or HEAD"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q", want)
 		}
@@ -77,7 +77,7 @@ func TestAdviseMistakes(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"advise"}, exitUsage, "give the latencies with --in"},
+		{[]string{"advise"}, exitUsage, "give the latencies as a FILE argument or with --in"},
 		{[]string{"advise", "--in", bad, "--probe", "http://x/"}, exitUsage, "not both"},
 		{[]string{"advise", "--probe", "http://x/", "--probe-method", "POST"}, exitUsage, "only GET or HEAD"},
 		{[]string{"advise", "--in", bad, "--sizes", "odd"}, exitUsage, "--sizes"},
@@ -89,6 +89,70 @@ func TestAdviseMistakes(t *testing.T) {
 		code := run(tt.args, &out, &errb)
 		if code != tt.code || !strings.Contains(errb.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tt.args, code, errb.String(), tt.code, tt.want)
+		}
+	}
+}
+
+// writeTimed writes n JSON lines with a send time every 4 ms and a slow
+// tail, naming one of hosts replicas on each line when hosts > 0, to a
+// file in dir, and returns its path.
+func writeTimed(t *testing.T, dir string, n, hosts int) string {
+	t.Helper()
+	var b strings.Builder
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for k := range n {
+		x := time.Duration(1+k%7) * time.Millisecond
+		if k%50 == 3 {
+			x *= 20
+		}
+		host := ""
+		if hosts > 0 {
+			host = fmt.Sprintf(",\"host\":\"r%d\"", k%hosts)
+		}
+		fmt.Fprintf(&b, "{\"ts\":%q,\"latency\":%q%s}\n", t0.Add(time.Duration(k)*4*time.Millisecond).Format(time.RFC3339Nano), x, host)
+	}
+	p := filepath.Join(dir, "timed.jsonl")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The file may be given as an argument, as most tools take their input,
+// with the flags before or after it; --in still works; --replicas and
+// --concurrency say what --servers said as one number, and --servers is
+// refused where it could mean either; --objective and --plain-hedging
+// reach the report.
+func TestAdviseArgumentsAndFlags(t *testing.T) {
+	dir := t.TempDir()
+	in := writeTimed(t, dir, 3000, 0)
+	for _, tt := range []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"advise", in, "--time-field", "ts", "--sizes", "fresh", "--sim-requests", "3000", "--replicas", "3", "--concurrency", "4"}, exitOK,
+			[]string{"12 FCFS servers", "spread at random over 3 replicas", "judged by the p99 (--objective)"}},
+		{[]string{"advise", "--time-field", "ts", "--sizes", "", "--objective", "p99.9", "--plain-hedging", in}, exitOK,
+			[]string{"judged by the p99.9 (--objective)"}},
+		{[]string{"advise", "--in", in, "--time-field", "ts", "--sizes", "", "--percentiles", "95"}, exitOK, []string{"Sample: 3000 latencies"}},
+		{[]string{"advise", in, "--time-field", "ts", "--servers", "12"}, exitUsage, []string{"--servers", "--replicas", "--concurrency"}},
+		{[]string{"advise", in, "--servers", "12", "--replicas", "3"}, exitUsage, []string{"--replicas"}},
+		{[]string{"advise", in, "--in", in}, exitUsage, []string{"give the file as an argument or with --in, not both"}},
+		{[]string{"advise", in, in}, exitUsage, []string{"one file"}},
+		{[]string{"advise", in, "--objective", "p50"}, exitUsage, []string{"--objective", "p99 or p99.9"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(append(tt.args, "--out", ""), &stdout, &stderr)
+		out := stdout.String() + stderr.String()
+		if code != tt.code {
+			t.Errorf("%v: exit %d, want %d: %.300s", tt.args[1:], code, tt.code, stderr.String())
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: output lacks %q: %.300s", tt.args[1:], w, stderr.String())
+			}
 		}
 	}
 }

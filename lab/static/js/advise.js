@@ -25,7 +25,9 @@ function query() {
   };
   if ($('ad-format').value !== 'auto') q.set('format', $('ad-format').value);
   set('load', 'ad-load');
-  set('servers', 'ad-servers');
+  if ($('ad-objective').value !== 'p99') q.set('objective', $('ad-objective').value);
+  set('replicas', 'ad-replicas');
+  set('concurrency', 'ad-concurrency');
   set('time-field', 'ad-time');
   q.set('percentiles', $('ad-pcts').value.trim());
   set('field', 'ad-field');
