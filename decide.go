@@ -339,7 +339,8 @@ func (p *Policy) Next(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 	if why := p.Check(pl, now, afterFailure); why != Allowed {
 		return why
 	}
-	return p.Admit(pl, -1, EvidenceNone)
+	_, why := p.Admit(pl, -1, EvidenceNone)
+	return why
 }
 
 // Check runs the first checks of a further copy, those that do not
@@ -395,52 +396,107 @@ func (p *Policy) ChecksLoad() bool { return p.maxLoad >= 0 }
 //
 // A copy that replaces one that failed (Check's afterFailure) is not a bet
 // on slowness: the first two rules do not apply to it. An allowed copy is
-// counted in the Plan; a hedge holds an in-flight slot (when
-// MaxHedgesInFlight is set, and not in Shadow) until Done, and has spent a
-// budget token. The spare-capacity and payoff rules apply in Shadow mode
-// too, except that Shadow copies, never sent, neither spend nor earn
-// payoff tokens.
-func (p *Policy) Admit(pl *Plan, load int, ev Evidence) Refusal {
+// counted in the Plan, and its Grant says what it took: an in-flight slot
+// (when MaxHedgesInFlight is set, and not in Shadow), to be given back
+// with Done when the copy returns; a budget token; a payoff probe token.
+// An engine that cannot send an allowed copy after all gives everything
+// back with Grant.Undo. The spare-capacity and payoff rules apply in
+// Shadow mode too, except that Shadow copies, never sent, neither spend
+// nor earn payoff tokens.
+func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 	bet := !pl.retry
 	if bet && p.maxLoad >= 0 && (load > p.maxLoad || p.spare.Load() < minSpare*spareOne) {
-		return RefusedBusy
+		return Grant{}, RefusedBusy
 	}
-	paid := bet && pl.Mode == On && p.payoff != nil
-	if paid && !p.payoff.try(ev) {
-		return RefusedPayoff
+	g := Grant{p: p, pl: pl, ev: ev}
+	g.paid = bet && pl.Mode == On && p.payoff != nil
+	if g.paid && !p.payoff.try(ev) {
+		return Grant{}, RefusedPayoff
 	}
 	if bet && pl.Mode == Shadow && !p.payoff.pays(ev) {
-		return RefusedPayoff
+		return Grant{}, RefusedPayoff
 	}
-	slot := p.maxInFlight > 0 && pl.Mode != Shadow
-	if slot {
+	g.slot = p.maxInFlight > 0 && pl.Mode != Shadow
+	if g.slot {
 		for {
 			n := p.inFlight.Load()
 			if n >= p.maxInFlight {
-				if paid {
-					p.payoff.refund(ev)
-				}
-				return RefusedInFlight
+				g.slot = false
+				g.undo()
+				return Grant{}, RefusedInFlight
 			}
 			if p.inFlight.CompareAndSwap(n, n+1) {
 				break
 			}
 		}
 	}
-	if !p.bucket(pl).TryHedge() {
-		if slot {
-			p.inFlight.Add(-1)
-		}
-		if paid {
-			p.payoff.refund(ev)
-		}
-		return RefusedBudget
+	if g.bucket = p.bucket(pl); !g.bucket.TryHedge() {
+		g.bucket = nil
+		g.undo()
+		return Grant{}, RefusedBudget
 	}
 	if bet && pl.Copies == 1 {
+		g.first, g.prevEv, g.prevAt = true, pl.Evidence, pl.HedgeAt
 		pl.Evidence, pl.HedgeAt = ev, pl.checkAt
 	}
 	pl.Copies++
-	return Allowed
+	g.counted = true
+	return g, Allowed
+}
+
+// Grant is what Admit took for one copy. Its zero value took nothing.
+type Grant struct {
+	p       *Policy
+	pl      *Plan
+	bucket  *Budget // the budget a token came from, or nil
+	ev      Evidence
+	prevEv  Evidence      // the Plan's evidence before a first hedge set it
+	prevAt  time.Duration // and its HedgeAt
+	slot    bool          // an in-flight slot
+	paid    bool          // a payoff probe token
+	first   bool          // the request's first hedge: it set the Plan's evidence
+	counted bool          // the copy is counted in the Plan
+}
+
+// HoldsSlot reports whether the copy holds an in-flight slot
+// (Config.MaxHedgesInFlight), to be given back with Policy.Done when it
+// returns.
+func (g Grant) HoldsSlot() bool { return g.slot }
+
+// Undo gives back everything the admission took, for a copy an engine
+// could not send after all (no replica left to take it): the in-flight
+// slot, the budget token, the payoff token and the copy's place in the
+// Plan, which is as it was before Admit. Call it at most once, and only
+// for a copy that never went.
+func (g Grant) Undo() {
+	g.undo()
+	if g.counted {
+		g.pl.Copies--
+		if g.first {
+			g.pl.Evidence, g.pl.HedgeAt = g.prevEv, g.prevAt
+		}
+	}
+}
+
+// undo gives back the slot, token and payoff token g holds.
+func (g Grant) undo() {
+	if g.slot {
+		g.p.inFlight.Add(-1)
+	}
+	if g.bucket != nil {
+		g.bucket.Refund()
+	}
+	if g.paid {
+		g.p.payoff.refund(g.ev)
+	}
+}
+
+// Counted reports whether an engine counts a refusal (in Stats and the
+// simulator's tallies): every one but those that say the request sends no
+// more copies of its own accord (MaxAttempts reached, mode Off, a
+// server's pushback), which are not a copy held back.
+func Counted(why Refusal) bool {
+	return why != Allowed && why != RefusedAttempts && why != RefusedMode && why != RefusedPushback
 }
 
 // Retries reports whether a copy refused for why may be asked for again
@@ -467,12 +523,8 @@ func (p *Policy) Hold(pl *Plan, now, after time.Duration) time.Duration {
 	return addSat(now, after)
 }
 
-// HoldsSlot reports whether a hedge allowed for this request holds an
-// in-flight slot, to be given back with Done when it returns.
-func (p *Policy) HoldsSlot(pl *Plan) bool { return p.maxInFlight > 0 && pl.Mode == On }
-
 // Done gives back the in-flight slot of a hedge copy that returned (one
-// for which HoldsSlot was true when it went).
+// whose Grant.HoldsSlot was true when it went).
 func (p *Policy) Done() { p.inFlight.Add(-1) }
 
 // InFlight returns the hedges holding an in-flight slot now.

@@ -274,7 +274,7 @@ func (c *call[T]) launch(i int, now time.Duration, replica int, probe bool) (con
 		own = newCopyCtx(c.parent)
 		ctx = own
 	}
-	c.copies[i] = copyState{own: own, cancel: cancel, replica: int32(a.Replica), start: now, hedge: i > 0 && c.h.pol.HoldsSlot(&c.plan), probe: probe}
+	c.copies[i] = copyState{own: own, cancel: cancel, replica: int32(a.Replica), start: now, probe: probe}
 	c.launched++
 	c.running++
 	return ctx, a
@@ -510,8 +510,7 @@ func (c *call[T]) failover(now time.Duration) {
 		return
 	}
 	ctx, a := c.launch(c.launched, now, -1, false)
-	cs := &c.copies[a.Index]
-	cs.hedge, cs.failover = false, true
+	c.copies[a.Index].failover = true
 	c.st.failovers.Add(1)
 	go c.runCopy(ctx, a, false)
 }
@@ -532,34 +531,19 @@ func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
 		}
 		ev = c.evidence()
 	}
+	var g Grant
 	if why == Allowed {
-		why = pol.Admit(&c.plan, load, ev)
+		g, why = pol.Admit(&c.plan, load, ev)
 	}
 	if probe && (why != Allowed || c.plan.Mode == Shadow) {
 		c.h.prob.ended(replica) // the probe does not go
 	}
-	switch why {
-	case Allowed:
-	case RefusedBusy:
-		st.busyDenied.Add(1)
-	case RefusedPayoff:
-		st.payoffDenied.Add(1)
-	case RefusedDeadline:
-		st.deadlineSkips.Add(1)
-	case RefusedReplicas:
-		st.noReplica.Add(1)
-	case RefusedInFlight:
-		st.inFlightDenied.Add(1)
-	case RefusedBudget:
-		st.budgetDenied.Add(1)
-	default: // attempts, mode, pushback: nothing to count
+	if !Counted(why) && why != Allowed {
 		return false
 	}
 	c.lastWhy = why
 	if why != Allowed {
-		if c.h.onEvent != nil {
-			c.event(Event{Kind: HedgeRefused, Refusal: why, Copy: -1, Replica: -1}, now)
-		}
+		c.refused(why, now)
 		return false
 	}
 	if c.plan.Mode == Shadow {
@@ -570,6 +554,7 @@ func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
 		return true
 	}
 	ctx, a := c.launch(c.launched, now, replica, probe)
+	c.copies[a.Index].hedge = g.HoldsSlot()
 	st.hedges.Add(1)
 	if a.Replica >= 0 {
 		c.h.reps[a.Replica].hedges.Add(1)
@@ -579,6 +564,15 @@ func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
 	}
 	go c.runCopy(ctx, a, false)
 	return true
+}
+
+// refused counts a refusal (one Counted) in the operation's stats and
+// reports it to Config.OnEvent. c.mu is held.
+func (c *call[T]) refused(why Refusal, now time.Duration) {
+	c.st.refused[why].Add(1)
+	if c.h.onEvent != nil {
+		c.event(Event{Kind: HedgeRefused, Refusal: why, Copy: -1, Replica: -1}, now)
+	}
 }
 
 // event reports e to Config.OnEvent, filling in the call's operation
@@ -595,11 +589,8 @@ func (c *call[T]) event(e Event, now time.Duration) {
 func (c *call[T]) schedule(now time.Duration) {
 	for {
 		at, why := c.h.pol.Due(&c.plan, now)
-		if why == RefusedDeadline {
-			c.st.deadlineSkips.Add(1)
-			if c.h.onEvent != nil {
-				c.event(Event{Kind: HedgeRefused, Refusal: why, Copy: -1, Replica: -1}, now)
-			}
+		if Counted(why) {
+			c.refused(why, now)
 		}
 		switch {
 		case at == Never:

@@ -35,7 +35,8 @@ func ask(p *hedge.Policy, pl *hedge.Plan, now time.Duration, load int, ev hedge.
 	if why := p.Check(pl, now, false); why != hedge.Allowed {
 		return why
 	}
-	return p.Admit(pl, load, ev)
+	_, why := p.Admit(pl, load, ev)
+	return why
 }
 
 func TestSpareCapacityRule(t *testing.T) {
@@ -65,7 +66,7 @@ func TestSpareCapacityRule(t *testing.T) {
 	if why := p.Check(pl, 0, true); why != hedge.Allowed {
 		t.Fatal(why)
 	}
-	if why := p.Admit(pl, 5, hedge.EvidenceHead); why != hedge.Allowed {
+	if _, why := p.Admit(pl, 5, hedge.EvidenceHead); why != hedge.Allowed {
 		t.Fatalf("a retry after a failure to a busy replica: %v", why)
 	}
 

@@ -414,24 +414,19 @@ type opState struct {
 	name string
 	est  Estimator
 
-	requests       atomic.Int64
-	hedges         atomic.Int64
-	hedgeWins      atomic.Int64
-	primaryWins    atomic.Int64
-	budgetDenied   atomic.Int64
-	inFlightDenied atomic.Int64
-	busyDenied     atomic.Int64
-	payoffDenied   atomic.Int64
-	deadlineSkips  atomic.Int64
-	noReplica      atomic.Int64
-	shadowHedges   atomic.Int64
-	failovers      atomic.Int64
-	unhedgeable    atomic.Int64
-	failures       atomic.Int64
-	censored       atomic.Int64
-	wasted         atomic.Int64 // nanoseconds
-	rescued        atomic.Int64
-	saved          atomic.Int64 // nanoseconds
+	requests     atomic.Int64
+	hedges       atomic.Int64
+	hedgeWins    atomic.Int64
+	primaryWins  atomic.Int64
+	refused      [NumRefusals]atomic.Int64 // the refusals Counted says to count
+	shadowHedges atomic.Int64
+	failovers    atomic.Int64
+	unhedgeable  atomic.Int64
+	failures     atomic.Int64
+	censored     atomic.Int64
+	wasted       atomic.Int64 // nanoseconds
+	rescued      atomic.Int64
+	saved        atomic.Int64 // nanoseconds
 
 	latency quantile.Histogram // winner's latency: what the caller saw
 	primary quantile.Histogram // the primary alone; censored at cancellation

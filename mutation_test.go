@@ -41,7 +41,7 @@ func TestPayoffBoundaryWinRate(t *testing.T) {
 		if why := p.Check(&pl, delay, false); why != Allowed {
 			t.Fatalf("check: %v", why)
 		}
-		if why := p.Admit(&pl, 0, EvidenceHead); why != Allowed {
+		if _, why := p.Admit(&pl, 0, EvidenceHead); why != Allowed {
 			t.Fatalf("admit: %v (rate %d, waste %d)", why, p.payoff.rate[EvidenceHead].Load(), p.payoff.waste[EvidenceHead].Load())
 		}
 		p.Succeeded(&pl, delay+16*delay, false) // the hedge lost after 16 delays
@@ -53,7 +53,8 @@ func TestPayoffBoundaryWinRate(t *testing.T) {
 		if why := p.Check(&pl, delay, false); why != Allowed {
 			t.Fatalf("shadow check: %v", why)
 		}
-		return p.Admit(&pl, 0, EvidenceHead)
+		_, why := p.Admit(&pl, 0, EvidenceHead)
+		return why
 	}
 
 	lose()

@@ -605,8 +605,9 @@ func (e *engine) tryHedge(slot int32, r *request, now time.Duration) hedge.Refus
 			load = e.load(int(q))
 		}
 	}
+	var g hedge.Grant
 	if why == hedge.Allowed {
-		why = e.pol.Admit(&r.plan, load, e.evidence(r))
+		g, why = e.pol.Admit(&r.plan, load, e.evidence(r))
 	}
 	if why != hedge.Allowed {
 		e.refuse(r, why)
@@ -618,17 +619,15 @@ func (e *engine) tryHedge(slot int32, r *request, now time.Duration) hedge.Refus
 		}
 		return hedge.Allowed
 	}
-	held := e.pol.HoldsSlot(&r.plan)
+	held := g.HoldsSlot()
 	if q < 0 {
 		q = e.place(r)
 	}
 	if q < 0 {
 		// No eligible server: unreachable while the Policy caps copies at
 		// Servers, but give back what the Policy took.
-		e.pol.Budget().Refund()
-		if held {
-			e.pol.Done()
-		}
+		g.Undo()
+		e.refuse(r, hedge.RefusedReplicas)
 		return hedge.RefusedReplicas
 	}
 	e.addCopyAt(slot, r, q)
@@ -650,7 +649,7 @@ func (e *engine) delayUnits(d time.Duration) float64 {
 
 // refuse counts a refusal of the Policy for r.
 func (e *engine) refuse(r *request, why hedge.Refusal) {
-	if why == hedge.RefusedAttempts || why == hedge.RefusedMode {
+	if !hedge.Counted(why) {
 		return // not refusals the library counts either
 	}
 	if r.measured && int(why) < len(e.refused) {

@@ -1,0 +1,51 @@
+package hedge
+
+import (
+	"testing"
+	"time"
+)
+
+// An admission that is undone gives back everything it took: the
+// in-flight slot, the budget token, the payoff probe token, and the copy's
+// place and evidence in the Plan, so that the same copy can be admitted
+// again at once, as if the first admission had never happened.
+func TestGrantUndo(t *testing.T) {
+	const delay = time.Millisecond
+	b, err := NewBudget(0.1, 1) // one token: a second admission needs the first one's back
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPolicy(Config{Delay: Fixed(delay), Budget: b, MaxHedgesInFlight: 1, Replicas: 3, MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pl Plan
+	p.Begin(&pl, 0, Fixed(delay).NewEstimator(), Never, false, nil)
+	if why := p.Check(&pl, delay, false); why != Allowed {
+		t.Fatalf("check: %v", why)
+	}
+	tokens, probes := b.Tokens(), p.payoff.probe[EvidenceHead].Load()
+	g, why := p.Admit(&pl, 0, EvidenceHead)
+	if why != Allowed {
+		t.Fatalf("admit: %v", why)
+	}
+	if !g.HoldsSlot() || p.InFlight() != 1 || pl.Copies != 2 || pl.Evidence != EvidenceHead || pl.HedgeAt != delay {
+		t.Fatalf("after admission: slot %v, in flight %d, copies %d, evidence %v, hedge at %v", g.HoldsSlot(), p.InFlight(), pl.Copies, pl.Evidence, pl.HedgeAt)
+	}
+	g.Undo()
+	if p.InFlight() != 0 || b.Tokens() != tokens || pl.Copies != 1 || pl.Evidence != EvidenceNone || pl.HedgeAt != Never {
+		t.Fatalf("after undo: in flight %d, tokens %v (want %v), copies %d, evidence %v, hedge at %v", p.InFlight(), b.Tokens(), tokens, pl.Copies, pl.Evidence, pl.HedgeAt)
+	}
+	if got := p.payoff.probe[EvidenceHead].Load(); got < probes {
+		t.Fatalf("payoff probe tokens %d after undo, %d before admission", got, probes)
+	}
+	if _, why := p.Admit(&pl, 0, EvidenceHead); why != Allowed {
+		t.Fatalf("admission after undo: %v", why)
+	}
+	// The zero Grant took nothing: undoing it changes nothing.
+	before := p.InFlight()
+	Grant{}.Undo()
+	if p.InFlight() != before {
+		t.Fatal("the zero Grant gave back a slot")
+	}
+}
