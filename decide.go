@@ -84,7 +84,9 @@ func (r Refusal) String() string {
 // in package sim drives one on virtual time: times are arguments, always
 // measured from the same arbitrary origin, and the Policy never reads a
 // clock. Every rule of a call that is about whether and when, rather than
-// about running copies, is here and nowhere else.
+// about running copies, is here and nowhere else; and so is the sequence
+// that applies them to a request (Schedule, Fire and Try), which each
+// engine drives through a Runtime of its own.
 //
 // A Policy is safe for concurrent use. Make one with NewPolicy, or get a
 // Hedger's with Hedger.Policy.
@@ -462,6 +464,10 @@ type Grant struct {
 // (Config.MaxHedgesInFlight), to be given back with Policy.Done when it
 // returns.
 func (g Grant) HoldsSlot() bool { return g.slot }
+
+// Shadow reports whether the copy is one Shadow mode decides and counts
+// without sending.
+func (g Grant) Shadow() bool { return g.pl != nil && g.pl.Mode == Shadow }
 
 // Undo gives back everything the admission took, for a copy an engine
 // could not send after all (no replica left to take it): the in-flight

@@ -129,20 +129,22 @@ type callState[T any] struct {
 	// the call's timer to fire it: fire may run after the call returned.
 	timerDue bool
 
-	mu        sync.Mutex
-	launched  int  // copies started (plan.Copies also counts Shadow's virtual ones)
-	running   int  // copies whose function has not returned
-	held      bool // a pushback holds the next copy back until the timer
-	lastWhy   Refusal
-	decided   bool
-	decidedAt time.Duration
-	winner    int // index of the winning copy, or -1
-	val       T
-	errs      []error // of failed copies, in the order they failed
-	pnc       *PanicError
-	done      chan struct{} // made by a waiter, closed when it may go
-	closed    bool
-	returned  bool // the caller has taken the outcome
+	mu       sync.Mutex
+	launched int  // copies started (plan.Copies also counts Shadow's virtual ones)
+	running  int  // copies whose function has not returned
+	held     bool // a pushback holds the next copy back until the timer
+	// placedProbe is set while the replica Place picked for the next copy
+	// is the probe of a replica on probation (see ProbationFailures).
+	placedProbe bool
+	decided     bool
+	decidedAt   time.Duration
+	winner      int // index of the winning copy, or -1
+	val         T
+	errs        []error // of failed copies, in the order they failed
+	pnc         *PanicError
+	done        chan struct{} // made by a waiter, closed when it may go
+	closed      bool
+	returned    bool // the caller has taken the outcome
 }
 
 type copyState struct {
@@ -186,7 +188,7 @@ func (c *call[T]) run() (T, func(), error) {
 	// Copies due now (a zero delay) go at once, as far as the Policy
 	// allows; later ones on the timer. Arm it only now, under the lock:
 	// it must find the primary launched.
-	c.schedule(c.plan.Start)
+	c.h.pol.Schedule(&c.plan, c.plan.Start, c)
 	c.mu.Unlock()
 	held := false // complete kept c.mu for the wait
 	if c.h.bgReap {
@@ -441,7 +443,7 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 			// which say nothing about the servers' health.
 			h.pol.Failed(&c.plan)
 			// A fast failure is evidence enough: the next copy goes now.
-			c.tryNext(now, true)
+			h.pol.Try(&c.plan, now, true, c)
 		}
 		if c.running == 0 && !c.held {
 			c.decide(-1, now)
@@ -515,38 +517,39 @@ func (c *call[T]) failover(now time.Duration) {
 	go c.runCopy(ctx, a, false)
 }
 
-// tryNext asks the Policy for one more copy at now, and sends it (in
-// Shadow mode, counts it) or counts the refusal. It reports whether the
-// copy went. c.mu is held.
-func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
-	st, pol := c.st, c.h.pol
-	why := pol.Check(&c.plan, now, afterFailure)
-	replica, load, ev, probe := -1, -1, EvidenceNone, false
-	if why == Allowed && c.h.replicas != nil {
-		if pol.ChecksLoad() {
-			// The spare-capacity rule looks at the replica the copy would
-			// go to: pick it first.
-			replica, probe = c.pick(c.launched, now)
-			load = c.h.loadFn(replica)
+// Place is Runtime.Place: the replica the next copy would go to, picked
+// now, and this Hedger's requests in flight there. A probe of a replica
+// on probation is remembered, to be given back if the copy does not go.
+// c.mu is held.
+func (c *call[T]) Place(now time.Duration) (replica, load int) {
+	if c.h.replicas == nil {
+		return -1, -1
+	}
+	replica, c.placedProbe = c.pick(c.launched, now)
+	return replica, c.h.loadFn(replica)
+}
+
+// Evidence is Runtime.Evidence: what the Hedger sees of the primary's
+// replica (see Behind), or EvidenceNone when it does not pick replicas.
+// c.mu is held.
+func (c *call[T]) Evidence() Evidence {
+	if c.h.replicas == nil {
+		return EvidenceNone
+	}
+	return Behind(c.ahead, c.h.left[c.copies[0].replica].Load()-c.leftAt)
+}
+
+// Launch is Runtime.Launch: it starts the admitted hedge on replica (-1:
+// one picked now) in its own goroutine or, in Shadow mode, counts it.
+// c.mu is held.
+func (c *call[T]) Launch(now time.Duration, replica int, g Grant) bool {
+	probe := c.placedProbe
+	c.placedProbe = false
+	st := c.st
+	if g.Shadow() {
+		if probe {
+			c.h.prob.ended(replica) // the probe does not go
 		}
-		ev = c.evidence()
-	}
-	var g Grant
-	if why == Allowed {
-		g, why = pol.Admit(&c.plan, load, ev)
-	}
-	if probe && (why != Allowed || c.plan.Mode == Shadow) {
-		c.h.prob.ended(replica) // the probe does not go
-	}
-	if !Counted(why) && why != Allowed {
-		return false
-	}
-	c.lastWhy = why
-	if why != Allowed {
-		c.refused(why, now)
-		return false
-	}
-	if c.plan.Mode == Shadow {
 		st.shadowHedges.Add(1)
 		if c.h.onEvent != nil {
 			c.event(Event{Kind: HedgeSent, Shadow: true, Copy: c.plan.Copies - 1, Replica: -1}, now)
@@ -566,9 +569,18 @@ func (c *call[T]) tryNext(now time.Duration, afterFailure bool) bool {
 	return true
 }
 
-// refused counts a refusal (one Counted) in the operation's stats and
-// reports it to Config.OnEvent. c.mu is held.
-func (c *call[T]) refused(why Refusal, now time.Duration) {
+// Arm is Runtime.Arm: the call's timer, in the Hedger's timer queue.
+// c.mu is held.
+func (c *call[T]) Arm(at time.Duration) { c.h.timers.add(c, at, &c.slot) }
+
+// Refused is Runtime.Refused: it counts the refusal in the operation's
+// stats, reports it to Config.OnEvent, and gives back the probe of a
+// replica on probation that placed was for. c.mu is held.
+func (c *call[T]) Refused(now time.Duration, why Refusal, placed int) {
+	if c.placedProbe {
+		c.placedProbe = false
+		c.h.prob.ended(placed) // the probe does not go
+	}
 	c.st.refused[why].Add(1)
 	if c.h.onEvent != nil {
 		c.event(Event{Kind: HedgeRefused, Refusal: why, Copy: -1, Replica: -1}, now)
@@ -582,48 +594,6 @@ func (c *call[T]) refused(why Refusal, now time.Duration) {
 func (c *call[T]) event(e Event, now time.Duration) {
 	e.Op, e.Elapsed = c.st.name, now-c.plan.Start
 	c.h.onEvent(e)
-}
-
-// schedule sends the copies due at now and arms the timer for the next
-// one, if any. c.mu is held.
-func (c *call[T]) schedule(now time.Duration) {
-	for {
-		at, why := c.h.pol.Due(&c.plan, now)
-		if Counted(why) {
-			c.refused(why, now)
-		}
-		switch {
-		case at == Never:
-			return
-		case at > now:
-			c.h.timers.add(c, at, &c.slot)
-			return
-		}
-		if !c.tryNext(now, false) {
-			c.rearm(now)
-			return
-		}
-	}
-}
-
-// evidence is what the Hedger sees of the primary's replica (see Behind),
-// or EvidenceNone when it does not pick replicas. c.mu is held.
-func (c *call[T]) evidence() Evidence {
-	if c.h.replicas == nil {
-		return EvidenceNone
-	}
-	return Behind(c.ahead, c.h.left[c.copies[0].replica].Load()-c.leftAt)
-}
-
-// rearm arms the timer again after a refusal that the Policy retries (see
-// Policy.Retries): the copy is asked for again when the next delay has
-// passed. c.mu is held.
-func (c *call[T]) rearm(now time.Duration) {
-	if c.h.pol.Retries(&c.plan, c.lastWhy) {
-		if at, _ := c.h.pol.Due(&c.plan, now); at != Never {
-			c.h.timers.add(c, at, &c.slot)
-		}
-	}
 }
 
 // observePrimary feeds the primary's own latency to the stats and the delay
@@ -828,18 +798,12 @@ func (c *call[T]) fire(at time.Duration) {
 	if c.decided {
 		return
 	}
-	if !c.tryNext(now, false) {
-		if c.running == 0 {
-			// Only a copy held back by a pushback was left, and it may
-			// not go: the call has failed.
-			c.decide(-1, now)
-			c.wake()
-			return
-		}
-		c.rearm(now)
-		return
+	if c.h.pol.Fire(&c.plan, now, c) != Allowed && c.running == 0 {
+		// Only a copy held back by a pushback was left, and it may not
+		// go: the call has failed.
+		c.decide(-1, now)
+		c.wake()
 	}
-	c.schedule(now)
 }
 
 // addSat returns t+d for a time t >= 0 and a delay d >= 0, saturated at

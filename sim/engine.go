@@ -142,14 +142,18 @@ type subRef struct {
 // engine is the state of one run. A Simulator keeps one and reuses its
 // buffers from run to run.
 type engine struct {
-	c                    Config
-	now                  float64
-	rA                   rng        // arrival times and request sizes (common to all strategies)
-	rS                   rng        // stall processes (common to all strategies)
-	rM                   rng        // routing, fresh copy sizes, tie breaks
-	rMRand               *rand.Rand // rM as a math/rand/v2 generator, for hedge.Policy.Begin's rollout draws
-	ev                   eventHeap
-	dep                  depTree   // each server's next completion
+	c      Config
+	now    float64
+	rA     rng        // arrival times and request sizes (common to all strategies)
+	rS     rng        // stall processes (common to all strategies)
+	rM     rng        // routing, fresh copy sizes, tie breaks
+	rMRand *rand.Rand // rM as a math/rand/v2 generator, for hedge.Policy.Begin's rollout draws
+	ev     eventHeap
+	dep    depTree // each server's next completion
+	// The request the engine's hedge.Runtime (hedgeRT) acts for.
+	cur                  int32
+	curR                 *request
+	curNow               time.Duration
 	timers               timerFIFO // hedge timers in time order (see timerFIFO)
 	srv                  []server
 	qs                   []fifo
@@ -546,95 +550,76 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 				e.delaySum += e.delayUnits(r.plan.Delay)
 				e.delayN++
 			}
-			e.scheduleNext(slot, r, now)
+			e.pol.Schedule(&r.plan, now, e.drive(slot, r, now))
 		}
 	}
 	return slot
 }
 
-// scheduleNext sends the copies of r due now (now is e.now as a Duration)
-// and queues a hedge event for the next one, as the Policy says
-// (Policy.Due).
-func (e *engine) scheduleNext(slot int32, r *request, now time.Duration) {
-	for {
-		at, why := e.pol.Due(&r.plan, now)
-		if why != hedge.Allowed {
-			e.refuse(r, why)
+// hedgeRT is the engine as the hedge.Runtime of the request the driver
+// (hedge.Policy's Schedule, Fire) is deciding for: slot and r, at now (e.now
+// as a Duration). It is the engine itself, so that handing it to the
+// driver costs no allocation.
+type hedgeRT engine
+
+// drive sets the request the engine's hedge.Runtime acts for.
+func (e *engine) drive(slot int32, r *request, now time.Duration) *hedgeRT {
+	e.cur, e.curR, e.curNow = slot, r, now
+	return (*hedgeRT)(e)
+}
+
+// Place picks the server the copy would go to and returns it with its
+// load, or -1, -1 when no server is eligible.
+func (h *hedgeRT) Place(time.Duration) (int, int) {
+	e := (*engine)(h)
+	q := e.place(e.curR)
+	if q < 0 {
+		return -1, -1
+	}
+	return int(q), e.load(int(q))
+}
+
+// Evidence is what the client sees of the primary's queue (hedge.Behind).
+func (h *hedgeRT) Evidence() hedge.Evidence { return (*engine)(h).evidence(h.curR) }
+
+// Launch places the admitted copy on server q (-1: one placed now) and
+// starts it, or counts a Shadow copy.
+func (h *hedgeRT) Launch(_ time.Duration, q int, g hedge.Grant) bool {
+	e, slot, r := (*engine)(h), h.cur, h.curR
+	if g.Shadow() {
+		if r.measured {
+			e.shadow++
 		}
-		switch {
-		case at == hedge.Never:
-			return
-		case at > now:
-			// Offset from e.now rather than converted back from at, so
-			// that the event time is exactly e.now + delay.
-			e.schedule(event{t: e.now + e.delayUnits(at-now), a: slot, gen: r.gen, tag: evTag{kind: evHedge}})
-			return
-		}
-		if why := e.tryHedge(slot, r, now); why != hedge.Allowed {
-			e.rearm(slot, r, now, why)
-			return
+		return true
+	}
+	if q < 0 {
+		if q = int(e.place(r)); q < 0 {
+			return false
 		}
 	}
+	e.addCopyAt(slot, r, int32(q))
+	r.held[r.n-1] = g.HoldsSlot()
+	e.emit(TraceEvent{Request: int(r.idx), Copy: int(r.n - 1), At: e.now})
+	e.kick(int32(q))
+	return true
+}
+
+// Refused counts a refusal for the request.
+func (h *hedgeRT) Refused(_ time.Duration, why hedge.Refusal, _ int) {
+	(*engine)(h).refuse(h.curR, why)
+}
+
+// Arm queues a hedge event at at. It is offset from e.now rather than
+// converted back from at, so that the event time is exactly e.now +
+// delay.
+func (h *hedgeRT) Arm(at time.Duration) {
+	e := (*engine)(h)
+	e.schedule(event{t: e.now + e.delayUnits(at-h.curNow), a: h.cur, gen: h.curR.gen, tag: evTag{kind: evHedge}})
 }
 
 // evidence is what the client sees of r's primary's queue (hedge.Behind).
 func (e *engine) evidence(r *request) hedge.Evidence {
 	return hedge.Behind(int64(r.ahead), int64(e.qs[r.copies[0].q].left-r.leftAt))
-}
-
-// rearm queues a hedge event again after a refusal that the Policy
-// retries (hedge.Policy.Retries), as the live engine does.
-func (e *engine) rearm(slot int32, r *request, now time.Duration, why hedge.Refusal) {
-	if !e.pol.Retries(&r.plan, why) {
-		return
-	}
-	if at, _ := e.pol.Due(&r.plan, now); at != hedge.Never && at > now {
-		e.schedule(event{t: e.now + e.delayUnits(at-now), a: slot, gen: r.gen, tag: evTag{kind: evHedge}})
-	}
-}
-
-// tryHedge asks the Policy for one more copy of r now, and places it (in
-// Shadow mode, counts it) or counts the refusal. When the Policy looks at
-// the load of the copy's server, the server is picked first, as the live
-// engine does. It returns the refusal, or Allowed when the copy went.
-func (e *engine) tryHedge(slot int32, r *request, now time.Duration) hedge.Refusal {
-	why := e.pol.Check(&r.plan, now, false)
-	q, load := int32(-1), -1
-	if why == hedge.Allowed && e.pol.ChecksLoad() {
-		if q = e.place(r); q >= 0 {
-			load = e.load(int(q))
-		}
-	}
-	var g hedge.Grant
-	if why == hedge.Allowed {
-		g, why = e.pol.Admit(&r.plan, load, e.evidence(r))
-	}
-	if why != hedge.Allowed {
-		e.refuse(r, why)
-		return why
-	}
-	if r.plan.Mode == hedge.Shadow {
-		if r.measured {
-			e.shadow++
-		}
-		return hedge.Allowed
-	}
-	held := g.HoldsSlot()
-	if q < 0 {
-		q = e.place(r)
-	}
-	if q < 0 {
-		// No eligible server: unreachable while the Policy caps copies at
-		// Servers, but give back what the Policy took.
-		g.Undo()
-		e.refuse(r, hedge.RefusedReplicas)
-		return hedge.RefusedReplicas
-	}
-	e.addCopyAt(slot, r, q)
-	r.held[r.n-1] = held
-	e.emit(TraceEvent{Request: int(r.idx), Copy: int(r.n - 1), At: e.now})
-	e.kick(q)
-	return hedge.Allowed
 }
 
 // delayUnits is fromDuration, remembering the last conversion: a delay is
@@ -955,11 +940,7 @@ func (e *engine) onHedge(slot int32, gen uint32) {
 // hedgeDue asks for the copy of r that is due now, and schedules the next.
 func (e *engine) hedgeDue(slot int32, r *request) {
 	now := toDuration(e.now)
-	if why := e.tryHedge(slot, r, now); why != hedge.Allowed {
-		e.rearm(slot, r, now, why)
-		return
-	}
-	e.scheduleNext(slot, r, now)
+	e.pol.Fire(&r.plan, now, e.drive(slot, r, now))
 }
 
 func (e *engine) onStall(s int32) {
