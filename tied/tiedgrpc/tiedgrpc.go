@@ -4,7 +4,7 @@
 // package tied for the design; this package adds the gRPC wiring, so that
 // package tied itself needs no gRPC.
 //
-// A server installs UnaryServerInterceptor and registers the claim
+// A server installs UnaryServerInterceptor and registers the cancel
 // service (which answers peers' claims) with Register; its tied.Config.Sender is a Sender, which reaches
 // the peers (host:port, as clients name them in the tied-sibling metadata)
 // over gRPC:
@@ -35,21 +35,14 @@ import (
 	"github.com/tailcut/hedge/tied"
 )
 
-// ServiceName names the claim service that Register installs.
-const ServiceName = "tailcut.tied.v1.Tied"
-
-// ClaimMethod is the full name of the method of the claim service that
-// Sender calls: it takes a peer's signed claim (tied.Claim.Sign) as a
-// google.protobuf.StringValue and answers the verdict's name ("go" or
-// "lost") the same way, or PermissionDenied for a refused message.
-const ClaimMethod = "/" + ServiceName + "/Claim"
-
-// CancelMethod is the earlier name of ClaimMethod, which servers of
-// earlier versions call. Register serves it too, as it serves
-// ClaimMethod.
-//
-// Deprecated: use ClaimMethod.
-const CancelMethod = "/" + ServiceName + "/Cancel"
+// ServiceName and CancelMethod name the cancel service that Register
+// installs: its one method takes a peer's signed claim (tied.Claim.Sign)
+// as a google.protobuf.StringValue and answers the verdict's name ("go"
+// or "lost") the same way, or PermissionDenied for a refused message.
+const (
+	ServiceName  = "tailcut.tied.v1.Tied"
+	CancelMethod = "/" + ServiceName + "/Cancel"
+)
 
 // UnaryServerInterceptor runs each unary call through s.Admit before the
 // handler, with the tie read from the tied.IDKey and tied.SiblingKey
@@ -58,11 +51,11 @@ const CancelMethod = "/" + ServiceName + "/Cancel"
 // tied.RefusedHeader ("tied-refused") trailer; a tied copy dropped for its
 // sibling fails with Aborted and a tied.DroppedKey trailer "sibling"
 // (which clients such as hedgegrpc.WithTied tell from the service's own
-// Aborted). Claims (ClaimMethod, CancelMethod) bypass the queue. A tied copy's
+// Aborted). Calls to the cancel service bypass the queue. A tied copy's
 // claim is sent from within the interceptor, on the call's goroutine.
 func UnaryServerInterceptor(s *tied.Server) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if info.FullMethod == ClaimMethod || info.FullMethod == CancelMethod {
+		if info.FullMethod == CancelMethod {
 			return handler(ctx, req)
 		}
 		md, _ := metadata.FromIncomingContext(ctx)
@@ -101,14 +94,14 @@ func IsDropped(err error, trailer metadata.MD) bool {
 	return status.Code(err) == codes.Aborted && len(trailer.Get(tied.DroppedKey)) > 0
 }
 
-// claimServer is the claim service's implementation.
-type claimServer interface {
-	claim(ctx context.Context, msg *wrapperspb.StringValue) (*wrapperspb.StringValue, error)
+// cancelServer is the cancel service's implementation.
+type cancelServer interface {
+	cancel(ctx context.Context, msg *wrapperspb.StringValue) (*wrapperspb.StringValue, error)
 }
 
-type claimImpl struct{ s *tied.Server }
+type cancelImpl struct{ s *tied.Server }
 
-func (c claimImpl) claim(_ context.Context, msg *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+func (c cancelImpl) cancel(_ context.Context, msg *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 	out, err := c.s.ReceiveClaim(msg.GetValue())
 	if err != nil {
 		return nil, status.Error(codes.PermissionDenied, "claim refused")
@@ -118,41 +111,33 @@ func (c claimImpl) claim(_ context.Context, msg *wrapperspb.StringValue) (*wrapp
 
 var serviceDesc = grpc.ServiceDesc{
 	ServiceName: ServiceName,
-	HandlerType: (*claimServer)(nil),
-	Methods:     []grpc.MethodDesc{claimMethod("Claim"), claimMethod("Cancel")},
-	Metadata:    "tied.proto",
-}
-
-// claimMethod describes the method of the claim service named name
-// (ClaimMethod, CancelMethod), which answers claims.
-func claimMethod(name string) grpc.MethodDesc {
-	full := "/" + ServiceName + "/" + name
-	return grpc.MethodDesc{
-		MethodName: name,
+	HandlerType: (*cancelServer)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Cancel",
 		Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
 			in := new(wrapperspb.StringValue)
 			if err := dec(in); err != nil {
 				return nil, err
 			}
 			call := func(ctx context.Context, req any) (any, error) {
-				return srv.(claimServer).claim(ctx, req.(*wrapperspb.StringValue))
+				return srv.(cancelServer).cancel(ctx, req.(*wrapperspb.StringValue))
 			}
 			if ic == nil {
 				return call(ctx, in)
 			}
-			return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: full}, call)
+			return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: CancelMethod}, call)
 		},
-	}
+	}},
+	Metadata: "tied.proto",
 }
 
-// Register installs the claim service of s on reg (a *grpc.Server), so
-// that peers' Senders reach it: ClaimMethod, and CancelMethod for the
-// peers of earlier versions.
+// Register installs the cancel service of s on reg (a *grpc.Server), so
+// that peers' Senders reach it.
 func Register(reg grpc.ServiceRegistrar, s *tied.Server) {
-	reg.RegisterService(&serviceDesc, claimImpl{s})
+	reg.RegisterService(&serviceDesc, cancelImpl{s})
 }
 
-// Sender is a tied.Sender that calls peers' ClaimMethod with claims,
+// Sender is a tied.Sender that calls peers' cancel service with claims,
 // on one ClientConn per peer (a persistent HTTP/2 connection), made on first use and closed by
 // CloseIdleConnections (which tied.Server.Close calls).
 type Sender struct {
@@ -165,8 +150,8 @@ type Sender struct {
 
 // NewSender returns a Sender that dials peers with opts. Without a
 // transport credentials option it uses insecure ones: fine on loopback,
-// not across machines, where the claims, though signed, would travel in
-// the clear.
+// not across machines, where the cancel messages, though signed, would
+// travel in the clear.
 func NewSender(opts ...grpc.DialOption) *Sender {
 	return &Sender{opts: append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...), conns: map[string]*grpc.ClientConn{}}
 }
@@ -174,8 +159,8 @@ func NewSender(opts ...grpc.DialOption) *Sender {
 // ErrClosed is returned by SendClaim after CloseIdleConnections.
 var ErrClosed = errors.New("tiedgrpc: the Sender is closed")
 
-// SendClaim calls ClaimMethod of the peer at addr with msg, and returns
-// its answer.
+// SendClaim calls the cancel service of the peer at addr with msg, and
+// returns its answer.
 func (s *Sender) SendClaim(ctx context.Context, addr, msg string) (string, error) {
 	s.mu.Lock()
 	if s.closed {
@@ -193,7 +178,7 @@ func (s *Sender) SendClaim(ctx context.Context, addr, msg string) (string, error
 	}
 	s.mu.Unlock()
 	out := new(wrapperspb.StringValue)
-	if err := cc.Invoke(ctx, ClaimMethod, wrapperspb.String(msg), out); err != nil {
+	if err := cc.Invoke(ctx, CancelMethod, wrapperspb.String(msg), out); err != nil {
 		return "", fmt.Errorf("tiedgrpc: claim to %s: %w", addr, err)
 	}
 	return out.GetValue(), nil

@@ -3,7 +3,6 @@ package tiedgrpc_test
 import (
 	"context"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,16 +57,6 @@ type server struct {
 	ts      *tied.Server
 	addr    string
 	dropped chan struct{} // closed when it first answers a copy "dropped"
-
-	mu      sync.Mutex
-	methods []string // the full method of every call it answered, in order
-}
-
-// answered returns the full methods of the calls s answered.
-func (s *server) answered() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.methods)
 }
 
 // startServers starts n gRPC servers behind tiedgrpc's interceptor with
@@ -102,9 +91,6 @@ func startServers(t *testing.T, n int, cfg tied.Config, handle func(i int) func(
 		var once sync.Once
 		observe := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			resp, err := h(ctx, req)
-			s.mu.Lock()
-			s.methods = append(s.methods, info.FullMethod)
-			s.mu.Unlock()
 			if status.Code(err) == codes.Aborted {
 				once.Do(func() { close(s.dropped) })
 			}
@@ -203,11 +189,13 @@ func TestTiedCallEndToEnd(t *testing.T) {
 	}
 }
 
-// blocking returns the handlers of a test service that answers each call
-// its input, except that a call "busy" first signals on started and
-// waits for block.
-func blocking(started chan<- struct{}, block <-chan struct{}) func(int) func(context.Context, *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
-	return func(int) func(context.Context, *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+// A full queue answers ResourceExhausted; a forged claim is refused with
+// PermissionDenied; a dropped copy is Aborted with the tied-dropped
+// trailer.
+func TestRefusals(t *testing.T) {
+	block := make(chan struct{})
+	started := make(chan struct{}, 1)
+	servers := startServers(t, 2, tied.Config{Workers: 1, MaxQueue: -1}, func(i int) func(context.Context, *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 		return func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 			if in.GetValue() == "busy" {
 				started <- struct{}{}
@@ -215,31 +203,12 @@ func blocking(started chan<- struct{}, block <-chan struct{}) func(int) func(con
 			}
 			return in, nil
 		}
-	}
-}
-
-// occupy makes a call "busy" on cc, which blocking's service holds until
-// block is closed, and returns once it has started; the call's error
-// comes on the channel returned.
-func occupy(cc *grpc.ClientConn, started <-chan struct{}) <-chan error {
-	busy := make(chan error, 1)
-	go func() {
-		busy <- cc.Invoke(context.Background(), echoMethod, wrapperspb.String("busy"), new(wrapperspb.StringValue))
-	}()
-	<-started
-	return busy
-}
-
-// A full queue answers ResourceExhausted; a forged claim is refused with
-// PermissionDenied; a dropped copy is Aborted with the tied-dropped
-// trailer.
-func TestRefusals(t *testing.T) {
-	block := make(chan struct{})
-	started := make(chan struct{}, 1)
-	servers := startServers(t, 2, tied.Config{Workers: 1, MaxQueue: -1}, blocking(started, block))
+	})
 	cc := dial(t, servers[0].addr)
 	ctx := context.Background()
-	busy := occupy(cc, started)
+	busy := make(chan error, 1)
+	go func() { busy <- cc.Invoke(ctx, echoMethod, wrapperspb.String("busy"), new(wrapperspb.StringValue)) }()
+	<-started
 	err := cc.Invoke(ctx, echoMethod, wrapperspb.String("x"), new(wrapperspb.StringValue))
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("over the bound: %v, want ResourceExhausted", err)
@@ -250,7 +219,7 @@ func TestRefusals(t *testing.T) {
 	}
 
 	forged := tied.Claim{ID: tied.NewID(), Sent: time.Now()}.Sign([]byte("not the servers' secret, but 32 bytes long"))
-	err = cc.Invoke(ctx, tiedgrpc.ClaimMethod, wrapperspb.String(forged), new(wrapperspb.StringValue))
+	err = cc.Invoke(ctx, tiedgrpc.CancelMethod, wrapperspb.String(forged), new(wrapperspb.StringValue))
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("forged claim: %v, want PermissionDenied", err)
 	}
@@ -258,7 +227,7 @@ func TestRefusals(t *testing.T) {
 	// An early claim, then the copy: dropped on arrival.
 	id := tied.NewID()
 	out := new(wrapperspb.StringValue)
-	if err := cc.Invoke(ctx, tiedgrpc.ClaimMethod, wrapperspb.String(tied.Claim{ID: id, Ticket: 1, Sent: time.Now()}.Sign(secret)), out); err != nil || out.GetValue() != "go" {
+	if err := cc.Invoke(ctx, tiedgrpc.CancelMethod, wrapperspb.String(tied.Claim{ID: id, Ticket: 1, Sent: time.Now()}.Sign(secret)), out); err != nil || out.GetValue() != "go" {
 		t.Fatalf("valid claim: %v %q", err, out.GetValue())
 	}
 	var trailer metadata.MD
@@ -270,47 +239,5 @@ func TestRefusals(t *testing.T) {
 	s := servers[0].ts.Stats()
 	if s.Refused != 1 || s.ClaimsRejected != 1 || s.Dropped != 1 || s.ClaimsEarly != 1 {
 		t.Errorf("%+v", s)
-	}
-}
-
-// Register serves claims under ClaimMethod and under its earlier name
-// CancelMethod, which the peers of earlier versions call; under either
-// name a claim bypasses the queue: it is answered while the one worker is
-// busy and there is no queue.
-func TestClaimMethods(t *testing.T) {
-	block := make(chan struct{})
-	started := make(chan struct{}, 1)
-	servers := startServers(t, 1, tied.Config{Workers: 1, MaxQueue: -1}, blocking(started, block))
-	cc := dial(t, servers[0].addr)
-	busy := occupy(cc, started)
-	for _, m := range []string{tiedgrpc.ClaimMethod, tiedgrpc.CancelMethod} {
-		msg := tied.Claim{ID: tied.NewID(), Ticket: 1, Sent: time.Now()}.Sign(secret)
-		out := new(wrapperspb.StringValue)
-		if err := cc.Invoke(context.Background(), m, wrapperspb.String(msg), out); err != nil || out.GetValue() != tied.VerdictGo.String() {
-			t.Errorf("claim by %s: %q, %v; want go", m, out.GetValue(), err)
-		}
-	}
-	close(block)
-	if err := <-busy; err != nil {
-		t.Fatal(err)
-	}
-	if s := servers[0].ts.Stats(); s.ClaimsReceived != 2 || s.ClaimsEarly != 2 || s.Refused != 0 {
-		t.Errorf("%+v, want 2 claims received, none refused for the queue", s)
-	}
-}
-
-// Sender calls ClaimMethod on the peer.
-func TestSenderCallsClaimMethod(t *testing.T) {
-	servers := startServers(t, 1, tied.Config{Workers: 1}, blocking(nil, nil))
-	sender := tiedgrpc.NewSender()
-	defer sender.CloseIdleConnections()
-	msg := tied.Claim{ID: tied.NewID(), Ticket: 1, Sent: time.Now()}.Sign(secret)
-	ctx, cancel := context.WithTimeout(context.Background(), hang)
-	defer cancel()
-	if answer, err := sender.SendClaim(ctx, servers[0].addr, msg); err != nil || answer != tied.VerdictGo.String() {
-		t.Fatalf("SendClaim: %q, %v; want go", answer, err)
-	}
-	if got := servers[0].answered(); !slices.Equal(got, []string{tiedgrpc.ClaimMethod}) {
-		t.Errorf("the peer answered %q, want one call of %s", got, tiedgrpc.ClaimMethod)
 	}
 }
