@@ -152,7 +152,7 @@ func BenchmarkDoOneHedge(b *testing.B) {
 // BenchmarkPercentileObserve measures recording one latency in a live p95
 // delay, and reading the delay.
 func BenchmarkPercentileObserve(b *testing.B) {
-	e := hedge.Percentile{}.NewPercentileEstimator()
+	e := hedge.Percentile{}.NewEstimator()
 	r := rand.New(rand.NewPCG(1, 1))
 	lat := make([]time.Duration, 4096)
 	for i := range lat {
@@ -172,14 +172,4 @@ func BenchmarkPercentileObserve(b *testing.B) {
 		}
 		_ = s
 	})
-}
-
-// BenchmarkBudget measures one request credit plus one hedge attempt.
-func BenchmarkBudget(b *testing.B) {
-	bud, _ := hedge.NewBudget(0.05, 10)
-	b.ReportAllocs()
-	for b.Loop() {
-		bud.OnRequest()
-		bud.TryHedge()
-	}
 }

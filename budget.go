@@ -96,32 +96,32 @@ func (b *Budget) add(delta int64) {
 	}
 }
 
-// OnRequest credits the bucket for one request (ratio kind only).
-func (b *Budget) OnRequest() {
+// onRequest credits the bucket for one request (ratio kind only).
+func (b *Budget) onRequest() {
 	if b != nil && !b.throttle {
 		b.add(b.credit)
 	}
 }
 
-// OnSuccess records a successful request (throttle kind only: it credits
+// onSuccess records a successful request (throttle kind only: it credits
 // tokenRatio).
-func (b *Budget) OnSuccess() {
+func (b *Budget) onSuccess() {
 	if b != nil && b.throttle {
 		b.add(b.credit)
 	}
 }
 
-// OnFailure records a failed request (throttle kind only: it debits one
+// onFailure records a failed request (throttle kind only: it debits one
 // token).
-func (b *Budget) OnFailure() {
+func (b *Budget) onFailure() {
 	if b != nil && b.throttle {
 		b.add(-tokenScale)
 	}
 }
 
-// TryHedge reports whether one hedge may be sent now, and for the ratio kind
+// tryHedge reports whether one hedge may be sent now, and for the ratio kind
 // spends its token. A nil Budget always allows.
-func (b *Budget) TryHedge() bool {
+func (b *Budget) tryHedge() bool {
 	if b == nil {
 		return true
 	}
@@ -139,9 +139,9 @@ func (b *Budget) TryHedge() bool {
 	}
 }
 
-// Refund returns the token of a hedge that TryHedge allowed but that was
+// refund returns the token of a hedge that tryHedge allowed but that was
 // not sent after all (ratio kind only).
-func (b *Budget) Refund() {
+func (b *Budget) refund() {
 	if b != nil && !b.throttle {
 		b.add(tokenScale)
 	}
@@ -176,3 +176,12 @@ func (b *Budget) twin() *Budget {
 	t.tokens.Store(t.max)
 	return t
 }
+
+// bucket is a *Budget as the decision spends it (decide.Bucket).
+type bucket struct{ b *Budget }
+
+func (k bucket) OnRequest()     { k.b.onRequest() }
+func (k bucket) OnSuccess()     { k.b.onSuccess() }
+func (k bucket) OnFailure()     { k.b.onFailure() }
+func (k bucket) TryHedge() bool { return k.b.tryHedge() }
+func (k bucket) Refund()        { k.b.refund() }

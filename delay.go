@@ -170,13 +170,12 @@ func (p Percentile) Validate() error {
 	return errors.Join(errs...)
 }
 
-// NewEstimator returns a fresh *PercentileEstimator. It panics if p is not
+// NewEstimator returns a fresh estimator of the live percentile. It panics if p is not
 // valid; call Validate first (New does).
-func (p Percentile) NewEstimator() Estimator { return p.NewPercentileEstimator() }
+func (p Percentile) NewEstimator() Estimator { return p.newEstimator() }
 
-// NewPercentileEstimator is NewEstimator with the concrete type, for callers
-// (such as the simulator) that want to skip the interface.
-func (p Percentile) NewPercentileEstimator() *PercentileEstimator {
+// newEstimator returns the state of a live percentile delay.
+func (p Percentile) newEstimator() *percentileEstimator {
 	if err := p.Validate(); err != nil {
 		panic(err)
 	}
@@ -185,15 +184,15 @@ func (p Percentile) NewPercentileEstimator() *PercentileEstimator {
 	if err != nil {
 		panic(err) // unreachable after Validate
 	}
-	e := &PercentileEstimator{cfg: p, w: w}
+	e := &percentileEstimator{cfg: p, w: w}
 	e.cur.Store(int64(e.clamp(p.Warmup, true)))
 	return e
 }
 
-// PercentileEstimator is the state of a Percentile delay. Observe takes a
+// percentileEstimator is the state of a Percentile delay. Observe takes a
 // mutex; Delay is a single atomic load, so the hot path of a request never
 // waits on the lock.
-type PercentileEstimator struct {
+type percentileEstimator struct {
 	cfg Percentile
 	cur atomic.Int64 // the delay in force, in nanoseconds
 
@@ -202,7 +201,7 @@ type PercentileEstimator struct {
 	seen int
 }
 
-func (e *PercentileEstimator) clamp(d time.Duration, warm bool) time.Duration {
+func (e *percentileEstimator) clamp(d time.Duration, warm bool) time.Duration {
 	if warm && d == 0 {
 		return Never
 	}
@@ -216,13 +215,13 @@ func (e *PercentileEstimator) clamp(d time.Duration, warm bool) time.Duration {
 }
 
 // Delay returns the delay in force. It does not use now.
-func (e *PercentileEstimator) Delay(time.Duration) time.Duration {
+func (e *percentileEstimator) Delay(time.Duration) time.Duration {
 	return time.Duration(e.cur.Load())
 }
 
 // Observe records one latency and updates the delay in force. It does not
 // allocate.
-func (e *PercentileEstimator) Observe(_, latency time.Duration) {
+func (e *percentileEstimator) Observe(_, latency time.Duration) {
 	e.mu.Lock()
 	e.w.Add(int64(latency))
 	if e.seen < e.cfg.MinSamples {
@@ -235,7 +234,7 @@ func (e *PercentileEstimator) Observe(_, latency time.Duration) {
 }
 
 // Samples returns how many latencies the window holds now.
-func (e *PercentileEstimator) Samples() int {
+func (e *percentileEstimator) Samples() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.w.Len()

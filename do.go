@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // Attempt tells an attempt function which copy of the request it runs.
@@ -119,12 +121,12 @@ type callState[T any] struct {
 	parent  context.Context
 	fn      func(context.Context, Attempt) (T, error)
 	key     string
-	keep    bool    // DoHeld: the winner's context outlives the call
-	discard func(T) // DoHeld: frees a result that lost
-	plan    Plan    // the Policy's state for this call; times since the Hedger's epoch
-	ahead   int64   // this Hedger's requests in flight on the primary's replica when it went
-	leftAt  int64   // copies that had left that replica then
-	slot    int     // in the Hedger's timer queue, guarded by its lock; -1 if none
+	keep    bool        // DoHeld: the winner's context outlives the call
+	discard func(T)     // DoHeld: frees a result that lost
+	plan    decide.Plan // the Policy's state for this call; times since the Hedger's epoch
+	ahead   int64       // this Hedger's requests in flight on the primary's replica when it went
+	leftAt  int64       // copies that had left that replica then
+	slot    int         // in the Hedger's timer queue, guarded by its lock; -1 if none
 	// timerDue is set, under the timer queue's lock, when the queue took
 	// the call's timer to fire it: fire may run after the call returned.
 	timerDue bool
@@ -379,7 +381,7 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 			// stuck, so the picker counts the copy as load there until
 			// the replica answers something, or for a while.
 			if g := h.pol.Ghost(c.plan.Delay); g > 0 {
-				h.ghost[cs.replica].Store(int64(addSat(now, g)))
+				h.ghost[cs.replica].Store(int64(decide.AddSat(now, g)))
 			}
 		}
 	}
@@ -508,7 +510,7 @@ func (c *call[T]) replicaOutcome(cs *copyState, ran, now time.Duration, err erro
 // server (see ErrNotSent), if the Policy lets the request go again, and
 // otherwise fails the call if nothing else runs. c.mu is held.
 func (c *call[T]) failover(now time.Duration) {
-	if c.plan.Mode == Off || c.h.pol.Failover(&c.plan, now) != Allowed {
+	if c.plan.Mode == decide.Off || c.h.pol.Failover(&c.plan, now) != Allowed {
 		return
 	}
 	ctx, a := c.launch(c.launched, now, -1, false)
@@ -517,7 +519,7 @@ func (c *call[T]) failover(now time.Duration) {
 	go c.runCopy(ctx, a, false)
 }
 
-// Place is Runtime.Place: the replica the next copy would go to, picked
+// Place is decide.Runtime.Place: the replica the next copy would go to, picked
 // now, and this Hedger's requests in flight there. A probe of a replica
 // on probation is remembered, to be given back if the copy does not go.
 // c.mu is held.
@@ -529,20 +531,21 @@ func (c *call[T]) Place(now time.Duration) (replica, load int) {
 	return replica, c.h.loadFn(replica)
 }
 
-// Evidence is Runtime.Evidence: what the Hedger sees of the primary's
-// replica (see Behind), or EvidenceNone when it does not pick replicas.
+// Evidence is decide.Runtime.Evidence: what the Hedger sees of the
+// primary's replica (see decide.Behind), or decide.EvidenceNone when it
+// does not pick replicas.
 // c.mu is held.
-func (c *call[T]) Evidence() Evidence {
+func (c *call[T]) Evidence() decide.Evidence {
 	if c.h.replicas == nil {
-		return EvidenceNone
+		return decide.EvidenceNone
 	}
-	return Behind(c.ahead, c.h.left[c.copies[0].replica].Load()-c.leftAt)
+	return decide.Behind(c.ahead, c.h.left[c.copies[0].replica].Load()-c.leftAt)
 }
 
-// Launch is Runtime.Launch: it starts the admitted hedge on replica (-1:
+// Launch is decide.Runtime.Launch: it starts the admitted hedge on replica (-1:
 // one picked now) in its own goroutine or, in Shadow mode, counts it.
 // c.mu is held.
-func (c *call[T]) Launch(now time.Duration, replica int, g Grant) bool {
+func (c *call[T]) Launch(now time.Duration, replica int, g decide.Grant) bool {
 	probe := c.placedProbe
 	c.placedProbe = false
 	st := c.st
@@ -569,11 +572,11 @@ func (c *call[T]) Launch(now time.Duration, replica int, g Grant) bool {
 	return true
 }
 
-// Arm is Runtime.Arm: the call's timer, in the Hedger's timer queue.
+// Arm is decide.Runtime.Arm: the call's timer, in the Hedger's timer queue.
 // c.mu is held.
 func (c *call[T]) Arm(at time.Duration) { c.h.timers.add(c, at, &c.slot) }
 
-// Refused is Runtime.Refused: it counts the refusal in the operation's
+// Refused is decide.Runtime.Refused: it counts the refusal in the operation's
 // stats, reports it to Config.OnEvent, and gives back the probe of a
 // replica on probation that placed was for. c.mu is held.
 func (c *call[T]) Refused(now time.Duration, why Refusal, placed int) {
@@ -597,7 +600,7 @@ func (c *call[T]) event(e Event, now time.Duration) {
 }
 
 // observePrimary feeds the primary's own latency to the stats and the delay
-// estimator, as the Policy's Plan.PrimarySample says.
+// estimator, as the Policy's decide.Plan.PrimarySample says.
 func (c *call[T]) observePrimary(now time.Duration, err error, p *PanicError, wasDecided bool) {
 	if p != nil {
 		return
@@ -804,16 +807,6 @@ func (c *call[T]) fire(at time.Duration) {
 		c.decide(-1, now)
 		c.wake()
 	}
-}
-
-// addSat returns t+d for a time t >= 0 and a delay d >= 0, saturated at
-// Never: a delay near the largest Duration means "never", not a sum that
-// wraps around into the past and fires at once.
-func addSat(t, d time.Duration) time.Duration {
-	if d >= Never-t {
-		return Never
-	}
-	return t + d
 }
 
 // PanicError is what Do panics with when a copy panicked: the copy's panic

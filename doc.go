@@ -32,7 +32,7 @@
 //     replica with none of this Hedger's requests in flight, is asked for
 //     again a delay later when there is none, and no copy goes while fewer
 //     than a quarter of recent primaries found their replica idle;
-//   - evidence and payoff (Config.MinWinRate, Evidence): a hedge is classed
+//   - evidence and payoff (Config.MinWinRate): a hedge is classed
 //     by whether its primary waits behind earlier work on its replica or
 //     is at the head of it, and a class goes on only while its hedges win
 //     often enough or lose cheaply (copies of big requests lose and run
@@ -45,11 +45,15 @@
 // Every decision lives in a small policy value that never reads the clock:
 // Delay (Fixed, or a live Percentile) says when to send the next copy,
 // Budget says whether we may, Picker says where to, and Mode says whether to
-// send at all. Policy combines them into the decision of a call: when the
-// next copy is due, whether it may go and, if not, why (a Refusal). The
-// live engine (Do) drives a Policy on the wall clock; the simulator in
-// package sim drives the very same Policy on virtual time, so a policy
-// tuned in the simulator is the code that runs in production.
+// send at all. A Hedger combines them, with the spare-capacity and payoff
+// rules, into the decision of a call: when the next copy is due, whether it
+// may go and, if not, why (a Refusal, counted in Stats and told to
+// Config.OnEvent). That decision, and the sequence that applies it to a
+// call, are clock-free code in one place (the module's internal/decide).
+// Do drives it on the wall clock; the simulator in package sim drives the
+// very same code, made from the same Config, on virtual time, and advise
+// replays it on recorded latencies: a policy tuned in the simulator is the
+// code that runs in production.
 //
 // # The rules of a call
 //

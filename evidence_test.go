@@ -8,30 +8,32 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // policy makes a Policy with replicas, and a Plan for a request started
 // at 0 with the given delay.
-func policy(t *testing.T, cfg hedge.Config) *hedge.Policy {
+func policy(t *testing.T, cfg hedge.Config) *decide.Policy {
 	t.Helper()
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 3
 	}
-	p, err := hedge.NewPolicy(cfg)
+	p, err := decide.FromConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func begin(p *hedge.Policy, delay time.Duration) *hedge.Plan {
-	var pl hedge.Plan
+func begin(p *decide.Policy, delay time.Duration) *decide.Plan {
+	var pl decide.Plan
 	p.Begin(&pl, 0, hedge.Fixed(delay).NewEstimator(), hedge.Never, false, nil)
 	return &pl
 }
 
 // ask runs Check then Admit at now, as an engine that picks replicas does.
-func ask(p *hedge.Policy, pl *hedge.Plan, now time.Duration, load int, ev hedge.Evidence) hedge.Refusal {
+func ask(p *decide.Policy, pl *decide.Plan, now time.Duration, load int, ev decide.Evidence) hedge.Refusal {
 	if why := p.Check(pl, now, false); why != hedge.Allowed {
 		return why
 	}
@@ -45,7 +47,7 @@ func TestSpareCapacityRule(t *testing.T) {
 		t.Fatal("the zero Config should look at the replica's load")
 	}
 	pl := begin(p, ms)
-	if why := ask(p, pl, ms, 1, hedge.EvidenceHead); why != hedge.RefusedBusy {
+	if why := ask(p, pl, ms, 1, decide.EvidenceHead); why != hedge.RefusedBusy {
 		t.Fatalf("a hedge to a busy replica: %v, want busy", why)
 	}
 	if !p.Retries(pl, hedge.RefusedBusy) {
@@ -57,7 +59,7 @@ func TestSpareCapacityRule(t *testing.T) {
 	if at, _ := p.Due(pl, ms); at != 2*ms {
 		t.Fatalf("asked again at %v, want 2ms", at)
 	}
-	if why := ask(p, pl, 2*ms, 0, hedge.EvidenceHead); why != hedge.Allowed {
+	if why := ask(p, pl, 2*ms, 0, decide.EvidenceHead); why != hedge.Allowed {
 		t.Fatalf("a hedge to an idle replica: %v", why)
 	}
 
@@ -66,7 +68,7 @@ func TestSpareCapacityRule(t *testing.T) {
 	if why := p.Check(pl, 0, true); why != hedge.Allowed {
 		t.Fatal(why)
 	}
-	if _, why := p.Admit(pl, 5, hedge.EvidenceHead); why != hedge.Allowed {
+	if _, why := p.Admit(pl, 5, decide.EvidenceHead); why != hedge.Allowed {
 		t.Fatalf("a retry after a failure to a busy replica: %v", why)
 	}
 
@@ -83,11 +85,11 @@ func TestSpareCapacityRule(t *testing.T) {
 	} {
 		tc.cfg.Delay, tc.cfg.NoBudget = hedge.Fixed(ms), true
 		p := policy(t, tc.cfg)
-		if why := ask(p, begin(p, ms), ms, tc.load, hedge.EvidenceHead); why != tc.want {
+		if why := ask(p, begin(p, ms), ms, tc.load, decide.EvidenceHead); why != tc.want {
 			t.Errorf("%+v at load %d: %v, want %v", tc.cfg, tc.load, why, tc.want)
 		}
 	}
-	if p, _ := hedge.NewPolicy(hedge.Config{Delay: hedge.Fixed(ms), NoBudget: true}); p.ChecksLoad() {
+	if p, _ := decide.FromConfig(hedge.Config{Delay: hedge.Fixed(ms), NoBudget: true}); p.ChecksLoad() {
 		t.Error("without Replicas the rule cannot apply")
 	}
 }
@@ -106,7 +108,7 @@ func TestSpareShare(t *testing.T) {
 	if s := p.Spare(); s > 0.01 {
 		t.Fatalf("spare %v after 5,000 busy placements", s)
 	}
-	if why := ask(p, begin(p, ms), ms, 0, hedge.EvidenceHead); why != hedge.RefusedBusy {
+	if why := ask(p, begin(p, ms), ms, 0, decide.EvidenceHead); why != hedge.RefusedBusy {
 		t.Fatalf("hedge while every replica is busy: %v, want busy", why)
 	}
 	for range 5000 {
@@ -115,14 +117,14 @@ func TestSpareShare(t *testing.T) {
 	if s := p.Spare(); s < 0.99 {
 		t.Fatalf("spare %v after 5,000 idle placements", s)
 	}
-	if why := ask(p, begin(p, ms), ms, 0, hedge.EvidenceHead); why != hedge.Allowed {
+	if why := ask(p, begin(p, ms), ms, 0, decide.EvidenceHead); why != hedge.Allowed {
 		t.Fatalf("hedge once replicas are idle again: %v", why)
 	}
 }
 
 // settleHedge makes one hedge of class ev go and records its outcome at
 // now: won, or lost after running for ran.
-func settleHedge(t *testing.T, p *hedge.Policy, ev hedge.Evidence, won bool, ran time.Duration) hedge.Refusal {
+func settleHedge(t *testing.T, p *decide.Policy, ev decide.Evidence, won bool, ran time.Duration) hedge.Refusal {
 	t.Helper()
 	pl := begin(p, 10*ms)
 	why := ask(p, pl, 10*ms, 0, ev)
@@ -138,19 +140,19 @@ func TestPayoffStopsExpensiveLosers(t *testing.T) {
 	// (copies of big requests): the class stops.
 	sent := 0
 	for range 200 {
-		if settleHedge(t, p, hedge.EvidenceHead, false, 30*ms) == hedge.Allowed {
+		if settleHedge(t, p, decide.EvidenceHead, false, 30*ms) == hedge.Allowed {
 			sent++
 		}
 	}
 	if sent > 60 {
 		t.Fatalf("%d of 200 losing, costly hedges sent: the payoff rule did not stop them", sent)
 	}
-	if p.WinRate(hedge.EvidenceHead) > 0.35 || p.Waste(hedge.EvidenceHead) < 0.4 {
-		t.Fatalf("head: win rate %v, waste %v", p.WinRate(hedge.EvidenceHead), p.Waste(hedge.EvidenceHead))
+	if p.WinRate(decide.EvidenceHead) > 0.35 || p.Waste(decide.EvidenceHead) < 0.4 {
+		t.Fatalf("head: win rate %v, waste %v", p.WinRate(decide.EvidenceHead), p.Waste(decide.EvidenceHead))
 	}
 	var refused hedge.Refusal
 	for range 50 {
-		if why := ask(p, begin(p, 10*ms), 10*ms, 0, hedge.EvidenceHead); why != hedge.Allowed {
+		if why := ask(p, begin(p, 10*ms), 10*ms, 0, decide.EvidenceHead); why != hedge.Allowed {
 			refused = why
 		}
 	}
@@ -158,7 +160,7 @@ func TestPayoffStopsExpensiveLosers(t *testing.T) {
 		t.Fatalf("refusal %v, want payoff", refused)
 	}
 	// The other classes are not affected.
-	if why := ask(p, begin(p, 10*ms), 10*ms, 0, hedge.EvidenceBehind); why != hedge.Allowed {
+	if why := ask(p, begin(p, 10*ms), 10*ms, 0, decide.EvidenceBehind); why != hedge.Allowed {
 		t.Fatalf("behind after head stopped: %v", why)
 	}
 }
@@ -168,15 +170,15 @@ func TestPayoffKeepsCheapLosersAndWinners(t *testing.T) {
 	// Head hedges that lose nine times in ten, but cheaply (a tenth of a
 	// delay: ordinary slow requests around a stall), go on.
 	for i := range 500 {
-		if why := settleHedge(t, p, hedge.EvidenceHead, i%10 == 0, ms); why != hedge.Allowed {
-			t.Fatalf("cheap loser %d refused: %v (win rate %v, waste %v)", i, why, p.WinRate(hedge.EvidenceHead), p.Waste(hedge.EvidenceHead))
+		if why := settleHedge(t, p, decide.EvidenceHead, i%10 == 0, ms); why != hedge.Allowed {
+			t.Fatalf("cheap loser %d refused: %v (win rate %v, waste %v)", i, why, p.WinRate(decide.EvidenceHead), p.Waste(decide.EvidenceHead))
 		}
 	}
 	// Behind hedges that win half the time, however long their losers
 	// run, go on.
 	for i := range 500 {
-		if why := settleHedge(t, p, hedge.EvidenceBehind, i%2 == 0, 50*ms); why != hedge.Allowed {
-			t.Fatalf("winner %d refused: %v (win rate %v)", i, why, p.WinRate(hedge.EvidenceBehind))
+		if why := settleHedge(t, p, decide.EvidenceBehind, i%2 == 0, 50*ms); why != hedge.Allowed {
+			t.Fatalf("winner %d refused: %v (win rate %v)", i, why, p.WinRate(decide.EvidenceBehind))
 		}
 	}
 }
@@ -186,21 +188,21 @@ func TestPayoffKeepsCheapLosersAndWinners(t *testing.T) {
 func TestPayoffComesBack(t *testing.T) {
 	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true})
 	for range 300 {
-		settleHedge(t, p, hedge.EvidenceHead, false, 50*ms)
+		settleHedge(t, p, decide.EvidenceHead, false, 50*ms)
 	}
 	probes := 0
 	for range 200_000 {
-		if settleHedge(t, p, hedge.EvidenceHead, true, 0) == hedge.Allowed {
+		if settleHedge(t, p, decide.EvidenceHead, true, 0) == hedge.Allowed {
 			probes++
 		}
-		if p.WinRate(hedge.EvidenceHead) >= 0.35 {
+		if p.WinRate(decide.EvidenceHead) >= 0.35 {
 			break
 		}
 	}
-	if p.WinRate(hedge.EvidenceHead) < 0.35 {
-		t.Fatalf("win rate %v after winning probes", p.WinRate(hedge.EvidenceHead))
+	if p.WinRate(decide.EvidenceHead) < 0.35 {
+		t.Fatalf("win rate %v after winning probes", p.WinRate(decide.EvidenceHead))
 	}
-	if why := ask(p, begin(p, 10*ms), 10*ms, 0, hedge.EvidenceHead); why != hedge.Allowed {
+	if why := ask(p, begin(p, 10*ms), 10*ms, 0, decide.EvidenceHead); why != hedge.Allowed {
 		t.Fatalf("head after it pays again: %v", why)
 	}
 	t.Logf("%d winning probes brought the class back", probes)
@@ -209,7 +211,7 @@ func TestPayoffComesBack(t *testing.T) {
 func TestPayoffOff(t *testing.T) {
 	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MinWinRate: -1})
 	for i := range 500 {
-		if why := settleHedge(t, p, hedge.EvidenceHead, false, 50*ms); why != hedge.Allowed {
+		if why := settleHedge(t, p, decide.EvidenceHead, false, 50*ms); why != hedge.Allowed {
 			t.Fatalf("hedge %d refused without a payoff rule: %v", i, why)
 		}
 	}
@@ -218,15 +220,15 @@ func TestPayoffOff(t *testing.T) {
 func TestBehindAndGhost(t *testing.T) {
 	for _, tc := range []struct {
 		ahead, answered int64
-		want            hedge.Evidence
-	}{{0, 0, hedge.EvidenceHead}, {2, 1, hedge.EvidenceBehind}, {2, 2, hedge.EvidenceHead}, {1, 5, hedge.EvidenceHead}} {
-		if got := hedge.Behind(tc.ahead, tc.answered); got != tc.want {
+		want            decide.Evidence
+	}{{0, 0, decide.EvidenceHead}, {2, 1, decide.EvidenceBehind}, {2, 2, decide.EvidenceHead}, {1, 5, decide.EvidenceHead}} {
+		if got := decide.Behind(tc.ahead, tc.answered); got != tc.want {
 			t.Errorf("Behind(%d, %d) = %v, want %v", tc.ahead, tc.answered, got, tc.want)
 		}
 	}
 	p := policy(t, hedge.Config{})
-	if g := p.Ghost(10 * ms); g != hedge.GhostDelays*10*ms {
-		t.Errorf("ghost %v, want %v", g, hedge.GhostDelays*10*ms)
+	if g := p.Ghost(10 * ms); g != decide.GhostDelays*10*ms {
+		t.Errorf("ghost %v, want %v", g, decide.GhostDelays*10*ms)
 	}
 	if g := policy(t, hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad}).Ghost(10 * ms); g != 0 {
 		t.Errorf("ghost %v without the spare-capacity rule", g)
@@ -283,7 +285,7 @@ func TestLiveBusyReplicaWaits(t *testing.T) {
 		st := h.OpStats("b")
 		// At 10 ms A's replica is busy: refused. At 20 ms, still busy:
 		// refused. At 30 ms (A ended at 25) it goes.
-		if st.BusyDenied != 2 || st.Hedges != 1 || st.HedgeWins != 1 || hedgeAt != 30*ms {
+		if st.RefusedBusy != 2 || st.Hedges != 1 || st.HedgeWins != 1 || hedgeAt != 30*ms {
 			t.Fatalf("hedge at %v; stats %v", hedgeAt, st)
 		}
 	})
@@ -324,7 +326,7 @@ func TestLiveGhostAvoidsStuckReplica(t *testing.T) {
 				t.Fatalf("request %d went to the replica whose copy was cancelled", i)
 			}
 		}
-		time.Sleep(hedge.GhostDelays * 10 * ms)
+		time.Sleep(decide.GhostDelays * 10 * ms)
 		seen := false
 		for range 50 {
 			seen = seen || primaryOn() == stuck

@@ -417,11 +417,11 @@ func TestPushbackAfter(t *testing.T) {
 }
 
 // TestModeVarIsShared: Hedgers given one ModeVar switch together, and a
-// Config cannot set both a Mode and a ModeVar.
+// nil *ModeVar is refused.
 func TestModeVarIsShared(t *testing.T) {
 	var mv hedge.ModeVar
-	a := mustNew(t, hedge.Config{ModeVar: &mv})
-	b := mustNew(t, hedge.Config{ModeVar: &mv})
+	a := mustNew(t, hedge.Config{Mode: &mv})
+	b := mustNew(t, hedge.Config{Mode: &mv})
 	if err := a.SetMode(hedge.Shadow); err != nil {
 		t.Fatal(err)
 	}
@@ -434,9 +434,12 @@ func TestModeVarIsShared(t *testing.T) {
 	if err := mv.Set(hedge.Mode(9)); err == nil {
 		t.Fatal("Set(Mode(9)) accepted")
 	}
-	_, err := hedge.New(hedge.Config{ModeVar: &mv, Mode: hedge.Shadow})
-	if !errors.Is(err, hedge.ErrInvalidConfig) || !strings.Contains(err.Error(), "both Mode") {
-		t.Fatalf("Mode and ModeVar together: %v", err)
+	_, err := hedge.New(hedge.Config{Mode: (*hedge.ModeVar)(nil)})
+	if !errors.Is(err, hedge.ErrInvalidConfig) || !strings.Contains(err.Error(), "nil *ModeVar") {
+		t.Fatalf("a nil *ModeVar: %v", err)
+	}
+	if h := mustNew(t, hedge.Config{Mode: hedge.Shadow}); h.Mode() != hedge.Shadow || h.ModeVar() == &mv {
+		t.Fatalf("a Mode value: the Hedger is in %v, with the shared ModeVar %v", h.Mode(), h.ModeVar() == &mv)
 	}
 	if _, err := hedge.New(hedge.Config{MaxAttempts: 9}); !errors.Is(err, hedge.ErrInvalidConfig) {
 		t.Fatalf("a bad config's error %v does not match ErrInvalidConfig", err)

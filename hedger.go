@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tailcut/hedge/quantile"
+
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // AnyReplicaLoad, as Config.MaxReplicaLoad, lets a copy go to a replica
@@ -72,10 +74,10 @@ type Config struct {
 	// MinWinRate is the payoff rule: a class of hedges goes on while at
 	// least this share of its recent hedges win, or while its losers
 	// cost little. Hedges are classed by what the client saw of the
-	// primary's replica when the hedge came due (see Evidence): a primary
-	// at the head of its replica's work is slow itself or its server is;
-	// one waiting behind earlier work is held up by it. For each class the
-	// Policy keeps running averages over about the last 32 hedges of the
+	// primary's replica when the hedge came due: a primary at the head of
+	// this client's work there is slow itself or its server is; one
+	// waiting behind earlier work is held up by it. For each class the
+	// Hedger keeps running averages over about the last 32 hedges of the
 	// share that won and of the time losers ran for nothing, per hedge and
 	// as a share of the delay; a class whose win rate is below MinWinRate
 	// and whose waste is above 0.4 of a delay is refused (RefusedPayoff),
@@ -148,12 +150,11 @@ type Config struct {
 	// block or call Do. Unset, it costs nothing.
 	OnEvent func(Event)
 
-	// Mode is the initial mode (see SetMode). The zero value is On.
-	Mode Mode
-	// ModeVar, if set, is the mode, shared with every Hedger given the
-	// same ModeVar: SetMode on any of them, or ModeVar.Set, switches them
-	// all. Mode must then be left zero (set the ModeVar instead).
-	ModeVar *ModeVar
+	// Mode is the Hedger's mode: a Mode (On, Shadow or Off), its initial
+	// mode, or a *ModeVar, shared with every Hedger given the same one, so
+	// that SetMode on any of them, or ModeVar.Set, switches them all. Nil
+	// means On.
+	Mode Moder
 	// Rollout is the initial fraction of requests hedged in mode On; the
 	// rest run in Shadow (see SetRollout). Zero means 1: all of them.
 	Rollout float64
@@ -163,10 +164,13 @@ type Config struct {
 // keeps per-operation-class state (delay estimate and stats). Make one with
 // New and share it.
 type Hedger struct {
-	pol      *Policy
+	pol      *decide.Policy // the decision its calls consult
+	delay    Delay          // Config.Delay, or the default
+	budget   *Budget        // the budget in force, nil when unlimited
+	mode     *ModeVar       // Config.Mode's ModeVar, or the Hedger's own
 	replicas []atomic.Int64 // copies in flight on each replica
 	left     []atomic.Int64 // copies each replica answered (not cancelled ones)
-	ghost    []atomic.Int64 // until when a cancelled loser counts as load on each replica (Policy.Ghost); 0: none
+	ghost    []atomic.Int64 // until when a cancelled loser counts as load on each replica (decide.Policy.Ghost); 0: none
 	lost     []atomic.Int64 // copies cancelled as losers on each replica since it last answered
 	loadFn   func(int) int
 	// unhedgedLoad is the load the rollout's control group is placed by.
@@ -193,7 +197,7 @@ type Hedger struct {
 	firstOp atomic.Pointer[opState]
 }
 
-// ErrInvalidConfig is wrapped by every error New and NewPolicy return for
+// ErrInvalidConfig is wrapped by every error New returns for
 // a mistaken Config: errors.Is(err, hedge.ErrInvalidConfig) tells a
 // configuration mistake from other errors.
 var ErrInvalidConfig = errors.New("hedge: invalid Config")
@@ -204,8 +208,12 @@ func New(cfg Config) (*Hedger, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	b, mv := budgetOf(cfg), modeVarOf(cfg)
 	h := &Hedger{
-		pol:       newPolicy(cfg),
+		pol:       newPolicy(cfg, b, mv),
+		delay:     delayOf(cfg),
+		budget:    b,
+		mode:      mv,
 		picker:    cfg.Picker,
 		retryable: cfg.Retryable,
 		bgReap:    cfg.ReapInBackground,
@@ -290,11 +298,10 @@ func (cfg *Config) validate() error {
 	if err := estimatorMemory(cfg.Delay, cfg.MaxOps); err != nil {
 		errs = append(errs, err)
 	}
-	if cfg.ModeVar != nil && cfg.Mode != On {
-		errs = append(errs, fmt.Errorf("hedge: Config sets both Mode (%v) and ModeVar: set the mode on the ModeVar, which the Hedgers share", cfg.Mode))
-	}
-	if cfg.Mode < On || cfg.Mode > Off {
-		errs = append(errs, fmt.Errorf("hedge: Config.Mode = %d is not a mode: use hedge.On, hedge.Shadow or hedge.Off", cfg.Mode))
+	if mv, ok := cfg.Mode.(*ModeVar); ok && mv == nil {
+		errs = append(errs, errors.New("hedge: Config.Mode is a nil *ModeVar: use new(hedge.ModeVar), a Mode, or leave it nil for On"))
+	} else if m, ok := cfg.Mode.(Mode); ok && (m < On || m > Off) {
+		errs = append(errs, fmt.Errorf("hedge: Config.Mode = %d is not a mode: use hedge.On, hedge.Shadow or hedge.Off", m))
 	}
 	if math.IsNaN(cfg.Rollout) || cfg.Rollout < 0 || cfg.Rollout > 1 {
 		errs = append(errs, fmt.Errorf("hedge: Config.Rollout = %v is outside [0, 1]: use e.g. 0.01 to hedge 1%% of requests (0 means all)", cfg.Rollout))
@@ -368,10 +375,10 @@ func byteSize(n int64) string {
 }
 
 // SetMode switches the Hedger's mode at run time (and that of every
-// Hedger sharing its Config.ModeVar). Calls already started keep the mode
-// they started with. It is a single atomic store.
+// Hedger sharing its ModeVar). Calls already started keep the mode they
+// started with. It is a single atomic store.
 func (h *Hedger) SetMode(m Mode) error {
-	if err := h.pol.sw.mode.Set(m); err != nil {
+	if err := h.mode.Set(m); err != nil {
 		return err
 	}
 	if h.onEvent != nil {
@@ -381,30 +388,34 @@ func (h *Hedger) SetMode(m Mode) error {
 }
 
 // Mode returns the current mode.
-func (h *Hedger) Mode() Mode { return h.pol.sw.mode.Mode() }
+func (h *Hedger) Mode() Mode { return h.mode.Mode() }
 
-// ModeVar returns the Hedger's mode switch: Config.ModeVar, or its own.
-func (h *Hedger) ModeVar() *ModeVar { return h.pol.sw.mode }
+// ModeVar returns the Hedger's mode switch: Config.Mode when that is a
+// *ModeVar, or the Hedger's own.
+func (h *Hedger) ModeVar() *ModeVar { return h.mode }
 
 // SetRollout sets the fraction of requests, in [0, 1], that hedge for real
 // in mode On; the others run in Shadow. It is a single atomic store.
-func (h *Hedger) SetRollout(f float64) error { return h.pol.sw.setRollout(f) }
+func (h *Hedger) SetRollout(f float64) error { return h.pol.SetRollout(f) }
 
 // Rollout returns the fraction set by SetRollout.
-func (h *Hedger) Rollout() float64 { return math.Float64frombits(h.pol.sw.rollout.Load()) }
+func (h *Hedger) Rollout() float64 { return h.pol.Rollout() }
 
 // Replicas returns Config.Replicas: how many replicas the Hedger picks
 // among (0 when the attempt function chooses).
 func (h *Hedger) Replicas() int { return len(h.replicas) }
 
 // MaxAttempts returns the most copies of one request the Hedger sends.
-func (h *Hedger) MaxAttempts() int { return h.pol.maxAttempts }
+func (h *Hedger) MaxAttempts() int { return h.pol.MaxAttempts() }
 
 // Budget returns the budget in force (nil when unlimited).
-func (h *Hedger) Budget() *Budget { return h.pol.budget }
+func (h *Hedger) Budget() *Budget { return h.budget }
 
-// Policy returns the Hedger's decision: the one its calls consult.
-func (h *Hedger) Policy() *Policy { return h.pol }
+// String describes the Hedger's decision in a few words, for labels and
+// logs: "p95 of the last 1000 primary latencies (none before 100), budget
+// ratio(0.1, burst=10), at most 2 copies, ...", then the mode and rollout
+// when they are not On and 1.
+func (h *Hedger) String() string { return h.pol.String() }
 
 // now is the monotonic reading passed to policies.
 func (h *Hedger) now() time.Duration { return time.Since(h.epoch) }
@@ -418,7 +429,7 @@ type opState struct {
 	hedges       atomic.Int64
 	hedgeWins    atomic.Int64
 	primaryWins  atomic.Int64
-	refused      [NumRefusals]atomic.Int64 // the refusals Counted says to count
+	refused      [decide.NumRefusals]atomic.Int64 // the refusals Counted says to count
 	shadowHedges atomic.Int64
 	failovers    atomic.Int64
 	unhedgeable  atomic.Int64
@@ -476,7 +487,7 @@ func (h *Hedger) op(name string) *opState {
 		name = OtherOp
 	}
 	if !ok {
-		st = &opState{name: name, est: h.pol.delay.NewEstimator()}
+		st = &opState{name: name, est: h.delay.NewEstimator()}
 		h.nClasses++
 	}
 	m := make(map[string]*opState, len(old)+2)

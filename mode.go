@@ -2,7 +2,6 @@ package hedge
 
 import (
 	"fmt"
-	"math"
 	"sync/atomic"
 )
 
@@ -48,8 +47,23 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("hedge: unknown mode %q: use on, shadow or off", s)
 }
 
+// Moder is where a Hedger reads its mode (Config.Mode): a Mode, the
+// Hedger's initial mode, or a *ModeVar, a mode shared by every Hedger given
+// it, as slog.HandlerOptions.Level takes a slog.Level or a *slog.LevelVar.
+// It is implemented by those two types only.
+type Moder interface {
+	Mode() Mode
+	moder()
+}
+
+// Mode returns m, so that a Mode is a Moder.
+func (m Mode) Mode() Mode { return m }
+
+func (Mode) moder()     {}
+func (*ModeVar) moder() {}
+
 // ModeVar is a Mode that can be switched at run time and shared: Hedgers
-// made with the same Config.ModeVar all follow it, so that one Set flips
+// made with the same *ModeVar as Config.Mode all follow it, so that one Set flips
 // every Hedger of a service (hedgegrpc's per-method Hedgers share one this
 // way). It is to Mode what slog.LevelVar is to slog.Level. The zero
 // ModeVar is On; it is safe for concurrent use, and Set is one atomic
@@ -84,21 +98,4 @@ func (v *ModeVar) UnmarshalText(b []byte) error {
 		return err
 	}
 	return v.Set(m)
-}
-
-// switchboard holds the runtime-switchable settings of a Hedger. Reads are
-// single atomic loads; a call snapshots them once when it starts.
-type switchboard struct {
-	mode    *ModeVar      // the Hedger's own, or Config.ModeVar
-	rollout atomic.Uint64 // math.Float64bits of the fraction of On requests
-	partial atomic.Bool   // rollout < 1: a request needs a draw
-}
-
-func (s *switchboard) setRollout(f float64) error {
-	if math.IsNaN(f) || f < 0 || f > 1 {
-		return fmt.Errorf("hedge: rollout %v is outside [0, 1]: use e.g. 0.01 to hedge 1%% of requests and shadow the rest", f)
-	}
-	s.rollout.Store(math.Float64bits(f))
-	s.partial.Store(f < 1)
-	return nil
 }

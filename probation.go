@@ -1,6 +1,8 @@
 package hedge
 
 import (
+	"github.com/tailcut/hedge/internal/decide"
+
 	"errors"
 	"sync/atomic"
 	"time"
@@ -166,7 +168,7 @@ func (p *probation) eject(r int, now time.Duration) {
 	if k < 16 {
 		d = min(ProbationTime<<k, MaxProbationTime)
 	}
-	p.until[r].Store(max(int64(addSat(now, d)), 1))
+	p.until[r].Store(max(int64(decide.AddSat(now, d)), 1))
 }
 
 // ended is called for a probe copy that neither failed nor got an

@@ -15,27 +15,28 @@ import (
 type Stats struct {
 	Op string // operation class
 
-	Requests     int64 // calls of Do
-	Hedges       int64 // hedge copies sent (copies beyond the primary)
-	HedgeWins    int64 // calls won by a hedge copy
-	PrimaryWins  int64 // calls won by the primary, or by a failover copy in its place
-	Failures     int64 // calls that returned an error
-	BudgetDenied int64 // hedges the budget refused
-	// InFlightDenied counts hedges refused by MaxHedgesInFlight.
-	InFlightDenied int64
-	// BusyDenied counts hedges refused because the replica they would go
+	Requests      int64 // calls of Do
+	Hedges        int64 // hedge copies sent (copies beyond the primary)
+	HedgeWins     int64 // calls won by a hedge copy
+	PrimaryWins   int64 // calls won by the primary, or by a failover copy in its place
+	Failures      int64 // calls that returned an error
+	RefusedBudget int64 // hedges the budget refused
+	// RefusedInFlight counts hedges refused by MaxHedgesInFlight.
+	RefusedInFlight int64
+	// RefusedBusy counts hedges refused because the replica they would go
 	// to was busy with more of this Hedger's requests than
-	// Config.MaxReplicaLoad allows (by default: not idle).
-	BusyDenied int64
-	// PayoffDenied counts hedges refused because hedges sent on the same
-	// evidence have not been winning often enough (Config.MinWinRate).
-	PayoffDenied int64
-	// DeadlineSkipped counts hedges not sent because the time left before
+	// Config.MaxReplicaLoad allows (by default: not idle), or because too
+	// few recent primaries found their replica idle.
+	RefusedBusy int64
+	// RefusedPayoff counts hedges refused because hedges of the same class
+	// have not been paying for themselves (Config.MinWinRate).
+	RefusedPayoff int64
+	// RefusedDeadline counts hedges not sent because the time left before
 	// the caller's deadline was shorter than the delay.
-	DeadlineSkipped int64
-	// NoReplica counts hedges not sent because every replica already held
-	// a copy.
-	NoReplica int64
+	RefusedDeadline int64
+	// RefusedReplicas counts hedges not sent because every replica
+	// already held a copy.
+	RefusedReplicas int64
 	// ShadowHedges counts hedges that Shadow mode would have sent.
 	ShadowHedges int64
 	// Failovers counts copies sent at once in place of one that never
@@ -125,7 +126,7 @@ func (s Stats) String() string {
 		"refused: budget %d, in flight %d, busy %d, payoff %d, deadline %d, no replica %d; shadow hedges %d, failovers %d, unhedgeable %d; wasted %v; delay %s; "+
 		"latency %v; primary %v (%d censored); hedge path %v; holdout %v; rescued %d, saved at least %v; timer lag %v",
 		s.Op, s.Requests, s.Hedges, 100*s.HedgeRate(), s.HedgeWins, 100*s.WinRate(), s.PrimaryWins, s.Failures,
-		s.BudgetDenied, s.InFlightDenied, s.BusyDenied, s.PayoffDenied, s.DeadlineSkipped, s.NoReplica, s.ShadowHedges, s.Failovers, s.Unhedgeable, s.WastedWork,
+		s.RefusedBudget, s.RefusedInFlight, s.RefusedBusy, s.RefusedPayoff, s.RefusedDeadline, s.RefusedReplicas, s.ShadowHedges, s.Failovers, s.Unhedgeable, s.WastedWork,
 		FormatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast, s.TimerLag)
 }
 
@@ -193,12 +194,12 @@ func (st *opState) stats(now time.Duration) Stats {
 		HedgeWins:       st.hedgeWins.Load(),
 		PrimaryWins:     st.primaryWins.Load(),
 		Failures:        st.failures.Load(),
-		BudgetDenied:    st.refused[RefusedBudget].Load(),
-		InFlightDenied:  st.refused[RefusedInFlight].Load(),
-		BusyDenied:      st.refused[RefusedBusy].Load(),
-		PayoffDenied:    st.refused[RefusedPayoff].Load(),
-		DeadlineSkipped: st.refused[RefusedDeadline].Load(),
-		NoReplica:       st.refused[RefusedReplicas].Load(),
+		RefusedBudget:   st.refused[RefusedBudget].Load(),
+		RefusedInFlight: st.refused[RefusedInFlight].Load(),
+		RefusedBusy:     st.refused[RefusedBusy].Load(),
+		RefusedPayoff:   st.refused[RefusedPayoff].Load(),
+		RefusedDeadline: st.refused[RefusedDeadline].Load(),
+		RefusedReplicas: st.refused[RefusedReplicas].Load(),
 		ShadowHedges:    st.shadowHedges.Load(),
 		Failovers:       st.failovers.Load(),
 		Unhedgeable:     st.unhedgeable.Load(),
@@ -244,7 +245,7 @@ func (h *Hedger) OpStats(op string) Stats {
 	}
 	// No state yet: a fixed delay is known; a live one has no estimate.
 	d := Never
-	if f, ok := h.pol.delay.(Fixed); ok {
+	if f, ok := h.delay.(Fixed); ok {
 		d = time.Duration(f)
 	}
 	return Stats{Op: op, Delay: d}

@@ -358,7 +358,7 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 			}
 			p := Prediction{Kind: "queue-" + sz.String(), Today: today, Rows: rows, Default: &def}
 			common := []string{
-				fmt.Sprintf("%d FCFS servers with one request in service each, two-choice placement, Poisson arrivals at load %.3g (%s); %d simulated requests, the library's own hedge.Policy deciding (sim.Simulator.RunScript, strategy default).", m.Servers, m.Load, from, m.Requests),
+				fmt.Sprintf("%d FCFS servers with one request in service each, two-choice placement, Poisson arrivals at load %.3g (%s); %d simulated requests, the library's own decide.Policy deciding (sim.Simulator.RunScript, strategy default).", m.Servers, m.Load, from, m.Requests),
 				fmt.Sprintf("The sample's %slatencies are the service times: queueing in the sample is counted twice, so the simulated system (p99 %v without hedging) is slower than today's. Ratios compare with it.", map[bool]string{true: "ordinary "}[sz == Stalled], round(today.P99)),
 			}
 			switch sz {

@@ -31,7 +31,7 @@ func wholeMillis(n int, slow time.Duration) *Sample {
 // primary, and again every delay while it runs: with a p95 of 0 that
 // never advanced, and with a p95 far below the slow latencies it asked
 // millions of times per request. A delay of 0 asks once (the library
-// asks again only after a positive delay, hedge.Policy.Retries), and a
+// asks again only after a positive delay, decide.Policy.Retries), and a
 // request asks at most maxAsks times.
 //
 // In each pair of slow requests the first finds the other replica idle

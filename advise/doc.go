@@ -27,7 +27,7 @@
 //   - Queueing: package sim's engine driven by a generated script
 //     (sim.Simulator.RunScript): Poisson arrivals at the stated load, copy
 //     sizes drawn from the sample, fresh per copy or shared per request,
-//     and the library's own hedge.Policy deciding (strategy default with
+//     and the library's own decide.Policy deciding (strategy default with
 //     the row's hedge.Config). It shows whether the extra load pushes the
 //     tail back up, and, with shared sizes, what happens when a slow
 //     request is slow wherever it runs.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/drill"
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // Choice is one hedge delay that advise evaluates: a percentile of the
@@ -225,16 +226,12 @@ func independent(ctx context.Context, e *empirical, lat []float64, order []int, 
 		return Outcome{}, err
 	}
 	d := float64(c.Delay + lags[0])
-	var b *hedge.Budget
-	if budget {
-		b = hedge.DefaultBudget()
-	}
+	b := newBudgetGate(budget)
 	var plain, hedged []float64
 	work := 0.0
 	for _, i := range order {
 		x := lat[i]
-		b.OnRequest()
-		if x > d && b.TryHedge() {
+		if b.request(x > d) {
 			hedged = append(hedged, x)
 			// E[2L - d] with L = min(x, d + X2): the primary runs until
 			// L, the hedge from d until L.
@@ -290,14 +287,10 @@ func independentLags(ctx context.Context, e *empirical, lat []float64, order []i
 		}
 		d := float64(c.Delay + lag)
 		ds[j] = d
-		var b *hedge.Budget
-		if budget {
-			b = hedge.DefaultBudget()
-		}
+		b := newBudgetGate(budget)
 		for _, i := range order {
 			x := lat[i]
-			b.OnRequest()
-			if x > d && b.TryHedge() {
+			if b.request(x > d) {
 				hedged[j] = append(hedged[j], x)
 				work += d + 2*e.meanMin(x-d)
 				continue
@@ -339,10 +332,7 @@ func independentLags(ctx context.Context, e *empirical, lat []float64, order []i
 func local(ctx context.Context, e *empirical, s *Sample, lat []float64, order []int, c Choice, lag time.Duration, budget bool, today Percentiles) (Outcome, error) {
 	d := float64(c.Delay + lag)
 	ts := sendTimes(s, order)
-	var b *hedge.Budget
-	if budget {
-		b = hedge.DefaultBudget()
-	}
+	b := newBudgetGate(budget)
 	var hedged []momentCopy
 	work := 0.0
 	for k, i := range order {
@@ -352,8 +342,7 @@ func local(ctx context.Context, e *empirical, s *Sample, lat []float64, order []
 			}
 		}
 		x := lat[i]
-		b.OnRequest()
-		if x > d && b.TryHedge() {
+		if b.request(x > d) {
 			pool := momentPool(e, ts, order, lat, ts[k]+d, float64(c.Delay)/2)
 			hedged = append(hedged, momentCopy{x, d, pool})
 			work += d + 2*pool.meanMin(x-d)
@@ -456,7 +445,7 @@ func momentOutcome(e *empirical, lat []float64, hedged []momentCopy, work float6
 // latencies would otherwise ask millions of times for each), and with a
 // delay of 0 (a sample logged in whole milliseconds from a faster
 // service) once, as the library asks again only after a positive delay
-// (hedge.Policy.Retries). It stops with ctx's error.
+// (decide.Policy.Retries). It stops with ctx's error.
 func localDefault(ctx context.Context, e *empirical, s *Sample, lat []float64, order []int, replicas int, lag time.Duration, seed uint64, today Percentiles) (Outcome, error) {
 	d := quantileOf(e.xs, 0.95)
 	asks := maxAsks
@@ -466,8 +455,8 @@ func localDefault(ctx context.Context, e *empirical, s *Sample, lat []float64, o
 	ts := sendTimes(s, order)
 	r := rand.New(rand.NewPCG(seed, 0x1d1e))
 	occ := placeReplay(ts, order, lat, replicas, r)
-	b := hedge.DefaultBudget()
-	var picker hedge.Picker // the library's: the better of two
+	b := newBudgetGate(true)
+	var picker decide.Picker // the library's: the better of two
 	var hedged []momentCopy
 	work := 0.0
 	for k, i := range order {
@@ -477,16 +466,16 @@ func localDefault(ctx context.Context, e *empirical, s *Sample, lat []float64, o
 			}
 		}
 		x := lat[i]
-		b.OnRequest()
+		b.begin()
 		held := []int{occ.replica[k]}
 		sent := false
 		for ask := 1; ask <= asks && float64(ask)*d+float64(lag) < x; ask++ {
 			at := ts[k] + float64(ask)*d + float64(lag)
 			busy := func(q int) int { return occ.inFlight(q, at) }
-			if busy(picker.PickWith(replicas, held, busy, r.Uint64())) > 0 {
+			if busy(picker.Pick(replicas, held, busy, r.Uint64())) > 0 {
 				continue
 			}
-			if b.TryHedge() {
+			if b.ask() {
 				dk := at - ts[k]
 				pool := momentPool(e, ts, order, lat, at, d/2)
 				hedged = append(hedged, momentCopy{x, dk, pool})
@@ -539,14 +528,14 @@ func placeReplay(ts []float64, order []int, lat []float64, replicas int, r *rand
 	// as a min-heap.
 	busy := make([]endHeap, replicas)
 	load := func(q int) int { return len(busy[q]) }
-	var picker hedge.Picker
+	var picker decide.Picker
 	for k, i := range order {
 		for q := range busy {
 			for len(busy[q]) > 0 && busy[q][0] <= ts[k] {
 				heap.Pop(&busy[q])
 			}
 		}
-		q := picker.PickWith(replicas, nil, load, r.Uint64())
+		q := picker.Pick(replicas, nil, load, r.Uint64())
 		o.replica[k] = q
 		heap.Push(&busy[q], ts[k]+lat[i])
 		o.starts[q] = append(o.starts[q], ts[k])

@@ -71,8 +71,8 @@ type ClientStats struct {
 	Hedges int64
 	// HedgeWins is the number of requests answered by a hedge copy.
 	HedgeWins int64
-	// BudgetDenied counts hedges the budget refused.
-	BudgetDenied int64
+	// RefusedBudget counts hedges the budget refused.
+	RefusedBudget int64
 	// Wasted is the running time of copies that did not win, in requests
 	// that sent more than one (hedge.Stats.WastedWork).
 	Wasted time.Duration
@@ -101,7 +101,7 @@ const Unknown = -1
 // UnknownStats returns ClientStats with every counter Unknown.
 func UnknownStats() ClientStats {
 	return ClientStats{
-		Requests: Unknown, Hedges: Unknown, HedgeWins: Unknown, BudgetDenied: Unknown,
+		Requests: Unknown, Hedges: Unknown, HedgeWins: Unknown, RefusedBudget: Unknown,
 		Wasted: Unknown, Delay: Unknown, PoolWaits: Unknown, PoolWaitTime: Unknown,
 		PoolTimeouts: Unknown, Dials: Unknown, TimerLagP50: Unknown, TimerLagP99: Unknown,
 	}
@@ -117,18 +117,18 @@ func (s ClientStats) sub(base ClientStats) ClientStats {
 		return a - b
 	}
 	return ClientStats{
-		Requests:     d(s.Requests, base.Requests),
-		Hedges:       d(s.Hedges, base.Hedges),
-		HedgeWins:    d(s.HedgeWins, base.HedgeWins),
-		BudgetDenied: d(s.BudgetDenied, base.BudgetDenied),
-		Wasted:       time.Duration(d(int64(s.Wasted), int64(base.Wasted))),
-		Delay:        s.Delay,
-		TimerLagP50:  s.TimerLagP50,
-		TimerLagP99:  s.TimerLagP99,
-		PoolWaits:    d(s.PoolWaits, base.PoolWaits),
-		PoolWaitTime: time.Duration(d(int64(s.PoolWaitTime), int64(base.PoolWaitTime))),
-		PoolTimeouts: d(s.PoolTimeouts, base.PoolTimeouts),
-		Dials:        d(s.Dials, base.Dials),
+		Requests:      d(s.Requests, base.Requests),
+		Hedges:        d(s.Hedges, base.Hedges),
+		HedgeWins:     d(s.HedgeWins, base.HedgeWins),
+		RefusedBudget: d(s.RefusedBudget, base.RefusedBudget),
+		Wasted:        time.Duration(d(int64(s.Wasted), int64(base.Wasted))),
+		Delay:         s.Delay,
+		TimerLagP50:   s.TimerLagP50,
+		TimerLagP99:   s.TimerLagP99,
+		PoolWaits:     d(s.PoolWaits, base.PoolWaits),
+		PoolWaitTime:  time.Duration(d(int64(s.PoolWaitTime), int64(base.PoolWaitTime))),
+		PoolTimeouts:  d(s.PoolTimeouts, base.PoolTimeouts),
+		Dials:         d(s.Dials, base.Dials),
 	}
 }
 
@@ -139,7 +139,7 @@ func HedgerStats(st hedge.Stats) ClientStats {
 	s.Requests = st.Requests
 	s.Hedges = st.Hedges
 	s.HedgeWins = st.HedgeWins
-	s.BudgetDenied = st.BudgetDenied
+	s.RefusedBudget = st.RefusedBudget
 	s.Wasted = st.WastedWork
 	s.Delay = st.Delay
 	if st.TimerLag.Count > 0 {

@@ -168,16 +168,16 @@ func addStats(a, b ClientStats) ClientStats {
 		return x + y
 	}
 	return ClientStats{
-		Requests:     add(a.Requests, b.Requests),
-		Hedges:       add(a.Hedges, b.Hedges),
-		HedgeWins:    add(a.HedgeWins, b.HedgeWins),
-		BudgetDenied: add(a.BudgetDenied, b.BudgetDenied),
-		Wasted:       time.Duration(add(int64(a.Wasted), int64(b.Wasted))),
-		Delay:        b.Delay,
-		PoolWaits:    add(a.PoolWaits, b.PoolWaits),
-		PoolWaitTime: time.Duration(add(int64(a.PoolWaitTime), int64(b.PoolWaitTime))),
-		PoolTimeouts: add(a.PoolTimeouts, b.PoolTimeouts),
-		Dials:        add(a.Dials, b.Dials),
+		Requests:      add(a.Requests, b.Requests),
+		Hedges:        add(a.Hedges, b.Hedges),
+		HedgeWins:     add(a.HedgeWins, b.HedgeWins),
+		RefusedBudget: add(a.RefusedBudget, b.RefusedBudget),
+		Wasted:        time.Duration(add(int64(a.Wasted), int64(b.Wasted))),
+		Delay:         b.Delay,
+		PoolWaits:     add(a.PoolWaits, b.PoolWaits),
+		PoolWaitTime:  time.Duration(add(int64(a.PoolWaitTime), int64(b.PoolWaitTime))),
+		PoolTimeouts:  add(a.PoolTimeouts, b.PoolTimeouts),
+		Dials:         add(a.Dials, b.Dials),
 	}
 }
 
@@ -220,7 +220,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(m.requests, st.Requests)
 		counter(m.hedges, st.Hedges)
 		counter(m.wins, st.HedgeWins)
-		counter(m.refused, st.BudgetDenied, hedgeprom.ReasonBudget)
+		counter(m.refused, st.RefusedBudget, hedgeprom.ReasonBudget)
 		if st.Wasted != Unknown {
 			ch <- prometheus.MustNewConstMetric(m.wasted, prometheus.CounterValue, st.Wasted.Seconds(), lv...)
 		}

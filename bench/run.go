@@ -186,9 +186,9 @@ type RunResult struct {
 	// WinRate is the share of hedges that won, in percent.
 	WinRate float64 `json:"hedge_win_pct"`
 	// WastedUs is the running time of losing copies per request.
-	WastedUs     float64 `json:"wasted_us_per_request"`
-	BudgetDenied int64   `json:"budget_denied"`
-	DelayUs      float64 `json:"delay_end_us"`
+	WastedUs      float64 `json:"wasted_us_per_request"`
+	RefusedBudget int64   `json:"budget_denied"`
+	DelayUs       float64 `json:"delay_end_us"`
 	// TimerLagP50Us and TimerLagP99Us are how late the client's hedge
 	// timers fired, over the whole run (-1: unknown).
 	TimerLagP50Us float64 `json:"timer_lag_p50_us"`
@@ -479,7 +479,7 @@ func fillClientStats(r *RunResult, st ClientStats) {
 	if st.Delay != Unknown && st.Delay != hedge.Never {
 		r.DelayUs = us(st.Delay)
 	}
-	r.BudgetDenied = st.BudgetDenied
+	r.RefusedBudget = st.RefusedBudget
 	r.PoolWaits, r.PoolTimeouts, r.Dials = st.PoolWaits, st.PoolTimeouts, st.Dials
 	r.PoolWaitMs = -1
 	if st.PoolWaitTime != Unknown {

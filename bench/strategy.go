@@ -139,16 +139,11 @@ func withBudget(ratio, burst float64) func(StrategyOptions) (hedge.Config, error
 // so that the report follows the library too.
 func defaultDoc() string {
 	doc := "The library's default: the zero hedge.Config, only Replicas set."
-	pol, err := hedge.NewPolicy(hedge.Config{Replicas: 3})
+	h, err := hedge.New(hedge.Config{Replicas: 3})
 	if err != nil {
 		return doc
 	}
-	delay := fmt.Sprintf("%#v", pol.Delay())
-	if pol.Delay() == (hedge.Percentile{}) {
-		delay = "a live percentile of recent primary latencies (hedge.Percentile{}, its defaults)"
-	}
-	return fmt.Sprintf("%s As built: delay %s, at most %d copies per request, budget %s, replicas chosen by hedge.Picker's default; in full: %s. Formerly named hedge-live.",
-		doc, delay, pol.MaxAttempts(), pol.Budget(), pol)
+	return fmt.Sprintf("%s As built: %v; replicas chosen by hedge.Picker's default. Formerly named hedge-live.", doc, h)
 }
 
 var (

@@ -404,12 +404,12 @@ type OpState struct {
 	WinRate         float64  `json:"win_rate"`
 	PrimaryWins     int64    `json:"primary_wins"`
 	Failures        int64    `json:"failures"`
-	BudgetDenied    int64    `json:"budget_denied"`
-	InFlightDenied  int64    `json:"in_flight_denied"`
-	BusyDenied      int64    `json:"busy_denied"`
-	PayoffDenied    int64    `json:"payoff_denied"`
-	DeadlineSkipped int64    `json:"deadline_skipped"`
-	NoReplica       int64    `json:"no_replica"`
+	RefusedBudget   int64    `json:"budget_denied"`
+	RefusedInFlight int64    `json:"in_flight_denied"`
+	RefusedBusy     int64    `json:"busy_denied"`
+	RefusedPayoff   int64    `json:"payoff_denied"`
+	RefusedDeadline int64    `json:"deadline_skipped"`
+	RefusedReplicas int64    `json:"no_replica"`
 	ShadowHedges    int64    `json:"shadow_hedges"`
 	Unhedgeable     int64    `json:"unhedgeable"`
 	WastedSeconds   float64  `json:"wasted_seconds"`
@@ -430,7 +430,7 @@ func (h *Handler) Snapshot() State {
 	for _, name := range h.names {
 		hd := h.hedgers[name]
 		hs := HedgerState{
-			Name: name, Mode: hd.Mode().String(), Rollout: hd.Rollout(), Policy: hd.Policy().String(),
+			Name: name, Mode: hd.Mode().String(), Rollout: hd.Rollout(), Policy: hd.String(),
 			MaxAttempts: hd.MaxAttempts(), Replicas: hd.Replicas(), Budget: hd.Budget().String(),
 		}
 		if b := hd.Budget(); b != nil {
@@ -441,8 +441,8 @@ func (h *Handler) Snapshot() State {
 			op := OpState{
 				Op: st.Op, Requests: st.Requests, Hedges: st.Hedges, HedgeRate: st.HedgeRate(),
 				HedgeWins: st.HedgeWins, WinRate: st.WinRate(), PrimaryWins: st.PrimaryWins, Failures: st.Failures,
-				BudgetDenied: st.BudgetDenied, InFlightDenied: st.InFlightDenied, BusyDenied: st.BusyDenied, PayoffDenied: st.PayoffDenied, DeadlineSkipped: st.DeadlineSkipped,
-				NoReplica: st.NoReplica, ShadowHedges: st.ShadowHedges, Unhedgeable: st.Unhedgeable,
+				RefusedBudget: st.RefusedBudget, RefusedInFlight: st.RefusedInFlight, RefusedBusy: st.RefusedBusy, RefusedPayoff: st.RefusedPayoff, RefusedDeadline: st.RefusedDeadline,
+				RefusedReplicas: st.RefusedReplicas, ShadowHedges: st.ShadowHedges, Unhedgeable: st.Unhedgeable,
 				WastedSeconds: st.WastedWork.Seconds(), LatencyP99: st.Latency.P99.Seconds(),
 				PrimaryP99: st.Primary.P99.Seconds(), PrimaryCensored: st.PrimaryCensored, HedgePathP99: st.HedgePath.P99.Seconds(),
 				HoldoutCount: st.Holdout.Count, HoldoutP99: st.Holdout.P99.Seconds(), Rescued: st.Rescued, SavedAtLeast: st.SavedAtLeast.Seconds(),

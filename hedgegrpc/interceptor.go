@@ -113,7 +113,7 @@ func (ic *Interceptor) SetMode(m hedge.Mode) error { return ic.mode.Set(m) }
 func (ic *Interceptor) Mode() hedge.Mode { return ic.mode.Mode() }
 
 // ModeVar returns the mode switch the Interceptor's Hedgers share, to hand
-// to other Hedgers of the service (hedge.Config.ModeVar) or to a control
+// to other Hedgers of the service (as their hedge.Config.Mode) or to a control
 // endpoint.
 func (ic *Interceptor) ModeVar() *hedge.ModeVar { return ic.mode }
 
@@ -152,7 +152,8 @@ func New(h *hedge.Hedger, opts ...Option) (*Interceptor, error) {
 // then set neither Budget nor NoBudget); otherwise base.Budget, or none
 // with base.NoBudget, or else one hedge.DefaultBudget(), the engine's
 // default, shared across methods. They share one mode switch too:
-// base.ModeVar, or one made from base.Mode, which SetMode flips for all. With WithReplicas, base.Replicas is set
+// base.Mode when it is a *hedge.ModeVar, or one made from base.Mode, which
+// SetMode flips for all. With WithReplicas, base.Replicas is set
 // to the number of conns (if base sets it, it must match).
 //
 // Every mistake, in sc, base and opts, is reported here at once, not at the
@@ -203,12 +204,15 @@ func NewFromServiceConfig(sc *ServiceConfig, base hedge.Config, opts ...Option) 
 		base.Budget = hedge.DefaultBudget()
 	}
 	// One mode switch for every method's Hedger.
-	if base.ModeVar == nil {
-		base.ModeVar = new(hedge.ModeVar)
-		_ = base.ModeVar.Set(base.Mode) // validated above
-		base.Mode = hedge.On
+	mv, ok := base.Mode.(*hedge.ModeVar)
+	if !ok {
+		mv = new(hedge.ModeVar)
+		if base.Mode != nil {
+			_ = mv.Set(base.Mode.Mode()) // validated above
+		}
+		base.Mode = mv
 	}
-	ic := &Interceptor{byKey: map[string]*hedge.Hedger{}, conns: o.conns, opName: o.opName, mode: base.ModeVar, tied: ts}
+	ic := &Interceptor{byKey: map[string]*hedge.Hedger{}, conns: o.conns, opName: o.opName, mode: mv, tied: ts}
 	for i, mc := range sc.MethodConfigs {
 		var h *hedge.Hedger
 		if mc.Hedging != nil {

@@ -648,8 +648,8 @@ func TestRetryThrottlingStopsHedges(t *testing.T) {
 			t.Errorf("after call %d: %v tokens, want %v", i, got, want.tokens)
 		}
 	}
-	if st := h.OpStats(unaryCall); st.BudgetDenied != 2 {
-		t.Errorf("budget denials %d, want 2", st.BudgetDenied)
+	if st := h.OpStats(unaryCall); st.RefusedBudget != 2 {
+		t.Errorf("budget denials %d, want 2", st.RefusedBudget)
 	}
 }
 

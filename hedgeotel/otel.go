@@ -17,12 +17,12 @@ import (
 // Refusal reasons, the values of the "reason" attribute of
 // hedge.hedges.refused.
 const (
-	ReasonBudget   = hedgeset.ReasonBudget   // Stats.BudgetDenied
-	ReasonInFlight = hedgeset.ReasonInFlight // Stats.InFlightDenied
-	ReasonBusy     = hedgeset.ReasonBusy     // Stats.BusyDenied
-	ReasonPayoff   = hedgeset.ReasonPayoff   // Stats.PayoffDenied
-	ReasonDeadline = hedgeset.ReasonDeadline // Stats.DeadlineSkipped
-	ReasonReplicas = hedgeset.ReasonReplicas // Stats.NoReplica
+	ReasonBudget   = hedgeset.ReasonBudget   // Stats.RefusedBudget
+	ReasonInFlight = hedgeset.ReasonInFlight // Stats.RefusedInFlight
+	ReasonBusy     = hedgeset.ReasonBusy     // Stats.RefusedBusy
+	ReasonPayoff   = hedgeset.ReasonPayoff   // Stats.RefusedPayoff
+	ReasonDeadline = hedgeset.ReasonDeadline // Stats.RefusedDeadline
+	ReasonReplicas = hedgeset.ReasonReplicas // Stats.RefusedReplicas
 )
 
 // Latency paths, the values of the "path" attribute of hedge.latency.

@@ -186,12 +186,12 @@ func TestRegisterMatchesStats(t *testing.T) {
 				counter("hedge.hedge.wins", "{request}", s.HedgeWins)
 				counter("hedge.primary.wins", "{request}", s.PrimaryWins)
 				counter("hedge.failures", "{request}", s.Failures)
-				counter("hedge.hedges.refused", "{hedge}", s.BudgetDenied, "reason=budget")
-				counter("hedge.hedges.refused", "{hedge}", s.InFlightDenied, "reason=in_flight")
-				counter("hedge.hedges.refused", "{hedge}", s.BusyDenied, "reason=busy")
-				counter("hedge.hedges.refused", "{hedge}", s.PayoffDenied, "reason=payoff")
-				counter("hedge.hedges.refused", "{hedge}", s.DeadlineSkipped, "reason=deadline")
-				counter("hedge.hedges.refused", "{hedge}", s.NoReplica, "reason=replicas")
+				counter("hedge.hedges.refused", "{hedge}", s.RefusedBudget, "reason=budget")
+				counter("hedge.hedges.refused", "{hedge}", s.RefusedInFlight, "reason=in_flight")
+				counter("hedge.hedges.refused", "{hedge}", s.RefusedBusy, "reason=busy")
+				counter("hedge.hedges.refused", "{hedge}", s.RefusedPayoff, "reason=payoff")
+				counter("hedge.hedges.refused", "{hedge}", s.RefusedDeadline, "reason=deadline")
+				counter("hedge.hedges.refused", "{hedge}", s.RefusedReplicas, "reason=replicas")
 				counter("hedge.shadow.hedges", "{hedge}", s.ShadowHedges)
 				counter("hedge.failovers", "{copy}", s.Failovers)
 				counter("hedge.unhedgeable.requests", "{request}", s.Unhedgeable)
@@ -223,10 +223,10 @@ func TestRegisterMatchesStats(t *testing.T) {
 				total.HedgeWins += s.HedgeWins
 				total.PrimaryWins += s.PrimaryWins
 				total.Failures += s.Failures
-				total.BudgetDenied += s.BudgetDenied
-				total.InFlightDenied += s.InFlightDenied
-				total.DeadlineSkipped += s.DeadlineSkipped
-				total.NoReplica += s.NoReplica
+				total.RefusedBudget += s.RefusedBudget
+				total.RefusedInFlight += s.RefusedInFlight
+				total.RefusedDeadline += s.RefusedDeadline
+				total.RefusedReplicas += s.RefusedReplicas
 				total.ShadowHedges += s.ShadowHedges
 				total.Unhedgeable += s.Unhedgeable
 				total.PrimaryCensored += s.PrimaryCensored
@@ -261,8 +261,8 @@ func TestRegisterMatchesStats(t *testing.T) {
 		for name, v := range map[string]int64{
 			"Requests": total.Requests, "Hedges": total.Hedges, "HedgeWins": total.HedgeWins,
 			"PrimaryWins": total.PrimaryWins, "Failures": total.Failures,
-			"BudgetDenied": total.BudgetDenied, "InFlightDenied": total.InFlightDenied,
-			"DeadlineSkipped": total.DeadlineSkipped, "NoReplica": total.NoReplica,
+			"RefusedBudget": total.RefusedBudget, "RefusedInFlight": total.RefusedInFlight,
+			"RefusedDeadline": total.RefusedDeadline, "RefusedReplicas": total.RefusedReplicas,
 			"ShadowHedges": total.ShadowHedges, "Unhedgeable": total.Unhedgeable,
 			"PrimaryCensored": total.PrimaryCensored, "WastedWork": int64(total.WastedWork),
 			"HedgePath.Count": total.HedgePath.Count, "Holdout.Count": total.Holdout.Count, "TimerLag.Count": total.TimerLag.Count,

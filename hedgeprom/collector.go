@@ -47,12 +47,12 @@ type namedWatcher struct {
 
 // Refusal reasons, the values of the "reason" label.
 const (
-	ReasonBudget   = hedgeset.ReasonBudget   // Stats.BudgetDenied
-	ReasonInFlight = hedgeset.ReasonInFlight // Stats.InFlightDenied
-	ReasonBusy     = hedgeset.ReasonBusy     // Stats.BusyDenied
-	ReasonPayoff   = hedgeset.ReasonPayoff   // Stats.PayoffDenied
-	ReasonDeadline = hedgeset.ReasonDeadline // Stats.DeadlineSkipped
-	ReasonReplicas = hedgeset.ReasonReplicas // Stats.NoReplica
+	ReasonBudget   = hedgeset.ReasonBudget   // Stats.RefusedBudget
+	ReasonInFlight = hedgeset.ReasonInFlight // Stats.RefusedInFlight
+	ReasonBusy     = hedgeset.ReasonBusy     // Stats.RefusedBusy
+	ReasonPayoff   = hedgeset.ReasonPayoff   // Stats.RefusedPayoff
+	ReasonDeadline = hedgeset.ReasonDeadline // Stats.RefusedDeadline
+	ReasonReplicas = hedgeset.ReasonReplicas // Stats.RefusedReplicas
 )
 
 // Latency paths, the values of the "path" label.

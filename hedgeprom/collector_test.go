@@ -175,12 +175,12 @@ func TestCollectorMatchesStats(t *testing.T) {
 				counter("hedge_hedge_wins_total", s.HedgeWins)
 				counter("hedge_primary_wins_total", s.PrimaryWins)
 				counter("hedge_failures_total", s.Failures)
-				counter("hedge_hedges_refused_total", s.BudgetDenied, "reason=budget")
-				counter("hedge_hedges_refused_total", s.InFlightDenied, "reason=in_flight")
-				counter("hedge_hedges_refused_total", s.BusyDenied, "reason=busy")
-				counter("hedge_hedges_refused_total", s.PayoffDenied, "reason=payoff")
-				counter("hedge_hedges_refused_total", s.DeadlineSkipped, "reason=deadline")
-				counter("hedge_hedges_refused_total", s.NoReplica, "reason=replicas")
+				counter("hedge_hedges_refused_total", s.RefusedBudget, "reason=budget")
+				counter("hedge_hedges_refused_total", s.RefusedInFlight, "reason=in_flight")
+				counter("hedge_hedges_refused_total", s.RefusedBusy, "reason=busy")
+				counter("hedge_hedges_refused_total", s.RefusedPayoff, "reason=payoff")
+				counter("hedge_hedges_refused_total", s.RefusedDeadline, "reason=deadline")
+				counter("hedge_hedges_refused_total", s.RefusedReplicas, "reason=replicas")
 				counter("hedge_shadow_hedges_total", s.ShadowHedges)
 				counter("hedge_failovers_total", s.Failovers)
 				counter("hedge_unhedgeable_requests_total", s.Unhedgeable)
@@ -266,10 +266,10 @@ func TestCollectorMatchesStats(t *testing.T) {
 				}
 				total.Requests += s.Requests
 				total.HedgeWins += s.HedgeWins
-				total.BudgetDenied += s.BudgetDenied
-				total.InFlightDenied += s.InFlightDenied
-				total.DeadlineSkipped += s.DeadlineSkipped
-				total.NoReplica += s.NoReplica
+				total.RefusedBudget += s.RefusedBudget
+				total.RefusedInFlight += s.RefusedInFlight
+				total.RefusedDeadline += s.RefusedDeadline
+				total.RefusedReplicas += s.RefusedReplicas
 				total.ShadowHedges += s.ShadowHedges
 				total.Unhedgeable += s.Unhedgeable
 				total.PrimaryCensored += s.PrimaryCensored
@@ -281,8 +281,8 @@ func TestCollectorMatchesStats(t *testing.T) {
 				total.TimerLag.Count += s.TimerLag.Count
 			}
 		}
-		if total.Requests != 10+hedgers["c"].OpStats("get").Requests || total.Rescued == 0 || total.SavedAtLeast == 0 || total.Holdout.Count == 0 || total.TimerLag.Count == 0 || total.HedgeWins == 0 || total.BudgetDenied == 0 || total.InFlightDenied == 0 ||
-			total.DeadlineSkipped == 0 || total.NoReplica == 0 || total.ShadowHedges == 0 || total.Unhedgeable == 0 ||
+		if total.Requests != 10+hedgers["c"].OpStats("get").Requests || total.Rescued == 0 || total.SavedAtLeast == 0 || total.Holdout.Count == 0 || total.TimerLag.Count == 0 || total.HedgeWins == 0 || total.RefusedBudget == 0 || total.RefusedInFlight == 0 ||
+			total.RefusedDeadline == 0 || total.RefusedReplicas == 0 || total.ShadowHedges == 0 || total.Unhedgeable == 0 ||
 			total.PrimaryCensored == 0 || total.Failures == 0 || total.WastedWork == 0 {
 			t.Errorf("workload missed a counter: %+v", total)
 		}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/sim"
+
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // A choice is one of the explorer's strategy choices: how the query names
@@ -71,7 +73,7 @@ var choices = []choice{
 // libraryDefault describes the zero hedge.Config, read from the library
 // so that the lab follows its default.
 var libraryDefault = func() string {
-	p, err := hedge.NewPolicy(hedge.Config{})
+	p, err := decide.FromConfig(hedge.Config{})
 	if err != nil {
 		panic(err) // the zero Config is valid
 	}

@@ -37,7 +37,7 @@ func (d decision) String() string { return fmt.Sprintf("sent %v refused %v", d.s
 // the simulator (on virtual time) through one scripted scenario, with a
 // budget that runs dry, a cap on hedges in flight and a third copy, and
 // checks that they make the same decisions: which copies went, when, and
-// why the others did not. Both consult hedge.Policy; this test is what
+// why the others did not. Both consult decide.Policy; this test is what
 // keeps either engine from growing a rule of its own.
 func TestLiveAndSimulatorAgree(t *testing.T) {
 	cfg := func() hedge.Config {
@@ -170,12 +170,12 @@ func runLive(t *testing.T, cfg hedge.Config, reqs []agreeRequest, replicas int) 
 		for i := range reqs {
 			st := h.OpStats(fmt.Sprint(i))
 			out[i].refused = refusals(map[hedge.Refusal]int64{
-				hedge.RefusedBudget:   st.BudgetDenied,
-				hedge.RefusedInFlight: st.InFlightDenied,
-				hedge.RefusedDeadline: st.DeadlineSkipped,
-				hedge.RefusedReplicas: st.NoReplica,
-				hedge.RefusedBusy:     st.BusyDenied,
-				hedge.RefusedPayoff:   st.PayoffDenied,
+				hedge.RefusedBudget:   st.RefusedBudget,
+				hedge.RefusedInFlight: st.RefusedInFlight,
+				hedge.RefusedDeadline: st.RefusedDeadline,
+				hedge.RefusedReplicas: st.RefusedReplicas,
+				hedge.RefusedBusy:     st.RefusedBusy,
+				hedge.RefusedPayoff:   st.RefusedPayoff,
 			})
 			slices.Sort(out[i].sent)
 		}

@@ -89,7 +89,7 @@ func BenchmarkPicker(b *testing.B) {
 			b.ReportAllocs()
 			s := 0
 			for b.Loop() {
-				s += e.picker.PickWith(10, held, e.load, e.rM.Uint64())
+				s += e.picker.Pick(10, held, e.load, e.rM.Uint64())
 			}
 			_ = s
 		})

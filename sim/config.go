@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // Unit is the wall-clock duration that one simulated time unit (one mean
@@ -528,7 +530,7 @@ func (c Config) Validate() error {
 		bad("unknown live feed %d: use one of %s", c.LiveFeed, strings.Join(feedNames, ", "))
 	}
 	if h, ok := c.HedgeConfig(); ok && len(errs) == 0 {
-		if _, err := hedge.NewPolicy(h); err != nil {
+		if _, err := decide.FromConfig(h); err != nil {
 			bad("%s strategy's hedge.Config: %w", c.Strategy, err)
 		}
 	}
@@ -671,7 +673,7 @@ func (c Config) String() string {
 // describeHedge describes a hedge.Config as the library's Policy does, or
 // says it is invalid (Validate reports why).
 func describeHedge(h hedge.Config) string {
-	p, err := hedge.NewPolicy(h)
+	p, err := decide.FromConfig(h)
 	if err != nil {
 		return "invalid"
 	}

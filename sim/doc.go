@@ -60,7 +60,7 @@
 // # One decision, two clocks
 //
 // Every hedging strategy is a hedge.Config (Config.HedgeConfig), and the
-// engine drives the library's own hedge.Policy with it on virtual time:
+// engine drives the library's own decide.Policy with it on virtual time:
 // the same code that decides in hedge.Do when the next copy is due,
 // whether the budget, MaxAttempts, MaxHedgesInFlight, a deadline or the
 // mode let it go, and why not (RunResult.Refused counts the refusals as a

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // Copy states.
@@ -46,9 +48,9 @@ type request struct {
 	measured bool
 	state    [MaxAttempts]uint8 // copy k's state (cWaiting, ...)
 	held     [MaxAttempts]bool  // copy k holds one of the Policy's in-flight slots until it ends
-	plan     hedge.Plan         // the library's decision state, for hedging strategies
+	plan     decide.Plan        // the library's decision state, for hedging strategies
 	copies   [MaxAttempts]copyRec
-	// For the library's evidence (hedge.Behind), at the end: only the
+	// For the library's evidence (decide.Behind), at the end: only the
 	// default strategy reads them.
 	ahead  int32  // copies on the primary's queue when it was placed
 	leftAt uint32 // the queue's completed count then
@@ -68,7 +70,7 @@ type fifo struct {
 	head int
 	n    int
 	busy int    // live copies waiting here or in service from here: the routing load
-	left uint32 // copies completed here, modulo 2^32 (for hedge.Behind)
+	left uint32 // copies completed here, modulo 2^32 (for decide.Behind)
 	// ghostUntil: a copy was cancelled here because another copy of its
 	// request won, and this queue has completed nothing since. The
 	// library's picker counts it as one more copy in flight until the
@@ -147,10 +149,10 @@ type engine struct {
 	rA     rng        // arrival times and request sizes (common to all strategies)
 	rS     rng        // stall processes (common to all strategies)
 	rM     rng        // routing, fresh copy sizes, tie breaks
-	rMRand *rand.Rand // rM as a math/rand/v2 generator, for hedge.Policy.Begin's rollout draws
+	rMRand *rand.Rand // rM as a math/rand/v2 generator, for decide.Policy.Begin's rollout draws
 	ev     eventHeap
 	dep    depTree // each server's next completion
-	// The request the engine's hedge.Runtime (hedgeRT) acts for.
+	// The request the engine's decide.Runtime (hedgeRT) acts for.
 	cur                  int32
 	curR                 *request
 	curNow               time.Duration
@@ -170,7 +172,7 @@ type engine struct {
 	pfree                []int32
 	subs                 []subRef // Fanout entries per parent
 	sz                   sizer
-	picker               hedge.Picker
+	picker               decide.Picker
 	load                 func(int) int // the routing load: loadPlain, or loadGhost with the library's ghosts
 	loadPlain, loadGhost func(int) int
 
@@ -179,18 +181,18 @@ type engine struct {
 	tied        bool
 	tiedSample  bool // Tied with two-choice routing: copies on two-choice's sampled pair
 	cancel      bool
-	pol         *hedge.Policy // the library's decision, for hedging strategies
-	est         hedge.Estimator
-	live        *hedge.PercentileEstimator // est, when it is a live percentile
-	feedPrimary bool                       // feed live the primary's latency (the library's rule)
-	need        int32                      // fan-out sub-requests needed
-	refused     [hedge.NumRefusals]int64   // refusals by hedge.Refusal, of measured units
-	shadow      int64                      // copies Shadow mode would have sent, of measured units
-	memoD       time.Duration              // the last delay converted by delayUnits
-	memoF       float64                    // and its value in time units
-	traceFn     func(TraceEvent)           // Simulator.Trace, during RunScript
-	doneFn      func(Completion)           // Simulator.Done
-	script      []ScriptedRequest          // RunScript's requests, or nil
+	pol         *decide.Policy // the library's decision, for hedging strategies
+	est         decide.Estimator
+	live        decide.Estimator          // est, fed with latencies (a no-op for a fixed delay)
+	feedPrimary bool                      // feed live the primary's latency (the library's rule)
+	need        int32                     // fan-out sub-requests needed
+	refused     [decide.NumRefusals]int64 // refusals by hedge.Refusal, of measured units
+	shadow      int64                     // copies Shadow mode would have sent, of measured units
+	memoD       time.Duration             // the last delay converted by delayUnits
+	memoF       float64                   // and its value in time units
+	traceFn     func(TraceEvent)          // Simulator.Trace, during RunScript
+	doneFn      func(Completion)          // Simulator.Done
+	script      []ScriptedRequest         // RunScript's requests, or nil
 
 	lambda    float64
 	nextArr   float64
@@ -234,7 +236,7 @@ func (e *engine) init(c Config) {
 	e.pool = c.Routing == Pool
 	e.ps = c.Discipline == PS
 	e.leastLoaded = c.Routing == LeastLoaded
-	e.picker = hedge.Picker{Random: c.Routing == Random}
+	e.picker = decide.Picker{Random: c.Routing == Random}
 	if e.loadPlain == nil {
 		e.loadPlain = func(i int) int { return e.qs[i].busy }
 		e.loadGhost = func(i int) int {
@@ -284,24 +286,24 @@ func (e *engine) init(c Config) {
 	e.maxAtt = uint8(c.MaxAttempts)
 	e.pol, e.est, e.live = nil, nil, nil
 	if h, ok := c.HedgeConfig(); ok && e.hedges {
-		pol, err := hedge.NewPolicy(h)
+		pol, err := decide.FromConfig(h)
 		if err != nil {
 			panic(err) // unreachable after Validate
 		}
 		e.pol = pol
-		e.est = pol.Delay().NewEstimator()
-		e.live, _ = e.est.(*hedge.PercentileEstimator)
+		e.est = pol.NewEstimator()
+		e.live = e.est
 		e.hedges = pol.MaxAttempts() > 1
 	}
 	// The library's picker counts a cancelled loser as load for a while
-	// (hedge.Policy.Ghost); the study's presets do not.
+	// (decide.Policy.Ghost); the study's presets do not.
 	e.ghosts = e.pol != nil && e.pol.Ghost(time.Millisecond) > 0
 	e.load = e.loadPlain
 	if e.ghosts {
 		e.load = e.loadGhost
 	}
 	e.feedPrimary = c.feedPrimary()
-	e.refused = [hedge.NumRefusals]int64{}
+	e.refused = [decide.NumRefusals]int64{}
 	e.shadow = 0
 	e.need = int32(c.Fanout)
 	if c.FanoutNeed > 0 {
@@ -556,13 +558,13 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 	return slot
 }
 
-// hedgeRT is the engine as the hedge.Runtime of the request the driver
-// (hedge.Policy's Schedule, Fire) is deciding for: slot and r, at now (e.now
+// hedgeRT is the engine as the decide.Runtime of the request the driver
+// (decide.Policy's Schedule, Fire) is deciding for: slot and r, at now (e.now
 // as a Duration). It is the engine itself, so that handing it to the
 // driver costs no allocation.
 type hedgeRT engine
 
-// drive sets the request the engine's hedge.Runtime acts for.
+// drive sets the request the engine's decide.Runtime acts for.
 func (e *engine) drive(slot int32, r *request, now time.Duration) *hedgeRT {
 	e.cur, e.curR, e.curNow = slot, r, now
 	return (*hedgeRT)(e)
@@ -579,12 +581,12 @@ func (h *hedgeRT) Place(time.Duration) (int, int) {
 	return int(q), e.load(int(q))
 }
 
-// Evidence is what the client sees of the primary's queue (hedge.Behind).
-func (h *hedgeRT) Evidence() hedge.Evidence { return (*engine)(h).evidence(h.curR) }
+// Evidence is what the client sees of the primary's queue (decide.Behind).
+func (h *hedgeRT) Evidence() decide.Evidence { return (*engine)(h).evidence(h.curR) }
 
 // Launch places the admitted copy on server q (-1: one placed now) and
 // starts it, or counts a Shadow copy.
-func (h *hedgeRT) Launch(_ time.Duration, q int, g hedge.Grant) bool {
+func (h *hedgeRT) Launch(_ time.Duration, q int, g decide.Grant) bool {
 	e, slot, r := (*engine)(h), h.cur, h.curR
 	if g.Shadow() {
 		if r.measured {
@@ -617,9 +619,9 @@ func (h *hedgeRT) Arm(at time.Duration) {
 	e.schedule(event{t: e.now + e.delayUnits(at-h.curNow), a: h.cur, gen: h.curR.gen, tag: evTag{kind: evHedge}})
 }
 
-// evidence is what the client sees of r's primary's queue (hedge.Behind).
-func (e *engine) evidence(r *request) hedge.Evidence {
-	return hedge.Behind(int64(r.ahead), int64(e.qs[r.copies[0].q].left-r.leftAt))
+// evidence is what the client sees of r's primary's queue (decide.Behind).
+func (e *engine) evidence(r *request) decide.Evidence {
+	return decide.Behind(int64(r.ahead), int64(e.qs[r.copies[0].q].left-r.leftAt))
 }
 
 // delayUnits is fromDuration, remembering the last conversion: a delay is
@@ -634,7 +636,7 @@ func (e *engine) delayUnits(d time.Duration) float64 {
 
 // refuse counts a refusal of the Policy for r.
 func (e *engine) refuse(r *request, why hedge.Refusal) {
-	if !hedge.Counted(why) {
+	if !decide.Counted(why) {
 		return // not refusals the library counts either
 	}
 	if r.measured && int(why) < len(e.refused) {
@@ -826,7 +828,7 @@ func (e *engine) onComplete(s int32) {
 	r.live--
 	e.leave(c.q)
 	if e.pol != nil {
-		e.qs[c.q].left++ // for hedge.Behind
+		e.qs[c.q].left++ // for decide.Behind
 		if e.ghosts {
 			e.qs[c.q].ghostUntil = 0
 		}
@@ -852,7 +854,7 @@ func (e *engine) finish(slot int32, r *request, k uint8) {
 	if e.live != nil {
 		// The study's rule feeds the client's latency. The library's
 		// feeds the primary's: its latency when it won, or, when a hedge
-		// won, the censored bound (hedge.Plan.PrimarySample), which is
+		// won, the censored bound (decide.Plan.PrimarySample), which is
 		// this same latency; a primary that runs on without cancellation
 		// is recorded when it completes, in onComplete.
 		if !e.feedPrimary || k == 0 || e.cancel {
@@ -1084,7 +1086,7 @@ func (e *engine) psComplete(s int32) {
 	r.live--
 	e.leave(c.q)
 	if e.pol != nil {
-		e.qs[c.q].left++ // for hedge.Behind
+		e.qs[c.q].left++ // for decide.Behind
 		if e.ghosts {
 			e.qs[c.q].ghostUntil = 0
 		}

@@ -2,11 +2,12 @@ package sim
 
 import (
 	"context"
-	"github.com/tailcut/hedge"
 	"math"
 	"slices"
 
 	"github.com/tailcut/hedge/quantile"
+
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // RunResult holds the measures of one run, over its measured requests
@@ -50,7 +51,7 @@ type RunResult struct {
 	// that the library's Policy refused, indexed by hedge.Refusal:
 	// Refused[hedge.RefusedBudget] is budget refusals. (A unit that has
 	// sent MaxAttempts copies is not counted.)
-	Refused [hedge.NumRefusals]int64
+	Refused [decide.NumRefusals]int64
 	// ShadowHedges counts the copies of measured units that Shadow mode
 	// would have sent.
 	ShadowHedges int64

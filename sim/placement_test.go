@@ -1,6 +1,6 @@
 package sim
 
-import "github.com/tailcut/hedge"
+import "github.com/tailcut/hedge/internal/decide"
 
 // The hedge placements TestDefaultAlternatives measures besides the
 // Picker's (Config.placement):
@@ -30,14 +30,14 @@ func placeHedge(e *engine, r *request, h int) int32 {
 		if k <= placeBehindWhenSpare {
 			base, behind = placeBehindWhenSpare, true
 		}
-		if e.pol.Spare() < float64(base-k)/100 || behind && e.evidence(r) != hedge.EvidenceBehind {
-			return int32(e.picker.PickWith(n, []int{h}, e.load, e.rM.Uint64()))
+		if e.pol.Spare() < float64(base-k)/100 || behind && e.evidence(r) != decide.EvidenceBehind {
+			return int32(e.picker.Pick(n, []int{h}, e.load, e.rM.Uint64()))
 		}
 		k = placeLeastOfAll
 	}
 	if k == placeLeastForBehind {
-		if e.evidence(r) != hedge.EvidenceBehind {
-			return int32(e.picker.PickWith(n, []int{h}, e.load, e.rM.Uint64()))
+		if e.evidence(r) != decide.EvidenceBehind {
+			return int32(e.picker.Pick(n, []int{h}, e.load, e.rM.Uint64()))
 		}
 		k = placeLeastOfAll
 	}

@@ -1,11 +1,11 @@
 package sim
 
-import "github.com/tailcut/hedge"
+import "github.com/tailcut/hedge/internal/decide"
 
 // place chooses the queue for the request's next copy, never one that
 // already holds a copy of it. It returns -1 if every server holds one.
 //
-// Two-choice and random routing go through hedge.Picker, the same code the
+// Two-choice and random routing go through decide.Picker, hedge.Picker's code, the same code the
 // live engine uses, with the queues' busy counts (waiting plus in service)
 // as the load. Least-loaded is not a Picker mode, so it is a scan here.
 func (e *engine) place(r *request) int32 {
@@ -27,12 +27,12 @@ func (e *engine) place(r *request) int32 {
 		// The source's tied requests: the copies go to the distinct
 		// servers two-choice routing samples, one on each, whatever
 		// their loads.
-		return int32(randomPicker.PickWith(e.serversN, held, nil, e.rM.Uint64()))
+		return int32(randomPicker.Pick(e.serversN, held, nil, e.rM.Uint64()))
 	}
-	return int32(e.picker.PickWith(e.serversN, held, e.load, e.rM.Uint64()))
+	return int32(e.picker.Pick(e.serversN, held, e.load, e.rM.Uint64()))
 }
 
-var randomPicker = hedge.Picker{Random: true}
+var randomPicker = decide.Picker{Random: true}
 
 // hedgePlacement, when a test sets it, places a request's second copy in
 // place of the Picker for runs whose Config.placement is not zero: the

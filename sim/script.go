@@ -35,7 +35,7 @@ type ScriptedRequest struct {
 	Sizes []float64
 	// Deadline, if positive, is the caller's deadline, that long after
 	// At: the library sends no copy once it has passed, nor a delayed
-	// copy when less than the delay is left (hedge.Policy). The
+	// copy when less than the delay is left (decide.Policy). The
 	// simulator does not cancel copies at the deadline: a scenario that
 	// compares with the live engine lets its requests finish before.
 	Deadline float64

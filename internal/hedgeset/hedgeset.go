@@ -82,12 +82,12 @@ func SortAllowEmpty(hedgers map[string]*hedge.Hedger) ([]Named, []error) {
 
 // Refusal reasons, as label values.
 const (
-	ReasonBudget   = "budget"    // Stats.BudgetDenied
-	ReasonInFlight = "in_flight" // Stats.InFlightDenied
-	ReasonBusy     = "busy"      // Stats.BusyDenied
-	ReasonPayoff   = "payoff"    // Stats.PayoffDenied
-	ReasonDeadline = "deadline"  // Stats.DeadlineSkipped
-	ReasonReplicas = "replicas"  // Stats.NoReplica
+	ReasonBudget   = "budget"    // Stats.RefusedBudget
+	ReasonInFlight = "in_flight" // Stats.RefusedInFlight
+	ReasonBusy     = "busy"      // Stats.RefusedBusy
+	ReasonPayoff   = "payoff"    // Stats.RefusedPayoff
+	ReasonDeadline = "deadline"  // Stats.RefusedDeadline
+	ReasonReplicas = "replicas"  // Stats.RefusedReplicas
 )
 
 // Count is a counter with its label value.
@@ -99,12 +99,12 @@ type Count struct {
 // Refusals returns s's refusal counts by reason.
 func Refusals(s hedge.Stats) [6]Count {
 	return [6]Count{
-		{ReasonBudget, s.BudgetDenied},
-		{ReasonInFlight, s.InFlightDenied},
-		{ReasonBusy, s.BusyDenied},
-		{ReasonPayoff, s.PayoffDenied},
-		{ReasonDeadline, s.DeadlineSkipped},
-		{ReasonReplicas, s.NoReplica},
+		{ReasonBudget, s.RefusedBudget},
+		{ReasonInFlight, s.RefusedInFlight},
+		{ReasonBusy, s.RefusedBusy},
+		{ReasonPayoff, s.RefusedPayoff},
+		{ReasonDeadline, s.RefusedDeadline},
+		{ReasonReplicas, s.RefusedReplicas},
 	}
 }
 

@@ -1,4 +1,4 @@
-package hedge
+package decide
 
 import (
 	"math"
@@ -15,8 +15,8 @@ func TestAddSat(t *testing.T) {
 		{time.Hour, math.MaxInt64 - 1, Never},
 		{time.Hour, Never - time.Hour - 1, Never - 1},
 	} {
-		if got := addSat(tc.t, tc.d); got != tc.want {
-			t.Errorf("addSat(%d, %d) = %d, want %d", tc.t, tc.d, got, tc.want)
+		if got := AddSat(tc.t, tc.d); got != tc.want {
+			t.Errorf("AddSat(%d, %d) = %d, want %d", tc.t, tc.d, got, tc.want)
 		}
 	}
 }

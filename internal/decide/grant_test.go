@@ -1,4 +1,4 @@
-package hedge
+package decide
 
 import (
 	"testing"
@@ -11,20 +11,14 @@ import (
 // again at once, as if the first admission had never happened.
 func TestGrantUndo(t *testing.T) {
 	const delay = time.Millisecond
-	b, err := NewBudget(0.1, 1) // one token: a second admission needs the first one's back
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewPolicy(Config{Delay: Fixed(delay), Budget: b, MaxHedgesInFlight: 1, Replicas: 3, MaxAttempts: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := &bucket{tokens: 1} // one token: a second admission needs the first one's back
+	p := New(Config{Budget: b, Shadow: &bucket{}, MaxInFlight: 1, Replicas: 3, MaxAttempts: 3, MinWinRate: 0.35, Rollout: 1})
 	var pl Plan
-	p.Begin(&pl, 0, Fixed(delay).NewEstimator(), Never, false, nil)
+	p.Begin(&pl, 0, fixed(delay), Never, false, nil)
 	if why := p.Check(&pl, delay, false); why != Allowed {
 		t.Fatalf("check: %v", why)
 	}
-	tokens, probes := b.Tokens(), p.payoff.probe[EvidenceHead].Load()
+	tokens, probes := b.tokens, p.payoff.probe[EvidenceHead].Load()
 	g, why := p.Admit(&pl, 0, EvidenceHead)
 	if why != Allowed {
 		t.Fatalf("admit: %v", why)
@@ -33,8 +27,8 @@ func TestGrantUndo(t *testing.T) {
 		t.Fatalf("after admission: slot %v, in flight %d, copies %d, evidence %v, hedge at %v", g.HoldsSlot(), p.InFlight(), pl.Copies, pl.Evidence, pl.HedgeAt)
 	}
 	g.Undo()
-	if p.InFlight() != 0 || b.Tokens() != tokens || pl.Copies != 1 || pl.Evidence != EvidenceNone || pl.HedgeAt != Never {
-		t.Fatalf("after undo: in flight %d, tokens %v (want %v), copies %d, evidence %v, hedge at %v", p.InFlight(), b.Tokens(), tokens, pl.Copies, pl.Evidence, pl.HedgeAt)
+	if p.InFlight() != 0 || b.tokens != tokens || pl.Copies != 1 || pl.Evidence != EvidenceNone || pl.HedgeAt != Never {
+		t.Fatalf("after undo: in flight %d, tokens %d (want %d), copies %d, evidence %v, hedge at %v", p.InFlight(), b.tokens, tokens, pl.Copies, pl.Evidence, pl.HedgeAt)
 	}
 	if got := p.payoff.probe[EvidenceHead].Load(); got < probes {
 		t.Fatalf("payoff probe tokens %d after undo, %d before admission", got, probes)
@@ -49,3 +43,25 @@ func TestGrantUndo(t *testing.T) {
 		t.Fatal("the zero Grant gave back a slot")
 	}
 }
+
+// bucket is a budget of whole tokens that requests do not refill: enough
+// to see a token taken and given back.
+type bucket struct{ tokens int }
+
+func (b *bucket) OnRequest() {}
+func (b *bucket) OnSuccess() {}
+func (b *bucket) OnFailure() {}
+func (b *bucket) TryHedge() bool {
+	if b.tokens == 0 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+func (b *bucket) Refund() { b.tokens++ }
+
+// fixed is an Estimator of a fixed delay.
+type fixed time.Duration
+
+func (f fixed) Delay(time.Duration) time.Duration { return time.Duration(f) }
+func (fixed) Observe(_, _ time.Duration)          {}

@@ -1,4 +1,4 @@
-package hedge
+package decide
 
 import (
 	"fmt"
@@ -135,8 +135,6 @@ func (p *Policy) Ghost(d time.Duration) time.Duration {
 
 // The payoff rule's constants.
 const (
-	// DefaultMinWinRate is the MinWinRate of the zero Config.
-	DefaultMinWinRate = 0.35
 	// maxWaste is the most time a losing hedge of a class may run, on
 	// average per hedge of the class and as a share of the delay, for the
 	// class to go on whatever its win rate: hedges that lose often but

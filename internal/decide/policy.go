@@ -1,4 +1,4 @@
-package hedge
+package decide
 
 import (
 	"fmt"
@@ -77,92 +77,122 @@ func (r Refusal) String() string {
 // Policy is the hedging decision of a Hedger, without a clock: when the
 // next copy of a request is due, whether it may go and, if not, why. It
 // holds what the requests of a Hedger share (the budget and its Shadow
-// twin, the count of hedges in flight, the mode and rollout); each request
-// keeps its own Plan.
+// twin, the count of hedges in flight, the mode and rollout, the
+// spare-capacity and payoff rules' state); each request keeps its own Plan.
 //
-// The live engine (Do) drives a Policy on the wall clock and the simulator
-// in package sim drives one on virtual time: times are arguments, always
-// measured from the same arbitrary origin, and the Policy never reads a
-// clock. Every rule of a call that is about whether and when, rather than
-// about running copies, is here and nowhere else; and so is the sequence
-// that applies them to a request (Schedule, Fire and Try), which each
-// engine drives through a Runtime of its own.
+// The live engine (hedge.Do) drives a Policy on the wall clock and the
+// simulator in package sim drives one on virtual time: times are
+// arguments, always measured from the same arbitrary origin, and the
+// Policy never reads a clock. Every rule of a call that is about whether
+// and when, rather than about running copies, is here and nowhere else;
+// and so is the sequence that applies them to a request (Schedule, Fire
+// and Try), which each engine drives through a Runtime of its own.
 //
-// A Policy is safe for concurrent use. Make one with NewPolicy, or get a
-// Hedger's with Hedger.Policy.
+// A Policy is safe for concurrent use. Package hedge makes them from a
+// hedge.Config (FromConfig, and each Hedger's own).
 type Policy struct {
-	delay       Delay
-	budget      *Budget
-	shadowBud   *Budget // Shadow requests spend from a twin, never from the real budget
+	budget      Bucket // nil: unlimited
+	shadowBud   Bucket // Shadow requests spend from a twin, never from the real budget
 	maxAttempts int
 	maxInFlight int64
 	inFlight    atomic.Int64
 	replicas    int
 	maxLoad     int // most requests in flight on a hedge's replica; < 0: no check
 	payoff      *payoff
-	spare       atomic.Int64 // share of primaries placed on an idle replica, fixed point (spareOne)
-	sw          switchboard
+	spare       atomic.Int64  // share of primaries placed on an idle replica, fixed point (spareOne)
+	mode        *atomic.Int32 // the Mode in force
+	rollout     atomic.Uint64 // math.Float64bits of the fraction of On requests
+	partial     atomic.Bool   // rollout < 1: a request needs a draw
+	about       string        // the delay and budget, described for String
+	newEst      func() Estimator
 }
 
-// NewPolicy validates cfg and returns its Policy. Only the fields that
-// decide are used: Delay, Budget, NoBudget, MaxAttempts, MaxHedgesInFlight,
-// MaxReplicaLoad, MinWinRate, Replicas, Mode and Rollout; the others belong to the engine that runs
-// the copies.
-func NewPolicy(cfg Config) (*Policy, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	return newPolicy(cfg), nil
+// Bucket is the budget a Policy spends hedges from: package hedge's
+// Budget. Its methods are called for every request (OnRequest), every
+// hedge admitted (TryHedge) or given back (Refund), and every request's
+// outcome (OnSuccess, OnFailure).
+type Bucket interface {
+	OnRequest()
+	OnSuccess()
+	OnFailure()
+	TryHedge() bool
+	Refund()
 }
 
-// newPolicy applies the defaults to a valid cfg.
-func newPolicy(cfg Config) *Policy {
+// Config is what a Policy is made of, with every default already applied
+// (package hedge applies them, from its Config, in one place).
+type Config struct {
+	// Budget is the budget hedges spend from, and Shadow its twin for
+	// Shadow requests; both nil for no budget.
+	Budget, Shadow Bucket
+	// MaxAttempts is the most copies of one request, at least 1.
+	MaxAttempts int
+	// MaxInFlight is the most hedges in flight at once, 0 for no limit.
+	MaxInFlight int
+	// Replicas is the number of replicas, 0 when the engine does not pick
+	// them.
+	Replicas int
+	// MaxLoad is the spare-capacity rule's most requests in flight on a
+	// hedge's replica; negative turns the rule off.
+	MaxLoad int
+	// MinWinRate is the payoff rule's least win rate; 0 or negative turns
+	// the rule off.
+	MinWinRate float64
+	// Mode is where the mode in force is read, once per request.
+	Mode *atomic.Int32
+	// Rollout is the share of On requests hedged, in [0, 1].
+	Rollout float64
+	// About describes the delay and budget, for String.
+	About string
+	// NewEstimator returns the delay estimator of a new operation class.
+	NewEstimator func() Estimator
+}
+
+// FromConfig returns the Policy of a hedge.Config (passed as any, since
+// this package cannot name it), validated and with its defaults, as
+// hedge.New makes a Hedger's. Package hedge sets it when it is
+// initialised, so that the simulator and the tools that drive a Policy
+// without a Hedger decide as a Hedger with the same Config does.
+var FromConfig func(cfg any) (*Policy, error)
+
+// New returns the Policy of cfg.
+func New(cfg Config) *Policy {
 	p := &Policy{
-		delay:       cfg.Delay,
 		budget:      cfg.Budget,
+		shadowBud:   cfg.Shadow,
 		maxAttempts: cfg.MaxAttempts,
-		maxInFlight: int64(cfg.MaxHedgesInFlight),
+		maxInFlight: int64(cfg.MaxInFlight),
 		replicas:    cfg.Replicas,
-		maxLoad:     cfg.MaxReplicaLoad,
+		maxLoad:     cfg.MaxLoad,
+		payoff:      newPayoff(cfg.MinWinRate),
+		mode:        cfg.Mode,
+		about:       cfg.About,
+		newEst:      cfg.NewEstimator,
 	}
-	if cfg.Replicas == 0 {
-		p.maxLoad = AnyReplicaLoad // no replica's load to see
+	if p.replicas == 0 {
+		p.maxLoad = -1 // no replica's load to see
 	}
-	minWin := cfg.MinWinRate
-	if minWin == 0 {
-		minWin = DefaultMinWinRate
+	if p.mode == nil {
+		p.mode = new(atomic.Int32)
 	}
-	p.payoff = newPayoff(minWin)
 	p.spare.Store(spareOne)
-	if p.delay == nil {
-		p.delay = Percentile{}
-	}
-	if p.maxAttempts == 0 {
-		p.maxAttempts = 2
-	}
-	if p.budget == nil && !cfg.NoBudget {
-		p.budget = DefaultBudget()
-	}
-	p.shadowBud = p.budget.twin()
-	p.sw.mode = cfg.ModeVar
-	if p.sw.mode == nil {
-		p.sw.mode = new(ModeVar)
-		p.sw.mode.v.Store(int32(cfg.Mode))
-	}
-	rollout := cfg.Rollout
-	if rollout == 0 {
-		rollout = 1
-	}
-	_ = p.sw.setRollout(rollout) // validated
+	_ = p.SetRollout(cfg.Rollout)
 	return p
 }
 
-// DefaultBudget returns a fresh copy of the budget a zero Config gets:
-// NewBudget(0.1, 10), hedges on at most 10% of requests with bursts of 10.
-func DefaultBudget() *Budget {
-	b, _ := NewBudget(0.1, 10)
-	return b
+// SetRollout sets the share of On requests that are hedged; the others
+// run in Shadow as the control group (Plan.Holdout).
+func (p *Policy) SetRollout(f float64) error {
+	if math.IsNaN(f) || f < 0 || f > 1 {
+		return fmt.Errorf("hedge: rollout %v is outside [0, 1]: use e.g. 0.01 to hedge 1%% of requests and shadow the rest", f)
+	}
+	p.rollout.Store(math.Float64bits(f))
+	p.partial.Store(f < 1)
+	return nil
 }
+
+// Rollout returns the share of On requests that are hedged.
+func (p *Policy) Rollout() float64 { return math.Float64frombits(p.rollout.Load()) }
 
 // String describes the decision in a few words, for labels and logs:
 // "p95 of the last 1000 primary latencies (none before 100), budget
@@ -170,12 +200,7 @@ func DefaultBudget() *Budget {
 // they are not On and 1.
 func (p *Policy) String() string {
 	var b strings.Builder
-	b.WriteString(describeDelay(p.delay))
-	if p.budget == nil {
-		b.WriteString(", no budget")
-	} else {
-		fmt.Fprintf(&b, ", budget %v", p.budget)
-	}
+	b.WriteString(p.about)
 	fmt.Fprintf(&b, ", at most %d copies", p.maxAttempts)
 	if p.maxInFlight > 0 {
 		fmt.Fprintf(&b, ", at most %d hedges in flight", p.maxInFlight)
@@ -189,37 +214,22 @@ func (p *Policy) String() string {
 	case p.maxLoad > 0:
 		fmt.Fprintf(&b, ", hedges only to a replica with at most %d in flight", p.maxLoad)
 	}
-	if m := p.sw.mode.Mode(); m != On {
+	if m := Mode(p.mode.Load()); m != On {
 		fmt.Fprintf(&b, ", mode %v", m)
 	}
-	if f := math.Float64frombits(p.sw.rollout.Load()); f < 1 {
+	if f := p.Rollout(); f < 1 {
 		fmt.Fprintf(&b, ", rollout %g", f)
 	}
 	return b.String()
 }
 
-// describeDelay names a Delay.
-func describeDelay(d Delay) string {
-	switch d := d.(type) {
-	case Fixed:
-		return "fixed delay " + FormatDelay(time.Duration(d))
-	case Percentile:
-		d = d.withDefaults()
-		return fmt.Sprintf("p%g of the last %d primary latencies (none before %d)", d.P, d.Window, d.MinSamples)
-	case *Percentile:
-		return describeDelay(*d)
-	}
-	return fmt.Sprintf("%T delay", d)
-}
-
-// Delay returns the Delay the Policy's estimators are made from.
-func (p *Policy) Delay() Delay { return p.delay }
+// NewEstimator returns the delay estimator of a new operation class, to
+// pass to Begin for each of its requests and to feed with the latencies
+// that Plan.PrimarySample gives.
+func (p *Policy) NewEstimator() Estimator { return p.newEst() }
 
 // MaxAttempts returns the most copies of one request.
 func (p *Policy) MaxAttempts() int { return p.maxAttempts }
-
-// Budget returns the budget in force (nil when unlimited).
-func (p *Policy) Budget() *Budget { return p.budget }
 
 // Plan is the decision state of one request, started by Policy.Begin. Its
 // fields are read-only for the engine; the Policy's methods update them.
@@ -268,7 +278,7 @@ func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time
 		pl.Mode, pl.Delay = Off, Never
 		return
 	}
-	if pl.Mode, pl.Holdout = p.mode(r); pl.Mode == Off {
+	if pl.Mode, pl.Holdout = p.draw(r); pl.Mode == Off {
 		pl.Delay = Never
 		return
 	}
@@ -282,27 +292,20 @@ func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time
 	pl.Delay = est.Delay(now)
 }
 
-// mode snapshots the mode for one request, applying the rollout, and
+// draw snapshots the mode for one request, applying the rollout, and
 // reports whether the rollout held the request out (Plan.Holdout).
-func (p *Policy) mode(r *rand.Rand) (m Mode, holdout bool) {
-	m = Mode(p.sw.mode.v.Load())
-	if m == On && p.sw.partial.Load() {
-		if f := math.Float64frombits(p.sw.rollout.Load()); uniform(r) >= f {
+func (p *Policy) draw(r *rand.Rand) (m Mode, holdout bool) {
+	m = Mode(p.mode.Load())
+	if m == On && p.partial.Load() {
+		if f := math.Float64frombits(p.rollout.Load()); uniform(r) >= f {
 			return Shadow, true
 		}
 	}
 	return m, false
 }
 
-func uniform(r *rand.Rand) float64 {
-	if r == nil {
-		return rand.Float64()
-	}
-	return r.Float64()
-}
-
-// bucket is the budget a request spends from.
-func (p *Policy) bucket(pl *Plan) *Budget {
+// bucket is the budget a request spends from, or nil for none.
+func (p *Policy) bucket(pl *Plan) Bucket {
 	if pl.Mode == Shadow {
 		return p.shadowBud
 	}
@@ -317,7 +320,7 @@ func (p *Policy) Due(pl *Plan, from time.Duration) (time.Duration, Refusal) {
 	if pl.Mode == Off || pl.Stopped || pl.Copies >= p.maxAttempts {
 		return Never, Allowed
 	}
-	at := addSat(from, pl.Delay)
+	at := AddSat(from, pl.Delay)
 	if at == Never {
 		return Never, Allowed
 	}
@@ -359,7 +362,7 @@ func (p *Policy) Check(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 		return RefusedAttempts
 	case pl.Stopped:
 		return RefusedPushback
-	case now >= pl.Deadline || (!afterFailure && pl.Delay != Never && addSat(now, pl.Delay) > pl.Deadline):
+	case now >= pl.Deadline || (!afterFailure && pl.Delay != Never && AddSat(now, pl.Delay) > pl.Deadline):
 		return RefusedDeadline
 	case p.replicas > 0 && pl.Copies >= p.replicas:
 		return RefusedReplicas
@@ -432,7 +435,7 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 			}
 		}
 	}
-	if g.bucket = p.bucket(pl); !g.bucket.TryHedge() {
+	if g.bucket = p.bucket(pl); g.bucket != nil && !g.bucket.TryHedge() {
 		g.bucket = nil
 		g.undo()
 		return Grant{}, RefusedBudget
@@ -450,7 +453,7 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 type Grant struct {
 	p       *Policy
 	pl      *Plan
-	bucket  *Budget // the budget a token came from, or nil
+	bucket  Bucket // the budget a token came from, or nil
 	ev      Evidence
 	prevEv  Evidence      // the Plan's evidence before a first hedge set it
 	prevAt  time.Duration // and its HedgeAt
@@ -526,7 +529,7 @@ func (p *Policy) Hold(pl *Plan, now, after time.Duration) time.Duration {
 	if pl.Mode == Off || pl.Copies >= p.maxAttempts {
 		return Never
 	}
-	return addSat(now, after)
+	return AddSat(now, after)
 }
 
 // Done gives back the in-flight slot of a hedge copy that returned (one
@@ -540,7 +543,7 @@ func (p *Policy) InFlight() int64 { return p.inFlight.Load() }
 // retryable error), or a pushback, before the request was decided: a
 // throttle budget is debited for it, as gRPC's is.
 func (p *Policy) Failed(pl *Plan) {
-	if pl.Mode == On {
+	if pl.Mode == On && p.budget != nil {
 		p.budget.OnFailure()
 	}
 }
@@ -550,7 +553,9 @@ func (p *Policy) Failed(pl *Plan) {
 // whether its hedge won and, if it lost, how long it ran for nothing.
 func (p *Policy) Succeeded(pl *Plan, now time.Duration, byHedge bool) {
 	if pl.Mode == On {
-		p.budget.OnSuccess()
+		if p.budget != nil {
+			p.budget.OnSuccess()
+		}
 		if pl.Copies > 1 && pl.HedgeAt != Never && pl.Delay > 0 && pl.Delay != Never {
 			p.payoff.outcome(pl.Evidence, byHedge, float64(now-pl.HedgeAt)/float64(pl.Delay))
 		}

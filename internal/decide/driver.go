@@ -1,4 +1,4 @@
-package hedge
+package decide
 
 import "time"
 

@@ -1,0 +1,147 @@
+package hedge
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tailcut/hedge/internal/decide"
+)
+
+// Refusal says why a copy was not sent: Event.Refusal, and the Refused
+// counters of Stats. The zero value, Allowed, means it was.
+type Refusal = decide.Refusal
+
+// The refusals.
+const (
+	// Allowed: the copy may go.
+	Allowed = decide.Allowed
+	// RefusedAttempts: MaxAttempts copies were sent already.
+	RefusedAttempts = decide.RefusedAttempts
+	// RefusedDeadline: the caller's deadline has passed, or (for a copy
+	// sent on a delay) is nearer than the delay.
+	RefusedDeadline = decide.RefusedDeadline
+	// RefusedReplicas: every replica already holds a copy of the request.
+	RefusedReplicas = decide.RefusedReplicas
+	// RefusedInFlight: MaxHedgesInFlight hedges are running.
+	RefusedInFlight = decide.RefusedInFlight
+	// RefusedBudget: the budget has no token.
+	RefusedBudget = decide.RefusedBudget
+	// RefusedMode: the request goes once (mode Off, MaxAttempts 1, or a
+	// write without an idempotency key).
+	RefusedMode = decide.RefusedMode
+	// RefusedPushback: a server asked for no further copy of the request
+	// (PushbackAfter with a negative delay).
+	RefusedPushback = decide.RefusedPushback
+	// RefusedBusy: the replica the copy would go to has more requests of
+	// this Hedger in flight than Config.MaxReplicaLoad allows (by
+	// default, it is not idle), or too few recent primaries found an idle
+	// replica: no spare capacity to hedge into.
+	RefusedBusy = decide.RefusedBusy
+	// RefusedPayoff: hedges of the same kind have not been paying for
+	// themselves (Config.MinWinRate).
+	RefusedPayoff = decide.RefusedPayoff
+)
+
+// The modes of package hedge and of the decision are one set of values.
+var _ = [1]struct{}{}[int(On)-int(decide.On)+int(Shadow)-int(decide.Shadow)+int(Off)-int(decide.Off)]
+
+// DefaultMinWinRate is the Config.MinWinRate of the zero Config: the
+// least share of a kind of hedges that must win for the kind to go on,
+// unless its losers cost little.
+const DefaultMinWinRate = 0.35
+
+// DefaultBudget returns a fresh copy of the budget a zero Config gets:
+// NewBudget(0.1, 10), hedges on at most 10% of requests with bursts of 10.
+func DefaultBudget() *Budget {
+	b, _ := NewBudget(0.1, 10)
+	return b
+}
+
+// newPolicy applies the defaults of a valid cfg and returns its decision,
+// spending from b (budgetOf(cfg)) and reading the mode from mv
+// (modeVarOf(cfg)). This is the one place where a Config's decision
+// fields get their defaults.
+func newPolicy(cfg Config, b *Budget, mv *ModeVar) *decide.Policy {
+	dc := decide.Config{
+		MaxAttempts: cfg.MaxAttempts,
+		MaxInFlight: cfg.MaxHedgesInFlight,
+		Replicas:    cfg.Replicas,
+		MaxLoad:     cfg.MaxReplicaLoad,
+		MinWinRate:  cfg.MinWinRate,
+		Mode:        &mv.v,
+		Rollout:     cfg.Rollout,
+	}
+	if dc.MinWinRate == 0 {
+		dc.MinWinRate = DefaultMinWinRate
+	}
+	if dc.MaxAttempts == 0 {
+		dc.MaxAttempts = 2
+	}
+	if dc.Rollout == 0 {
+		dc.Rollout = 1
+	}
+	if b != nil {
+		dc.Budget, dc.Shadow = bucket{b}, bucket{b.twin()}
+	}
+	d := delayOf(cfg)
+	dc.NewEstimator = func() decide.Estimator { return d.NewEstimator() }
+	dc.About = describeDelay(d)
+	if b == nil {
+		dc.About += ", no budget"
+	} else {
+		dc.About += fmt.Sprintf(", budget %v", b)
+	}
+	return decide.New(dc)
+}
+
+// delayOf is cfg's Delay, or the default.
+func delayOf(cfg Config) Delay {
+	if cfg.Delay == nil {
+		return Percentile{}
+	}
+	return cfg.Delay
+}
+
+// budgetOf is cfg's Budget, a fresh default one, or nil with NoBudget.
+func budgetOf(cfg Config) *Budget {
+	if cfg.Budget == nil && !cfg.NoBudget {
+		return DefaultBudget()
+	}
+	return cfg.Budget
+}
+
+// modeVarOf is the ModeVar a Hedger made from cfg reads its mode from.
+func modeVarOf(cfg Config) *ModeVar {
+	if mv, ok := cfg.Mode.(*ModeVar); ok {
+		return mv
+	}
+	mv := new(ModeVar)
+	if cfg.Mode != nil {
+		mv.v.Store(int32(cfg.Mode.Mode()))
+	}
+	return mv
+}
+
+// describeDelay names a Delay.
+func describeDelay(d Delay) string {
+	switch d := d.(type) {
+	case Fixed:
+		return "fixed delay " + FormatDelay(time.Duration(d))
+	case Percentile:
+		d = d.withDefaults()
+		return fmt.Sprintf("p%g of the last %d primary latencies (none before %d)", d.P, d.Window, d.MinSamples)
+	case *Percentile:
+		return describeDelay(*d)
+	}
+	return fmt.Sprintf("%T delay", d)
+}
+
+func init() {
+	decide.FromConfig = func(c any) (*decide.Policy, error) {
+		cfg := c.(Config)
+		if err := cfg.validate(); err != nil {
+			return nil, err
+		}
+		return newPolicy(cfg, budgetOf(cfg), modeVarOf(cfg)), nil
+	}
+}
