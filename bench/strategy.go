@@ -59,7 +59,7 @@ var builtinStrategies = []Strategy{
 	},
 	{
 		Name:   "hedge-live-plain",
-		Doc:    "The plain live p95 of earlier versions: the zero hedge.Config with the spare-capacity and payoff rules off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1).",
+		Doc:    "The plain live p95 with the budget: the zero hedge.Config with the spare-capacity and payoff rules off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1).",
 		Config: constant(hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}),
 	},
 	{
@@ -147,7 +147,7 @@ func defaultDoc() string {
 	if pol.Delay() == (hedge.Percentile{}) {
 		delay = "a live percentile of recent primary latencies (hedge.Percentile{}, its defaults)"
 	}
-	return fmt.Sprintf("%s As built: delay %s, at most %d copies per request, budget %s, replicas chosen by hedge.Picker's default; in full: %s. Formerly named hedge-live.",
+	return fmt.Sprintf("%s As built: delay %s, at most %d copies per request, budget %s, replicas chosen by hedge.Picker's default; in full: %s. hedge-live is accepted as an alias.",
 		doc, delay, pol.MaxAttempts(), pol.Budget(), pol)
 }
 

@@ -68,8 +68,8 @@ type MethodName struct {
 // onto a hedge.Config.
 type HedgingPolicy struct {
 	// MaxAttempts is the most copies of a call, the primary included:
-	// 2 to hedge.HardMaxAttempts (5). ParseServiceConfig caps larger
-	// values at 5, as gRPC does.
+	// 2 to hedge.HardMaxAttempts, which is gRPC's limit too.
+	// ParseServiceConfig caps larger values at it, as gRPC does.
 	MaxAttempts int
 	// Delay is hedgingDelay: the wait before each further copy. Zero
 	// sends every copy at once; hedge.Never sends none on the timer (a
