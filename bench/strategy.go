@@ -59,7 +59,7 @@ var builtinStrategies = []Strategy{
 	},
 	{
 		Name:   "hedge-live-plain",
-		Doc:    "The plain live p95 of earlier versions: the zero hedge.Config with the spare-capacity and payoff rules off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1).",
+		Doc:    "The plain live p95 with the budget: the zero hedge.Config with the spare-capacity and payoff rules off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1).",
 		Config: constant(hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}),
 	},
 	{
@@ -143,7 +143,7 @@ func defaultDoc() string {
 	if err != nil {
 		return doc
 	}
-	return fmt.Sprintf("%s As built: %v; replicas chosen by hedge.Picker's default. Formerly named hedge-live.", doc, h)
+	return fmt.Sprintf("%s As built: %v; replicas chosen by hedge.Picker's default. hedge-live is accepted as an alias.", doc, h)
 }
 
 var (

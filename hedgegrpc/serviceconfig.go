@@ -68,8 +68,8 @@ type MethodName struct {
 // onto a hedge.Config.
 type HedgingPolicy struct {
 	// MaxAttempts is the most copies of a call, the primary included:
-	// 2 to hedge.HardMaxAttempts (5). ParseServiceConfig caps larger
-	// values at 5, as gRPC does.
+	// 2 to hedge.HardMaxAttempts, which is gRPC's limit too.
+	// ParseServiceConfig caps larger values at it, as gRPC does.
 	MaxAttempts int
 	// Delay is hedgingDelay: the wait before each further copy. Zero
 	// sends every copy at once; hedge.Never sends none on the timer (a
@@ -85,10 +85,12 @@ type HedgingPolicy struct {
 }
 
 // RetryThrottling is a parsed retryThrottling: gRPC's token bucket that
-// stops hedges while too many requests fail. It maps onto hedge.NewThrottle.
+// stops hedges while too many requests fail. It maps onto hedge.NewThrottle:
+// MaxTokens and TokenRatio are its arguments, and its doc says which values
+// it accepts.
 type RetryThrottling struct {
-	MaxTokens  float64 // in (0, 1000]
-	TokenRatio float64 // > 0; hedge.NewThrottle needs at least 0.001 and at most MaxTokens
+	MaxTokens  float64
+	TokenRatio float64
 }
 
 // ConfigError is one mistake in a service config, or one warning (see
@@ -123,7 +125,7 @@ func (e *ConfigError) Error() string {
 // if present, lists code names such as "UNAVAILABLE" or numbers 1 to 16;
 // an entry may not set both retryPolicy and hedgingPolicy; a name needs a
 // service if it has a method, and no name may appear twice; retryThrottling
-// needs maxTokens in (0, 1000] and tokenRatio in [0.001, maxTokens].
+// needs maxTokens and tokenRatio that hedge.NewThrottle accepts.
 //
 // Field names: gRPC ignores keys it does not know, so a misspelt key
 // silently turns hedging off. ParseServiceConfig therefore refuses a key
@@ -534,42 +536,59 @@ func checkMaxAttempts(field string, n int) error {
 	return nil
 }
 
-// check reports the mistakes in a throttle, including the engine's own
-// limits.
+// check reports the mistakes in a throttle.
 func (rt *RetryThrottling) check(path string) []error {
 	return checkThrottle(path, &rt.MaxTokens, &rt.TokenRatio)
 }
 
-// checkThrottle reports the mistakes in a throttle's fields, each on its
-// own; nil is a field that is missing or not a number (reported already).
-// tokenRatio is compared with maxTokens only when maxTokens is valid, so
-// that one mistake is not reported twice.
+// throttleFields are the fields of retryThrottling in the order of
+// hedge.NewThrottle's arguments.
+var throttleFields = [...]string{"maxTokens", "tokenRatio"}
+
+// checkThrottle reports the mistakes in a throttle's fields as
+// hedge.NewThrottle finds them, so that its rules are written once: each
+// mistake is a *ConfigError on the field it concerns, with NewThrottle's
+// message. nil is a field that is missing or not a number (reported
+// already): NaN stands in for it, and what NewThrottle says about it is
+// dropped. NewThrottle judges tokenRatio against maxTokens only when
+// maxTokens is valid, so one mistake is not reported twice.
 func checkThrottle(path string, maxTokens, tokenRatio *float64) []error {
+	vals := [...]*float64{maxTokens, tokenRatio}
+	if vals[0] == nil && vals[1] == nil {
+		return nil
+	}
+	args := [...]float64{math.NaN(), math.NaN()}
+	for i, v := range vals {
+		if v != nil {
+			args[i] = *v
+		}
+	}
+	_, err := hedge.NewThrottle(args[0], args[1])
+	if err == nil {
+		return nil
+	}
+	all := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		all = j.Unwrap()
+	}
 	var errs []error
-	mtOK := false
-	if mt := maxTokens; mt != nil {
-		if math.IsNaN(*mt) || *mt <= 0 || *mt > 1000 {
-			errs = append(errs, &ConfigError{Field: path + ".maxTokens", Msg: fmt.Sprintf("%v is outside (0, 1000]: use e.g. 10", *mt)})
-		} else {
-			mtOK = true
+	for _, e := range all {
+		ce := &ConfigError{Field: path, Msg: e.Error()}
+		for i, name := range throttleFields {
+			// NewThrottle names the field it refuses: "hedge: throttle
+			// maxTokens 0 is outside ...". A message that names none
+			// stays on the throttle as a whole.
+			if msg, ok := strings.CutPrefix(e.Error(), "hedge: throttle "+name+" "); ok {
+				if vals[i] == nil {
+					ce = nil
+				} else {
+					ce.Field, ce.Msg = path+"."+name, msg
+				}
+				break
+			}
 		}
-	}
-	if tr := tokenRatio; tr != nil {
-		field := path + ".tokenRatio"
-		switch {
-		case math.IsNaN(*tr) || *tr <= 0:
-			errs = append(errs, &ConfigError{Field: field, Msg: fmt.Sprintf("%v is not above 0: use e.g. 0.1", *tr)})
-		case *tr < 0.001:
-			errs = append(errs, &ConfigError{Field: field, Msg: fmt.Sprintf("%v is outside [0.001, maxTokens]: the bucket counts thousandths of a token; use e.g. 0.1", *tr)})
-		case mtOK && *tr > *maxTokens:
-			errs = append(errs, &ConfigError{Field: field, Msg: fmt.Sprintf("%v is outside [0.001, maxTokens], maxTokens being %v: a success may not credit more than the whole bucket; use e.g. 0.1", *tr, *maxTokens)})
-		}
-	}
-	if len(errs) == 0 && maxTokens != nil && tokenRatio != nil {
-		// The engine's own check, should its limits ever differ from the
-		// above.
-		if _, err := hedge.NewThrottle(*maxTokens, *tokenRatio); err != nil {
-			errs = append(errs, &ConfigError{Field: path, Msg: err.Error()})
+		if ce != nil {
+			errs = append(errs, ce)
 		}
 	}
 	return errs

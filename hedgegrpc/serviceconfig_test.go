@@ -3,6 +3,8 @@ package hedgegrpc_test
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -203,8 +205,8 @@ func TestParseServiceConfigInvalid(t *testing.T) {
 		{"maxTokens zero", `{"retryThrottling": {"maxTokens": 0, "tokenRatio": 0.1}}`, "retryThrottling.maxTokens", "outside (0, 1000]"},
 		{"maxTokens above 1000", `{"retryThrottling": {"maxTokens": 1001, "tokenRatio": 0.1}}`, "retryThrottling.maxTokens", "outside (0, 1000]"},
 		{"maxTokens missing", `{"retryThrottling": {"tokenRatio": 0.1}}`, "retryThrottling.maxTokens", "missing"},
-		{"tokenRatio zero", `{"retryThrottling": {"maxTokens": 10, "tokenRatio": 0}}`, "retryThrottling.tokenRatio", "not above 0"},
-		{"tokenRatio negative", `{"retryThrottling": {"maxTokens": 10, "tokenRatio": -1}}`, "retryThrottling.tokenRatio", "not above 0"},
+		{"tokenRatio zero", `{"retryThrottling": {"maxTokens": 10, "tokenRatio": 0}}`, "retryThrottling.tokenRatio", "0 is outside [0.001, maxTokens]"},
+		{"tokenRatio negative", `{"retryThrottling": {"maxTokens": 10, "tokenRatio": -1}}`, "retryThrottling.tokenRatio", "-1 is outside [0.001, maxTokens]"},
 		{"tokenRatio below resolution", `{"retryThrottling": {"maxTokens": 10, "tokenRatio": 0.0001}}`, "retryThrottling.tokenRatio", "outside [0.001, maxTokens]"},
 		{"tokenRatio string", `{"retryThrottling": {"maxTokens": 10, "tokenRatio": "0.1"}}`, "retryThrottling.tokenRatio", "not a number"},
 	} {
@@ -238,7 +240,7 @@ func TestParseServiceConfigReportsEveryMistake(t *testing.T) {
 		"methodConfig[0].hedgingPolicy.hedgingDelay: \"-2s\" is negative",
 		"methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]: \"NOPE\"",
 		"retryThrottling.maxTokens: 0 is outside (0, 1000]",
-		"retryThrottling.tokenRatio: 0 is not above 0",
+		"retryThrottling.tokenRatio: 0 is outside [0.001, maxTokens]",
 	}
 	for _, w := range want {
 		if err == nil || !strings.Contains(err.Error(), w) {
@@ -266,6 +268,80 @@ func TestNewFromServiceConfigValidates(t *testing.T) {
 			var ce *hedgegrpc.ConfigError
 			if !errors.As(err, &ce) || ce.Field != tc.field {
 				t.Errorf("error %v, want a *ConfigError for %s", err, tc.field)
+			}
+		})
+	}
+}
+
+// retryThrottling is checked by hedge.NewThrottle: ParseServiceConfig and
+// Validate refuse what it refuses, each mistake a *ConfigError on its field
+// with NewThrottle's message, and accept what it accepts.
+func TestRetryThrottlingCheckedByNewThrottle(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		name                  string
+		maxTokens, tokenRatio float64
+		fields                []string // the fields refused, none if valid
+	}{
+		{"valid", 10, 0.1, nil},
+		{"largest bucket, finest ratio", 1000, 0.001, nil},
+		{"ratio equal to maxTokens", 4, 4, nil},
+		{"ratio with more than 3 decimals", 10, 0.1234, nil}, // rounded to thousandths
+		{"maxTokens zero", 0, 0.1, []string{"maxTokens"}},
+		{"maxTokens negative", -5, 0.1, []string{"maxTokens"}},
+		{"maxTokens too large", 1001, 0.1, []string{"maxTokens"}},
+		{"maxTokens NaN", nan, 0.1, []string{"maxTokens"}},
+		{"maxTokens infinite", inf, 0.1, []string{"maxTokens"}},
+		{"tokenRatio zero", 10, 0, []string{"tokenRatio"}},
+		{"tokenRatio negative", 10, -0.5, []string{"tokenRatio"}},
+		{"tokenRatio below a thousandth", 10, 0.0009, []string{"tokenRatio"}},
+		{"tokenRatio NaN", 10, nan, []string{"tokenRatio"}},
+		{"tokenRatio above maxTokens", 1, 2, []string{"tokenRatio"}},
+		{"maxTokens below a thousandth leaves no tokenRatio", 0.0005, 0.001, []string{"tokenRatio"}},
+		{"both wrong", 0, 0, []string{"maxTokens", "tokenRatio"}},
+		{"tokenRatio not judged against a wrong maxTokens", 2000, 1500, []string{"maxTokens"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, engineErr := hedge.NewThrottle(tc.maxTokens, tc.tokenRatio)
+			check := func(how string, err error) {
+				t.Helper()
+				if (err == nil) != (engineErr == nil) {
+					t.Fatalf("%s: error %v, hedge.NewThrottle's %v", how, err, engineErr)
+				}
+				if err == nil {
+					return
+				}
+				var got []string
+				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+					var ce *hedgegrpc.ConfigError
+					if !errors.As(e, &ce) {
+						t.Fatalf("%s: %v is not a *ConfigError", how, e)
+					}
+					field, ok := strings.CutPrefix(ce.Field, "retryThrottling.")
+					if !ok || !strings.Contains(engineErr.Error(), "hedge: throttle "+field+" "+ce.Msg) {
+						t.Errorf("%s: %s: %s is not hedge.NewThrottle's %q", how, ce.Field, ce.Msg, engineErr)
+					}
+					if !strings.Contains(ce.Msg, "use e.g.") {
+						t.Errorf("%s: %s: %q does not say what to use", how, ce.Field, ce.Msg)
+					}
+					got = append(got, field)
+				}
+				if !slices.Equal(got, tc.fields) {
+					t.Errorf("%s: refused %v, want %v", how, got, tc.fields)
+				}
+			}
+			sc := hedgegrpc.ServiceConfig{RetryThrottling: &hedgegrpc.RetryThrottling{MaxTokens: tc.maxTokens, TokenRatio: tc.tokenRatio}}
+			check("Validate", sc.Validate())
+			if math.IsNaN(tc.maxTokens) || math.IsNaN(tc.tokenRatio) || math.IsInf(tc.maxTokens, 0) {
+				return // JSON has no such numbers
+			}
+			js := fmt.Sprintf(`{"retryThrottling": {"maxTokens": %v, "tokenRatio": %v}}`, tc.maxTokens, tc.tokenRatio)
+			parsed, err := hedgegrpc.ParseServiceConfig(js)
+			check("ParseServiceConfig", err)
+			if err == nil {
+				if b, err := parsed.RetryThrottling.Budget(); err != nil || b == nil {
+					t.Errorf("Budget() = %v, %v after a valid parse", b, err)
+				}
 			}
 		})
 	}
@@ -439,14 +515,14 @@ func TestParseServiceConfigReportsEveryMistakeAtOnce(t *testing.T) {
 		}},
 		{"throttling: a missing maxTokens next to a wrong tokenRatio", `{"retryThrottling": {"tokenRatio": -1}}`, []string{
 			"retryThrottling.maxTokens: missing",
-			"retryThrottling.tokenRatio: -1 is not above 0",
+			"retryThrottling.tokenRatio: -1 is outside [0.001, maxTokens]",
 		}},
 		{"throttling: both out of range", `{"retryThrottling": {"maxTokens": 1001, "tokenRatio": 0.0001}}`, []string{
 			"retryThrottling.maxTokens: 1001 is outside (0, 1000]",
 			"retryThrottling.tokenRatio: 0.0001 is outside [0.001, maxTokens]",
 		}},
 		{"throttling: tokenRatio above maxTokens", `{"retryThrottling": {"maxTokens": 1, "tokenRatio": 2}}`, []string{
-			"retryThrottling.tokenRatio: 2 is outside [0.001, maxTokens], maxTokens being 1",
+			"retryThrottling.tokenRatio: 2 is outside [0.001, maxTokens]",
 		}},
 		{"every entry, every field", `{
 			"methodConfig": [
@@ -519,7 +595,7 @@ func TestNewFromServiceConfigReportsEveryMistakeAtOnce(t *testing.T) {
 		"methodConfig[0].hedgingPolicy.hedgingDelay: -1s is negative",
 		"methodConfig[1].hedgingPolicy.nonFatalStatusCodes[0]: OK is not a failure",
 		"retryThrottling.maxTokens: 0 is outside",
-		"retryThrottling.tokenRatio: 0 is not above 0",
+		"retryThrottling.tokenRatio: 0 is outside [0.001, maxTokens]",
 		"sets retryThrottling and base Config sets Budget",
 		"base Config: hedge: Config.MaxHedgesInFlight",
 	} {

@@ -19,9 +19,10 @@ var ErrClosed = errors.New("hedgeredis: client is closed")
 
 var errNoCommand = errors.New("hedgeredis: Do without arguments: give the command name first, as in Do(ctx, \"GET\", key)")
 
-// Config configures a Client. The zero Config hedges with the zero
-// hedge.Config (a live p95 delay per command, hedges budgeted to 10% of
-// reads, two copies at most) and writes to replica 0.
+// Config configures a Client. The zero Config hedges reads with the zero
+// hedge.Config (a live percentile delay per command, hedge.DefaultBudget,
+// the spare-capacity and payoff rules; see hedge.Config) and writes to
+// replica 0.
 type Config struct {
 	// Hedge configures the Client's Hedger. Replicas must be 0 or the
 	// number of clients; it is set to the number of clients.

@@ -113,8 +113,8 @@ func TestNewReportsEveryMistake(t *testing.T) {
 	}
 }
 
-// TestNewFromOptionsReportsEveryMistake: a nil options entry no longer
-// hides the other mistakes.
+// TestNewFromOptionsReportsEveryMistake: a nil options entry does not
+// hide the other mistakes.
 func TestNewFromOptionsReportsEveryMistake(t *testing.T) {
 	_, err := NewFromOptions([]*redis.Options{nil, {Addr: "127.0.0.1:1"}, nil, {Addr: "127.0.0.1:1"}}, Config{
 		Primary: 4,

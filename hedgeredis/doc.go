@@ -227,7 +227,8 @@
 //	PoolSize >= 2 × λ / (N−1) × (1 + r) × L99
 //
 // where λ is the Client's peak read rate, N the number of replicas, r the
-// hedge budget's ratio (0.1 by default) and L99 the p99 of a healthy read.
+// hedge budget's ratio (hedge.DefaultBudget's by default) and L99 the p99
+// of a healthy read.
 // For 20,000 reads/s over 3 replicas, r = 0.1 and L99 = 2 ms: 2 × 10,000 ×
 // 1.1 × 0.002 = 44 connections per replica (go-redis's default is 10 per
 // GOMAXPROCS).

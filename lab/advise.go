@@ -32,7 +32,7 @@ type AdviseRecommendation struct {
 	Delay   string  `json:"delay"`
 	DelayMs float64 `json:"delay_ms"`
 	// Budget reports whether the recommendation keeps the library's
-	// default budget (10% of requests).
+	// default budget (hedge.DefaultBudget).
 	Budget bool `json:"budget"`
 	// HedgeRate is the share of requests that send a hedge, in percent.
 	HedgeRate float64 `json:"hedge_rate_pct"`

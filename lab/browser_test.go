@@ -52,7 +52,7 @@ func requireDeps() bool { return os.Getenv("HEDGE_REQUIRE_DEPS") == "1" }
 // and is skipped without it, unless HEDGE_REQUIRE_DEPS=1, when it fails.
 // A second lab serves a small study just run by sim.RunStudy, for the
 // library default's line; the first serves the embedded study, which may
-// predate it. With -screenshots it saves the views to docs/.
+// not have run it. With -screenshots it saves the views to docs/.
 func TestBrowser(t *testing.T) {
 	exe := chromiumPath
 	if p := os.Getenv("HEDGE_CHROMIUM"); p != "" {
@@ -122,8 +122,8 @@ func TestBrowser(t *testing.T) {
 		}
 	}()
 
-	// A second lab serves a study that ran the library default, as newer
-	// ones do; the first serves the embedded one, which may predate it.
+	// A second lab serves a study that ran the library default; the first
+	// serves the embedded one, which may not have run it.
 	s2, err := New(Options{DefaultRequests: size, MaxConcurrent: 2, Study: newerStudy(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -359,8 +359,8 @@ func (b *browser) study(t *testing.T) {
 		t.Errorf("stalls note should name the quiet-day collapse: %q", note)
 	}
 	b.shot("lab-study.png")
-	// The embedded study may predate the library default: its series is
-	// then offered but disabled.
+	// The embedded study may not have run the library default: its series
+	// is then offered but disabled.
 	has := bytes.Contains(EmbeddedStudy(), []byte(`"strategy": "default"`)) || bytes.Contains(EmbeddedStudy(), []byte(`"strategy":"default"`))
 	if off := eval[bool](b, `document.querySelector('input[data-series="default"]').disabled`); off == has {
 		t.Errorf("library default series disabled %v, with default rows in the study %v", off, has)

@@ -9,8 +9,8 @@
 //     log-normal sizes with tail heaviness sigma), the utilisation before
 //     hedging, a strategy (none, fixed delay, a percentile delay measured
 //     on a quiet day or at this load, live percentile, a percentile delay
-//     with a budget, or the library default: the live p95 of primaries
-//     with a 10% budget), cancel the loser, tied requests and routing.
+//     with a budget, or the library default: the zero hedge.Config),
+//     cancel the loser, tied requests and routing.
 //     Every change reruns the simulator (debounced, the previous request
 //     aborted) and shows a verdict, the p50/p95/p99/p99.9 side by side with
 //     the gap, extra attempts and extra work, and a CCDF on log axes.
@@ -82,8 +82,7 @@
 // is hedge-p95-quiet or hedge-p95-per-load (calib=quiet or load), with the
 // chosen percentile as its delay; live is hedge-p95-live; budget is
 // hedge-quiet-budget; default is sim's default, the library's zero
-// hedge.Config (what hedge.New runs: the live p95 of the last 1,000
-// primaries, a budget of 10% of requests, two copies); tied=true is tied,
+// hedge.Config (what hedge.New runs with nothing set); tied=true is tied,
 // whatever the strategy. The hedging ones are presets of a hedge.Config
 // (sim.Config.HedgeConfig), so the page measures the library's own
 // decisions. For the live estimates (live, default) the delay shown is the
@@ -187,7 +186,7 @@
 // instead, for example one just written by "hedge study --quick". Each
 // line is a strategy's rows; the library default's (strategy "default")
 // is drawn when the results have it, and offered but disabled when they
-// come from a study that predates it.
+// come from a study that did not run it.
 //
 // # What this package is not
 //

@@ -49,7 +49,7 @@ type ExploreParams struct {
 	// Percentile measured at Calibration), live (the live LiveP
 	// percentile of recent latencies), budget (the percentile delay plus
 	// a token-bucket budget of Budget percent) or default (the library's
-	// zero hedge.Config: the live p95 of primaries with a 10% budget).
+	// zero hedge.Config).
 	// Default percentile. Each runs one of the simulator's strategies
 	// (see choices).
 	Strategy string `json:"strategy"`

@@ -9,8 +9,8 @@ import (
 
 // A malformed query is refused with a 400 that names the parameter, on
 // every endpoint that reads one, instead of falling back to the defaults:
-// url.URL.Query drops the parse error, so "load=5;" used to answer for
-// load 0.5.
+// url.URL.Query drops the parse error, so without the check "load=5;"
+// would answer for load 0.5.
 func TestMalformedQuery(t *testing.T) {
 	_, ts := newTestServer(t, Options{})
 	many := strings.Repeat("seed=1&", 10_000) + "seed=1"

@@ -6,7 +6,7 @@ import "math/bits"
 // below 64 have one bucket each, and every power-of-two range above that
 // ("octave") is cut into 64 equal buckets. A bucket [lo, lo+w) in octave e
 // has w = 2^(e-6) and lo >= 64*w, so reporting its midpoint is off by at most
-// w/2 / lo <= 1/128 (0.79%) from any value inside it.
+// w/2 / lo <= 1/128 (about 0.78%) from any value inside it.
 const (
 	subBits    = 6
 	subCount   = 1 << subBits // buckets per octave

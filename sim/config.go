@@ -366,8 +366,9 @@ type Config struct {
 	// CancelDelay delays Tied's start-of-service cancellation by this many
 	// units. Zero cancels instantly.
 	CancelDelay float64
-	// MaxAttempts is the most copies per request, 1 to 5 (2). Tied sends
-	// all of them at arrival; hedging sends each after another delay.
+	// MaxAttempts is the most copies per request, 1 to the constant
+	// MaxAttempts (2). Tied sends all of them at arrival; hedging sends
+	// each after another delay.
 	MaxAttempts int
 	// Fanout is how many sub-requests a request sends (1). Each is
 	// routed, hedged and measured for hedging purposes independently.

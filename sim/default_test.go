@@ -126,7 +126,7 @@ func TestDefaultAlternatives(t *testing.T) {
 		cfg       hedge.Config
 		placement int // Config.placement: another place for the copy
 	}{
-		{"plain live p95 with the budget (the old default)", hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}, 0},
+		{"plain live p95 with the budget (MaxReplicaLoad AnyReplicaLoad, MinWinRate -1)", hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}, 0},
 		{"spare capacity only (MinWinRate -1)", hedge.Config{MinWinRate: -1}, 0},
 		{"payoff only (MaxReplicaLoad AnyReplicaLoad)", hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad}, 0},
 		{"the default", hedge.Config{}, 0},

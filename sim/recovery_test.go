@@ -19,7 +19,7 @@ type recoveryCase struct {
 var recoveryCases = []recoveryCase{
 	{"none", func(c *Config) { c.Strategy = None }},
 	{"default", func(c *Config) { c.Strategy = Default }},
-	{"old default (live p95, 10% budget)", func(c *Config) {
+	{"plain live p95, 10% budget", func(c *Config) {
 		c.Strategy = Default
 		c.Hedge = &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}
 	}},
