@@ -69,6 +69,8 @@ func NewThrottle(maxTokens, tokenRatio float64) (*Budget, error) {
 	var errs []error
 	if math.IsNaN(maxTokens) || maxTokens <= 0 || maxTokens > 1000 {
 		errs = append(errs, fmt.Errorf("hedge: throttle maxTokens %v is outside (0, 1000] (the gRPC limit): use e.g. 10", maxTokens))
+	} else if maxTokens < 1.0/tokenScale {
+		errs = append(errs, fmt.Errorf("hedge: throttle maxTokens %v is below the bucket's resolution of %v: use e.g. 10", maxTokens, 1.0/tokenScale))
 	}
 	// tokenRatio is checked against maxTokens only when maxTokens is valid,
 	// so that one mistake is not reported twice.

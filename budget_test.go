@@ -116,7 +116,7 @@ func TestBudgetRejectsBadArguments(t *testing.T) {
 			t.Errorf("NewBudget(%v, %v) succeeded", c.ratio, c.burst)
 		}
 	}
-	for _, c := range []struct{ max, ratio float64 }{{0, 0.1}, {1001, 0.1}, {10, 0}, {10, 11}} {
+	for _, c := range []struct{ max, ratio float64 }{{0, 0.1}, {1001, 0.1}, {10, 0}, {10, 11}, {0.0005, 0.0005}} {
 		if _, err := NewThrottle(c.max, c.ratio); err == nil {
 			t.Errorf("NewThrottle(%v, %v) succeeded", c.max, c.ratio)
 		}

@@ -297,7 +297,7 @@ func TestRetryThrottlingCheckedByNewThrottle(t *testing.T) {
 		{"tokenRatio below a thousandth", 10, 0.0009, []string{"tokenRatio"}},
 		{"tokenRatio NaN", 10, nan, []string{"tokenRatio"}},
 		{"tokenRatio above maxTokens", 1, 2, []string{"tokenRatio"}},
-		{"maxTokens below a thousandth leaves no tokenRatio", 0.0005, 0.001, []string{"tokenRatio"}},
+		{"maxTokens below a thousandth", 0.0005, 0.001, []string{"maxTokens"}},
 		{"both wrong", 0, 0, []string{"maxTokens", "tokenRatio"}},
 		{"tokenRatio not judged against a wrong maxTokens", 2000, 1500, []string{"maxTokens"}},
 	} {
