@@ -391,12 +391,12 @@ func heldBack(held [hedge.NumRefusals]int) string {
 	var parts []string
 	for why, n := range held {
 		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %v", n, hedge.Refusal(why)))
+			parts = append(parts, fmt.Sprintf("%v %d times", hedge.Refusal(why), n))
 		}
 	}
 	if len(parts) == 0 {
 		return "In the default line's replay, no rule held a copy back."
 	}
-	return "In the default line's replay, the library's rules held copies back " + strings.Join(parts, ", ") +
-		" (busy: no idle replica, or the pause while fewer than a quarter of primaries find one; payoff: hedges of that kind were not paying; each ask counts)."
+	return "In the default line's replay, the library's rules held copies back: " + strings.Join(parts, ", ") +
+		" (busy: no idle replica, or the pause while fewer than a quarter of primaries find one; payoff: hedges on the same evidence were not paying; budget: no token; each ask counts)."
 }
