@@ -50,7 +50,7 @@ import (
 // other won counted for a while longer (hedge.Policy.Ghost). A copy that
 // goes draws its latency from its moment, as local's copies do: the
 // replay's timeline (which copy answers first, which replica answers
-// when, what the payoff rule and the delay learn) follows one seeded draw
+// when, what the payoff rule and the spare share learn) follows one draw
 // from that pool, and the reported percentiles and work average over the
 // pool, as local's do. The primaries' latencies are the sample's, whatever
 // the copies do: a copy adds no load to the servers.
