@@ -107,8 +107,10 @@ type Prediction struct {
 	// the default budget, and the rules that hold back hedges to busy
 	// replicas and hedges that do not pay, which only a simulation of
 	// the replicas can apply. Its Choice.Delay is the mean delay it used.
-	// It is not among the rows the recommendation is chosen from: its
-	// delay is not one to configure.
+	// In the moment-local estimate, it is the zero Config's own decision
+	// replayed on the sample's requests (see the package doc), with the
+	// sample's p95 for delay. It is not among the rows the recommendation
+	// is chosen from: its delay is not one to configure.
 	Default *Outcome
 }
 
@@ -283,7 +285,7 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 			Title: "Independent copies of the moment (from the sample's send times)",
 			Today: rep.Today,
 			Assumes: []string{
-				"A copy's latency is drawn from the requests sent within half a delay of the copy's own send time (at most the 64 nearest), not from the whole sample: a copy sent into a burst of slowness is slow too. Informative, not among the estimates the recommendation is judged by.",
+				"A copy's latency is drawn from the requests sent within half a delay of the copy's own send time (at most the 64 nearest; when none was, the nearest before and after), not from the whole sample: a copy sent into a burst of slowness is slow too. Informative, not among the estimates the recommendation is judged by.",
 				"Otherwise as the independent estimate: one replica's latencies stand for all, a copy adds no load, and work is server time, taken equal to latency.",
 			},
 		}
@@ -304,12 +306,15 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 			r = s.replicaCount()
 		}
 		if r >= 2 {
-			def, err := localDefault(ctx, e, s, lat, order, r, o.SendLag, o.Seed, rep.Today)
+			def, held, err := localDefault(ctx, e, s, lat, order, r, o.SendLag, o.Seed, rep.Today)
 			if err != nil {
 				return nil, err
 			}
 			loc.Default = &def
-			loc.Assumes = append(loc.Assumes, fmt.Sprintf("The default line replays the library's spare-capacity rule on the occupancy the sample records: at each moment a hedge is asked for, the requests in flight then, spread at random over %d replicas, decide whether the copy finds an idle one (otherwise it is asked for again a delay later). Its delay is the sample's p95; its payoff rule is not replayed.", r))
+			loc.Assumes = append(loc.Assumes,
+				fmt.Sprintf("The default line replays the sample's requests in the order they were sent, spread at random over %d replicas as the library's picker spreads them, and lets the library's own decision (decide.Policy, driven as Do drives it) rule on every copy: the sample's p95 for delay (where the live p95 of primaries settles), the spare-capacity rule on the occupancy the replay records (a copy only to an idle replica, asked for again a delay later; none while fewer than a quarter of primaries find their replica idle), the payoff rule (hedges classed by what the client saw of the primary's replica, held back while they neither win nor lose cheaply, learning from the replay's own outcomes) and the default budget.", r),
+				"Approximations of the default line: the delay is the sample's p95 throughout, where the library's follows the latencies as they move; the primaries' latencies are the sample's whatever the copies do (a copy adds no load to the servers), and a copy's latency is drawn from its moment's requests, one draw deciding the replay's course (which copy answers first, what the rules learn) while the percentiles and work average over the whole pool.",
+				heldBack(held))
 		} else {
 			rep.Notes = append(rep.Notes, "The moment-local estimate has no line for the library's default: it needs the number of replicas, from --replicas or a replica field.")
 		}

@@ -56,25 +56,38 @@
 //
 // With send times (a timestamped sample), a further, informative estimate
 // draws each copy's latency from the requests sent within half a delay of
-// the copy's own send time (the 64 nearest at most) instead of from the
-// whole sample: a copy sent into a burst of slowness is slow too, which
+// the copy's own send time (the 64 nearest at most; the nearest before and
+// after when none was) instead of from the whole sample: a copy sent into
+// a burst of slowness is slow too, which
 // the independent estimate cannot see. It is shown beside the others and
 // does not take part in the recommendation. Given the number of replicas
 // (Options.Replicas, or a replica field), it also has a line for the
 // library's default: the sample's requests replayed in the order they were
-// sent, each placed on the less busy of two replicas, busy meaning
-// requests placed there and not yet answered by the sample's own
-// latencies, and the spare-capacity rule applied to that occupancy (a
-// copy only to an idle replica, asked for again a delay later), with the
-// sample's p95 for delay and the default budget; the payoff rule is not
-// replayed. A request asks at most a thousand times, and with a p95 of 0
-// (a sample logged in whole milliseconds) once, as the library asks again
-// only after a positive delay. Slowness that holds every replica's
-// requests at once, such as a client's pause, keeps them all busy, and the rule holds back the
-// hedges it would bring: the simulated estimates, whose requests are
-// slow each on its own, hedge those, and overstated the default's hedge
-// rate about fourfold against hedge bench, where the replay came within a
-// tenth (BENCHMARKS.md).
+// sent, on a virtual clock, each placed on the less busy of two replicas
+// (hedge.Picker), busy meaning this client's copies in flight there, and
+// every copy decided by the library's own decide.Policy for the zero
+// Config, driven through its decide.Runtime interface as the live engine
+// and the simulator drive it. So every rule of the default applies as it
+// ships: a copy only to an idle replica, asked for again a delay later;
+// no copy while fewer than a quarter of recent primaries found their
+// replica idle; the payoff rule, which stops hedges that neither win often
+// nor lose cheaply, learning from the replay's outcomes in the order they
+// happen; the default budget. The delay is the sample's p95 (where the
+// library's live p95 settles; it does not follow the load as the live one
+// does). A copy's latency is drawn from its moment, as the estimate's
+// other copies are: one seeded draw sets the replay's course, and the
+// percentiles average over the moment's requests; the primaries keep
+// their recorded latencies, a copy adding no load to the servers. A
+// request asks at most a thousand times, and with a p95 of 0 (a sample
+// logged in whole milliseconds) once, as the library asks again only
+// after a positive delay. Slowness that holds every replica's requests at
+// once, such as a client's pause, keeps them all busy, and the rule holds
+// back the hedges it would bring: the simulated estimates, whose requests
+// are slow each on its own, hedge those, and overstated the default's
+// hedge rate about fourfold against hedge bench, where the replay came
+// within a tenth (BENCHMARKS.md). Where copies could not win (big
+// requests, slow on any replica), the payoff rule stops them, as it does
+// live.
 //
 // Every row is plain hedging: a fixed delay, at most two copies, the
 // default budget or none, and the library's evidence rules (spare

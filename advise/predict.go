@@ -1,7 +1,6 @@
 package advise
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/drill"
-	"github.com/tailcut/hedge/internal/decide"
 )
 
 // Choice is one hedge delay that advise evaluates: a percentile of the
@@ -328,7 +326,9 @@ func independentLags(ctx context.Context, e *empirical, lat []float64, order []i
 // slow network, every replica busy) is slow too. It needs send times, and
 // order must list the requests in the order they were sent. A copy draws
 // from at most localPool requests, the nearest to its send time; a copy
-// whose window holds no request draws from the whole sample.
+// whose window holds no request (requests sparse beside the delay) draws
+// from the nearest request sent before its send time and the nearest
+// after, the requests of its moment all the same.
 func local(ctx context.Context, e *empirical, s *Sample, lat []float64, order []int, c Choice, lag time.Duration, budget bool, today Percentiles) (Outcome, error) {
 	d := float64(c.Delay + lag)
 	ts := sendTimes(s, order)
@@ -370,13 +370,17 @@ func sendTimes(s *Sample, order []int) []float64 {
 
 // momentPool returns what a copy sent at at draws its latency from: the
 // requests sent within w of it (ts ascending, order their indices), at
-// most localPool of them, the nearest; the whole sample when none was.
+// most localPool of them, the nearest; when none was, the nearest sent
+// before at and the nearest after (the whole sample for an empty ts).
 func momentPool(e *empirical, ts []float64, order []int, lat []float64, at, w float64) *empirical {
 	m := sort.SearchFloat64s(ts, at)
 	lo := max(sort.SearchFloat64s(ts, at-w), m-localPool/2)
 	hi := min(sort.Search(len(ts), func(j int) bool { return ts[j] > at+w }), m+localPool/2)
 	if lo >= hi {
-		return e
+		lo, hi = max(m-1, 0), min(m+1, len(ts))
+		if lo >= hi {
+			return e
+		}
 	}
 	xs := make([]float64, 0, hi-lo)
 	for _, j := range order[lo:hi] {
@@ -421,144 +425,6 @@ func momentOutcome(e *empirical, lat []float64, hedged []momentCopy, work float6
 	o.P50, o.P99, o.P999 = bisectQuantile(sl, 0.5, hi), bisectQuantile(sl, 0.99, hi), bisectQuantile(sl, 0.999, hi)
 	o.ExtraWork = work/e.prefix[len(e.xs)] - 1
 	return o
-}
-
-// localDefault is the moment-local estimate of the library's zero Config
-// (hedge.Config{}) from the sample's own send times: its delay the
-// sample's p95 (what the live p95 of primaries settles at), the default
-// budget, and its spare-capacity rule replayed on the occupancy the
-// sample records. The requests are placed in the order they were sent on
-// replicas replicas, each on the less busy of two drawn at random (the
-// library's picker), busy meaning requests placed there and not yet
-// answered by the sample's own latencies. A copy goes only to an idle
-// replica: at the delay after its primary, and again every delay while
-// the primary runs, the picker's choice among the other replicas must
-// have nothing in flight, else the copy waits. Slowness that holds every
-// replica's requests at once (a client's pause, a global slowdown) keeps
-// them all busy, and the rule holds back the hedges it would bring: what
-// the other estimates, which draw each request's slowness on its own,
-// cannot see. A copy that goes draws from its moment, as local's copies
-// do. Not replayed: the payoff rule, and the pause while fewer than a
-// quarter of primaries find their replica idle.
-//
-// A request asks at most maxAsks times (a delay far below the slow
-// latencies would otherwise ask millions of times for each), and with a
-// delay of 0 (a sample logged in whole milliseconds from a faster
-// service) once, as the library asks again only after a positive delay
-// (decide.Policy.Retries). It stops with ctx's error.
-func localDefault(ctx context.Context, e *empirical, s *Sample, lat []float64, order []int, replicas int, lag time.Duration, seed uint64, today Percentiles) (Outcome, error) {
-	d := quantileOf(e.xs, 0.95)
-	asks := maxAsks
-	if d <= 0 {
-		asks = 1
-	}
-	ts := sendTimes(s, order)
-	r := rand.New(rand.NewPCG(seed, 0x1d1e))
-	occ := placeReplay(ts, order, lat, replicas, r)
-	b := newBudgetGate(true)
-	var picker decide.Picker // the library's: the better of two
-	var hedged []momentCopy
-	work := 0.0
-	for k, i := range order {
-		if k%checkEvery == 0 {
-			if err := ctx.Err(); err != nil {
-				return Outcome{}, err
-			}
-		}
-		x := lat[i]
-		b.begin()
-		held := []int{occ.replica[k]}
-		sent := false
-		for ask := 1; ask <= asks && float64(ask)*d+float64(lag) < x; ask++ {
-			at := ts[k] + float64(ask)*d + float64(lag)
-			busy := func(q int) int { return occ.inFlight(q, at) }
-			if busy(picker.Pick(replicas, held, busy, r.Uint64())) > 0 {
-				continue
-			}
-			if b.ask() {
-				dk := at - ts[k]
-				pool := momentPool(e, ts, order, lat, at, d/2)
-				hedged = append(hedged, momentCopy{x, dk, pool})
-				work += dk + 2*pool.meanMin(x-dk)
-				sent = true
-			}
-			break
-		}
-		if !sent {
-			work += x
-		}
-	}
-	o := momentOutcome(e, lat, hedged, work)
-	o.Choice, o.Budget = Choice{Label: "default", Delay: time.Duration(d + float64(lag))}, true
-	o.ratios(today)
-	o.Verdict = Judge(o)
-	return o, nil
-}
-
-// maxAsks is the most times the moment-local default line asks for one
-// request's copy: a thousand delays, far beyond the slowest request of
-// any sample whose delay is a sensible p95.
-const maxAsks = 1000
-
-// checkEvery is how many requests a loop over the sample handles between
-// checks of its context.
-const checkEvery = 1024
-
-// occupancy is where a replay placed each request (replica[k] for the
-// k-th sent) and, per replica, the sorted send and answer times of the
-// requests placed there.
-type occupancy struct {
-	replica     []int
-	starts, end [][]float64
-}
-
-// inFlight is how many requests replica q had sent and not answered at m.
-func (o *occupancy) inFlight(q int, m float64) int {
-	return sort.Search(len(o.starts[q]), func(j int) bool { return o.starts[q][j] > m }) -
-		sort.Search(len(o.end[q]), func(j int) bool { return o.end[q][j] > m })
-}
-
-// placeReplay places the requests (send times ts, ascending; latencies
-// lat[order[k]]) on replicas replicas in the order they were sent, as the
-// library's Picker places primaries: the less busy of two drawn at
-// random, busy meaning placed there and not yet answered.
-func placeReplay(ts []float64, order []int, lat []float64, replicas int, r *rand.Rand) *occupancy {
-	o := &occupancy{replica: make([]int, len(ts)), starts: make([][]float64, replicas), end: make([][]float64, replicas)}
-	// busy[q] holds the answer times of the requests on q still running,
-	// as a min-heap.
-	busy := make([]endHeap, replicas)
-	load := func(q int) int { return len(busy[q]) }
-	var picker decide.Picker
-	for k, i := range order {
-		for q := range busy {
-			for len(busy[q]) > 0 && busy[q][0] <= ts[k] {
-				heap.Pop(&busy[q])
-			}
-		}
-		q := picker.Pick(replicas, nil, load, r.Uint64())
-		o.replica[k] = q
-		heap.Push(&busy[q], ts[k]+lat[i])
-		o.starts[q] = append(o.starts[q], ts[k])
-		o.end[q] = append(o.end[q], ts[k]+lat[i])
-	}
-	for q := range o.end {
-		slices.Sort(o.end[q])
-	}
-	return o
-}
-
-// endHeap is a min-heap of answer times (container/heap).
-type endHeap []float64
-
-func (h endHeap) Len() int           { return len(h) }
-func (h endHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h endHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *endHeap) Push(x any)        { *h = append(*h, x.(float64)) }
-func (h *endHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }
 
 // localPool is the most requests a copy of the moment-local estimate

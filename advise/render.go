@@ -45,7 +45,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		if d := p.Default; d != nil {
 			how := "simulated alike"
 			if p.Kind == "independent-local" {
-				how = "its spare-capacity rule replayed on the sample's own occupancy"
+				how = "its own decision replayed on the sample's own occupancy"
 			}
 			fmt.Fprintf(&b, "  the library's default (the zero hedge.Config: a live p95 delay, about %v here; the default budget; hedges only to an idle replica, and only while they pay), %s:\n", round(d.Choice.Delay), how)
 			fmt.Fprintf(&b, "    hedged %.1f%%, p50 %v (%s), p99 %v (%s), p99.9 %v (%s), extra work %+.1f%%, %s\n",

@@ -99,7 +99,7 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.percentiles, "percentiles", "50,60,70,80,90,95,99,99.9", "sample percentiles to try as hedge delays, comma-separated (empty: none)")
 	fs.StringVar(&f.delays, "delays", "", "fixed hedge delays to try as well, comma-separated, such as 20ms,50ms")
 	fs.Float64Var(&f.load, "load", 0, "servers' utilisation without hedging, in (0, 1), for the queueing estimate (0: inferred from send times, or no queueing estimate)")
-	fs.IntVar(&f.replicas, "replicas", 0, "replicas the requests were spread over: the moment-local default line replays the spare-capacity rule on them, and the queueing estimate simulates replicas x concurrency servers (0: the replicas in the sample, or 10 for the queueing estimate)")
+	fs.IntVar(&f.replicas, "replicas", 0, "replicas the requests were spread over: the moment-local default line replays the default's decision on them, and the queueing estimate simulates replicas x concurrency servers (0: the replicas in the sample, or 10 for the queueing estimate)")
 	fs.IntVar(&f.concurrency, "concurrency", 0, "requests each replica serves at once: the queueing estimate's servers have one slot each (0: 1)")
 	fs.IntVar(&f.servers, "servers", 0, "the queueing estimate's single-slot servers as one number, replicas x concurrency; refused with --replicas or --concurrency, or on a sample with send times and no --replica-field, where it could also be the replicas: use --replicas and --concurrency")
 	fs.StringVar(&f.objective, "objective", "p99", "the tail percentile the verdicts and the recommendation are judged by: p99, or p99.9 for slowness too rare to reach the p99")

@@ -1,0 +1,163 @@
+package advise
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge"
+
+	"github.com/tailcut/hedge/internal/decide"
+)
+
+// replayed runs the default line's replay of s over replicas replicas, in
+// the order the requests were sent.
+func replayed(t *testing.T, s *Sample, replicas int) *replay {
+	t.Helper()
+	lat := make([]float64, s.Len())
+	for i, d := range s.Latencies {
+		lat[i] = float64(d)
+	}
+	rp, err := replayDefault(context.Background(), newEmpirical(s.sorted()), s, lat, replayOrder(s, false, 1), replicas, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rp
+}
+
+// hedgedOf counts the hedged requests of a replay whose primary took x.
+func hedgedOf(rp *replay, x time.Duration) int {
+	n := 0
+	for _, h := range rp.hedged {
+		if h.x == float64(x) {
+			n++
+		}
+	}
+	return n
+}
+
+// bigRequests is a sample of 40,000 requests sent every 10 ms: 1 ms each
+// but 4% of 40 ms and about 3% of 10 ms, so that the p95, the delay, is
+// 10 ms and the requests of 40 ms are those that hedge. In spells, every
+// request sent in one of two 100 ms spells in each 5 s is big (40 ms), as
+// is every one of two 80 ms spells (10 ms); alone, the same latencies come
+// one at a time among the fast ones.
+func bigRequests(spells bool) *Sample {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	s := &Sample{Source: "big requests"}
+	for k := range 40_000 {
+		at := time.Duration(k) * 10 * time.Millisecond
+		ph := at % (2500 * time.Millisecond)
+		x := time.Millisecond
+		switch {
+		case spells && ph < 100*time.Millisecond:
+			x = 40 * time.Millisecond
+		case spells && ph >= time.Second && ph < 1080*time.Millisecond:
+			x = 10 * time.Millisecond
+		case !spells && k%25 == 3:
+			x = 40 * time.Millisecond
+		case !spells && (k%100 == 17 || k%100 == 51 || k%100 == 84):
+			x = 10 * time.Millisecond
+		}
+		s.Latencies = append(s.Latencies, x)
+		s.Times = append(s.Times, t0.Add(at))
+	}
+	return s
+}
+
+// The payoff rule is in effect in the default line's replay: hedges that
+// cannot win stop. On 20 replicas, at most four requests of 40 ms are in
+// flight at once, so a replica is idle for nearly every copy, and the
+// budget (10%, bursts of 10) has a token for each of a spell's ten; the
+// spare-capacity rule alone, as the replay applied it before, sent a copy
+// of every request of 40 ms: 4% of requests.
+//
+// Alone, a request of 40 ms sends its copy at 10 ms, when the request
+// sent next (1 ms: none of the 10 ms ones follows a 40 ms one) is the
+// nearest of the copy's moment: the copy answers at 11 ms and wins, and
+// every one of the 1,600 hedges. In spells, a copy's moment is the
+// spell's, whose requests take 40 ms: it would answer at 50 ms, after its
+// primary, each loss running three delays (the payoff rule's waste), and
+// only the copy of a spell's last request, sent as the spell ends, draws
+// a fast one and wins, one in ten. The win rate falls under the payoff
+// rule's 0.35 after about 35 hedges, and from then the rule lets a
+// hedge of that kind go only by its soft gate and its probes (one in
+// 5,000 requests): far under a quarter of the 4%.
+func TestDefaultReplayStopsHedgesThatDoNotPay(t *testing.T) {
+	alone := replayed(t, bigRequests(false), 20)
+	if n := hedgedOf(alone, 40*time.Millisecond); n != 1600 || len(alone.hedged) != 1600 {
+		t.Errorf("alone: %d hedges, %d of the 40 ms requests; want every one of the 1,600", len(alone.hedged), n)
+	}
+	if p := alone.refused[hedge.RefusedPayoff]; p != 0 {
+		t.Errorf("alone: %d refusals by the payoff rule, want none: every copy wins", p)
+	}
+
+	sp := replayed(t, bigRequests(true), 20)
+	n, p := len(sp.hedged), sp.refused[hedge.RefusedPayoff]
+	if n >= 1600/4 || p == 0 {
+		t.Errorf("spells: %d hedges and %d refusals by the payoff rule; want under 400 hedges of the 1,600 requests of 40 ms, the rest refused by the payoff rule", n, p)
+	}
+	if w := sp.pol.WinRate(decide.EvidenceHead); w >= hedge.DefaultMinWinRate {
+		t.Errorf("spells: win rate %.3f of hedges on a replica with nothing ahead, want under %v", w, hedge.DefaultMinWinRate)
+	}
+	t.Logf("hedges of 40,000 requests: alone %d, in spells %d (payoff refusals %d, win rate %.3f)", len(alone.hedged), n, p, sp.pol.WinRate(decide.EvidenceHead))
+}
+
+// busyPeriods is a sample of periods of 10 ms, each of 99 requests: two
+// of 3 ms sent at its start (10 µs apart), 96 of 20 µs sent 30 µs apart
+// from 20 µs while those two run, and one of 1 ms sent at 5 ms, when
+// nothing else is in flight. Its p95 is 20 µs.
+func busyPeriods(periods int) *Sample {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	s := &Sample{Source: "busy"}
+	add := func(at, x time.Duration) {
+		s.Latencies = append(s.Latencies, x)
+		s.Times = append(s.Times, t0.Add(at))
+	}
+	for p := range periods {
+		base := time.Duration(p) * 10 * time.Millisecond
+		add(base, 3*time.Millisecond)
+		add(base+10*time.Microsecond, 3*time.Millisecond)
+		for j := range 96 {
+			add(base+20*time.Microsecond+time.Duration(j)*30*time.Microsecond, 20*time.Microsecond)
+		}
+		add(base+5*time.Millisecond, time.Millisecond)
+	}
+	return s
+}
+
+// The pause is in effect in the default line's replay: no hedge goes
+// while fewer than a quarter of recent primaries found their replica
+// idle, even to an idle replica. On two replicas each period's two
+// requests of 3 ms take one each, and the 96 short ones sent while they
+// run find both busy: 3 primaries in 99 (those two and the 1 ms one) find
+// an idle replica. The share the library keeps moves 1/1024 of the way
+// to each primary's: by a factor of (1023/1024)^96 = 0.91 a period, from
+// 1 to under a quarter in about 15 periods. The request of 1 ms, sent at
+// 5 ms onto an idle replica, finds the other idle at its delay: the
+// spare-capacity rule as the replay applied it before sent its copy in
+// each of the 400 periods (1% of requests, within the budget). Now it
+// goes in the first periods only, and later asks are refused busy with
+// an idle replica picked: the pause. On four replicas the two requests
+// of 3 ms leave two idle, the short ones nearly always find one (the
+// picker draws two of four), the share stays high, and every request of
+// 1 ms hedges.
+func TestDefaultReplayPausesWithoutSpareCapacity(t *testing.T) {
+	const periods = 400
+	two := replayed(t, busyPeriods(periods), 2)
+	n := hedgedOf(two, time.Millisecond)
+	if n < 10 || n > 20 {
+		t.Errorf("two replicas: the request of 1 ms hedged in %d periods of %d, want about the first 15", n, periods)
+	}
+	if two.paused < periods-20 {
+		t.Errorf("two replicas: %d asks refused with an idle replica picked, want one at least for each of the %d periods after the first 20", two.paused, periods-20)
+	}
+	if s := two.pol.Spare(); s >= 0.25 {
+		t.Errorf("two replicas: the share of primaries placed on an idle replica is %.3f, want under a quarter (about 3 in 99)", s)
+	}
+	four := replayed(t, busyPeriods(periods), 4)
+	if n := hedgedOf(four, time.Millisecond); n != periods || four.paused != 0 {
+		t.Errorf("four replicas: the request of 1 ms hedged in %d periods of %d, %d asks paused; want every period, none paused", n, periods, four.paused)
+	}
+	t.Logf("1 ms requests hedged: two replicas %d (spare %.3f, %d asks paused), four replicas %d (spare %.3f)", n, two.pol.Spare(), two.paused, hedgedOf(four, time.Millisecond), four.pol.Spare())
+}
