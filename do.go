@@ -3,10 +3,8 @@ package hedge
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -808,53 +806,3 @@ func (c *call[T]) fire(at time.Duration) {
 		c.wake()
 	}
 }
-
-// PanicError is what Do panics with when a copy panicked: the copy's panic
-// value and the stack of the goroutine that panicked.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
-
-// Error describes the panic with its stack.
-func (p *PanicError) Error() string {
-	return fmt.Sprintf("hedge: attempt panicked: %v\n\n%s", p.Value, p.Stack)
-}
-
-// Unwrap returns the panic value if it is an error.
-func (p *PanicError) Unwrap() error {
-	err, _ := p.Value.(error)
-	return err
-}
-
-// CopyError is the failure of one copy, in an AttemptsError.
-type CopyError struct {
-	Index int // the copy's Attempt.Index
-	Err   error
-}
-
-// Error names the copy and its error.
-func (e *CopyError) Error() string { return fmt.Sprintf("copy %d: %v", e.Index, e.Err) }
-
-// Unwrap returns the copy's error.
-func (e *CopyError) Unwrap() error { return e.Err }
-
-// AttemptsError is returned when more than one copy failed and none
-// succeeded. Errs holds each copy's error as a *CopyError, in the order they
-// failed (with ReapInBackground, the caller's context error may close the
-// list).
-type AttemptsError struct {
-	Errs []error
-}
-
-// Error lists the copies' errors.
-func (e *AttemptsError) Error() string {
-	parts := make([]string, len(e.Errs))
-	for i, err := range e.Errs {
-		parts[i] = err.Error()
-	}
-	return fmt.Sprintf("hedge: all %d copies failed: %s", len(e.Errs), strings.Join(parts, "; "))
-}
-
-// Unwrap returns the copies' errors, for errors.Is and errors.As.
-func (e *AttemptsError) Unwrap() []error { return e.Errs }

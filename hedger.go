@@ -1,7 +1,6 @@
 package hedge
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -512,109 +511,4 @@ func (h *Hedger) classes() []*opState {
 		}
 	}
 	return out
-}
-
-// idempotency is what WithIdempotencyKey and NotIdempotent attach to a
-// context.
-type idempotency struct {
-	key   string
-	write bool
-}
-
-type idemCtxKey struct{}
-
-// WithIdempotencyKey attaches an idempotency key to the request: every copy
-// sees it in Attempt.Key and should send it, so that the server applies the
-// request once however many copies arrive. A request marked NotIdempotent
-// is hedged only if it carries a key.
-func WithIdempotencyKey(ctx context.Context, key string) context.Context {
-	in, _ := ctx.Value(idemCtxKey{}).(*idempotency)
-	v := &idempotency{key: key}
-	if in != nil {
-		v.write = in.write
-	}
-	return context.WithValue(ctx, idemCtxKey{}, v)
-}
-
-// NotIdempotent marks the request as unsafe to repeat (a write). Do sends it
-// once, unhedged, unless it also carries an idempotency key, and counts it
-// in Stats.Unhedgeable.
-func NotIdempotent(ctx context.Context) context.Context {
-	in, _ := ctx.Value(idemCtxKey{}).(*idempotency)
-	v := &idempotency{write: true}
-	if in != nil {
-		v.key = in.key
-	}
-	return context.WithValue(ctx, idemCtxKey{}, v)
-}
-
-type permanent struct{ error }
-
-func (p permanent) Unwrap() error { return p.error }
-func (p permanent) Is(target error) bool {
-	return target == errPermanent
-}
-
-var errPermanent = errors.New("hedge: permanent error")
-
-type pushback struct{ error }
-
-func (p pushback) Unwrap() error { return p.error }
-
-var errPushback = errors.New("hedge: pushback")
-
-func (p pushback) Is(target error) bool { return target == errPushback }
-
-// Pushback marks err as the server asking for less traffic (HTTP 429 or a
-// Retry-After, gRPC's grpc-retry-pushback-ms): the call ends at once with
-// it, whatever Config.Retryable says, the other copies are cancelled, and a
-// throttle budget (NewThrottle) is debited as for any failure that says
-// something about the servers' health. errors.Is and errors.As see through
-// the mark to err.
-func Pushback(err error) error {
-	if err == nil {
-		return nil
-	}
-	return pushback{err}
-}
-
-type pushbackAfter struct {
-	error
-	after time.Duration
-}
-
-func (p pushbackAfter) Unwrap() error { return p.error }
-
-// PushbackAfter marks err as a server asking the client to hold off, as
-// gRPC's grpc-retry-pushback-ms trailer does (gRFC A6). It applies to a
-// copy whose error is retryable (Config.Retryable); a final error ends
-// the call as usual. A negative after means "no further copy": copies
-// already running go on, and the call fails only if they all fail. A
-// zero or positive after means "the next copy, not before after": it goes
-// then (if the budget and caps allow) instead of at once as after other
-// failures, and copies after it follow the delay. Either way a throttle
-// budget is debited once for the failure. errors.Is and errors.As see
-// through the mark to err.
-//
-// Pushback, by contrast, ends the call at once: it suits HTTP's 429, where
-// the server refuses the work itself.
-func PushbackAfter(err error, after time.Duration) error {
-	if err == nil {
-		return nil
-	}
-	return pushbackAfter{err, after}
-}
-
-// DefaultRetryable is the Retryable of a Config that sets none: every
-// error is retryable except those marked Permanent.
-func DefaultRetryable(err error) bool { return !errors.Is(err, errPermanent) }
-
-// Permanent marks err as not worth another copy: with the default
-// Retryable, a copy failing with it ends the call at once. errors.Is and
-// errors.As see through the mark to err.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return permanent{err}
 }

@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -39,4 +40,38 @@ func NewIdempotencyKey() string {
 	b[23] = '-'
 	hex.Encode(b[24:], u[10:])
 	return string(b[:])
+}
+
+// idempotency is what WithIdempotencyKey and NotIdempotent attach to a
+// context.
+type idempotency struct {
+	key   string
+	write bool
+}
+
+type idemCtxKey struct{}
+
+// WithIdempotencyKey attaches an idempotency key to the request: every copy
+// sees it in Attempt.Key and should send it, so that the server applies the
+// request once however many copies arrive. A request marked NotIdempotent
+// is hedged only if it carries a key.
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	in, _ := ctx.Value(idemCtxKey{}).(*idempotency)
+	v := &idempotency{key: key}
+	if in != nil {
+		v.write = in.write
+	}
+	return context.WithValue(ctx, idemCtxKey{}, v)
+}
+
+// NotIdempotent marks the request as unsafe to repeat (a write). Do sends it
+// once, unhedged, unless it also carries an idempotency key, and counts it
+// in Stats.Unhedgeable.
+func NotIdempotent(ctx context.Context) context.Context {
+	in, _ := ctx.Value(idemCtxKey{}).(*idempotency)
+	v := &idempotency{write: true}
+	if in != nil {
+		v.key = in.key
+	}
+	return context.WithValue(ctx, idemCtxKey{}, v)
 }

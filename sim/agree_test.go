@@ -129,6 +129,62 @@ func TestLiveAndSimulatorAgreeOnDefaultRules(t *testing.T) {
 	t.Logf("refusals %v", kinds)
 }
 
+// TestLiveAndSimulatorAgreeOnAFanOut sends the leaves of two fan-outs,
+// each all at once, through both engines: the hedges of a fan-out's
+// leaves come due at the same instant and compete for the budget. The
+// first fan-out's eight leaves find a full bucket of 3 tokens (each leaf
+// credits 0.5, but the bucket holds at most its burst): three hedges go
+// and five are refused. The second's four leaves find the bucket empty
+// and credit it with 2 tokens: two go, two are refused. Which leaf gets a
+// token depends on the order an engine serves simultaneous events in, so
+// each fan-out's decisions are compared as a multiset, and the counts
+// above, worked from the budget's rules, are checked too.
+func TestLiveAndSimulatorAgreeOnAFanOut(t *testing.T) {
+	cfg := func() hedge.Config { // each engine spends from a fresh bucket
+		b, err := hedge.NewBudget(0.5, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hedge.Config{Delay: hedge.Fixed(10 * time.Millisecond), Budget: b, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}
+	}
+	var reqs []agreeRequest
+	for range 8 {
+		reqs = append(reqs, agreeRequest{at: 0, sizes: []float64{30, 5}})
+	}
+	for range 4 {
+		reqs = append(reqs, agreeRequest{at: 100, sizes: []float64{30, 5}})
+	}
+	live := runLive(t, cfg(), reqs, 24)
+	simd := runSim(t, cfg(), reqs, 24, sim.LeastLoaded)
+	for _, fan := range [][2]int{{0, 8}, {8, 12}} {
+		var l, s []string
+		for i := fan[0]; i < fan[1]; i++ {
+			l, s = append(l, fmt.Sprint(live[i])), append(s, fmt.Sprint(simd[i]))
+		}
+		slices.Sort(l)
+		slices.Sort(s)
+		if !slices.Equal(l, s) {
+			t.Errorf("fan-out of leaves %d to %d: live engine %v, simulator %v", fan[0], fan[1]-1, l, s)
+		}
+		t.Logf("fan-out of leaves %d to %d: %v", fan[0], fan[1]-1, l)
+	}
+	count := func(from, to int) (hedged, refused int) {
+		for i := from; i < to; i++ {
+			if len(live[i].sent) > 1 {
+				hedged++
+			}
+			refused += live[i].refused[hedge.RefusedBudget]
+		}
+		return hedged, refused
+	}
+	if h, r := count(0, 8); h != 3 || r != 5 {
+		t.Errorf("first fan-out: %d hedged, %d refused by the budget; want 3 and 5", h, r)
+	}
+	if h, r := count(8, 12); h != 2 || r != 2 {
+		t.Errorf("second fan-out: %d hedged, %d refused by the budget; want 2 and 2", h, r)
+	}
+}
+
 // runLive runs the scenario through hedge.Do, each request on its own
 // goroutine and operation class, on synctest's fake clock.
 func runLive(t *testing.T, cfg hedge.Config, reqs []agreeRequest, replicas int) []decision {
