@@ -1,5 +1,19 @@
 package sim
 
+// parentRec is a fan-out request.
+type parentRec struct {
+	arrival  float64
+	got      int32 // sub-requests finished
+	alive    int32 // sub-request slots not yet freed
+	measured bool
+	done     bool
+}
+
+type subRef struct {
+	slot int32
+	gen  uint32
+}
+
 // newParent starts a fan-out request of Config.Fanout sub-requests. Each is
 // a unit of its own for routing and hedging; the request finishes when
 // Config.FanoutNeed (or all) of them have.

@@ -1,0 +1,109 @@
+package sim
+
+import (
+	"math"
+)
+
+// server is one service slot. Its current copy has rem work left as of
+// time last, and progresses at speed.
+type server struct {
+	rem, last, speed float64
+	cur              int32 // slot of the copy in service, or -1
+	q                int32 // the queue it serves
+	k                uint8
+	stalled          bool
+}
+
+func (e *engine) start(s int32, ent qent) {
+	r := &e.slots[ent.slot]
+	c := &r.copies[ent.k]
+	r.state[ent.k] = cRunning
+	c.srv = s
+	r.ran++
+	sv := &e.srv[s]
+	sv.cur, sv.k = ent.slot, ent.k
+	sv.rem, sv.last = c.size, e.now
+	e.dep.set(s, e.now+c.size/sv.speed)
+	e.nRunning++
+	if e.tied && e.cancel && r.n > 1 {
+		for j := range r.n {
+			if j == ent.k || r.state[j] != cWaiting {
+				continue
+			}
+			if e.c.CancelDelay == 0 {
+				e.cancelWaiting(r, j)
+			} else {
+				e.schedule(event{t: e.now + e.c.CancelDelay, a: ent.slot, gen: r.gen, tag: evTag{kind: evTiedCancel, k: j}})
+			}
+		}
+	}
+}
+
+// cancelRunning stops a copy in service, counting the work it got, and
+// lets its server take the next copy.
+func (e *engine) cancelRunning(slot int32, r *request, k uint8) {
+	c := &r.copies[k]
+	if e.ps {
+		e.psCancel(slot, r, k)
+		return
+	}
+	sv := &e.srv[c.srv]
+	rem := sv.rem - (e.now-sv.last)*sv.speed
+	if rem < 0 {
+		rem = 0
+	}
+	r.work += c.size - rem
+	r.state[k] = cCancelled
+	r.live--
+	e.leave(c.q)
+	e.ended(r, k)
+	e.release(c.srv)
+}
+
+// release makes server s idle and lets it take the next copy.
+func (e *engine) release(s int32) {
+	sv := &e.srv[s]
+	sv.cur = -1
+	e.nRunning--
+	if e.pool {
+		e.idle = append(e.idle, s)
+	}
+	e.kick(sv.q)
+	if sv.cur < 0 {
+		e.dep.set(s, math.Inf(1))
+	}
+}
+
+// onComplete finishes the copy in service on server s, whose completion
+// time has come.
+func (e *engine) onComplete(s int32) {
+	if e.ps {
+		e.psComplete(s)
+		return
+	}
+	sv := &e.srv[s]
+	slot := sv.cur
+	r := &e.slots[slot]
+	c := &r.copies[sv.k]
+	r.work += c.size
+	r.state[sv.k] = cDone
+	r.live--
+	e.leave(c.q)
+	if e.pol != nil {
+		e.qs[c.q].left++ // for decide.Behind
+		if e.ghosts {
+			e.qs[c.q].ghostUntil = 0
+		}
+	}
+	e.ended(r, sv.k)
+	switch {
+	case !r.done:
+		e.finish(slot, r, sv.k)
+	case sv.k == 0 && e.live != nil && e.feedPrimary:
+		// A primary that lost and ran on: the library records its whole
+		// latency when it returns.
+		e.live.Observe(toDuration(e.now), toDuration(e.now-r.arrival))
+	}
+	e.release(s)
+	e.maybeFree(slot)
+}

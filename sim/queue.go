@@ -1,0 +1,125 @@
+package sim
+
+// qent is a queue entry. Cancelled copies are not removed from their queue
+// (the queue's busy count drops at once); the entry is skipped when popped.
+type qent struct {
+	slot int32
+	gen  uint32
+	k    uint8
+}
+
+// fifo is a growable ring buffer of queue entries.
+type fifo struct {
+	buf  []qent // length a power of two
+	head int
+	n    int
+	busy int    // live copies waiting here or in service from here: the routing load
+	left uint32 // copies completed here, modulo 2^32 (for decide.Behind)
+	// ghostUntil: a copy was cancelled here because another copy of its
+	// request won, and this queue has completed nothing since. The
+	// library's picker counts it as one more copy in flight until the
+	// replica shows progress or until then (see hedge.Picker), so that
+	// cancelling a stuck copy does not make a stalled server look idle.
+	ghostUntil float64
+}
+
+func (f *fifo) push(x qent) {
+	if f.n == len(f.buf) {
+		nb := make([]qent, max(8, 2*len(f.buf)))
+		for i := range f.n {
+			nb[i] = f.buf[(f.head+i)&(len(f.buf)-1)]
+		}
+		f.buf, f.head = nb, 0
+	}
+	f.buf[(f.head+f.n)&(len(f.buf)-1)] = x
+	f.n++
+}
+
+func (f *fifo) pop() qent {
+	x := f.buf[f.head]
+	f.head = (f.head + 1) & (len(f.buf) - 1)
+	f.n--
+	return x
+}
+
+// addCopy places the request's next copy on a queue and returns the queue,
+// or -1 if no eligible server is left.
+func (e *engine) addCopy(slot int32, r *request) int32 {
+	q := e.place(r)
+	if q < 0 {
+		return -1
+	}
+	e.addCopyAt(slot, r, q)
+	return q
+}
+
+// addCopyAt places the request's next copy on queue q.
+func (e *engine) addCopyAt(slot int32, r *request, q int32) {
+	size := r.size
+	switch {
+	case e.script != nil:
+		if sz := e.script[r.idx].Sizes; int(r.n) < len(sz) {
+			size = sz[r.n]
+		}
+	case r.n > 0 && e.sz.fresh:
+		size = e.sz.draw(&e.rM)
+	}
+	k := r.n
+	r.n++
+	r.copies[k] = copyRec{size: size, q: q, srv: -1}
+	r.state[k], r.held[k] = cWaiting, false
+	r.live++
+	f := &e.qs[q]
+	f.push(qent{slot: slot, gen: r.gen, k: k})
+	f.busy++
+}
+
+// kick starts service on queue q's idle server(s), if any. Under processor
+// sharing every copy placed on q starts at once.
+func (e *engine) kick(q int32) {
+	if e.ps {
+		for {
+			ent, ok := e.popValid(q)
+			if !ok {
+				return
+			}
+			e.psStart(q, ent)
+		}
+	}
+	if !e.pool {
+		if e.srv[q].cur < 0 {
+			if ent, ok := e.popValid(q); ok {
+				e.start(q, ent)
+			}
+		}
+		return
+	}
+	for len(e.idle) > 0 {
+		ent, ok := e.popValid(q)
+		if !ok {
+			return
+		}
+		// A uniformly random idle server takes the copy.
+		last := len(e.idle) - 1
+		i := 0
+		if last > 0 {
+			i = e.rM.IntN(last + 1)
+		}
+		s := e.idle[i]
+		e.idle[i] = e.idle[last]
+		e.idle = e.idle[:last]
+		e.start(s, ent)
+	}
+}
+
+func (e *engine) popValid(q int32) (qent, bool) {
+	f := &e.qs[q]
+	for f.n > 0 {
+		ent := f.pop()
+		r := &e.slots[ent.slot]
+		if r.gen == ent.gen && r.state[ent.k] == cWaiting {
+			return ent, true
+		}
+	}
+	return qent{}, false
+}
