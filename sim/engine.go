@@ -98,7 +98,7 @@ type engine struct {
 	cancel      bool
 	pol         *decide.Policy // the library's decision, for hedging strategies
 	est         decide.Estimator
-	live        decide.Estimator          // est, fed with latencies (a no-op for a fixed delay)
+	live        decide.Estimator          // est, unless it is a fixed delay, which learns nothing
 	feedPrimary bool                      // feed live the primary's latency (the library's rule)
 	need        int32                     // fan-out sub-requests needed
 	refused     [decide.NumRefusals]int64 // refusals by hedge.Refusal, of measured units
@@ -207,7 +207,9 @@ func (e *engine) init(c Config) {
 		}
 		e.pol = pol
 		e.est = pol.NewEstimator()
-		e.live = e.est
+		if _, fixed := h.Delay.(hedge.Fixed); !fixed {
+			e.live = e.est // a fixed delay learns nothing: not fed
+		}
 		e.hedges = pol.MaxAttempts() > 1
 	}
 	// The library's picker counts a cancelled loser as load for a while
