@@ -67,7 +67,7 @@ func StartTiedHTTP(o TiedBackendOptions) (TiedBackend, error) {
 		mw := ts.Handler(workHandler(g))
 		srv := &http.Server{
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path != tied.DefaultCancelPath { // claims are not requests
+				if !ts.ServesClaims(r.URL.Path) { // claims (at either path name) are not requests
 					b.received.Add(1)
 				}
 				mw.ServeHTTP(w, r)

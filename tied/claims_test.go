@@ -98,7 +98,7 @@ func TestClaimAuthentication(t *testing.T) {
 		{"get", http.MethodGet, "", 405},
 	}
 	for _, c := range cases {
-		req, _ := http.NewRequest(c.method, n.url+DefaultCancelPath, strings.NewReader(c.body))
+		req, _ := http.NewRequest(c.method, n.url+DefaultClaimPath, strings.NewReader(c.body))
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -25,8 +25,9 @@
 // # Claim before start
 //
 // A tied copy does not start before its server has claimed the tie at
-// the sibling's server (one of Config.Peers: POST DefaultCancelPath for
-// HTTP, the tiedgrpc cancel service for gRPC) and had the verdict: a
+// the sibling's server (one of Config.Peers: a POST to the claim path,
+// DefaultClaimPath, for HTTP; tiedgrpc's ClaimMethod for gRPC; see "Where
+// claims go" below) and had the verdict: a
 // signed message sent on the request's own goroutine, whose answer it
 // waits for at most Config.ClaimTimeout. The claim is sent when a worker
 // frees and the copy is among the next Config.ClaimAhead
@@ -100,6 +101,36 @@
 // thus fails no call; its twin's server finds the claim unanswered and
 // starts the copy anyway. Any other failure of the first copy before the
 // gap still ends the call without a second copy: a tied call is no retry.
+//
+// # Where claims go
+//
+// An HTTP server posts its claims to each peer's base URL followed by the
+// claim path: Config.ClaimPath, by default DefaultClaimPath
+// ("/.tied/claim"), which Handler serves (ClaimHandler). Servers of
+// earlier versions posted them to DefaultCancelPath ("/.tied/cancel"),
+// and so do servers configured with that path: when the claim path is
+// either of the two, Handler serves claims at both, so that a service
+// whose servers run different versions keeps its claims answered.
+// Config.CancelPath is the earlier name of Config.ClaimPath (setting
+// both, to different paths, is an error), CancelHandler of ClaimHandler,
+// and ErrCancelStatus of ErrClaimStatus.
+//
+// A gRPC server's Sender calls tiedgrpc.ClaimMethod; tiedgrpc.Register
+// serves it and its earlier name, tiedgrpc.CancelMethod, alike.
+//
+// Middleware that sits in front of the Server and must tell claims from
+// the application's requests (to count requests, say) asks
+// Server.ServesClaims of a path, or tiedgrpc.IsClaimMethod of a gRPC
+// method, rather than comparing names: both know the earlier names too.
+//
+// A server of an earlier version serves only the cancel path and method.
+// An HTTP claim sent to it at the claim path fails, and its copy starts
+// unclaimed (Stats.ClaimsFailed) as when the peer is down. To upgrade an
+// HTTP service without that, run the new version with Config.ClaimPath
+// set to DefaultCancelPath until every server runs it, then drop the
+// setting. The gRPC Sender needs no such step: a peer that answers
+// ClaimMethod with Unimplemented gets the claim again at CancelMethod,
+// and its later claims there.
 //
 // # The simulator's cancellation delay
 //

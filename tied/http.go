@@ -12,8 +12,11 @@ import (
 
 // Handler returns net/http middleware that runs each request through the
 // Server's queue (see Admit) before next, and serves claims from peers
-// itself (see CancelHandler): a POST to the cancel path (Config.CancelPath,
-// DefaultCancelPath) never reaches next.
+// itself (see ClaimHandler): a request to the claim path
+// (Config.ClaimPath, DefaultClaimPath) never reaches next. When the claim
+// path is DefaultClaimPath or DefaultCancelPath, a request to either of
+// the two is a claim, so that peers of earlier versions, which post to
+// DefaultCancelPath, are answered.
 //
 // A request with a malformed IDHeader or SiblingHeader runs untied
 // (counted in Stats.BadTie). A request refused because the queue is full
@@ -22,10 +25,10 @@ import (
 // DroppedHeader "sibling"; a request whose client went away while it
 // waited, nothing.
 func (s *Server) Handler(next http.Handler) http.Handler {
-	cancel := s.CancelHandler()
+	claims := s.ClaimHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == s.cancelPath {
-			cancel.ServeHTTP(w, r)
+		if s.ServesClaims(r.URL.Path) {
+			claims.ServeHTTP(w, r)
 			return
 		}
 		t, err := ParseTie(r.Header.Get(IDHeader), r.Header.Get(SiblingHeader))
@@ -50,13 +53,27 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// CancelHandler returns the handler of claims from peers, for a server
+// ServesClaims reports whether Handler takes a request to path for a
+// claim (and answers it itself): path is the claim path, or the claim
+// path is DefaultClaimPath or DefaultCancelPath and path is one of the
+// two. Middleware in front of Handler that must tell claims from the
+// application's requests, to count requests say, asks it rather than
+// comparing paths, so that it follows the claim path's names.
+func (s *Server) ServesClaims(path string) bool {
+	if path == s.claimPath {
+		return true
+	}
+	isDefault := func(p string) bool { return p == DefaultClaimPath || p == DefaultCancelPath }
+	return isDefault(s.claimPath) && isDefault(path)
+}
+
+// ClaimHandler returns the handler of claims from peers, for a server
 // that mounts it itself (at the path its peers' HTTPSender posts to)
 // rather than through Handler. It accepts only POST with the claim
 // (Claim.Sign) as the body, and answers 200 with the verdict's name ("go"
 // or "lost"), 403 Forbidden for a message refused by VerifyClaim, 405 for
 // other methods. Claims bypass the queue: they are answered at once.
-func (s *Server) CancelHandler() http.Handler {
+func (s *Server) ClaimHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
@@ -78,8 +95,14 @@ func (s *Server) CancelHandler() http.Handler {
 	})
 }
 
+// CancelHandler is the earlier name of ClaimHandler, and returns the same
+// handler.
+//
+// Deprecated: use ClaimHandler.
+func (s *Server) CancelHandler() http.Handler { return s.ClaimHandler() }
+
 // HTTPSender is the Sender of Server.Handler's peers: it POSTs each claim
-// to the peer's base URL followed by the cancel path, on kept-alive
+// to the peer's base URL followed by the claim path, on kept-alive
 // connections.
 type HTTPSender struct {
 	client *http.Client
@@ -89,11 +112,11 @@ type HTTPSender struct {
 
 // NewHTTPSender returns an HTTPSender that posts through rt (nil means a
 // transport of its own, a clone of http.DefaultTransport's settings) to
-// path on each peer ("" means DefaultCancelPath).
+// path on each peer ("" means DefaultClaimPath).
 func NewHTTPSender(rt http.RoundTripper, path string) *HTTPSender {
 	s := &HTTPSender{path: path}
 	if s.path == "" {
-		s.path = DefaultCancelPath
+		s.path = DefaultClaimPath
 	}
 	if rt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -105,11 +128,17 @@ func NewHTTPSender(rt http.RoundTripper, path string) *HTTPSender {
 	return s
 }
 
-// ErrCancelStatus is wrapped by the error of a claim that a peer answered
+// ErrClaimStatus is wrapped by the error of a claim that a peer answered
 // with a status other than 200.
-var ErrCancelStatus = errors.New("tied: the peer refused the claim")
+var ErrClaimStatus = errors.New("tied: the peer refused the claim")
 
-// SendClaim posts msg to addr + the cancel path and returns the body of
+// ErrCancelStatus is the earlier name of ErrClaimStatus: the same error,
+// so errors.Is matches either.
+//
+// Deprecated: use ErrClaimStatus.
+var ErrCancelStatus = ErrClaimStatus
+
+// SendClaim posts msg to addr + the claim path and returns the body of
 // the peer's answer.
 func (s *HTTPSender) SendClaim(ctx context.Context, addr, msg string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, addr+s.path, strings.NewReader(msg))
@@ -127,7 +156,7 @@ func (s *HTTPSender) SendClaim(ctx context.Context, addr, msg string) (string, e
 		return "", fmt.Errorf("tied: claim to %s: reading the answer: %w", addr, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%w: %s answered %s", ErrCancelStatus, addr, resp.Status)
+		return "", fmt.Errorf("%w: %s answered %s", ErrClaimStatus, addr, resp.Status)
 	}
 	return string(b), nil
 }

@@ -66,7 +66,7 @@ type Config struct {
 	// messages anywhere else.
 	Peers []string
 	// Sender delivers claims to peers. Nil means an HTTPSender with
-	// CancelPath.
+	// ClaimPath.
 	Sender Sender
 	// MaxSkew is how old (or how far in the future) a claim's timestamp
 	// may be. Zero means DefaultMaxSkew.
@@ -112,9 +112,16 @@ type Config struct {
 	// DefaultMaxTies.
 	MaxTies int
 
-	// CancelPath is where Handler serves claims from peers, and where
+	// ClaimPath is where Handler serves claims from peers, and where
 	// the default Sender posts them on peers. Empty means
-	// DefaultCancelPath.
+	// DefaultClaimPath. When it is DefaultClaimPath or
+	// DefaultCancelPath, Handler serves claims at both, so that servers
+	// that post to either reach it.
+	ClaimPath string
+	// CancelPath is the earlier name of ClaimPath: setting it sets
+	// ClaimPath. Setting both, to different paths, is an error.
+	//
+	// Deprecated: use ClaimPath.
 	CancelPath string
 
 	// Now is the clock. Nil means time.Now.
@@ -139,7 +146,7 @@ type Server struct {
 	maxTies           int
 	ttl               time.Duration
 	now               func() time.Time
-	cancelPath        string
+	claimPath         string
 
 	claimSem  chan struct{}
 	closeOnce sync.Once
@@ -194,8 +201,15 @@ func NewServer(cfg Config) (*Server, error) {
 			errs = append(errs, fmt.Errorf("%s is negative: leave it zero for the default", f.name))
 		}
 	}
-	if cfg.CancelPath != "" && !strings.HasPrefix(cfg.CancelPath, "/") {
-		errs = append(errs, fmt.Errorf("CancelPath %q does not start with a slash: write a path such as %s", cfg.CancelPath, DefaultCancelPath))
+	claimPath, pathField := cfg.ClaimPath, "ClaimPath"
+	if claimPath == "" {
+		claimPath, pathField = cfg.CancelPath, "CancelPath"
+	}
+	if cfg.ClaimPath != "" && cfg.CancelPath != "" && cfg.ClaimPath != cfg.CancelPath {
+		errs = append(errs, fmt.Errorf("ClaimPath %q and CancelPath %q differ: CancelPath is the deprecated name of ClaimPath; set ClaimPath only", cfg.ClaimPath, cfg.CancelPath))
+	}
+	if claimPath != "" && !strings.HasPrefix(claimPath, "/") {
+		errs = append(errs, fmt.Errorf("%s %q does not start with a slash: write a path such as %s", pathField, claimPath, DefaultClaimPath))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
@@ -213,7 +227,7 @@ func NewServer(cfg Config) (*Server, error) {
 		maxTies:      cfg.MaxTies,
 		now:          cfg.Now,
 		ties:         map[string]*tie{},
-		cancelPath:   DefaultCancelPath,
+		claimPath:    DefaultClaimPath,
 	}
 	switch {
 	case s.maxQueue == 0:
@@ -246,11 +260,11 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if cfg.CancelPath != "" {
-		s.cancelPath = cfg.CancelPath
+	if claimPath != "" {
+		s.claimPath = claimPath
 	}
 	if s.sender == nil {
-		s.sender = NewHTTPSender(nil, s.cancelPath)
+		s.sender = NewHTTPSender(nil, s.claimPath)
 	}
 	n := cfg.MaxClaimsInFlight
 	if n == 0 {

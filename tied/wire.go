@@ -42,9 +42,17 @@ const (
 	DroppedKey = "tied-dropped"
 )
 
-// DefaultCancelPath is where Server.Handler serves claims from peers
-// (a claim cancels the sibling copy: see Claim), unless Config.CancelPath
-// names another path.
+// DefaultClaimPath is where Server.Handler serves claims from peers (see
+// Claim), and where HTTPSender posts them, unless Config.ClaimPath names
+// another path.
+const DefaultClaimPath = "/.tied/claim"
+
+// DefaultCancelPath is the earlier default claim path, where servers of
+// earlier versions post claims. Server.Handler serves claims there too
+// when its claim path is DefaultClaimPath or DefaultCancelPath, so that
+// those servers' claims still reach it.
+//
+// Deprecated: use DefaultClaimPath.
 const DefaultCancelPath = "/.tied/cancel"
 
 // ID length bounds: NewID makes 22 characters (128 random bits); a peer's

@@ -24,8 +24,8 @@ import (
 // behind tiedgrpc's interceptor, whose UnaryCall holds its worker for the
 // request's ResponseSize, read as microseconds (returning early if the
 // call is cancelled), and waits out the replica's stalls before and
-// after. Cancel messages reach the tiedgrpc cancel service, not the
-// stalled handler.
+// after. Claims between the servers reach the tiedgrpc claim service,
+// not the stalled handler.
 type TiedBackend struct {
 	addrs    []string
 	servers  []*grpc.Server
@@ -81,7 +81,7 @@ func StartTied(o bench.TiedBackendOptions) (bench.TiedBackend, error) {
 			return nil, err
 		}
 		count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if info.FullMethod != tiedgrpc.CancelMethod {
+			if !tiedgrpc.IsClaimMethod(info.FullMethod) { // claims (under either method name) are not requests
 				b.received.Add(1)
 			}
 			return h(ctx, req)

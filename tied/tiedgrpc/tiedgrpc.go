@@ -4,7 +4,7 @@
 // package tied for the design; this package adds the gRPC wiring, so that
 // package tied itself needs no gRPC.
 //
-// A server installs UnaryServerInterceptor and registers the cancel
+// A server installs UnaryServerInterceptor and registers the claim
 // service (which answers peers' claims) with Register; its tied.Config.Sender is a Sender, which reaches
 // the peers (host:port, as clients name them in the tied-sibling metadata)
 // over gRPC:
@@ -35,14 +35,30 @@ import (
 	"github.com/tailcut/hedge/tied"
 )
 
-// ServiceName and CancelMethod name the cancel service that Register
-// installs: its one method takes a peer's signed claim (tied.Claim.Sign)
-// as a google.protobuf.StringValue and answers the verdict's name ("go"
-// or "lost") the same way, or PermissionDenied for a refused message.
-const (
-	ServiceName  = "tailcut.tied.v1.Tied"
-	CancelMethod = "/" + ServiceName + "/Cancel"
-)
+// ServiceName names the claim service that Register installs.
+const ServiceName = "tailcut.tied.v1.Tied"
+
+// ClaimMethod is the full name of the method of the claim service that
+// Sender calls: it takes a peer's signed claim (tied.Claim.Sign) as a
+// google.protobuf.StringValue and answers the verdict's name ("go" or
+// "lost") the same way, or PermissionDenied for a refused message.
+const ClaimMethod = "/" + ServiceName + "/Claim"
+
+// CancelMethod is the earlier name of ClaimMethod, which servers of
+// earlier versions call. Register serves it too, as it serves
+// ClaimMethod.
+//
+// Deprecated: use ClaimMethod.
+const CancelMethod = "/" + ServiceName + "/Cancel"
+
+// IsClaimMethod reports whether fullMethod (as in
+// grpc.UnaryServerInfo.FullMethod) is a method of the claim service:
+// ClaimMethod, or its earlier name CancelMethod. An interceptor that must
+// tell claims from the application's calls, to count calls say, asks it
+// rather than comparing names.
+func IsClaimMethod(fullMethod string) bool {
+	return fullMethod == ClaimMethod || fullMethod == CancelMethod
+}
 
 // UnaryServerInterceptor runs each unary call through s.Admit before the
 // handler, with the tie read from the tied.IDKey and tied.SiblingKey
@@ -51,11 +67,11 @@ const (
 // tied.RefusedHeader ("tied-refused") trailer; a tied copy dropped for its
 // sibling fails with Aborted and a tied.DroppedKey trailer "sibling"
 // (which clients such as hedgegrpc.WithTied tell from the service's own
-// Aborted). Calls to the cancel service bypass the queue. A tied copy's
+// Aborted). Claims (ClaimMethod, CancelMethod) bypass the queue. A tied copy's
 // claim is sent from within the interceptor, on the call's goroutine.
 func UnaryServerInterceptor(s *tied.Server) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if info.FullMethod == CancelMethod {
+		if IsClaimMethod(info.FullMethod) {
 			return handler(ctx, req)
 		}
 		md, _ := metadata.FromIncomingContext(ctx)
@@ -94,14 +110,14 @@ func IsDropped(err error, trailer metadata.MD) bool {
 	return status.Code(err) == codes.Aborted && len(trailer.Get(tied.DroppedKey)) > 0
 }
 
-// cancelServer is the cancel service's implementation.
-type cancelServer interface {
-	cancel(ctx context.Context, msg *wrapperspb.StringValue) (*wrapperspb.StringValue, error)
+// claimServer is the claim service's implementation.
+type claimServer interface {
+	claim(ctx context.Context, msg *wrapperspb.StringValue) (*wrapperspb.StringValue, error)
 }
 
-type cancelImpl struct{ s *tied.Server }
+type claimImpl struct{ s *tied.Server }
 
-func (c cancelImpl) cancel(_ context.Context, msg *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+func (c claimImpl) claim(_ context.Context, msg *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 	out, err := c.s.ReceiveClaim(msg.GetValue())
 	if err != nil {
 		return nil, status.Error(codes.PermissionDenied, "claim refused")
@@ -111,56 +127,68 @@ func (c cancelImpl) cancel(_ context.Context, msg *wrapperspb.StringValue) (*wra
 
 var serviceDesc = grpc.ServiceDesc{
 	ServiceName: ServiceName,
-	HandlerType: (*cancelServer)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Cancel",
+	HandlerType: (*claimServer)(nil),
+	Methods:     []grpc.MethodDesc{claimMethod("Claim"), claimMethod("Cancel")},
+	Metadata:    "tied.proto",
+}
+
+// claimMethod describes the method of the claim service named name
+// (ClaimMethod, CancelMethod), which answers claims.
+func claimMethod(name string) grpc.MethodDesc {
+	full := "/" + ServiceName + "/" + name
+	return grpc.MethodDesc{
+		MethodName: name,
 		Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
 			in := new(wrapperspb.StringValue)
 			if err := dec(in); err != nil {
 				return nil, err
 			}
 			call := func(ctx context.Context, req any) (any, error) {
-				return srv.(cancelServer).cancel(ctx, req.(*wrapperspb.StringValue))
+				return srv.(claimServer).claim(ctx, req.(*wrapperspb.StringValue))
 			}
 			if ic == nil {
 				return call(ctx, in)
 			}
-			return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: CancelMethod}, call)
+			return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: full}, call)
 		},
-	}},
-	Metadata: "tied.proto",
+	}
 }
 
-// Register installs the cancel service of s on reg (a *grpc.Server), so
-// that peers' Senders reach it.
+// Register installs the claim service of s on reg (a *grpc.Server), so
+// that peers' Senders reach it: ClaimMethod, and CancelMethod for the
+// peers of earlier versions.
 func Register(reg grpc.ServiceRegistrar, s *tied.Server) {
-	reg.RegisterService(&serviceDesc, cancelImpl{s})
+	reg.RegisterService(&serviceDesc, claimImpl{s})
 }
 
-// Sender is a tied.Sender that calls peers' cancel service with claims,
+// Sender is a tied.Sender that calls peers' ClaimMethod with claims,
 // on one ClientConn per peer (a persistent HTTP/2 connection), made on first use and closed by
-// CloseIdleConnections (which tied.Server.Close calls).
+// CloseIdleConnections (which tied.Server.Close calls). A peer that
+// answers ClaimMethod with Unimplemented is a server of an earlier
+// version, which serves only CancelMethod: the claim is sent again there,
+// and so are the later claims to that peer.
 type Sender struct {
 	opts []grpc.DialOption
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
+	legacy map[string]bool // peers called at CancelMethod
 	closed bool
 }
 
 // NewSender returns a Sender that dials peers with opts. Without a
 // transport credentials option it uses insecure ones: fine on loopback,
-// not across machines, where the cancel messages, though signed, would
-// travel in the clear.
+// not across machines, where the claims, though signed, would travel in
+// the clear.
 func NewSender(opts ...grpc.DialOption) *Sender {
-	return &Sender{opts: append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...), conns: map[string]*grpc.ClientConn{}}
+	return &Sender{opts: append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...), conns: map[string]*grpc.ClientConn{}, legacy: map[string]bool{}}
 }
 
 // ErrClosed is returned by SendClaim after CloseIdleConnections.
 var ErrClosed = errors.New("tiedgrpc: the Sender is closed")
 
-// SendClaim calls the cancel service of the peer at addr with msg, and
-// returns its answer.
+// SendClaim calls ClaimMethod of the peer at addr with msg (CancelMethod,
+// for a peer of an earlier version), and returns its answer.
 func (s *Sender) SendClaim(ctx context.Context, addr, msg string) (string, error) {
 	s.mu.Lock()
 	if s.closed {
@@ -176,9 +204,20 @@ func (s *Sender) SendClaim(ctx context.Context, addr, msg string) (string, error
 		}
 		s.conns[addr] = cc
 	}
+	method := ClaimMethod
+	if s.legacy[addr] {
+		method = CancelMethod
+	}
 	s.mu.Unlock()
 	out := new(wrapperspb.StringValue)
-	if err := cc.Invoke(ctx, CancelMethod, wrapperspb.String(msg), out); err != nil {
+	err := cc.Invoke(ctx, method, wrapperspb.String(msg), out)
+	if method == ClaimMethod && status.Code(err) == codes.Unimplemented {
+		s.mu.Lock()
+		s.legacy[addr] = true
+		s.mu.Unlock()
+		err = cc.Invoke(ctx, CancelMethod, wrapperspb.String(msg), out)
+	}
+	if err != nil {
 		return "", fmt.Errorf("tiedgrpc: claim to %s: %w", addr, err)
 	}
 	return out.GetValue(), nil

@@ -3,6 +3,7 @@ package tiedgrpc_test
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,6 +58,16 @@ type server struct {
 	ts      *tied.Server
 	addr    string
 	dropped chan struct{} // closed when it first answers a copy "dropped"
+
+	mu      sync.Mutex
+	methods []string // the full method of every call it answered, in order
+}
+
+// answered returns the full methods of the calls s answered.
+func (s *server) answered() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.methods)
 }
 
 // startServers starts n gRPC servers behind tiedgrpc's interceptor with
@@ -91,6 +102,9 @@ func startServers(t *testing.T, n int, cfg tied.Config, handle func(i int) func(
 		var once sync.Once
 		observe := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			resp, err := h(ctx, req)
+			s.mu.Lock()
+			s.methods = append(s.methods, info.FullMethod)
+			s.mu.Unlock()
 			if status.Code(err) == codes.Aborted {
 				once.Do(func() { close(s.dropped) })
 			}
@@ -189,13 +203,11 @@ func TestTiedCallEndToEnd(t *testing.T) {
 	}
 }
 
-// A full queue answers ResourceExhausted; a forged claim is refused with
-// PermissionDenied; a dropped copy is Aborted with the tied-dropped
-// trailer.
-func TestRefusals(t *testing.T) {
-	block := make(chan struct{})
-	started := make(chan struct{}, 1)
-	servers := startServers(t, 2, tied.Config{Workers: 1, MaxQueue: -1}, func(i int) func(context.Context, *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+// blocking returns the handlers of a test service that answers each call
+// its input, except that a call "busy" first signals on started and
+// waits for block.
+func blocking(started chan<- struct{}, block <-chan struct{}) func(int) func(context.Context, *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+	return func(int) func(context.Context, *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 		return func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 			if in.GetValue() == "busy" {
 				started <- struct{}{}
@@ -203,12 +215,31 @@ func TestRefusals(t *testing.T) {
 			}
 			return in, nil
 		}
-	})
+	}
+}
+
+// occupy makes a call "busy" on cc, which blocking's service holds until
+// block is closed, and returns once it has started; the call's error
+// comes on the channel returned.
+func occupy(cc *grpc.ClientConn, started <-chan struct{}) <-chan error {
+	busy := make(chan error, 1)
+	go func() {
+		busy <- cc.Invoke(context.Background(), echoMethod, wrapperspb.String("busy"), new(wrapperspb.StringValue))
+	}()
+	<-started
+	return busy
+}
+
+// A full queue answers ResourceExhausted; a forged claim is refused with
+// PermissionDenied; a dropped copy is Aborted with the tied-dropped
+// trailer.
+func TestRefusals(t *testing.T) {
+	block := make(chan struct{})
+	started := make(chan struct{}, 1)
+	servers := startServers(t, 2, tied.Config{Workers: 1, MaxQueue: -1}, blocking(started, block))
 	cc := dial(t, servers[0].addr)
 	ctx := context.Background()
-	busy := make(chan error, 1)
-	go func() { busy <- cc.Invoke(ctx, echoMethod, wrapperspb.String("busy"), new(wrapperspb.StringValue)) }()
-	<-started
+	busy := occupy(cc, started)
 	err := cc.Invoke(ctx, echoMethod, wrapperspb.String("x"), new(wrapperspb.StringValue))
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("over the bound: %v, want ResourceExhausted", err)
@@ -219,7 +250,7 @@ func TestRefusals(t *testing.T) {
 	}
 
 	forged := tied.Claim{ID: tied.NewID(), Sent: time.Now()}.Sign([]byte("not the servers' secret, but 32 bytes long"))
-	err = cc.Invoke(ctx, tiedgrpc.CancelMethod, wrapperspb.String(forged), new(wrapperspb.StringValue))
+	err = cc.Invoke(ctx, tiedgrpc.ClaimMethod, wrapperspb.String(forged), new(wrapperspb.StringValue))
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("forged claim: %v, want PermissionDenied", err)
 	}
@@ -227,7 +258,7 @@ func TestRefusals(t *testing.T) {
 	// An early claim, then the copy: dropped on arrival.
 	id := tied.NewID()
 	out := new(wrapperspb.StringValue)
-	if err := cc.Invoke(ctx, tiedgrpc.CancelMethod, wrapperspb.String(tied.Claim{ID: id, Ticket: 1, Sent: time.Now()}.Sign(secret)), out); err != nil || out.GetValue() != "go" {
+	if err := cc.Invoke(ctx, tiedgrpc.ClaimMethod, wrapperspb.String(tied.Claim{ID: id, Ticket: 1, Sent: time.Now()}.Sign(secret)), out); err != nil || out.GetValue() != "go" {
 		t.Fatalf("valid claim: %v %q", err, out.GetValue())
 	}
 	var trailer metadata.MD
@@ -239,5 +270,137 @@ func TestRefusals(t *testing.T) {
 	s := servers[0].ts.Stats()
 	if s.Refused != 1 || s.ClaimsRejected != 1 || s.Dropped != 1 || s.ClaimsEarly != 1 {
 		t.Errorf("%+v", s)
+	}
+}
+
+// Register serves claims under ClaimMethod and under its earlier name
+// CancelMethod, which the peers of earlier versions call; under either
+// name a claim bypasses the queue: it is answered while the one worker is
+// busy and there is no queue.
+func TestClaimMethods(t *testing.T) {
+	block := make(chan struct{})
+	started := make(chan struct{}, 1)
+	servers := startServers(t, 1, tied.Config{Workers: 1, MaxQueue: -1}, blocking(started, block))
+	cc := dial(t, servers[0].addr)
+	busy := occupy(cc, started)
+	for _, m := range []string{tiedgrpc.ClaimMethod, tiedgrpc.CancelMethod} {
+		msg := tied.Claim{ID: tied.NewID(), Ticket: 1, Sent: time.Now()}.Sign(secret)
+		out := new(wrapperspb.StringValue)
+		if err := cc.Invoke(context.Background(), m, wrapperspb.String(msg), out); err != nil || out.GetValue() != tied.VerdictGo.String() {
+			t.Errorf("claim by %s: %q, %v; want go", m, out.GetValue(), err)
+		}
+	}
+	close(block)
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	if s := servers[0].ts.Stats(); s.ClaimsReceived != 2 || s.ClaimsEarly != 2 || s.Refused != 0 {
+		t.Errorf("%+v, want 2 claims received, none refused for the queue", s)
+	}
+}
+
+// Sender calls ClaimMethod on the peer.
+func TestSenderCallsClaimMethod(t *testing.T) {
+	servers := startServers(t, 1, tied.Config{Workers: 1}, blocking(nil, nil))
+	sender := tiedgrpc.NewSender()
+	defer sender.CloseIdleConnections()
+	msg := tied.Claim{ID: tied.NewID(), Ticket: 1, Sent: time.Now()}.Sign(secret)
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	if answer, err := sender.SendClaim(ctx, servers[0].addr, msg); err != nil || answer != tied.VerdictGo.String() {
+		t.Fatalf("SendClaim: %q, %v; want go", answer, err)
+	}
+	if got := servers[0].answered(); !slices.Equal(got, []string{tiedgrpc.ClaimMethod}) {
+		t.Errorf("the peer answered %q, want one call of %s", got, tiedgrpc.ClaimMethod)
+	}
+}
+
+// IsClaimMethod knows both names of the claim method, and no other
+// method of the service or of the application.
+func TestIsClaimMethod(t *testing.T) {
+	for _, c := range []struct {
+		method string
+		want   bool
+	}{
+		{tiedgrpc.ClaimMethod, true},
+		{tiedgrpc.CancelMethod, true},
+		{"/tailcut.tied.v1.Tied/Claim", true},
+		{"/tailcut.tied.v1.Tied/Cancel", true},
+		{"/tailcut.tied.v1.Tied/Other", false},
+		{echoMethod, false},
+		{"", false},
+	} {
+		if got := tiedgrpc.IsClaimMethod(c.method); got != c.want {
+			t.Errorf("IsClaimMethod(%q) = %v, want %v", c.method, got, c.want)
+		}
+	}
+}
+
+// A peer of an earlier version serves the claim service under
+// CancelMethod only: Sender's claim to it at ClaimMethod is answered
+// Unimplemented, so it is sent again at CancelMethod, and so is the next
+// claim to that peer, at once.
+func TestSenderFallsBackToCancelMethod(t *testing.T) {
+	ts, err := tied.NewServer(tied.Config{Workers: 1, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var methods []string
+	observe := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		mu.Lock()
+		methods = append(methods, info.FullMethod)
+		mu.Unlock()
+		return h(ctx, req)
+	}
+	old := grpc.NewServer(grpc.UnaryInterceptor(observe))
+	old.RegisterService(&grpc.ServiceDesc{
+		ServiceName: tiedgrpc.ServiceName,
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Cancel",
+			Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+				in := new(wrapperspb.StringValue)
+				if err := dec(in); err != nil {
+					return nil, err
+				}
+				call := func(ctx context.Context, req any) (any, error) {
+					v, err := ts.ReceiveClaim(req.(*wrapperspb.StringValue).GetValue())
+					if err != nil {
+						return nil, status.Error(codes.PermissionDenied, "claim refused")
+					}
+					return wrapperspb.String(v.String()), nil
+				}
+				return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: tiedgrpc.CancelMethod}, call)
+			},
+		}},
+	}, struct{}{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go old.Serve(ln)
+	defer func() {
+		old.Stop()
+		ts.Close()
+	}()
+
+	sender := tiedgrpc.NewSender()
+	defer sender.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
+	defer cancel()
+	for i := range 2 {
+		msg := tied.Claim{ID: tied.NewID(), Ticket: 1, Sent: time.Now()}.Sign(secret)
+		if answer, err := sender.SendClaim(ctx, ln.Addr().String(), msg); err != nil || answer != tied.VerdictGo.String() {
+			t.Fatalf("claim %d: %q, %v; want go", i, answer, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{tiedgrpc.CancelMethod, tiedgrpc.CancelMethod}; !slices.Equal(methods, want) {
+		t.Errorf("the peer answered %q, want %q", methods, want)
+	}
+	if s := ts.Stats(); s.ClaimsReceived != 2 {
+		t.Errorf("%+v, want 2 claims received", s)
 	}
 }

@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge/tied"
+)
+
+// Received counts the application's requests and not the claims between
+// the servers, whichever path a claim is posted to: the claim path or
+// its earlier name, where servers of earlier versions post.
+func TestTiedHTTPReceivedExcludesClaims(t *testing.T) {
+	secret := []byte("a secret the bench servers share, 32 bytes or more")
+	tb, err := StartTiedHTTP(TiedBackendOptions{Replicas: 2, Workers: 1, MaxQueue: 16, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tb.(*TiedHTTPBackend)
+	defer b.Close()
+	client := &http.Client{Transport: &http.Transport{}, Timeout: time.Minute}
+	defer client.CloseIdleConnections()
+	do := func(method, path, body string) string {
+		t.Helper()
+		req, _ := http.NewRequest(method, b.urls[0]+path, strings.NewReader(body))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %s %q", method, path, resp.Status, out)
+		}
+		return string(out)
+	}
+	for _, p := range []string{tied.DefaultClaimPath, tied.DefaultCancelPath} {
+		msg := tied.Claim{ID: tied.NewID(), Ticket: 1, Sent: time.Now()}.Sign(secret)
+		if got := do(http.MethodPost, p, msg); got != tied.VerdictGo.String() {
+			t.Errorf("claim at %s: %q, want go", p, got)
+		}
+	}
+	if n := b.Received(); n != 0 {
+		t.Errorf("Received() = %d after two claims, want 0", n)
+	}
+	do(http.MethodGet, "/work?us=0", "")
+	if n := b.Received(); n != 1 {
+		t.Errorf("Received() = %d after one request, want 1", n)
+	}
+	if s := b.Servers()[0].Stats(); s.ClaimsReceived != 2 {
+		t.Errorf("%+v, want 2 claims received", s)
+	}
+}
