@@ -90,8 +90,9 @@ func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx 
 	}
 	c.h, c.st, c.parent, c.fn, c.winner, c.slot = h, st, ctx, attempt, -1, -1
 	once := false
-	if v, ok := ctx.Value(idemCtxKey{}).(*idempotency); ok {
-		c.key = v.key
+	c.fan = nil
+	if v, ok := ctx.Value(marksKey{}).(*marks); ok {
+		c.key, c.fan = v.key, v.fan
 		if v.write && v.key == "" {
 			st.unhedgeable.Add(1)
 			once = true
@@ -119,6 +120,7 @@ type callState[T any] struct {
 	parent  context.Context
 	fn      func(context.Context, Attempt) (T, error)
 	key     string
+	fan     *fanOut     // the fan-out of WithFanOut, or nil
 	keep    bool        // DoHeld: the winner's context outlives the call
 	discard func(T)     // DoHeld: frees a result that lost
 	plan    decide.Plan // the Policy's state for this call; times since the Hedger's epoch
@@ -259,9 +261,17 @@ func (c *call[T]) launch(i int, now time.Duration, replica int, probe bool) (con
 		a.Replica = replica
 		c.h.reps[replica].copies.Add(1)
 		n := c.h.replicas[replica].Add(1)
+		fo := &c.h.fanOuts[replica]
+		switch {
+		case n == 1:
+			fo.fan.Store(c.fan)
+			fo.pure.Store(c.fan != nil)
+		case fo.fan.Load() != c.fan:
+			fo.pure.Store(false)
+		}
 		if i == 0 {
 			c.ahead, c.leftAt = n-1, c.h.left[replica].Load()
-			c.h.pol.Placed(int(n - 1))
+			c.h.pol.Placed(int(n-1), c.fan != nil && fo.pure.Load() && fo.fan.Load() == c.fan)
 		}
 	}
 	ctx, cancel, own := c.parent, context.CancelFunc(nil), (*copyCtx)(nil)

@@ -94,6 +94,25 @@ func TestSpareCapacityRule(t *testing.T) {
 	}
 }
 
+// TestSpareTogether: a replica that holds only copies sent together with
+// a primary (the leaves of its fan-out) counts as idle for the spare
+// share; one that holds other work counts as busy.
+func TestSpareTogether(t *testing.T) {
+	p := policy(t, hedge.Config{Delay: hedge.Fixed(ms), NoBudget: true})
+	for range 5000 {
+		p.Placed(3, true)
+	}
+	if s := p.Spare(); s < 0.99 {
+		t.Fatalf("spare %v after 5,000 placements beside their own fan-out's leaves", s)
+	}
+	for range 5000 {
+		p.Placed(3, false)
+	}
+	if s := p.Spare(); s > 0.01 {
+		t.Fatalf("spare %v after 5,000 placements behind other work", s)
+	}
+}
+
 // TestSpareShare checks the other half of the spare-capacity rule: when
 // few recent primaries found their replica idle, every replica is busy
 // and no hedge goes, even to a replica that happens to be idle.
@@ -103,7 +122,7 @@ func TestSpareShare(t *testing.T) {
 		t.Fatalf("spare %v before any placement, want 1", p.Spare())
 	}
 	for range 5000 {
-		p.Placed(2)
+		p.Placed(2, false)
 	}
 	if s := p.Spare(); s > 0.01 {
 		t.Fatalf("spare %v after 5,000 busy placements", s)
@@ -112,7 +131,7 @@ func TestSpareShare(t *testing.T) {
 		t.Fatalf("hedge while every replica is busy: %v, want busy", why)
 	}
 	for range 5000 {
-		p.Placed(0)
+		p.Placed(0, false)
 	}
 	if s := p.Spare(); s < 0.99 {
 		t.Fatalf("spare %v after 5,000 idle placements", s)

@@ -163,14 +163,15 @@ type Config struct {
 // keeps per-operation-class state (delay estimate and stats). Make one with
 // New and share it.
 type Hedger struct {
-	pol      *decide.Policy // the decision its calls consult
-	delay    Delay          // Config.Delay, or the default
-	budget   *Budget        // the budget in force, nil when unlimited
-	mode     *ModeVar       // Config.Mode's ModeVar, or the Hedger's own
-	replicas []atomic.Int64 // copies in flight on each replica
-	left     []atomic.Int64 // copies each replica answered (not cancelled ones)
-	ghost    []atomic.Int64 // until when a cancelled loser counts as load on each replica (decide.Policy.Ghost); 0: none
-	lost     []atomic.Int64 // copies cancelled as losers on each replica since it last answered
+	pol      *decide.Policy  // the decision its calls consult
+	delay    Delay           // Config.Delay, or the default
+	budget   *Budget         // the budget in force, nil when unlimited
+	mode     *ModeVar        // Config.Mode's ModeVar, or the Hedger's own
+	replicas []atomic.Int64  // copies in flight on each replica
+	left     []atomic.Int64  // copies each replica answered (not cancelled ones)
+	ghost    []atomic.Int64  // until when a cancelled loser counts as load on each replica (decide.Policy.Ghost); 0: none
+	fanOuts  []replicaFanOut // which fan-out holds each replica, if only one does (decide.Policy.Placed)
+	lost     []atomic.Int64  // copies cancelled as losers on each replica since it last answered
 	loadFn   func(int) int
 	// unhedgedLoad is the load the rollout's control group is placed by.
 	unhedgedLoad func(int) int
@@ -230,6 +231,7 @@ func New(cfg Config) (*Hedger, error) {
 		h.replicas = make([]atomic.Int64, cfg.Replicas)
 		h.left = make([]atomic.Int64, cfg.Replicas)
 		h.ghost = make([]atomic.Int64, cfg.Replicas)
+		h.fanOuts = make([]replicaFanOut, cfg.Replicas)
 		h.lost = make([]atomic.Int64, cfg.Replicas)
 		h.reps = make([]replicaState, cfg.Replicas)
 		h.prob = newProbation(cfg.Replicas)
@@ -418,6 +420,17 @@ func (h *Hedger) String() string { return h.pol.String() }
 
 // now is the monotonic reading passed to policies.
 func (h *Hedger) now() time.Duration { return time.Since(h.epoch) }
+
+// replicaFanOut is which fan-out (WithFanOut) made a replica busy with
+// this Hedger's copies, and whether every copy there since is of it. It
+// is kept with atomics, not a lock: copies launched at the same moment on
+// one replica may see a stale value, and a leaf then counts its replica
+// as busy (or, rarely, as idle), which moves the spare share by a
+// thousandth of a placement.
+type replicaFanOut struct {
+	fan  atomic.Pointer[fanOut]
+	pure atomic.Bool
+}
 
 // opState is the per-operation-class state of a Hedger.
 type opState struct {

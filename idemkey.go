@@ -42,36 +42,60 @@ func NewIdempotencyKey() string {
 	return string(b[:])
 }
 
-// idempotency is what WithIdempotencyKey and NotIdempotent attach to a
-// context.
-type idempotency struct {
+// marks is what WithIdempotencyKey, NotIdempotent and WithFanOut attach
+// to a context, under one key so that Do finds them all with one lookup.
+type marks struct {
 	key   string
 	write bool
+	fan   *fanOut // the fan-out the request is a leaf of, or nil
 }
 
-type idemCtxKey struct{}
+type marksKey struct{}
+
+// with returns ctx with the marks it carries, changed by set.
+func with(ctx context.Context, set func(*marks)) context.Context {
+	v := new(marks)
+	if in, _ := ctx.Value(marksKey{}).(*marks); in != nil {
+		*v = *in
+	}
+	set(v)
+	return context.WithValue(ctx, marksKey{}, v)
+}
 
 // WithIdempotencyKey attaches an idempotency key to the request: every copy
 // sees it in Attempt.Key and should send it, so that the server applies the
 // request once however many copies arrive. A request marked NotIdempotent
 // is hedged only if it carries a key.
 func WithIdempotencyKey(ctx context.Context, key string) context.Context {
-	in, _ := ctx.Value(idemCtxKey{}).(*idempotency)
-	v := &idempotency{key: key}
-	if in != nil {
-		v.write = in.write
-	}
-	return context.WithValue(ctx, idemCtxKey{}, v)
+	return with(ctx, func(m *marks) { m.key = key })
 }
 
 // NotIdempotent marks the request as unsafe to repeat (a write). Do sends it
 // once, unhedged, unless it also carries an idempotency key, and counts it
 // in Stats.Unhedgeable.
 func NotIdempotent(ctx context.Context) context.Context {
-	in, _ := ctx.Value(idemCtxKey{}).(*idempotency)
-	v := &idempotency{write: true}
-	if in != nil {
-		v.key = in.key
-	}
-	return context.WithValue(ctx, idemCtxKey{}, v)
+	return with(ctx, func(m *marks) { m.write = true })
+}
+
+// fanOut is one fan-out's identity (not of size zero, so that each is a
+// distinct pointer).
+type fanOut struct{ _ byte }
+
+// WithFanOut marks the requests that Do sends with the returned context
+// (or one derived from it) as the leaves of one fan-out: requests sent
+// together and awaited together, such as the reads of one page from many
+// shards. Call it once per fan-out, before sending the leaves.
+//
+// The spare-capacity rule (Config.MaxReplicaLoad) reads a replica that
+// holds this client's requests as busy with earlier work, and stops
+// hedging when most primaries find their replica busy. A fan-out puts
+// several leaves on each replica at once, so without the mark its own
+// leaves would look like load, and a fan-out wider than the replicas
+// would send no hedge at all; with it, a replica that holds only leaves
+// of the same fan-out counts as idle for that rule. A hedge still goes
+// only to a replica within MaxReplicaLoad, and the budget is the
+// Hedger's, as for any request.
+func WithFanOut(ctx context.Context) context.Context {
+	f := new(fanOut)
+	return with(ctx, func(m *marks) { m.fan = f })
 }

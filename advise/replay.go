@@ -243,18 +243,22 @@ func (rp *replay) load(q int) int {
 	return n
 }
 
+// addCopy counts a copy sent to replica q now.
+func (rp *replay) addCopy(q int) { rp.inFlight[q]++ }
+
 // send places request k's primary, begins its Plan and schedules its
 // first decision at once (after any answer at the same moment).
 func (rp *replay) send(k int, now float64) {
 	rp.clock = now
 	rq := &rp.reqs[k]
 	q := rp.picker.Pick(rp.replicas, nil, rp.load, rp.r.Uint64())
-	rp.pol.Placed(rp.load(q))
+	load := rp.load(q)
 	rq.ahead, rq.leftAt = int64(rp.inFlight[q]), rp.answered[q]
-	rp.inFlight[q]++
+	rp.addCopy(q)
 	rq.q[0], rq.live[0] = q, true
 	rp.push(now+rp.lat[rp.order[k]], evAnswer, k, 0)
 	rp.pol.Begin(&rq.plan, time.Duration(now), rp.est, hedge.Never, false, rp.r)
+	rp.pol.Placed(load, false) // a sample's requests: no fan-out is known
 	if rq.plan.Delay != hedge.Never {
 		rp.delaySum += float64(rq.plan.Delay)
 		rp.delayN++
@@ -358,7 +362,7 @@ func (rp *replay) Launch(now time.Duration, q int, g decide.Grant) bool {
 	rp.work += dk + 2*pool.meanMin(x-dk)
 	rq.hedged = true
 	rq.q[1], rq.live[1] = q, true
-	rp.inFlight[q]++
+	rp.addCopy(q)
 	rp.push(at+pool.xs[rp.r.IntN(len(pool.xs))], evAnswer, k, 1)
 	return true
 }

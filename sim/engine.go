@@ -454,7 +454,6 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 		if e.pol != nil {
 			f := &e.qs[q]
 			r.ahead, r.leftAt = int32(f.busy-1), f.left
-			e.pol.Placed(e.load(int(q)) - 1)
 		}
 		e.kick(q)
 		if e.hedges {
@@ -465,6 +464,8 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 			}
 			now := toDuration(e.now)
 			e.pol.Begin(&r.plan, now, e.est, deadline, false, e.rMRand)
+			f := &e.qs[q]
+			e.pol.Placed(e.load(int(q))-1, f.pure && r.parent >= 0 && f.group == r.idx)
 			if measured && r.plan.Delay != hedge.Never {
 				e.delaySum += e.delayUnits(r.plan.Delay)
 				e.delayN++

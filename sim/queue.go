@@ -21,6 +21,11 @@ type fifo struct {
 	// replica shows progress or until then (see hedge.Picker), so that
 	// cancelling a stuck copy does not make a stalled server look idle.
 	ghostUntil float64
+	// group is the fan-out (its arrival index) of the copy that made the
+	// queue busy, or -1; pure says that every copy here since then is of
+	// that fan-out: the leaves were sent together (decide.Policy.Placed).
+	group int32
+	pure  bool
 }
 
 func (f *fifo) push(x qent) {
@@ -71,6 +76,15 @@ func (e *engine) addCopyAt(slot int32, r *request, q int32) {
 	r.live++
 	f := &e.qs[q]
 	f.push(qent{slot: slot, gen: r.gen, k: k})
+	g := int32(-1)
+	if r.parent >= 0 {
+		g = r.idx
+	}
+	if f.busy == 0 {
+		f.group, f.pure = g, g >= 0
+	} else if f.group != g {
+		f.pure = false
+	}
 	f.busy++
 }
 

@@ -94,19 +94,29 @@ const (
 )
 
 // Placed records the load of the replica a primary was placed on: its
-// copies of this Hedger in flight before the primary. The Policy keeps the
-// share of recent primaries that found their replica idle, an exponential
-// average over about a thousand requests: the client's view of its
-// replicas' spare capacity. Below a quarter, every replica is busy most of
-// the time, copies would only add load, and hedges are refused
+// copies of this Hedger in flight before the primary. The Policy keeps
+// the share of recent primaries that found their replica idle, an
+// exponential average over about a thousand requests: the client's view
+// of its replicas' spare capacity. Below a quarter, every replica is busy
+// most of the time, copies would only add load, and hedges are refused
 // (RefusedBusy) until it recovers. Engines that pick replicas call it for
 // every primary.
-func (p *Policy) Placed(load int) {
+//
+// together reports that every copy in flight there was sent together
+// with the primary, as the leaves of one fan-out are: those copies say
+// that this client sends many requests at once, not that the replica is
+// busy with earlier work, and the replica counts as idle. Without this, a
+// fan-out of W leaves over n replicas finds every replica but the first
+// leaf's busy, and its hedges stop whatever the load. Copies sent a
+// moment apart are not together: at high load even a short window counts
+// enough ordinary arrivals as idle to let hedges add load (measured in
+// docs/default.md).
+func (p *Policy) Placed(load int, together bool) {
 	if p.maxLoad < 0 {
 		return
 	}
 	v := int64(0)
-	if load == 0 {
+	if load == 0 || together {
 		v = spareOne
 	}
 	for {

@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"testing"
+)
+
+var fanoutGrid = flag.Bool("fanout-grid", false, "run TestDefaultFanOutGrid: the default against none for fan-out requests over every world (a few minutes)")
+
+// fanoutRatios runs the default and none for fan-out requests of width w
+// in scenario at load (which counts leaves), and returns the default's
+// request-level p50, p99 and p99.9 over none's, paired by run, and the
+// share of leaves hedged.
+func fanoutRatios(t *testing.T, scenario string, load float64, w, requests, runs int) (map[string]Estimate, float64) {
+	t.Helper()
+	c := DefaultConfig()
+	found := false
+	for _, sc := range DefaultScenarios {
+		if sc.Name == scenario {
+			sc.Apply(&c)
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no scenario %q", scenario)
+	}
+	c.Load, c.Fanout, c.Requests, c.Warmup = load, w, requests, requests/10
+	c.Seed = DeriveSeed(41, fmt.Sprint(scenario, load, w))
+	n, d := c, c
+	n.Strategy, d.Strategy = None, Default
+	sn, sd := runPoint(t, n, runs), runPoint(t, d, runs)
+	col := func(s Summary, f func(*RunResult) float64) []float64 {
+		xs := make([]float64, len(s.Runs))
+		for i := range s.Runs {
+			xs[i] = f(&s.Runs[i])
+		}
+		return xs
+	}
+	out := map[string]Estimate{
+		"p50":   Ratio(col(sd, func(r *RunResult) float64 { return r.P50 }), col(sn, func(r *RunResult) float64 { return r.P50 })),
+		"p99":   Ratio(col(sd, func(r *RunResult) float64 { return r.P99 }), col(sn, func(r *RunResult) float64 { return r.P99 })),
+		"p99.9": Ratio(col(sd, func(r *RunResult) float64 { return r.P999 }), col(sn, func(r *RunResult) float64 { return r.P999 })),
+	}
+	hedged := 0.0
+	for _, r := range sd.Runs {
+		hedged += r.HedgedFraction / float64(len(sd.Runs))
+	}
+	return out, hedged
+}
+
+// TestDefaultFanOutNeverWorse runs the library's zero hedge.Config against
+// no hedging for requests that fan out to 40 leaves over the ten servers
+// and wait for all of them, at the points of the fan-out grid
+// (TestDefaultFanOutGrid) nearest to harm, and fails if the request's
+// p50, p99 or p99.9 is worse than none's by more than 5% or two standard
+// errors of the paired ratio. It also requires the gain in the stalls
+// world at load 0.3: a request p99 at most 0.6 of none's, which a default
+// that read its own leaves as load (and so hedged none) would not reach.
+func TestDefaultFanOutNeverWorse(t *testing.T) {
+	requests, runs := 20_000, 4
+	worst := []struct {
+		scenario string
+		load     float64
+	}{{"bigjobs", 0.8}, {"mixed", 0.8}, {"stalls", 0.6}, {"noise", 0.8}}
+	if raceEnabled {
+		requests, runs = 5_000, 3
+		worst = worst[:1]
+	}
+	for _, p := range worst {
+		r, h := fanoutRatios(t, p.scenario, p.load, 40, requests, runs)
+		for _, q := range []string{"p50", "p99", "p99.9"} {
+			e := r[q]
+			if math.IsNaN(e.Value) || e.Value > 1+max(0.05, 2*e.SE) {
+				t.Errorf("%s at load %g, 40 leaves: default's request %s is %.3f ± %.3f of none's: worse than not hedging", p.scenario, p.load, q, e.Value, e.SE)
+				continue
+			}
+			t.Logf("%s at load %g, 40 leaves: %s ratio %.3f ± %.3f (%.2f%% of leaves hedged)", p.scenario, p.load, q, e.Value, e.SE, 100*h)
+		}
+	}
+	r, h := fanoutRatios(t, "stalls", 0.3, 40, requests, runs)
+	if e := r["p99"]; math.IsNaN(e.Value) || e.Value-2*e.SE > 0.6 {
+		t.Errorf("stalls at load 0.3, 40 leaves: default's request p99 is %.3f ± %.3f of none's (%.2f%% of leaves hedged), want at most 0.6", e.Value, e.SE, 100*h)
+	} else {
+		t.Logf("stalls at load 0.3, 40 leaves: p99 ratio %.3f ± %.3f (%.2f%% of leaves hedged; gain kept)", e.Value, e.SE, 100*h)
+	}
+}
+
+// TestDefaultFanOutGrid measures the zero Config against none for fan-out
+// requests, the table of docs/default.md ("Fan-out"):
+//
+//	go test ./sim -run TestDefaultFanOutGrid -fanout-grid -v
+//
+// For widths 10 and 40 (all leaves awaited), every world, loads 0.1 to
+// 0.9 (counting leaves), 20,000 requests per run and 3 runs per point, it
+// prints each ratio of request-level p50, p99 and p99.9 and the share of
+// leaves hedged, and the worst ratio. It asserts nothing.
+func TestDefaultFanOutGrid(t *testing.T) {
+	if !*fanoutGrid {
+		t.Skip("a measurement, not a test: run with -fanout-grid")
+	}
+	worlds := []string{"noise", "stalls", "bigjobs", "mixed", "lognormal σ=1", "correlated", "ps-stalls", "ps-bigjobs"}
+	loads := []float64{0.1, 0.3, 0.5, 0.7, 0.8, 0.9}
+	for _, w := range []int{10, 40} {
+		worst, where := 0.0, ""
+		t.Logf("| width %d | load | p50 | p99 | p99.9 | leaves hedged |", w)
+		for _, world := range worlds {
+			for _, l := range loads {
+				r, h := fanoutRatios(t, world, l, w, 20_000, 3)
+				t.Logf("| %s | %g | %.3f ± %.3f | %.3f ± %.3f | %.3f ± %.3f | %.2f%% |", world, l,
+					r["p50"].Value, r["p50"].SE, r["p99"].Value, r["p99"].SE, r["p99.9"].Value, r["p99.9"].SE, 100*h)
+				for _, q := range []string{"p50", "p99", "p99.9"} {
+					if r[q].Value > worst {
+						worst, where = r[q].Value, fmt.Sprintf("%s %s at %g, ± %.3f", world, q, l, r[q].SE)
+					}
+				}
+			}
+		}
+		t.Logf("width %d: worst ratio %.3f (%s)", w, worst, where)
+	}
+}
