@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 
 	"github.com/tailcut/hedge"
@@ -77,5 +78,38 @@ func TestLibrarySnippet(t *testing.T) {
 	}
 	if st := h.OpStats("GetItem"); st.Requests != 1 || st.PrimaryWins != 1 {
 		t.Fatalf("stats %v, want one request won by its primary", st)
+	}
+}
+
+// TestFanOutSnippet runs the README's fan-out snippet: ten leaves over
+// three real HTTP replicas.
+func TestFanOutSnippet(t *testing.T) {
+	clients := itemServers(t, 3)
+	h, err := hedge.New(hedge.Config{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ids := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}
+	items, errs := make([]*Item, len(ids)), make([]error, len(ids))
+
+	ctx = hedge.WithFanOut(ctx) // one per user request
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			items[i], errs[i] = hedge.Do(ctx, h, "GetItem", func(ctx context.Context, a hedge.Attempt) (*Item, error) {
+				return clients[a.Replica].GetItem(ctx, id)
+			})
+		})
+	}
+	wg.Wait()
+
+	for i := range ids {
+		if errs[i] != nil || items[i].ID != ids[i] {
+			t.Fatalf("leaf %d: %+v, %v", i, items[i], errs[i])
+		}
+	}
+	if st := h.OpStats("GetItem"); st.Requests != int64(len(ids)) {
+		t.Fatalf("stats %v, want %d requests", st, len(ids))
 	}
 }
