@@ -78,10 +78,11 @@ type Config struct {
 	// waiting behind earlier work is held up by it. For each class the
 	// Hedger keeps running averages over about the last 32 hedges of the
 	// share that won and of the time losers ran for nothing, per hedge and
-	// as a share of the delay; a class whose win rate is below MinWinRate
-	// and whose waste is above 0.4 of a delay is refused (RefusedPayoff),
-	// except for a probe now and then (one in 5,000 requests) that tells
-	// when it pays again. So where copies take as long as their primaries
+	// as a share of the delay (a new class starts at the edge of paying,
+	// weighed as four hedges, so that its first hedges decide); a class
+	// whose win rate is below MinWinRate and whose waste is above 0.4 of
+	// a delay is refused (RefusedPayoff), except for a probe now and then
+	// (one in 5,000 requests) that tells when it pays again. So where copies take as long as their primaries
 	// (big requests), hedging stops by itself, and where a slow server is
 	// the cause, it goes on. Zero means DefaultMinWinRate; a negative
 	// value turns the rule off.

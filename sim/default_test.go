@@ -19,9 +19,9 @@ import (
 // pays, so that never hedging could not pass it.
 func TestDefaultNeverWorse(t *testing.T) {
 	// Runs are never shorter than 200,000 requests (20,000 of warm-up):
-	// a new Hedger's payoff rule starts optimistic and learns from its
-	// first few dozen hedges of each class, and much shorter runs weigh
-	// that transient more than a service that runs for hours would. The
+	// a new Hedger learns from its first hedges of each class and its
+	// first thousand placements, and much shorter runs weigh that
+	// transient more than a service that runs for hours would. The
 	// simulator is deterministic, so a run under the race detector
 	// measures what it measures without; it is slower, so there only the
 	// points nearest the bound and one gain are run.
@@ -206,10 +206,11 @@ func TestDefaultAlternatives(t *testing.T) {
 			gain[key{"noise", 0.3}], gain[key{"noise", 0.5}], gain[key{"noise", 0.7}])
 	}
 
-	// The learning transient: the same default, measured after a short
-	// warm-up (2,500 requests of 25,000) and after the usual one.
-	for _, wl := range []key{{"bigjobs", 0.7}, {"mixed", 0.8}} {
-		for _, warm := range []int{2_500, 20_000} {
+	// The learning transient: the same default, measured from a new
+	// Hedger's first request, after a short warm-up (2,500 requests) and
+	// after the usual one, 22,500 measured requests each.
+	for _, wl := range []key{{"bigjobs", 0.7}, {"mixed", 0.8}, {"bigjobs", 0.9}} {
+		for _, warm := range []int{0, 2_500, 20_000} {
 			mk := func(s Strategy) Summary {
 				c := DefaultConfig()
 				for _, sc := range DefaultScenarios {
@@ -219,7 +220,7 @@ func TestDefaultAlternatives(t *testing.T) {
 				}
 				c.Load, c.Requests, c.Warmup, c.Strategy = wl.load, warm+22_500, warm, s
 				c.Seed = DeriveSeed(8, fmt.Sprint(wl.world, wl.load))
-				return runPoint(t, c, 4)
+				return runPoint(t, c, 8)
 			}
 			e := ratio(mk(Default), mk(None), p50)
 			t.Logf("learning transient: %s at %g, warm-up %d then 22,500 measured: default's p50 %.3f ± %.3f of none's", wl.world, wl.load, warm, e.Value, e.SE)

@@ -159,15 +159,23 @@ const (
 	// payoffMemory is how many recent hedges of a class the averages
 	// weigh, about.
 	payoffMemory = 32
+	// payoffPrior is the weight, in hedges, of a class's starting
+	// averages: a win rate of exactly the minimum and a waste of exactly
+	// maxWaste, the edge of paying. A class's first outcomes move its
+	// averages as a running mean with that prior would, so that a new
+	// Hedger neither trusts a class it has not measured nor takes a few
+	// dozen losing hedges to stop one that does not pay.
+	payoffPrior = 4
 	// rateOne is 1 in the payoff rule's fixed point.
 	rateOne = 1 << 20
 )
 
 // payoff is the benefit feedback of a Policy. For each Evidence it keeps
 // two exponential averages over about the last payoffMemory hedges of that
-// class (fixed point, rateOne): the share that won, starting at 1, and the
-// time losers ran for nothing, as a share of their delay (0 for a win),
-// starting at 0. A class goes while its win rate is at least the minimum
+// class (fixed point, rateOne): the share that won, and the time losers
+// ran for nothing, as a share of their delay (0 for a win), starting at
+// the edge of paying (the minimum and maxWaste) with the weight of
+// payoffPrior hedges. A class goes while its win rate is at least the minimum
 // or its waste at most maxWaste. Otherwise it goes with probability
 // (best of the two ratios)^8, so that an average that dips by chance
 // recovers at once, and on probe tokens credited by every request, so
@@ -177,6 +185,7 @@ type payoff struct {
 	rate  [numEvidence]atomic.Int64
 	waste [numEvidence]atomic.Int64
 	probe [numEvidence]atomic.Int64 // probe tokens, scaled by rateOne
+	seen  [numEvidence]atomic.Int64 // outcomes recorded
 	draw  atomic.Uint64             // a counter hashed into the soft gate's draws
 	min   int64                     // the least win rate, scaled
 	cred  int64                     // probe credit per request, scaled
@@ -190,7 +199,8 @@ func newPayoff(minWin float64) *payoff {
 	}
 	p := &payoff{min: int64(math.Round(minWin * rateOne)), cred: int64(math.Round(payoffProbe * rateOne))}
 	for i := range p.rate {
-		p.rate[i].Store(rateOne)
+		p.rate[i].Store(p.min)
+		p.waste[i].Store(maxWasteFixed)
 	}
 	return p
 }
@@ -272,15 +282,16 @@ func (p *payoff) outcome(e Evidence, won bool, waste float64) {
 	} else {
 		w = int64(min(waste, 16) * rateOne)
 	}
-	ewma(&p.rate[e], v)
-	ewma(&p.waste[e], w)
+	k := min(p.seen[e].Add(1)+payoffPrior, payoffMemory)
+	ewma(&p.rate[e], v, k)
+	ewma(&p.waste[e], w, k)
 }
 
-// ewma moves an average over about payoffMemory values toward v.
-func ewma(r *atomic.Int64, v int64) {
+// ewma moves an average over about k values toward v.
+func ewma(r *atomic.Int64, v, k int64) {
 	for {
 		x := r.Load()
-		n := x + (v-x)/payoffMemory
+		n := x + (v-x)/k
 		if n == x || r.CompareAndSwap(x, n) {
 			return
 		}
@@ -293,7 +304,7 @@ func (p *payoff) String() string {
 }
 
 // WinRate returns the recent win rate of hedges sent on evidence e, as the
-// payoff rule measures it (1 before any, and without the rule).
+// payoff rule measures it (the minimum before any; 1 without the rule).
 func (p *Policy) WinRate(e Evidence) float64 {
 	if p.payoff == nil || int(e) >= numEvidence {
 		return 1
@@ -303,7 +314,7 @@ func (p *Policy) WinRate(e Evidence) float64 {
 
 // Waste returns the recent time losing hedges sent on evidence e ran for
 // nothing, per hedge and as a share of their delay, as the payoff rule
-// measures it (0 before any, and without the rule).
+// measures it (maxWaste before any; 0 without the rule).
 func (p *Policy) Waste(e Evidence) float64 {
 	if p.payoff == nil || int(e) >= numEvidence {
 		return 0

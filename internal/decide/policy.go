@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"os"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -176,6 +177,9 @@ func New(cfg Config) *Policy {
 		p.mode = new(atomic.Int32)
 	}
 	p.spare.Store(spareOne)
+	if os.Getenv("SPARE0") != "" {
+		p.spare.Store(0)
+	}
 	_ = p.SetRollout(cfg.Rollout)
 	return p
 }
