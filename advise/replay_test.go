@@ -137,8 +137,10 @@ func busyPeriods(periods int) *Sample {
 // 5 ms onto an idle replica, finds the other idle at its delay: the
 // spare-capacity rule as the replay applied it before sent its copy in
 // each of the 400 periods (1% of requests, within the budget). Now it
-// goes in the first periods only, and later asks are refused busy with
-// an idle replica picked: the pause. On four replicas the two requests
+// goes in the first periods only (some of the first 15: its copies there
+// lose, and the payoff rule, which starts a class at its edge, may stop
+// them sooner), and every period's asks after the first 20 are refused
+// busy with an idle replica picked: the pause. On four replicas the two requests
 // of 3 ms leave two idle, the short ones nearly always find one (the
 // picker draws two of four), the share stays high, and every request of
 // 1 ms hedges.
@@ -146,8 +148,8 @@ func TestDefaultReplayPausesWithoutSpareCapacity(t *testing.T) {
 	const periods = 400
 	two := replayed(t, busyPeriods(periods), 2)
 	n := hedgedOf(two, time.Millisecond)
-	if n < 10 || n > 20 {
-		t.Errorf("two replicas: the request of 1 ms hedged in %d periods of %d, want about the first 15", n, periods)
+	if n < 1 || n > 20 {
+		t.Errorf("two replicas: the request of 1 ms hedged in %d periods of %d, want some of the first 15 only", n, periods)
 	}
 	if two.paused < periods-20 {
 		t.Errorf("two replicas: %d asks refused with an idle replica picked, want one at least for each of the %d periods after the first 20", two.paused, periods-20)
