@@ -72,6 +72,9 @@ func (e *engine) addCopyAt(slot int32, r *request, q int32) {
 	f := &e.qs[q]
 	f.push(qent{slot: slot, gen: r.gen, k: k})
 	f.busy++
+	if e.multi {
+		e.viewOf(r.client, q).busy++
+	}
 }
 
 // kick starts service on queue q's idle server(s), if any. Under processor
