@@ -578,7 +578,7 @@ func (e *engine) finish(slot int32, r *request, k uint8) {
 			e.lat = append(e.lat, lat)
 		}
 		if e.doneFn != nil {
-			e.doneFn(Completion{Arrival: r.arrival, Latency: lat, Copies: int(r.n), Measured: r.measured})
+			e.doneFn(Completion{Arrival: r.arrival, Latency: lat, Copies: int(r.n), Measured: r.measured, Client: int(r.client)})
 		}
 		return
 	}
