@@ -1,6 +1,10 @@
 package sim
 
-import "math"
+import (
+	"math"
+
+	"github.com/tailcut/hedge/internal/decide"
+)
 
 // view is what one client sees of one queue: its own copies there and
 // their answers, as a Hedger sees its own requests in flight on a replica
@@ -85,6 +89,22 @@ func (e *engine) drawClient() uint16 {
 		}
 	}
 	return uint16(lo)
+}
+
+// polOf returns client's Policy (for a hedging strategy).
+func (e *engine) polOf(client uint16) *decide.Policy {
+	if e.multi {
+		return e.pols[client]
+	}
+	return e.pol
+}
+
+// estOf returns client's delay estimator (for a hedging strategy).
+func (e *engine) estOf(client uint16) decide.Estimator {
+	if e.multi {
+		return e.ests[client]
+	}
+	return e.live
 }
 
 // viewOf returns client's view of queue q.

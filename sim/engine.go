@@ -493,7 +493,7 @@ func (e *engine) newUnit(parent int32, client uint16, measured bool) int32 {
 	default:
 		q := e.addCopy(slot, r)
 		if e.pol != nil {
-			pol := e.pols[client]
+			pol := e.polOf(client)
 			if e.multi {
 				v := e.viewOf(client, q)
 				r.ahead, r.leftAt = v.busy-1, v.left
@@ -505,14 +505,14 @@ func (e *engine) newUnit(parent int32, client uint16, measured bool) int32 {
 		}
 		e.kick(q)
 		if e.hedges {
-			pol := e.pols[client]
+			pol := e.polOf(client)
 			e.emit(TraceEvent{Request: int(r.idx), Copy: 0, At: e.now})
 			deadline := hedge.Never
 			if e.script != nil && e.script[r.idx].Deadline > 0 {
 				deadline = toDuration(e.now + e.script[r.idx].Deadline)
 			}
 			now := toDuration(e.now)
-			pol.Begin(&r.plan, now, e.ests[client], deadline, false, e.rMRand)
+			pol.Begin(&r.plan, now, e.estOf(client), deadline, false, e.rMRand)
 			if measured && r.plan.Delay != hedge.Never {
 				e.delaySum += e.delayUnits(r.plan.Delay)
 				e.delayN++
@@ -538,7 +538,7 @@ func (e *engine) leave(r *request, q int32) {
 func (e *engine) ended(r *request, k uint8) {
 	if r.held[k] {
 		r.held[k] = false
-		e.pols[r.client].Done()
+		e.polOf(r.client).Done()
 	}
 }
 
@@ -564,11 +564,11 @@ func (e *engine) finish(slot int32, r *request, k uint8) {
 		// this same latency; a primary that runs on without cancellation
 		// is recorded when it completes, in onComplete.
 		if !e.feedPrimary || k == 0 || e.cancel {
-			e.ests[r.client].Observe(toDuration(e.now), toDuration(lat))
+			e.estOf(r.client).Observe(toDuration(e.now), toDuration(lat))
 		}
 	}
 	if e.pol != nil {
-		e.pols[r.client].Succeeded(&r.plan, toDuration(e.now), k > 0)
+		e.polOf(r.client).Succeeded(&r.plan, toDuration(e.now), k > 0)
 	}
 	if e.cancel && r.live > 0 {
 		e.cancelAll(slot, r)
@@ -599,7 +599,7 @@ func (e *engine) cancelAll(slot int32, r *request) {
 			continue
 		}
 		if e.ghosts {
-			until := e.now + fromDuration(e.pols[r.client].Ghost(r.plan.Delay))
+			until := e.now + fromDuration(e.polOf(r.client).Ghost(r.plan.Delay))
 			if e.multi {
 				e.viewOf(r.client, r.copies[j].q).ghostUntil = until
 			} else {

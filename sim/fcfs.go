@@ -116,7 +116,7 @@ func (e *engine) onComplete(s int32) {
 	case sv.k == 0 && e.live != nil && e.feedPrimary:
 		// A primary that lost and ran on: the library records its whole
 		// latency when it returns.
-		e.ests[r.client].Observe(toDuration(e.now), toDuration(e.now-r.arrival))
+		e.estOf(r.client).Observe(toDuration(e.now), toDuration(e.now-r.arrival))
 	}
 	e.release(s)
 	e.maybeFree(slot)

@@ -111,7 +111,7 @@ func (e *engine) psComplete(s int32) {
 	case !r.done:
 		e.finish(x.slot, r, x.k)
 	case x.k == 0 && e.live != nil && e.feedPrimary:
-		e.ests[r.client].Observe(toDuration(e.now), toDuration(e.now-r.arrival))
+		e.estOf(r.client).Observe(toDuration(e.now), toDuration(e.now-r.arrival))
 	}
 	e.psSchedule(s)
 	e.maybeFree(x.slot)

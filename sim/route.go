@@ -12,7 +12,9 @@ import "github.com/tailcut/hedge/internal/decide"
 // Least-loaded is not a Picker mode, so it is a scan here, and it reads
 // the whole queues whatever the clients: an oracle no client has.
 func (e *engine) place(r *request) int32 {
-	e.vbase = int(r.client) * e.nq // the client's view, for e.load
+	if e.multi {
+		e.vbase = int(r.client) * e.nq // the client's view, for e.load
+	}
 	if e.pool {
 		return 0
 	}

@@ -17,7 +17,9 @@ type hedgeRT engine
 // drive sets the request the engine's decide.Runtime acts for.
 func (e *engine) drive(slot int32, r *request, now time.Duration) *hedgeRT {
 	e.cur, e.curR, e.curNow = slot, r, now
-	e.vbase = int(r.client) * e.nq
+	if e.multi {
+		e.vbase = int(r.client) * e.nq
+	}
 	return (*hedgeRT)(e)
 }
 
@@ -114,5 +116,5 @@ func (e *engine) onHedge(slot int32, gen uint32) {
 // hedgeDue asks for the copy of r that is due now, and schedules the next.
 func (e *engine) hedgeDue(slot int32, r *request) {
 	now := toDuration(e.now)
-	e.pols[r.client].Fire(&r.plan, now, e.drive(slot, r, now))
+	e.polOf(r.client).Fire(&r.plan, now, e.drive(slot, r, now))
 }
