@@ -89,7 +89,7 @@ type engine struct {
 	subs                 []subRef // Fanout entries per parent
 	sz                   sizer
 	picker               decide.Picker
-	load                 func(int) int // the routing load: loadPlain, or loadGhost with the library's ghosts
+	load                 func(int) int // the routing load: loadPlain, or loadGhost with the library's ghosts; loadView or loadViewG with several clients
 	loadPlain, loadGhost func(int) int
 	loadView, loadViewG  func(int) int // the same, from the client's view (views[vbase+i])
 
