@@ -45,6 +45,9 @@ func fromDuration(d time.Duration) float64 { return float64(d) / float64(Unit) }
 // library's own cap.
 const MaxAttempts = hedge.HardMaxAttempts
 
+// MaxClients is the most clients (Config.Clients) a run may have.
+const MaxClients = 1 << 16
+
 // World says why requests are slow: how sizes are drawn and whether servers
 // stall.
 type World int
@@ -324,8 +327,12 @@ type Config struct {
 	// means the zero hedge.Config. Its Replicas and Picker are the
 	// simulator's own (Servers and Routing); its Retryable,
 	// ReapInBackground, PreciseTimers, AttemptTimeout and MaxOps do not
-	// apply. Other
-	// strategies ignore it: they are presets (see HedgeConfig).
+	// apply. Other strategies ignore it: they are presets (see
+	// HedgeConfig). With several Clients each gets a Policy of its own
+	// from it, and with it a budget of its own when Budget is nil (the
+	// default budget, made fresh for each); an explicit Budget is one
+	// object, shared by every client, as it would be by Hedgers that a
+	// user gave the same *hedge.Budget. So is an explicit *hedge.ModeVar.
 	Hedge *hedge.Config
 
 	// Discipline is how servers share themselves among copies (FCFS).
@@ -376,6 +383,24 @@ type Config struct {
 	// FanoutNeed is how many sub-requests must finish for the request to
 	// finish; 0 means all of them.
 	FanoutNeed int
+
+	// Clients is how many clients share the servers, each with a Hedger
+	// of its own (see "Many clients" in the package documentation): 0 or
+	// 1 is one client that owns the servers, and sees all of their load.
+	// With more, each request (a fan-out request with all its
+	// sub-requests) belongs to one client, and a client's Policy, delay
+	// estimator, budget, routing load, ghosts and evidence are its own.
+	// At most MaxClients.
+	Clients int
+	// ClientSkew splits the requests among the clients: 0 evenly; s > 0
+	// gives client i a share proportional to 1/(i+1)^s (Zipf), so that
+	// client 0 sends the most.
+	ClientSkew float64
+
+	// forceViews, in the package's tests only, makes a run with one
+	// client keep the per-client views that runs with several use, to
+	// show that with one client they are the queues' own counts.
+	forceViews bool
 
 	// placement, in the package's tests only, selects another placement
 	// of a hedge's copy (hedgePlacement); zero is the Picker's.
@@ -512,6 +537,12 @@ func (c Config) Validate() error {
 	}
 	if c.FanoutNeed < 0 || c.FanoutNeed > c.Fanout {
 		bad("fanout need = %d: use 0 (all) to fanout (%d)", c.FanoutNeed, c.Fanout)
+	}
+	if c.Clients < 0 || c.Clients > MaxClients {
+		bad("clients = %d: use 0 or 1 (one client) to %d", c.Clients, MaxClients)
+	}
+	if !(c.ClientSkew >= 0) || math.IsInf(c.ClientSkew, 0) {
+		bad("client skew %v: use 0 (an even split) or a Zipf exponent > 0, e.g. 1", c.ClientSkew)
 	}
 	switch c.Strategy {
 	case HedgeFixed, HedgeP95PerLoad, HedgeP95Quiet, HedgeQuietBudget:
@@ -667,6 +698,9 @@ func (c Config) String() string {
 	}
 	if c.Fanout > 1 {
 		fmt.Fprintf(&b, " fanout=%d need=%d", c.Fanout, c.FanoutNeed)
+	}
+	if c.Clients > 1 {
+		fmt.Fprintf(&b, " clients=%d client-skew=%g", c.Clients, c.ClientSkew)
 	}
 	return b.String()
 }

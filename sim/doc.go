@@ -87,6 +87,51 @@
 // whether waiting or running (NoCancel turns this off: losers run to
 // completion and their work counts).
 //
+// # Many clients
+//
+// By default one client owns the servers: one Policy decides for all
+// traffic, and the load its picker and spare-capacity rule read is a
+// server's whole queue, its evidence (decide.Behind) counts every answer
+// of the primary's server, and a cancelled loser's ghost is the server's.
+// In production many clients share the servers, each with a Hedger of its
+// own that sees only its own requests. Config.Clients = C models that:
+//
+//   - Each arriving request (a fan-out request with all its
+//     sub-requests) belongs to one client, drawn by the clients' shares
+//     (ClientShares: even, or Zipf with Config.ClientSkew) from a random
+//     stream of its own, so that the arrivals, sizes, stalls and routing
+//     draws are the same whatever C (common random numbers again: Clients
+//     is not part of a point's seed).
+//   - Each client has its own decide.Policy, made by decide.FromConfig
+//     from its own call of Config.HedgeConfig, and its own delay
+//     estimator fed by its own requests: its own budget (a preset's, or
+//     the default one, made afresh for each client), spare-capacity
+//     state, payoff record and hedges in flight. An explicit
+//     hedge.Config.Budget (or ModeVar) in Config.Hedge is one object,
+//     shared by every client, as it is by Hedgers that a user gives the
+//     same one.
+//   - Each client has its own view of each server: its copies there,
+//     waiting or in service (the load its two-choice picker and its
+//     spare-capacity rule read, as the live engine's is the Hedger's
+//     in-flight copies per replica), a ghost after its own cancelled
+//     loser, and the count of its copies the server answered (its
+//     evidence). The views are flat slices indexed client*servers+server,
+//     updated where the queues' counts are: nothing is allocated per
+//     request.
+//   - Random routing reads no load, so with random routing and no
+//     hedging a run does not depend on C. Least-loaded routing reads the
+//     whole queues whatever C: it is an oracle that no client has, kept
+//     as a yardstick. Pool routing has no placement to make.
+//   - With fan-out, a request's sub-requests are its client's, and so
+//     fill that client's view of the servers they go to.
+//
+// With one client its views would be the queues' own counts, so a run
+// with Clients 0 or 1 keeps no views and reads the queues, exactly as
+// before clients existed (a test runs both ways and finds the same
+// results, bit for bit). What the model leaves out: a client sees its
+// own answers at once (no network), and clients share nothing but the
+// servers (no load reports from the servers, no probes).
+//
 // # Choices where the spec is open
 //
 //   - Tied placement. As in the source, a tied request's copies go to
@@ -196,8 +241,8 @@
 // from three random streams derived from its seed (SplitMix64 generators of
 // the package's own, whose draws inline into the event loop): arrivals and
 // request sizes; stall processes; and routing, fresh copy sizes and tie
-// breaks. The study
-// derives a point's seed from the master seed and the point's scenario
+// breaks; with more than one client, a fourth draws each request's
+// client. The study derives a point's seed from the master seed and the point's scenario
 // (world, world parameters, load and sizes; see DeriveSeed), and run i's
 // seed from that (RunSeed). Routing and strategy are deliberately not part
 // of the seed: run i of every strategy at a point sees the same arrivals,

@@ -48,6 +48,7 @@ type request struct {
 	measured bool
 	state    [MaxAttempts]uint8 // copy k's state (cWaiting, ...)
 	held     [MaxAttempts]bool  // copy k holds one of the Policy's in-flight slots until it ends
+	client   uint16             // the client whose request it is (0 with one client)
 	plan     decide.Plan        // the library's decision state, for hedging strategies
 	copies   [MaxAttempts]copyRec
 	// For the library's evidence (decide.Behind), at the end: only the
@@ -88,17 +89,30 @@ type engine struct {
 	subs                 []subRef // Fanout entries per parent
 	sz                   sizer
 	picker               decide.Picker
-	load                 func(int) int // the routing load: loadPlain, or loadGhost with the library's ghosts
+	load                 func(int) int // the routing load: loadPlain, or loadGhost with the library's ghosts; loadView or loadViewG with several clients
 	loadPlain, loadGhost func(int) int
+	loadView, loadViewG  func(int) int // the same, from the client's view (views[vbase+i])
+
+	// Clients (see "Many clients" in doc.go). With one client (multi
+	// false) the Policy reads the queues' own counts, which are then that
+	// client's; with several, each client's Policy reads its views.
+	multi  bool
+	nq     int    // queues: the stride of views
+	views  []view // what client c sees of queue q, at c*nq+q (multi only)
+	vbase  int    // c*nq for the client whose copy is being placed
+	pols   []*decide.Policy
+	ests   []decide.Estimator // each client's delay estimator
+	rC     rng                // which client a request belongs to (multi only)
+	shares []float64          // cumulative shares of the clients, the last 1
 
 	hedges      bool
 	ghosts      bool // count cancelled losers as load until progress (the library's picker)
 	tied        bool
 	tiedSample  bool // Tied with two-choice routing: copies on two-choice's sampled pair
 	cancel      bool
-	pol         *decide.Policy // the library's decision, for hedging strategies
-	est         decide.Estimator
-	live        decide.Estimator          // est, unless it is a fixed delay, which learns nothing
+	pol         *decide.Policy            // client 0's decision (pols[0]), for hedging strategies; nil for others
+	est         decide.Estimator          // client 0's estimator (ests[0])
+	live        decide.Estimator          // est, when estimators are fed: not for a fixed delay, which learns nothing
 	feedPrimary bool                      // feed live the primary's latency (the library's rule)
 	need        int32                     // fan-out sub-requests needed
 	refused     [decide.NumRefusals]int64 // refusals by hedge.Refusal, of measured units
@@ -161,6 +175,14 @@ func (e *engine) init(c Config) {
 			}
 			return f.busy
 		}
+		e.loadView = func(i int) int { return int(e.views[e.vbase+i].busy) }
+		e.loadViewG = func(i int) int {
+			v := &e.views[e.vbase+i]
+			if e.now < v.ghostUntil {
+				return int(v.busy) + 1
+			}
+			return int(v.busy)
+		}
 	}
 	nq := c.Servers
 	if e.pool {
@@ -171,6 +193,7 @@ func (e *engine) init(c Config) {
 	for i := range e.qs {
 		e.qs[i].head, e.qs[i].n, e.qs[i].busy, e.qs[i].left, e.qs[i].ghostUntil = 0, 0, 0, 0, 0
 	}
+	e.initClients(c, nq)
 	e.idle = e.idle[:0]
 	for i := range e.srv {
 		q := int32(i)
@@ -200,24 +223,40 @@ func (e *engine) init(c Config) {
 	e.cancel = !c.NoCancel
 	e.maxAtt = uint8(c.MaxAttempts)
 	e.pol, e.est, e.live = nil, nil, nil
-	if h, ok := c.HedgeConfig(); ok && e.hedges {
-		pol, err := decide.FromConfig(h)
-		if err != nil {
-			panic(err) // unreachable after Validate
+	clear(e.pols)
+	clear(e.ests)
+	e.pols, e.ests = e.pols[:0], e.ests[:0]
+	if _, ok := c.HedgeConfig(); ok && e.hedges {
+		// A Policy per client, each from a hedge.Config of its own: a
+		// budget that HedgeConfig or FromConfig makes is made afresh for
+		// each, as each Hedger would make its own (see Config.Hedge).
+		for range e.clientsN() {
+			h, _ := c.HedgeConfig()
+			pol, err := decide.FromConfig(h)
+			if err != nil {
+				panic(err) // unreachable after Validate
+			}
+			e.pols = append(e.pols, pol)
+			e.ests = append(e.ests, pol.NewEstimator())
 		}
-		e.pol = pol
-		e.est = pol.NewEstimator()
-		if _, fixed := h.Delay.(hedge.Fixed); !fixed {
-			e.live = e.est // a fixed delay learns nothing: not fed
+		e.pol, e.est = e.pols[0], e.ests[0]
+		if h, _ := c.HedgeConfig(); !isFixed(h.Delay) {
+			e.live = e.est
 		}
-		e.hedges = pol.MaxAttempts() > 1
+		e.hedges = e.pol.MaxAttempts() > 1
 	}
 	// The library's picker counts a cancelled loser as load for a while
 	// (decide.Policy.Ghost); the study's presets do not.
 	e.ghosts = e.pol != nil && e.pol.Ghost(time.Millisecond) > 0
-	e.load = e.loadPlain
-	if e.ghosts {
+	switch {
+	case e.multi && e.ghosts:
+		e.load = e.loadViewG
+	case e.multi:
+		e.load = e.loadView
+	case e.ghosts:
 		e.load = e.loadGhost
+	default:
+		e.load = e.loadPlain
 	}
 	e.feedPrimary = c.feedPrimary()
 	e.refused = [decide.NumRefusals]int64{}
@@ -390,10 +429,14 @@ func (e *engine) arrive() {
 		e.tEnd = e.now
 	}
 	measured := idx >= e.c.Warmup && idx < e.c.Requests
+	var client uint16
+	if e.multi {
+		client = e.drawClient()
+	}
 	if e.c.Fanout == 1 {
-		e.newUnit(-1, measured)
+		e.newUnit(-1, client, measured)
 	} else {
-		e.newParent(measured)
+		e.newParent(client, measured)
 	}
 	switch {
 	case e.script == nil:
@@ -415,8 +458,9 @@ func (e *engine) alloc() int32 {
 	return int32(len(e.slots) - 1)
 }
 
-// newUnit starts a request (or sub-request) and returns its slot.
-func (e *engine) newUnit(parent int32, measured bool) int32 {
+// newUnit starts a request (or sub-request) of client and returns its
+// slot.
+func (e *engine) newUnit(parent int32, client uint16, measured bool) int32 {
 	slot := e.alloc()
 	r := &e.slots[slot]
 	r.arrival = e.now
@@ -428,6 +472,7 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 	}
 	r.work = 0
 	r.parent = parent
+	r.client = client
 	r.n, r.live, r.ran = 0, 0, 0
 	r.done = false
 	r.measured = measured
@@ -452,34 +497,47 @@ func (e *engine) newUnit(parent int32, measured bool) int32 {
 	default:
 		q := e.addCopy(slot, r)
 		if e.pol != nil {
-			f := &e.qs[q]
-			r.ahead, r.leftAt = int32(f.busy-1), f.left
+			pol := e.polOf(client)
+			var together bool // every copy there is a leaf of r's fan-out
+			if e.multi {
+				v := e.viewOf(client, q)
+				r.ahead, r.leftAt = v.busy-1, v.left
+				together = v.pure && v.group == r.idx
+			} else {
+				f := &e.qs[q]
+				r.ahead, r.leftAt = int32(f.busy-1), f.left
+				together = f.pure && f.group == r.idx
+			}
+			pol.Placed(e.load(int(q))-1, together && r.parent >= 0)
 		}
 		e.kick(q)
 		if e.hedges {
+			pol := e.polOf(client)
 			e.emit(TraceEvent{Request: int(r.idx), Copy: 0, At: e.now})
 			deadline := hedge.Never
 			if e.script != nil && e.script[r.idx].Deadline > 0 {
 				deadline = toDuration(e.now + e.script[r.idx].Deadline)
 			}
 			now := toDuration(e.now)
-			e.pol.Begin(&r.plan, now, e.est, deadline, false, e.rMRand)
-			f := &e.qs[q]
-			e.pol.Placed(e.load(int(q))-1, f.pure && r.parent >= 0 && f.group == r.idx)
+			pol.Begin(&r.plan, now, e.estOf(client), deadline, false, e.rMRand)
 			if measured && r.plan.Delay != hedge.Never {
 				e.delaySum += e.delayUnits(r.plan.Delay)
 				e.delayN++
 			}
-			e.pol.Schedule(&r.plan, now, e.drive(slot, r, now))
+			pol.Schedule(&r.plan, now, e.drive(slot, r, now))
 		}
 	}
 	return slot
 }
 
-// leave takes a copy that completed or was cancelled off queue q's count.
-func (e *engine) leave(q int32) {
+// leave takes a copy of r that completed or was cancelled off queue q's
+// count, and off its client's view of q.
+func (e *engine) leave(r *request, q int32) {
 	f := &e.qs[q]
 	f.busy--
+	if e.multi {
+		e.viewOf(r.client, q).busy--
+	}
 }
 
 // ended gives back the in-flight slot of copy k of r, which completed or
@@ -487,7 +545,7 @@ func (e *engine) leave(q int32) {
 func (e *engine) ended(r *request, k uint8) {
 	if r.held[k] {
 		r.held[k] = false
-		e.pol.Done()
+		e.polOf(r.client).Done()
 	}
 }
 
@@ -496,9 +554,16 @@ func (e *engine) ended(r *request, k uint8) {
 func (e *engine) cancelWaiting(r *request, k uint8) {
 	c := &r.copies[k]
 	r.state[k] = cCancelled
-	e.leave(c.q)
+	e.leave(r, c.q)
 	r.live--
 	e.ended(r, k)
+}
+
+// isFixed reports whether d is a fixed delay, whose estimator learns
+// nothing and is not fed.
+func isFixed(d hedge.Delay) bool {
+	_, ok := d.(hedge.Fixed)
+	return ok
 }
 
 // finish records the first finished copy of a unit, copy k, and cancels
@@ -513,11 +578,11 @@ func (e *engine) finish(slot int32, r *request, k uint8) {
 		// this same latency; a primary that runs on without cancellation
 		// is recorded when it completes, in onComplete.
 		if !e.feedPrimary || k == 0 || e.cancel {
-			e.live.Observe(toDuration(e.now), toDuration(lat))
+			e.estOf(r.client).Observe(toDuration(e.now), toDuration(lat))
 		}
 	}
 	if e.pol != nil {
-		e.pol.Succeeded(&r.plan, toDuration(e.now), k > 0)
+		e.polOf(r.client).Succeeded(&r.plan, toDuration(e.now), k > 0)
 	}
 	if e.cancel && r.live > 0 {
 		e.cancelAll(slot, r)
@@ -527,7 +592,7 @@ func (e *engine) finish(slot int32, r *request, k uint8) {
 			e.lat = append(e.lat, lat)
 		}
 		if e.doneFn != nil {
-			e.doneFn(Completion{Arrival: r.arrival, Latency: lat, Copies: int(r.n), Measured: r.measured})
+			e.doneFn(Completion{Arrival: r.arrival, Latency: lat, Copies: int(r.n), Measured: r.measured, Client: int(r.client)})
 		}
 		return
 	}
@@ -548,7 +613,12 @@ func (e *engine) cancelAll(slot int32, r *request) {
 			continue
 		}
 		if e.ghosts {
-			e.qs[r.copies[j].q].ghostUntil = e.now + fromDuration(e.pol.Ghost(r.plan.Delay))
+			until := e.now + fromDuration(e.polOf(r.client).Ghost(r.plan.Delay))
+			if e.multi {
+				e.viewOf(r.client, r.copies[j].q).ghostUntil = until
+			} else {
+				e.qs[r.copies[j].q].ghostUntil = until
+			}
 		}
 	}
 }

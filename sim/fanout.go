@@ -14,10 +14,11 @@ type subRef struct {
 	gen  uint32
 }
 
-// newParent starts a fan-out request of Config.Fanout sub-requests. Each is
+// newParent starts a fan-out request of client, of Config.Fanout
+// sub-requests, all the client's. Each is
 // a unit of its own for routing and hedging; the request finishes when
 // Config.FanoutNeed (or all) of them have.
-func (e *engine) newParent(measured bool) {
+func (e *engine) newParent(client uint16, measured bool) {
 	k := e.c.Fanout
 	var p int32
 	if n := len(e.pfree); n > 0 {
@@ -36,7 +37,7 @@ func (e *engine) newParent(measured bool) {
 	}
 	base := int(p) * k
 	for j := range k {
-		s := e.newUnit(p, measured)
+		s := e.newUnit(p, client, measured)
 		e.subs[base+j] = subRef{slot: s, gen: e.slots[s].gen}
 	}
 }

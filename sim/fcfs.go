@@ -55,7 +55,7 @@ func (e *engine) cancelRunning(slot int32, r *request, k uint8) {
 	r.work += c.size - rem
 	r.state[k] = cCancelled
 	r.live--
-	e.leave(c.q)
+	e.leave(r, c.q)
 	e.ended(r, k)
 	e.release(c.srv)
 }
@@ -74,6 +74,23 @@ func (e *engine) release(s int32) {
 	}
 }
 
+// answered counts a copy of r that queue q completed, for decide.Behind,
+// and ends a ghost there: the queue shows progress (to r's client, with
+// several).
+func (e *engine) answered(r *request, q int32) {
+	if e.multi {
+		v := e.viewOf(r.client, q)
+		v.left++
+		v.ghostUntil = 0
+		return
+	}
+	f := &e.qs[q]
+	f.left++
+	if e.ghosts {
+		f.ghostUntil = 0
+	}
+}
+
 // onComplete finishes the copy in service on server s, whose completion
 // time has come.
 func (e *engine) onComplete(s int32) {
@@ -88,12 +105,9 @@ func (e *engine) onComplete(s int32) {
 	r.work += c.size
 	r.state[sv.k] = cDone
 	r.live--
-	e.leave(c.q)
+	e.leave(r, c.q)
 	if e.pol != nil {
-		e.qs[c.q].left++ // for decide.Behind
-		if e.ghosts {
-			e.qs[c.q].ghostUntil = 0
-		}
+		e.answered(r, c.q)
 	}
 	e.ended(r, sv.k)
 	switch {
@@ -102,7 +116,7 @@ func (e *engine) onComplete(s int32) {
 	case sv.k == 0 && e.live != nil && e.feedPrimary:
 		// A primary that lost and ran on: the library records its whole
 		// latency when it returns.
-		e.live.Observe(toDuration(e.now), toDuration(e.now-r.arrival))
+		e.estOf(r.client).Observe(toDuration(e.now), toDuration(e.now-r.arrival))
 	}
 	e.release(s)
 	e.maybeFree(slot)

@@ -90,6 +90,9 @@ type Completion struct {
 	// Measured says that the request counts in the run's results (it
 	// arrived after the warm-up).
 	Measured bool
+	// Client is the client whose request it was, from 0 (see
+	// Config.Clients).
+	Client int
 }
 
 // Run validates c and runs it once with seed c.Seed.

@@ -27,6 +27,10 @@ type PointResult struct {
 	// Discipline "ps" for processor-sharing servers (absent: FCFS).
 	Sigma      *float64 `json:"sigma,omitempty"`
 	Discipline string   `json:"discipline,omitempty"`
+	// Clients and ClientSkew, present with more than one client, are
+	// Config.Clients and Config.ClientSkew.
+	Clients    int      `json:"clients,omitempty"`
+	ClientSkew *float64 `json:"client_skew,omitempty"`
 	// Groups lists the parts of the study the point belongs to (main,
 	// mixed, random, budget, stall-length, cancel-delay).
 	Groups   []string `json:"groups"`
@@ -151,6 +155,9 @@ func (s Summary) Result() PointResult {
 	}
 	if c.Discipline != FCFS {
 		r.Discipline = c.Discipline.String()
+	}
+	if c.Clients > 1 {
+		r.Clients, r.ClientSkew = c.Clients, fptr(c.ClientSkew)
 	}
 	return r
 }

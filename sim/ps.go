@@ -102,19 +102,16 @@ func (e *engine) psComplete(s int32) {
 	r.work += c.size
 	r.state[x.k] = cDone
 	r.live--
-	e.leave(c.q)
+	e.leave(r, c.q)
 	if e.pol != nil {
-		e.qs[c.q].left++ // for decide.Behind
-		if e.ghosts {
-			e.qs[c.q].ghostUntil = 0
-		}
+		e.answered(r, c.q)
 	}
 	e.ended(r, x.k)
 	switch {
 	case !r.done:
 		e.finish(x.slot, r, x.k)
 	case x.k == 0 && e.live != nil && e.feedPrimary:
-		e.live.Observe(toDuration(e.now), toDuration(e.now-r.arrival))
+		e.estOf(r.client).Observe(toDuration(e.now), toDuration(e.now-r.arrival))
 	}
 	e.psSchedule(s)
 	e.maybeFree(x.slot)
@@ -130,7 +127,7 @@ func (e *engine) psCancel(slot int32, r *request, k uint8) {
 	r.work += c.size - max(0, e.psfv[int(slot)*MaxAttempts+int(k)]-p.v)
 	r.state[k] = cCancelled
 	r.live--
-	e.leave(c.q)
+	e.leave(r, c.q)
 	e.ended(r, k)
 	e.psLeave(s)
 	e.psSchedule(s)

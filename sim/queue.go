@@ -86,6 +86,15 @@ func (e *engine) addCopyAt(slot int32, r *request, q int32) {
 		f.pure = false
 	}
 	f.busy++
+	if e.multi {
+		v := e.viewOf(r.client, q)
+		if v.busy == 0 {
+			v.group, v.pure = g, g >= 0
+		} else if v.group != g {
+			v.pure = false
+		}
+		v.busy++
+	}
 }
 
 // kick starts service on queue q's idle server(s), if any. Under processor

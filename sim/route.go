@@ -5,10 +5,16 @@ import "github.com/tailcut/hedge/internal/decide"
 // place chooses the queue for the request's next copy, never one that
 // already holds a copy of it. It returns -1 if every server holds one.
 //
-// Two-choice and random routing go through decide.Picker, hedge.Picker's code, the same code the
-// live engine uses, with the queues' busy counts (waiting plus in service)
-// as the load. Least-loaded is not a Picker mode, so it is a scan here.
+// Two-choice and random routing go through decide.Picker, hedge.Picker's
+// code, the same code the live engine uses, with the queues' busy counts
+// (waiting plus in service) as the load: with several clients, the
+// client's own copies on each queue, as a Hedger sees only its own.
+// Least-loaded is not a Picker mode, so it is a scan here, and it reads
+// the whole queues whatever the clients: an oracle no client has.
 func (e *engine) place(r *request) int32 {
+	if e.multi {
+		e.vbase = int(r.client) * e.nq // the client's view, for e.load
+	}
 	if e.pool {
 		return 0
 	}

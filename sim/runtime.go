@@ -17,6 +17,9 @@ type hedgeRT engine
 // drive sets the request the engine's decide.Runtime acts for.
 func (e *engine) drive(slot int32, r *request, now time.Duration) *hedgeRT {
 	e.cur, e.curR, e.curNow = slot, r, now
+	if e.multi {
+		e.vbase = int(r.client) * e.nq
+	}
 	return (*hedgeRT)(e)
 }
 
@@ -71,7 +74,11 @@ func (h *hedgeRT) Arm(at time.Duration) {
 
 // evidence is what the client sees of r's primary's queue (decide.Behind).
 func (e *engine) evidence(r *request) decide.Evidence {
-	return decide.Behind(int64(r.ahead), int64(e.qs[r.copies[0].q].left-r.leftAt))
+	left := e.qs[r.copies[0].q].left
+	if e.multi {
+		left = e.viewOf(r.client, r.copies[0].q).left
+	}
+	return decide.Behind(int64(r.ahead), int64(left-r.leftAt))
 }
 
 // delayUnits is fromDuration, remembering the last conversion: a delay is
@@ -109,5 +116,5 @@ func (e *engine) onHedge(slot int32, gen uint32) {
 // hedgeDue asks for the copy of r that is due now, and schedules the next.
 func (e *engine) hedgeDue(slot int32, r *request) {
 	now := toDuration(e.now)
-	e.pol.Fire(&r.plan, now, e.drive(slot, r, now))
+	e.polOf(r.client).Fire(&r.plan, now, e.drive(slot, r, now))
 }

@@ -43,6 +43,9 @@ func TestValidationErrors(t *testing.T) {
 		{[]string{"sim", "--warmup", "-7"}, "warmup = -7"},
 		{[]string{"sim", "--strategy", "hedge-fixed"}, "needs --delay"},
 		{[]string{"sim", "--max-attempts", "9"}, "max attempts"},
+		{[]string{"sim", "--clients", "-1"}, "clients = -1"},
+		{[]string{"sim", "--clients", "10", "--client-skew", "-1"}, "client skew -1"},
+		{[]string{"sim", "--fanout", "4", "--fanout-need", "5"}, "fanout need = 5"},
 		{[]string{"sim", "--bogus-flag"}, "flag provided but not defined"},
 		{[]string{"sim", "stray"}, "unexpected arguments"},
 		{[]string{"study", "--out", filepath.Join(file, "sub")}, "output directory"},
@@ -82,6 +85,18 @@ func TestSimRuns(t *testing.T) {
 		if _, ok := r[k]; !ok {
 			t.Errorf("field %q missing", k)
 		}
+	}
+	code, out, errOut = runCLI("sim", "--world", "bigjobs", "--strategy", "default", "--load", "0.5", "--requests", "5000",
+		"--runs", "1", "--clients", "10", "--client-skew", "1", "--fanout", "2", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	r = nil
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
+	}
+	if r["clients"] != 10.0 || r["client_skew"] != 1.0 {
+		t.Errorf("clients %v, client skew %v; want 10 and 1", r["clients"], r["client_skew"])
 	}
 	code, out, errOut = runCLI("sim", "--strategy", "tied", "--cancel-delay", "0.1", "--requests", "3000", "--runs", "1")
 	if code != 0 || !strings.Contains(out, "p99.9") {

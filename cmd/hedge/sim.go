@@ -62,6 +62,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.c.Servers, "servers", d.Servers, "number of servers")
 	fs.IntVar(&f.c.Fanout, "fanout", 1, "sub-requests per request")
 	fs.IntVar(&f.c.FanoutNeed, "fanout-need", 0, "sub-requests a request waits for (0: all)")
+	fs.IntVar(&f.c.Clients, "clients", 1, "clients sharing the servers, each with its own Hedger (its own delay, budget and view of its own requests in flight)")
+	fs.Float64Var(&f.c.ClientSkew, "client-skew", 0, "how requests split among the clients: 0 evenly, s > 0 client i's share proportional to 1/(i+1)^s")
 	fs.Uint64Var(&f.c.Seed, "seed", 1, "seed of the first run; later runs derive theirs from it")
 	fs.BoolVar(&f.json, "json", false, "print the measures as a JSON object")
 	fs.IntVar(&f.workers, "workers", 0, "parallel runs (0: GOMAXPROCS)")
