@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/tailcut/hedge"
 )
 
 var fanoutGrid = flag.Bool("fanout-grid", false, "run TestDefaultFanOutGrid: the default against none for fan-out requests over every world (a few minutes)")
@@ -14,6 +16,13 @@ var fanoutGrid = flag.Bool("fanout-grid", false, "run TestDefaultFanOutGrid: the
 // request-level p50, p99 and p99.9 over none's, paired by run, and the
 // share of leaves hedged.
 func fanoutRatios(t *testing.T, scenario string, load float64, w, requests, runs int) (map[string]Estimate, float64) {
+	t.Helper()
+	return clientRatios(t, scenario, load, 1, w, requests, runs)
+}
+
+// clientRatios is fanoutRatios with the servers' traffic split evenly
+// among clients clients, each with a Hedger of its own.
+func clientRatios(t *testing.T, scenario string, load float64, clients, w, requests, runs int) (map[string]Estimate, float64) {
 	t.Helper()
 	c := DefaultConfig()
 	found := false
@@ -26,7 +35,7 @@ func fanoutRatios(t *testing.T, scenario string, load float64, w, requests, runs
 	if !found {
 		t.Fatalf("no scenario %q", scenario)
 	}
-	c.Load, c.Fanout, c.Requests, c.Warmup = load, w, requests, requests/10
+	c.Load, c.Fanout, c.Requests, c.Warmup, c.Clients = load, w, requests, requests/10, clients
 	c.Seed = DeriveSeed(41, fmt.Sprint(scenario, load, w))
 	n, d := c, c
 	n.Strategy, d.Strategy = None, Default
@@ -124,5 +133,108 @@ func TestDefaultFanOutGrid(t *testing.T) {
 		t.Logf("width %d: worst ratio %.3f (%s)", w, worst, where)
 		r, _ := fanoutRatios(t, worstWorld, worstLoad, w, 60_000, 8)
 		t.Logf("width %d: the worst point again, 8 runs of 60,000 requests: %s %.3f ± %.3f", w, worstQ, r[worstQ].Value, r[worstQ].SE)
+	}
+}
+
+var clientsGrid = flag.Bool("clients-grid", false, "run TestDefaultClientsGrid: the default against none with many clients and fan-outs (a few minutes)")
+
+// TestDefaultClientsGrid measures the zero Config against none when C
+// clients share the servers, each with its own Hedger and an even share
+// of the traffic, for plain requests and fan-outs of 40 leaves, the table
+// of docs/default.md ("Many clients"):
+//
+//	go test ./sim -run TestDefaultClientsGrid -v -args -clients-grid
+//
+// Three runs per point, of 100,000 requests (20,000 with fan-outs); none
+// routes as the default does (two choices by each client's own view). It
+// prints the ratios of request-level p50, p99 and p99.9 and the share of
+// requests (leaves) hedged, and the worst ratio per C and width. It
+// asserts nothing.
+func TestDefaultClientsGrid(t *testing.T) {
+	if !*clientsGrid {
+		t.Skip("a measurement, not a test: run with -clients-grid")
+	}
+	worlds := []string{"noise", "stalls", "bigjobs", "mixed", "correlated", "ps-bigjobs"}
+	loads := []float64{0.3, 0.5, 0.7, 0.8}
+	for _, w := range []int{1, 40} {
+		for _, c := range []int{1, 10, 100} {
+			requests := 100_000
+			if w > 1 {
+				requests = 20_000
+			}
+			worst, where := 0.0, ""
+			t.Logf("| C = %d, width %d | load | p50 | p99 | p99.9 | hedged |", c, w)
+			for _, world := range worlds {
+				for _, l := range loads {
+					r, h := clientRatios(t, world, l, c, w, requests, 3)
+					t.Logf("| %s | %g | %.3f ± %.3f | %.3f ± %.3f | %.3f ± %.3f | %.2f%% |", world, l,
+						r["p50"].Value, r["p50"].SE, r["p99"].Value, r["p99"].SE, r["p99.9"].Value, r["p99.9"].SE, 100*h)
+					for _, q := range []string{"p50", "p99", "p99.9"} {
+						if r[q].Value > worst {
+							worst, where = r[q].Value, fmt.Sprintf("%s %s at %g, ± %.3f", world, q, l, r[q].SE)
+						}
+					}
+				}
+			}
+			t.Logf("C = %d, width %d: worst ratio %.3f (%s)", c, w, worst, where)
+		}
+	}
+}
+
+// TestDefaultClientsBudget measures whether a smaller budget makes the
+// default safe with ten clients (docs/default.md, "Many clients"):
+//
+//	go test ./sim -run TestDefaultClientsBudget -v -args -clients-grid
+//
+// the zero Config with its own budgets (10% of each client's requests),
+// and with one budget of 3% or 1% of all requests (bursts of 10) that
+// every client spends from, at the worst points of the clients grid and two gains, three runs
+// of 100,000 requests. The runs of a point, which may run at once, share
+// the one Budget, so its rows move a little from one invocation to the
+// next. It asserts nothing.
+func TestDefaultClientsBudget(t *testing.T) {
+	if !*clientsGrid {
+		t.Skip("a measurement, not a test: run with -clients-grid")
+	}
+	for _, ratio := range []float64{0.1, 0.03, 0.01} {
+		for _, p := range []struct {
+			world   string
+			load    float64
+			clients int
+		}{{"bigjobs", 0.8, 10}, {"bigjobs", 0.5, 10}, {"mixed", 0.7, 100}, {"stalls", 0.5, 10}, {"stalls", 0.3, 1}, {"noise", 0.3, 1}} {
+			c := DefaultConfig()
+			for _, sc := range DefaultScenarios {
+				if sc.Name == p.world {
+					sc.Apply(&c)
+				}
+			}
+			c.Load, c.Requests, c.Warmup, c.Clients = p.load, 100_000, 10_000, p.clients
+			c.Seed = DeriveSeed(41, fmt.Sprint(p.world, p.load))
+			n, d := c, c
+			n.Strategy, d.Strategy = None, Default
+			d.Hedge = &hedge.Config{}
+			if ratio != 0.1 {
+				// One Budget, which every client's Policy spends from:
+				// at most that share of all requests is hedged.
+				b, err := hedge.NewBudget(ratio, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.Hedge.Budget = b
+			}
+			sn, sd := runPoint(t, n, 3), runPoint(t, d, 3)
+			col := func(s Summary, f func(*RunResult) float64) []float64 {
+				xs := make([]float64, len(s.Runs))
+				for i := range s.Runs {
+					xs[i] = f(&s.Runs[i])
+				}
+				return xs
+			}
+			r50 := Ratio(col(sd, func(r *RunResult) float64 { return r.P50 }), col(sn, func(r *RunResult) float64 { return r.P50 }))
+			r99 := Ratio(col(sd, func(r *RunResult) float64 { return r.P99 }), col(sn, func(r *RunResult) float64 { return r.P99 }))
+			r999 := Ratio(col(sd, func(r *RunResult) float64 { return r.P999 }), col(sn, func(r *RunResult) float64 { return r.P999 }))
+			t.Logf("budget %.2f, %s at %g, %d clients: p50 %.3f ± %.3f, p99 %.3f ± %.3f, p99.9 %.3f ± %.3f, hedged %.2f%%", ratio, p.world, p.load, p.clients,
+				r50.Value, r50.SE, r99.Value, r99.SE, r999.Value, r999.SE, 100*sd.Runs[0].HedgedFraction)
+		}
 	}
 }
