@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"os"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -177,9 +176,6 @@ func New(cfg Config) *Policy {
 		p.mode = new(atomic.Int32)
 	}
 	p.spare.Store(spareOne)
-	if os.Getenv("SPARE0") != "" {
-		p.spare.Store(0)
-	}
 	_ = p.SetRollout(cfg.Rollout)
 	return p
 }
