@@ -415,9 +415,14 @@ func (h *Hedger) Budget() *Budget { return h.budget }
 
 // String describes the Hedger's decision in a few words, for labels and
 // logs: "p95 of the last 1000 primary latencies (none before 100), budget
-// ratio(0.1, burst=10), at most 2 copies, ...", then the mode and rollout
-// when they are not On and 1.
-func (h *Hedger) String() string { return h.pol.String() }
+// ratio(0.1, burst=10), at most 2 copies, ...", then the rollout and mode
+// when they are not 1 and On.
+func (h *Hedger) String() string {
+	if m := h.Mode(); m != On {
+		return fmt.Sprintf("%v, mode %v", h.pol, m)
+	}
+	return h.pol.String()
+}
 
 // now is the monotonic reading passed to policies.
 func (h *Hedger) now() time.Duration { return time.Since(h.epoch) }

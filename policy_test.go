@@ -165,3 +165,22 @@ func TestOpStatsBeforeFirstCall(t *testing.T) {
 		t.Fatalf("live delay before any sample: %v, want Never", st.Delay)
 	}
 }
+
+// TestHedgerString: a Hedger describes its decision, then the rollout
+// and the mode when they are not 1 and On.
+func TestHedgerString(t *testing.T) {
+	h, err := hedge.New(hedge.Config{Replicas: 3, Delay: hedge.Fixed(time.Millisecond), Mode: hedge.Shadow, Rollout: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.String()
+	if !strings.HasPrefix(got, "fixed delay 1ms, budget ratio(0.1, burst=10), at most 2 copies") || !strings.HasSuffix(got, ", rollout 0.5, mode shadow") {
+		t.Errorf("String() = %q", got)
+	}
+	if err := h.SetMode(hedge.On); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.String(); strings.Contains(got, "mode") {
+		t.Errorf("String() in mode On = %q, want no mode", got)
+	}
+}

@@ -24,7 +24,8 @@ import (
 // Never is a time, or a delay, that does not come: hedge.Never.
 const Never = time.Duration(math.MaxInt64)
 
-// Mode is a request's mode, with hedge.Mode's values.
+// Mode is a request's mode, with hedge.Mode's values (package hedge checks
+// that they agree when it compiles).
 type Mode int32
 
 const (
@@ -35,19 +36,6 @@ const (
 	// Off sends the primary alone.
 	Off
 )
-
-// String names the mode as hedge.Mode does.
-func (m Mode) String() string {
-	switch m {
-	case On:
-		return "on"
-	case Shadow:
-		return "shadow"
-	case Off:
-		return "off"
-	}
-	return "Mode(?)"
-}
 
 // Estimator is the delay of an operation class, learnt from its
 // latencies: hedge.Estimator.

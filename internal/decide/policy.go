@@ -196,8 +196,8 @@ func (p *Policy) Rollout() float64 { return math.Float64frombits(p.rollout.Load(
 
 // String describes the decision in a few words, for labels and logs:
 // "p95 of the last 1000 primary latencies (none before 100), budget
-// ratio(0.1, burst=10), at most 2 copies", then the mode and rollout when
-// they are not On and 1.
+// ratio(0.1, burst=10), at most 2 copies", then the rollout when it is
+// not 1 (the mode is the Hedger's to describe: see hedge.Hedger.String).
 func (p *Policy) String() string {
 	var b strings.Builder
 	b.WriteString(p.about)
@@ -213,9 +213,6 @@ func (p *Policy) String() string {
 		b.WriteString(", hedges only to an idle replica")
 	case p.maxLoad > 0:
 		fmt.Fprintf(&b, ", hedges only to a replica with at most %d in flight", p.maxLoad)
-	}
-	if m := Mode(p.mode.Load()); m != On {
-		fmt.Fprintf(&b, ", mode %v", m)
 	}
 	if f := p.Rollout(); f < 1 {
 		fmt.Fprintf(&b, ", rollout %g", f)
