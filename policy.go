@@ -14,32 +14,32 @@ type Refusal = decide.Refusal
 // The refusals.
 const (
 	// Allowed: the copy may go.
-	Allowed = decide.Allowed
+	Allowed Refusal = decide.Allowed
 	// RefusedAttempts: MaxAttempts copies were sent already.
-	RefusedAttempts = decide.RefusedAttempts
+	RefusedAttempts Refusal = decide.RefusedAttempts
 	// RefusedDeadline: the caller's deadline has passed, or (for a copy
 	// sent on a delay) is nearer than the delay.
-	RefusedDeadline = decide.RefusedDeadline
+	RefusedDeadline Refusal = decide.RefusedDeadline
 	// RefusedReplicas: every replica already holds a copy of the request.
-	RefusedReplicas = decide.RefusedReplicas
+	RefusedReplicas Refusal = decide.RefusedReplicas
 	// RefusedInFlight: MaxHedgesInFlight hedges are running.
-	RefusedInFlight = decide.RefusedInFlight
+	RefusedInFlight Refusal = decide.RefusedInFlight
 	// RefusedBudget: the budget has no token.
-	RefusedBudget = decide.RefusedBudget
+	RefusedBudget Refusal = decide.RefusedBudget
 	// RefusedMode: the request goes once (mode Off, MaxAttempts 1, or a
 	// write without an idempotency key).
-	RefusedMode = decide.RefusedMode
+	RefusedMode Refusal = decide.RefusedMode
 	// RefusedPushback: a server asked for no further copy of the request
 	// (PushbackAfter with a negative delay).
-	RefusedPushback = decide.RefusedPushback
+	RefusedPushback Refusal = decide.RefusedPushback
 	// RefusedBusy: the replica the copy would go to has more requests of
 	// this Hedger in flight than Config.MaxReplicaLoad allows (by
 	// default, it is not idle), or too few recent primaries found an idle
 	// replica: no spare capacity to hedge into.
-	RefusedBusy = decide.RefusedBusy
+	RefusedBusy Refusal = decide.RefusedBusy
 	// RefusedPayoff: hedges of the same kind have not been paying for
 	// themselves (Config.MinWinRate).
-	RefusedPayoff = decide.RefusedPayoff
+	RefusedPayoff Refusal = decide.RefusedPayoff
 )
 
 // The modes of package hedge and of the decision are one set of values.
