@@ -26,6 +26,16 @@
 // serves HTTP/1.1 or, with HTTPOptions.H2C, HTTP/2 without TLS, where a
 // cancelled copy resets a stream instead of closing its connection.
 //
+// # Many clients, fan-outs
+//
+// Scenario.Clients splits each run's requests among that many clients of
+// every configuration (ManyClients), each made by the Contender and so
+// with a Hedger and connections of its own, as independent services that
+// share the replicas are. Scenario.FanOut makes each request read that
+// many leaves at once through hedge.WithFanOut and wait for all of them
+// (FanOut); latency is then the request's, and the hedging counters count
+// leaves.
+//
 // # Open loop, intended start times
 //
 // Requests arrive as a Poisson process at a fixed rate (Arrivals),

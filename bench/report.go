@@ -140,6 +140,12 @@ func writeBackend(b *strings.Builder, br *BackendResult) {
 	if s.Requests > 0 {
 		span += fmt.Sprintf(", at most %d requests", s.Requests)
 	}
+	if s.FanOut > 1 {
+		span += fmt.Sprintf("; each request reads %d leaves at once and waits for all (hedge.WithFanOut), so the replicas receive %.0f leaves/s", s.FanOut, s.Rate*float64(s.FanOut))
+	}
+	if s.Clients > 1 {
+		span += fmt.Sprintf("; the requests split among %d clients, each with a Hedger and connections of its own", s.Clients)
+	}
 	fmt.Fprintf(b, "## %s\n\n", br.Backend)
 	fmt.Fprintf(b, "%d replicas, %.0f requests/s, %s; %d repeats of %s; seed %d; took %s.\n\n",
 		br.Replicas, s.Rate, stalls, s.Repeats, span, s.Seed, br.Elapsed.Round(time.Second))

@@ -70,6 +70,16 @@ type Scenario struct {
 	// Baseline names the configuration the ratio columns compare with.
 	// Empty means "none-random" if it runs, else the first one.
 	Baseline string `json:"baseline,omitempty"`
+
+	// Clients, above 1, splits each run's requests among that many
+	// clients of the configuration, each with a Hedger and connections
+	// of its own (ManyClients): services that share the replicas, each
+	// seeing only its own requests.
+	Clients int `json:"clients,omitempty"`
+	// FanOut, above 1, makes each request read that many leaves at once
+	// and wait for all of them (FanOut). Rate still counts requests, so
+	// the replicas receive Rate x FanOut leaves per second.
+	FanOut int `json:"fan_out,omitempty"`
 }
 
 // Defaults returns s with every zero field but StallShare given its
@@ -150,8 +160,14 @@ func (s Scenario) Validate() error {
 	if s.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("timeout %v: use a positive duration", s.Timeout))
 	}
-	if n := s.Rate * (s.Duration + s.Warmup).Seconds(); n > maxArrivals && (s.Requests == 0 || s.Requests > maxArrivals) {
-		errs = append(errs, fmt.Errorf("%.0f requests per run: at most %d; lower the rate or the duration", n, maxArrivals))
+	if s.Clients < 0 || s.Clients > MaxClients {
+		errs = append(errs, fmt.Errorf("clients %d: use 1 to %d (0 or 1: one client)", s.Clients, MaxClients))
+	}
+	if s.FanOut < 0 || s.FanOut > MaxFanOut {
+		errs = append(errs, fmt.Errorf("fan-out %d: use 1 to %d leaves per request (0 or 1: no fan-out)", s.FanOut, MaxFanOut))
+	}
+	if n := s.Rate * float64(max(1, s.FanOut)) * (s.Duration + s.Warmup).Seconds(); n > maxArrivals && (s.Requests == 0 || s.Requests > maxArrivals) {
+		errs = append(errs, fmt.Errorf("%.0f requests (leaves) per run: at most %d; lower the rate, the duration or the fan-out", n, maxArrivals))
 	}
 	return errors.Join(errs...)
 }
@@ -352,6 +368,10 @@ func Run(ctx context.Context, b Backend, s Scenario, contenders []Contender, pro
 	}
 	if len(contenders) == 0 {
 		return nil, errNoContenders
+	}
+	contenders = slices.Clone(contenders)
+	for i, c := range contenders {
+		contenders[i] = ManyClients(FanOut(c, s.FanOut), s.Clients)
 	}
 	if progress == nil {
 		progress = io.Discard

@@ -87,7 +87,8 @@ func runOnce(ctx context.Context, b Backend, c Contender, p *plan, s Scenario) (
 	}
 	fillLags(r, t.measuredLags())
 	fillClientStats(r, stats1.sub(c0.stats))
-	r.ServerExtraPct = serverExtraPct(r.Requests, c0.served, served1)
+	// The servers count leaves: a fan-out request sends s.FanOut.
+	r.ServerExtraPct = serverExtraPct(r.Requests*max(1, s.FanOut), c0.served, served1)
 	stalls.fill(r)
 	use := CPUBetween(c0.cpu, cpu1)
 	r.OtherCPU, r.SelfCPU, r.ChildCPU = use.Others, use.Self, use.Children

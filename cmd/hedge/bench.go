@@ -56,6 +56,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	f.s.StallShare = 0.02
 	fs.StringVar(&f.backend, "backend", "all", "backends to run, comma-separated: http, redis, grpc, or all")
 	fs.IntVar(&f.replicas, "replicas", 3, "replicas of each backend")
+	fs.IntVar(&f.s.Clients, "clients", 1, fmt.Sprintf("independent clients of each configuration sharing the replicas, each with a Hedger and connections of its own, the requests split evenly among them (1 to %d)", bench.MaxClients))
+	fs.IntVar(&f.s.FanOut, "fanout", 1, fmt.Sprintf("leaves each request reads at once, waiting for all (hedge.WithFanOut); --rate then counts requests, and its default is the backend's divided by the fan-out (1 to %d)", bench.MaxFanOut))
 	fs.BoolVar(&f.h2c, "h2c", false, "the HTTP backend serves and sends HTTP/2 without TLS instead of HTTP/1.1 (a cancelled copy resets a stream instead of closing a connection)")
 	fs.Float64Var(&f.s.Rate, "rate", 0, "open-loop arrival rate, requests per second (0: 10000 for redis, 5000 for http and grpc)")
 	fs.DurationVar(&f.s.Duration, "duration", d.Duration, "measured span of each run")
@@ -207,6 +209,12 @@ func (f *benchFlags) validate(stderr io.Writer) ([]string, func(backend string) 
 			errs = append(errs, fmt.Errorf("--backend %q: use http, redis, grpc or all", b))
 		}
 	}
+	if f.s.Clients < 1 {
+		errs = append(errs, fmt.Errorf("--clients %d: use 1 to %d", f.s.Clients, bench.MaxClients))
+	}
+	if f.s.FanOut < 1 {
+		errs = append(errs, fmt.Errorf("--fanout %d: use 1 to %d", f.s.FanOut, bench.MaxFanOut))
+	}
 	if f.replicas < 2 || f.replicas > 64 {
 		errs = append(errs, fmt.Errorf("--replicas %d: use 2 to 64 (hedges need another replica to go to)", f.replicas))
 	}
@@ -285,7 +293,8 @@ var defaultRates = map[string]float64{"redis": 10000, "http": 5000, "grpc": 5000
 func (f *benchFlags) scenario(backend string) bench.Scenario {
 	s := f.s
 	if s.Rate == 0 {
-		s.Rate = defaultRates[backend]
+		// The default loads the replicas alike whatever the fan-out.
+		s.Rate = defaultRates[backend] / float64(max(1, s.FanOut))
 	}
 	if f.requestsOnly && s.Rate > 0 {
 		s.Duration = time.Duration(float64(s.Requests) / s.Rate * float64(time.Second) * 1.2)
