@@ -397,6 +397,19 @@ type Config struct {
 	// client 0 sends the most.
 	ClientSkew float64
 
+	// LowPriorityCopies makes every server serve a request's further
+	// copies (hedges) only with capacity no primary wants: a copy waits
+	// behind every primary queued there, and a primary that arrives while
+	// a copy is in service takes the server at once; the copy's work so
+	// far is lost and it waits again, first among the copies, to start
+	// over. Primaries (every leaf of a fan-out is one) then never wait for
+	// a copy: hedging cannot delay any request's primary, whichever
+	// client sent it. It is what a server's middleware can do for copies
+	// it can tell from primaries (a request marked as a hedge). It needs
+	// FCFS servers, one per queue, and a hedging strategy that is not
+	// tied.
+	LowPriorityCopies bool
+
 	// forceViews, in the package's tests only, makes a run with one
 	// client keep the per-client views that runs with several use, to
 	// show that with one client they are the queues' own counts.
@@ -522,6 +535,16 @@ func (c Config) Validate() error {
 	}
 	if (c.World == BigJobs || c.World == Mixed) && (!(c.SCV >= 1) || math.IsInf(c.SCV, 0)) {
 		bad("scv %v: the hyperexponential needs a squared coefficient of variation >= 1, e.g. 10", c.SCV)
+	}
+	if c.LowPriorityCopies {
+		switch {
+		case c.Discipline != FCFS:
+			bad("low-priority copies need fcfs servers: a processor-sharing server has no queue to put copies at the back of")
+		case c.Routing == Pool:
+			bad("low-priority copies need a queue per server: use two-choice, random or least-loaded routing")
+		case c.Strategy.IsTied():
+			bad("low-priority copies and tied requests are two answers to the same question: use one")
+		}
 	}
 	if c.World == LogNormal && !(c.Sigma >= 0 && c.Sigma <= 10) {
 		bad("sigma %v: use a log-standard-deviation in [0, 10]", c.Sigma)
@@ -701,6 +724,9 @@ func (c Config) String() string {
 	}
 	if c.Clients > 1 {
 		fmt.Fprintf(&b, " clients=%d client-skew=%g", c.Clients, c.ClientSkew)
+	}
+	if c.LowPriorityCopies {
+		b.WriteString(" low-priority-copies=true")
 	}
 	return b.String()
 }

@@ -135,6 +135,8 @@ type engine struct {
 	lastT              float64
 	tStart, tEnd       float64
 	nRunning, nStalled int
+	lowCopies          bool  // Config.LowPriorityCopies
+	preempted          int64 // copies a primary preempted (all, warm-up included)
 	busyInt, stallInt  float64
 
 	lat, unitLat      []float64
@@ -192,6 +194,7 @@ func (e *engine) init(c Config) {
 	e.qs = resize(e.qs, nq)
 	for i := range e.qs {
 		e.qs[i].head, e.qs[i].n, e.qs[i].busy, e.qs[i].left, e.qs[i].ghostUntil = 0, 0, 0, 0, 0
+		e.qs[i].low.head, e.qs[i].low.n = 0, 0
 	}
 	e.initClients(c, nq)
 	e.idle = e.idle[:0]
@@ -261,6 +264,7 @@ func (e *engine) init(c Config) {
 	e.feedPrimary = c.feedPrimary()
 	e.refused = [decide.NumRefusals]int64{}
 	e.shadow = 0
+	e.lowCopies, e.preempted = c.LowPriorityCopies, 0
 	e.need = int32(c.Fanout)
 	if c.FanoutNeed > 0 {
 		e.need = int32(c.FanoutNeed)

@@ -15,6 +15,9 @@ type server struct {
 }
 
 func (e *engine) start(s int32, ent qent) {
+	if checkLowPriority != nil && e.lowCopies && ent.k > 0 {
+		checkLowPriority(e, s)
+	}
 	r := &e.slots[ent.slot]
 	c := &r.copies[ent.k]
 	r.state[ent.k] = cRunning
@@ -38,6 +41,12 @@ func (e *engine) start(s int32, ent qent) {
 		}
 	}
 }
+
+// checkLowPriority, when a test sets it, is called whenever a copy beyond
+// the primary starts service with Config.LowPriorityCopies, to check that
+// no primary waits on its server's queue. It is nil outside the package's
+// tests.
+var checkLowPriority func(e *engine, s int32)
 
 // cancelRunning stops a copy in service, counting the work it got, and
 // lets its server take the next copy.

@@ -55,6 +55,9 @@ type RunResult struct {
 	// ShadowHedges counts the copies of measured units that Shadow mode
 	// would have sent.
 	ShadowHedges int64
+	// Preempted counts, with Config.LowPriorityCopies, the times a
+	// primary took a server from a copy in service, over the whole run.
+	Preempted int64
 	// Tail, with Config.Tail, holds the latency at each tail probability
 	// of TailLevels: Tail[i] is the nearest-rank quantile 1 - TailLevels[i].
 	Tail []float64
@@ -179,6 +182,7 @@ func (e *engine) result() RunResult {
 	r.Events = e.events
 	r.Refused = e.refused
 	r.ShadowHedges = e.shadow
+	r.Preempted = e.preempted
 	return r
 }
 
@@ -367,7 +371,9 @@ type Summary struct {
 	Utilisation               Estimate
 	StalledFraction           Estimate
 	Delay                     Estimate
-	Events                    int64
+	// Preempted is RunResult.Preempted per request of the run.
+	Preempted Estimate
+	Events    int64
 	// Tail, with Config.Tail, is the mean across runs of RunResult.Tail.
 	Tail []Estimate
 }
@@ -394,6 +400,7 @@ func Summarize(c Config, runs []RunResult) Summary {
 	s.Utilisation = col(func(r *RunResult) float64 { return r.Utilisation })
 	s.StalledFraction = col(func(r *RunResult) float64 { return r.StalledFraction })
 	s.Delay = col(func(r *RunResult) float64 { return r.Delay })
+	s.Preempted = col(func(r *RunResult) float64 { return float64(r.Preempted) / float64(c.Requests) })
 	for _, r := range runs {
 		s.Events += r.Events
 	}

@@ -31,6 +31,10 @@ type PointResult struct {
 	// Config.Clients and Config.ClientSkew.
 	Clients    int      `json:"clients,omitempty"`
 	ClientSkew *float64 `json:"client_skew,omitempty"`
+	// LowPriorityCopies is Config.LowPriorityCopies, and Preempted the
+	// copies that primaries preempted then, per request.
+	LowPriorityCopies bool    `json:"low_priority_copies,omitempty"`
+	Preempted         float64 `json:"preempted,omitempty"`
 	// Groups lists the parts of the study the point belongs to (main,
 	// mixed, random, budget, stall-length, cancel-delay).
 	Groups   []string `json:"groups"`
@@ -130,7 +134,8 @@ func (s Summary) Result() PointResult {
 		Utilisation: s.Utilisation.Value, UtilisationSE: s.Utilisation.SE,
 		StalledFraction: s.StalledFraction.Value, MultiStarted: s.MultiStarted.Value,
 		Delay: s.Delay.Value, DelaySE: s.Delay.SE,
-		Headline: Headline(c.World),
+		Headline:          Headline(c.World),
+		LowPriorityCopies: c.LowPriorityCopies, Preempted: s.Preempted.Value,
 	}
 	if c.Strategy.NeedsCalibration() || c.Strategy == HedgeFixed {
 		r.Delay, r.DelaySE = c.Delay, 0

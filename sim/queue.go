@@ -1,5 +1,7 @@
 package sim
 
+import "math"
+
 // qent is a queue entry. Cancelled copies are not removed from their queue
 // (the queue's busy count drops at once); the entry is skipped when popped.
 type qent struct {
@@ -26,6 +28,47 @@ type fifo struct {
 	// that fan-out: the leaves were sent together (decide.Policy.Placed).
 	group int32
 	pure  bool
+	// low holds the copies that wait behind every primary, with
+	// Config.LowPriorityCopies (a preempted copy goes back to its front).
+	low ring
+}
+
+// ring is a growable ring buffer of queue entries, pushed at either end.
+type ring struct {
+	buf  []qent // length a power of two
+	head int
+	n    int
+}
+
+func (g *ring) grow() {
+	if g.n < len(g.buf) {
+		return
+	}
+	nb := make([]qent, max(8, 2*len(g.buf)))
+	for i := range g.n {
+		nb[i] = g.buf[(g.head+i)&(len(g.buf)-1)]
+	}
+	g.buf, g.head = nb, 0
+}
+
+func (g *ring) pushBack(x qent) {
+	g.grow()
+	g.buf[(g.head+g.n)&(len(g.buf)-1)] = x
+	g.n++
+}
+
+func (g *ring) pushFront(x qent) {
+	g.grow()
+	g.head = (g.head - 1) & (len(g.buf) - 1)
+	g.buf[g.head] = x
+	g.n++
+}
+
+func (g *ring) pop() qent {
+	x := g.buf[g.head]
+	g.head = (g.head + 1) & (len(g.buf) - 1)
+	g.n--
+	return x
 }
 
 func (f *fifo) push(x qent) {
@@ -75,7 +118,16 @@ func (e *engine) addCopyAt(slot int32, r *request, q int32) {
 	r.state[k], r.held[k] = cWaiting, false
 	r.live++
 	f := &e.qs[q]
-	f.push(qent{slot: slot, gen: r.gen, k: k})
+	if e.lowCopies && k > 0 {
+		f.low.pushBack(qent{slot: slot, gen: r.gen, k: k})
+	} else {
+		f.push(qent{slot: slot, gen: r.gen, k: k})
+		if e.lowCopies {
+			if sv := &e.srv[q]; sv.cur >= 0 && sv.k > 0 {
+				e.preempt(q) // the caller's kick starts the primary
+			}
+		}
+	}
 	g := int32(-1)
 	if r.parent >= 0 {
 		g = r.idx
@@ -144,5 +196,34 @@ func (e *engine) popValid(q int32) (qent, bool) {
 			return ent, true
 		}
 	}
+	for f.low.n > 0 {
+		ent := f.low.pop()
+		r := &e.slots[ent.slot]
+		if r.gen == ent.gen && r.state[ent.k] == cWaiting {
+			return ent, true
+		}
+	}
 	return qent{}, false
+}
+
+// preempt stops the copy in service on server s, a hedge, for a primary
+// that arrived (Config.LowPriorityCopies): the work it got is lost, and
+// it waits again, first among the copies, to start over. The server is
+// left idle for the caller's kick.
+func (e *engine) preempt(s int32) {
+	sv := &e.srv[s]
+	r := &e.slots[sv.cur]
+	c := &r.copies[sv.k]
+	rem := sv.rem - (e.now-sv.last)*sv.speed
+	if rem < 0 {
+		rem = 0
+	}
+	r.work += c.size - rem
+	r.state[sv.k] = cWaiting
+	c.srv = -1
+	e.preempted++
+	e.qs[sv.q].low.pushFront(qent{slot: sv.cur, gen: r.gen, k: sv.k})
+	sv.cur = -1
+	e.nRunning--
+	e.dep.set(s, math.Inf(1))
 }
