@@ -132,6 +132,17 @@
 // own answers at once (no network), and clients share nothing but the
 // servers (no load reports from the servers, no probes).
 //
+// # Low-priority copies
+//
+// Config.LowPriorityCopies models servers that help: each FCFS queue
+// keeps a second queue for copies beyond the primary, served only when
+// no primary waits, and a primary that arrives while a copy is in
+// service preempts it (the copy's work is lost, counted as extra work,
+// and it waits again at the front of the copies' queue, to start over:
+// preemptive-repeat priority). A primary never waits for a copy, which
+// the package's tests check at every start of a copy. RunResult.Preempted
+// counts the preemptions.
+//
 // # Choices where the spec is open
 //
 //   - Tied placement. As in the source, a tied request's copies go to
