@@ -1,0 +1,150 @@
+package spare
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/tailcut/hedge/hedgehttp"
+)
+
+// MaxBuffer is the most of a copy's answer that Handler holds back; a
+// larger answer is sent as it comes, and the copy stops being
+// preemptible.
+const MaxBuffer = 1 << 20
+
+// Handler runs next through l: a request marked as a hedge copy
+// (hedgehttp.AttemptHeader, "Hedge-Attempt: N" with N >= 1) at low
+// priority, any other as a primary (see Limiter).
+//
+// A copy without a request body is a Copy: its answer is held back until
+// its handler returns, so that if a primary preempts it (the request's
+// context is cancelled, with cause ErrPreempted), nothing of it has been
+// sent and the handler runs again later from the start. An answer larger
+// than MaxBuffer, or one the handler flushes, is sent as it comes, and the
+// copy then runs to the end (see Commit). A copy with a body, which cannot
+// be read twice, is a CopyOnce. The handler must return soon after its
+// context is cancelled, as it should for any cancelled request: one that
+// does not holds its worker, and the primary waits for it.
+//
+// A request refused with ErrQueueFull is answered 503 Service Unavailable
+// with "Retry-After: 1".
+func Handler(l *Limiter, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		kind := Primary
+		if hedgehttp.AttemptIndex(r) > 0 {
+			kind = Copy
+			if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+				kind = CopyOnce
+			}
+		}
+		var bw *bufWriter
+		err := l.Run(r.Context(), kind, func(ctx context.Context) error {
+			if kind != Copy {
+				next.ServeHTTP(w, r.WithContext(ctx))
+				return nil
+			}
+			bw = &bufWriter{w: w, ctx: ctx, h: http.Header{}}
+			next.ServeHTTP(bw, r.WithContext(ctx))
+			return nil
+		})
+		switch {
+		case errors.Is(err, ErrQueueFull):
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		case err == nil && bw != nil:
+			bw.finish() // the last run's answer
+		}
+	})
+}
+
+// bufWriter holds a copy's answer back until its handler returns, or
+// until it commits to sending it (Commit).
+type bufWriter struct {
+	w      http.ResponseWriter
+	ctx    context.Context
+	h      http.Header
+	code   int
+	buf    bytes.Buffer
+	direct bool // committed: writes go to w
+	dead   bool // preempted before it could commit: writes are dropped
+}
+
+func (b *bufWriter) Header() http.Header {
+	if b.direct {
+		return b.w.Header()
+	}
+	return b.h
+}
+
+func (b *bufWriter) WriteHeader(code int) {
+	switch {
+	case b.direct:
+		b.w.WriteHeader(code)
+	case b.code == 0:
+		b.code = code
+	}
+}
+
+func (b *bufWriter) Write(p []byte) (int, error) {
+	switch {
+	case b.direct:
+		return b.w.Write(p)
+	case b.dead:
+		return 0, ErrPreempted
+	}
+	if b.code == 0 {
+		b.code = http.StatusOK
+	}
+	if b.buf.Len()+len(p) > MaxBuffer {
+		if !b.commit() {
+			return 0, ErrPreempted
+		}
+		return b.w.Write(p)
+	}
+	return b.buf.Write(p)
+}
+
+// Flush sends what the copy wrote so far, committing it.
+func (b *bufWriter) Flush() {
+	if !b.direct && !b.commit() {
+		return
+	}
+	if f, ok := b.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// commit makes the copy unpreemptible and sends what it holds, or
+// reports false if a primary preempted it first.
+func (b *bufWriter) commit() bool {
+	if !Commit(b.ctx) {
+		b.dead = true
+		return false
+	}
+	b.send()
+	b.direct = true
+	return true
+}
+
+// send writes the held answer to w.
+func (b *bufWriter) send() {
+	for k, v := range b.h {
+		b.w.Header()[k] = v
+	}
+	if b.code != 0 {
+		b.w.WriteHeader(b.code)
+	}
+	if b.buf.Len() > 0 {
+		_, _ = b.w.Write(b.buf.Bytes())
+		b.buf.Reset()
+	}
+}
+
+// finish sends the answer of a copy that ran to the end.
+func (b *bufWriter) finish() {
+	if !b.direct && !b.dead {
+		b.send()
+	}
+}

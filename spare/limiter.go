@@ -1,0 +1,323 @@
+package spare
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Defaults of Config fields left at zero.
+const (
+	DefaultMaxQueue = 1024
+)
+
+// Errors of Run. Match them with errors.Is.
+var (
+	// ErrQueueFull: every worker is busy and the queue of the request's
+	// kind is full. HTTP answers 503, gRPC ResourceExhausted.
+	ErrQueueFull = errors.New("spare: the server's queue is full")
+	// ErrPreempted is the cause (context.Cause) of a copy's context when a
+	// primary took its worker: the copy's function should return soon;
+	// its result is discarded and it runs again later.
+	ErrPreempted = errors.New("spare: a primary took the copy's worker")
+	// ErrInvalidConfig is wrapped by New's errors.
+	ErrInvalidConfig = errors.New("spare: invalid configuration")
+)
+
+// Kind is how a request is admitted.
+type Kind uint8
+
+const (
+	// Primary: a request's first copy, or any request that is not marked
+	// as a hedge. Primaries run in arrival order and never wait for a
+	// copy.
+	Primary Kind = iota
+	// Copy: a hedge copy that can be run again from the start (its
+	// request can be replayed and its answer is not sent until it
+	// finishes). It waits behind every primary, and yields its worker to
+	// a primary that arrives when none is free: its context is cancelled
+	// with ErrPreempted, and once its function has returned it waits
+	// again, first among the copies, to run from the start.
+	Copy
+	// CopyOnce: a hedge copy that cannot be run again (it streams its
+	// answer, or its request body cannot be replayed). It waits behind
+	// every primary like a Copy, but once started it runs to the end.
+	CopyOnce
+)
+
+// String names the kind.
+func (k Kind) String() string {
+	switch k {
+	case Primary:
+		return "primary"
+	case Copy:
+		return "copy"
+	case CopyOnce:
+		return "copy-once"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Config configures a Limiter.
+type Config struct {
+	// Workers is the most requests that run at once (required).
+	Workers int
+	// MaxQueue bounds the primaries waiting for a worker, and separately
+	// the copies: a request that finds its queue full is refused
+	// (ErrQueueFull). Zero means DefaultMaxQueue; negative means no
+	// queue for primaries (a primary that finds every worker busy is
+	// refused, unless a copy holds one) and none for copies (a copy runs
+	// only on a worker that is free when it arrives).
+	MaxQueue int
+}
+
+// Limiter admits a server's requests to a fixed number of workers, with
+// hedge copies at low priority: a copy waits behind every primary, and a
+// primary that finds every worker busy takes one from a running copy (see
+// Kind). So a copy uses only capacity that no primary wants, and hedging
+// cannot delay any client's primary on this server. Make one with New; it
+// is safe for concurrent use.
+type Limiter struct {
+	workers, maxQueue int
+
+	mu        sync.Mutex
+	running   int
+	primaries list.List // of *waiter, oldest first
+	copies    list.List // of *waiter, next first
+	active    list.List // of *runner: copies holding a worker, oldest first
+
+	c counters
+}
+
+// waiter is a request waiting for a worker.
+type waiter struct {
+	ready   chan struct{} // closed when granted
+	granted bool
+	elem    *list.Element
+}
+
+// runner is a copy holding a worker.
+type runner struct {
+	l           *Limiter
+	cancel      context.CancelCauseFunc
+	preemptible bool
+	preempted   bool
+	elem        *list.Element
+}
+
+type counters struct {
+	primaries, copies, preempted, reruns, refused, abandoned atomic.Int64
+}
+
+// New validates cfg and returns a Limiter.
+func New(cfg Config) (*Limiter, error) {
+	if cfg.Workers <= 0 {
+		return nil, fmt.Errorf("%w: Workers is %d: set the most requests the server runs at once (at least 1)", ErrInvalidConfig, cfg.Workers)
+	}
+	l := &Limiter{workers: cfg.Workers, maxQueue: cfg.MaxQueue}
+	switch {
+	case l.maxQueue == 0:
+		l.maxQueue = DefaultMaxQueue
+	case l.maxQueue < 0:
+		l.maxQueue = 0
+	}
+	return l, nil
+}
+
+// Run calls fn once the request may run, and returns fn's error, or
+// ErrQueueFull, or ctx's error if ctx ends while the request waits.
+//
+// A Primary runs when a worker is free and no earlier primary waits; if
+// every worker is busy and a Copy holds one, that copy is preempted (the
+// one that started last, which has done the least) and the primary gets
+// its worker when the copy's fn returns. A Copy or CopyOnce runs only
+// when a worker is free and no primary waits. A preempted Copy's fn sees
+// its context cancelled with cause ErrPreempted; when it returns, Run
+// queues the copy again at the front of the copies and calls fn anew
+// when its turn comes, so fn must not have sent anything of its answer
+// (the HTTP middleware buffers a copy's answer for that reason). Run
+// returns the last call's error.
+func (l *Limiter) Run(ctx context.Context, kind Kind, fn func(context.Context) error) error {
+	if kind == Primary {
+		if err := l.acquire(ctx, kind, false); err != nil {
+			return err
+		}
+		l.c.primaries.Add(1)
+		defer l.release()
+		return fn(ctx)
+	}
+	again := false
+	for {
+		if err := l.acquire(ctx, kind, again); err != nil {
+			return err
+		}
+		if !again {
+			l.c.copies.Add(1)
+		}
+		runCtx, cancel := context.WithCancelCause(ctx)
+		r := &runner{l: l, cancel: cancel, preemptible: kind == Copy}
+		runCtx = context.WithValue(runCtx, runnerKey{}, r)
+		l.mu.Lock()
+		r.elem = l.active.PushBack(r)
+		l.mu.Unlock()
+		err := fn(runCtx)
+		l.mu.Lock()
+		l.active.Remove(r.elem)
+		preempted := r.preempted
+		l.mu.Unlock()
+		cancel(nil)
+		l.release()
+		if !preempted || ctx.Err() != nil {
+			return err
+		}
+		l.c.reruns.Add(1)
+		again = true
+	}
+}
+
+// acquire waits for a worker for a request of kind; again marks a
+// preempted copy, which goes first among the copies.
+func (l *Limiter) acquire(ctx context.Context, kind Kind, again bool) error {
+	l.mu.Lock()
+	if l.running < l.workers && l.primaries.Len() == 0 && (kind == Primary || l.copies.Len() == 0) {
+		l.running++
+		l.mu.Unlock()
+		return nil
+	}
+	q := &l.copies
+	if kind == Primary {
+		q = &l.primaries
+	}
+	// A preempted copy keeps its place whatever the bound: it was admitted.
+	if q.Len() >= l.maxQueue && !(kind == Primary && l.preemptibleLocked() != nil) && !again {
+		l.mu.Unlock()
+		l.c.refused.Add(1)
+		return ErrQueueFull
+	}
+	w := &waiter{ready: make(chan struct{})}
+	if again {
+		w.elem = q.PushFront(w)
+	} else {
+		w.elem = q.PushBack(w)
+	}
+	if kind == Primary {
+		l.preemptLocked()
+	}
+	l.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		if !w.granted {
+			q.Remove(w.elem)
+			l.mu.Unlock()
+			l.c.abandoned.Add(1)
+			return ctx.Err()
+		}
+		l.mu.Unlock()
+		l.release() // granted meanwhile: pass the worker on
+		return ctx.Err()
+	}
+}
+
+// preemptibleLocked returns the running Copy that started last and is
+// not yet preempted, or nil. l.mu is held.
+func (l *Limiter) preemptibleLocked() *runner {
+	for e := l.active.Back(); e != nil; e = e.Prev() {
+		if r := e.Value.(*runner); r.preemptible && !r.preempted {
+			return r
+		}
+	}
+	return nil
+}
+
+// preemptLocked preempts a running copy for each waiting primary that no
+// copy already preempted will serve. l.mu is held.
+func (l *Limiter) preemptLocked() {
+	pending := 0
+	for e := l.active.Front(); e != nil; e = e.Next() {
+		if e.Value.(*runner).preempted {
+			pending++
+		}
+	}
+	for l.primaries.Len() > pending {
+		r := l.preemptibleLocked()
+		if r == nil {
+			return
+		}
+		r.preempted = true
+		r.cancel(ErrPreempted)
+		l.c.preempted.Add(1)
+		pending++
+	}
+}
+
+// release frees a worker: the next primary, or else the next copy, gets
+// it.
+func (l *Limiter) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.running--
+	for _, q := range []*list.List{&l.primaries, &l.copies} {
+		if e := q.Front(); e != nil && l.running < l.workers {
+			w := q.Remove(e).(*waiter)
+			w.granted = true
+			l.running++
+			close(w.ready)
+			return
+		}
+	}
+}
+
+// Stats are a Limiter's counters since it was made, and its state now.
+type Stats struct {
+	// Primaries and Copies count the requests of each sort that ran
+	// (a copy once, however many times it started).
+	Primaries, Copies int64
+	// Preempted counts copies that yielded their worker to a primary,
+	// and Reruns the times a preempted copy started again.
+	Preempted, Reruns int64
+	// Refused counts requests refused with ErrQueueFull, Abandoned those
+	// whose context ended while they waited.
+	Refused, Abandoned int64
+	// Running is the requests holding a worker now; QueuedPrimaries and
+	// QueuedCopies are those waiting.
+	Running, QueuedPrimaries, QueuedCopies int
+}
+
+// Stats returns the Limiter's counters and state.
+func (l *Limiter) Stats() Stats {
+	l.mu.Lock()
+	s := Stats{Running: l.running, QueuedPrimaries: l.primaries.Len(), QueuedCopies: l.copies.Len()}
+	l.mu.Unlock()
+	s.Primaries, s.Copies = l.c.primaries.Load(), l.c.copies.Load()
+	s.Preempted, s.Reruns = l.c.preempted.Load(), l.c.reruns.Load()
+	s.Refused, s.Abandoned = l.c.refused.Load(), l.c.abandoned.Load()
+	return s
+}
+
+// runnerKey is the context key of a running copy's *runner.
+type runnerKey struct{}
+
+// Commit reports whether the copy that Run runs with ctx may send its
+// answer: from now on no primary preempts it. It returns false if a
+// primary already did (ctx is then cancelled with ErrPreempted), and true
+// for a primary, a CopyOnce, or a ctx that Run did not make.
+func Commit(ctx context.Context) bool {
+	r, _ := ctx.Value(runnerKey{}).(*runner)
+	if r == nil {
+		return true
+	}
+	r.l.mu.Lock()
+	defer r.l.mu.Unlock()
+	if r.preempted {
+		return false
+	}
+	r.preemptible = false
+	return true
+}
