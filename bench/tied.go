@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tailcut/hedge/spare"
 	"github.com/tailcut/hedge/tied"
 )
 
@@ -19,6 +20,11 @@ import (
 // (two-choice placement), the library's default hedge.Config, and tied
 // requests.
 var TiedConfigs = []string{"none", DefaultStrategy, "tied"}
+
+// SpareConfig is the tied comparison's configuration of the default
+// client against servers whose worker limit is a spare.Limiter: the
+// copies that the client marks run only on capacity no primary wants.
+const SpareConfig = DefaultStrategy + "-spare"
 
 // TiedWorld is the workload of a tied comparison: request sizes and
 // stalls.
@@ -80,6 +86,9 @@ type TiedOptions struct {
 	// ClaimAhead is the servers' tied.Config.ClaimAhead (backends that
 	// support it: StartTiedHTTP; others use the default).
 	ClaimAhead int
+	// Clients, above 1, splits the calls among that many clients of the
+	// configuration, each with a Hedger and connections of its own.
+	Clients int
 }
 
 // TiedBackendOptions are what a TiedBackend's servers need.
@@ -90,6 +99,11 @@ type TiedBackendOptions struct {
 	// ClaimAhead is tied.Config.ClaimAhead, for backends that support
 	// it.
 	ClaimAhead int
+	// Spare makes each replica's worker limit a spare.Limiter (hedge
+	// copies at low priority, preempted by primaries) instead of the
+	// tied.Server's queue, for SpareConfig. Backends that cannot refuse
+	// it with an error.
+	Spare bool
 }
 
 // TiedBackend is a set of replicas running tied.Server's queue, whose
@@ -141,8 +155,12 @@ type TiedResult struct {
 	// with the simulator's CancelDelay.
 	ClaimP50, ClaimP99 time.Duration
 	ClaimUnits         float64
+	// Preempted counts, for SpareConfig, the copies that yielded their
+	// worker to a primary (spare.Stats.Preempted).
+	Preempted int64
 	// Runs is how many repeats the result is the median of (1: a single
-	// run). Calls, Errors, Dropped and Unclaimed are then totals.
+	// run). Calls, Errors, Dropped, Unclaimed and Preempted are then
+	// totals.
 	Runs int
 }
 
@@ -178,7 +196,7 @@ func RunTied(ctx context.Context, o TiedOptions, start func(TiedBackendOptions) 
 				// o.Seed + r.
 				seed := (o.Seed+uint64(rep))*1_000_003 + uint64(wi)*1009 + uint64(li)
 				for ci, cfg := range configs {
-					b, err := start(TiedBackendOptions{Replicas: o.Replicas, Workers: o.Workers, MaxQueue: o.MaxQueue, Secret: tiedSecret(), ClaimAhead: o.ClaimAhead})
+					b, err := start(TiedBackendOptions{Replicas: o.Replicas, Workers: o.Workers, MaxQueue: o.MaxQueue, Secret: tiedSecret(), ClaimAhead: o.ClaimAhead, Spare: cfg == SpareConfig})
 					if err != nil {
 						return out, err
 					}
@@ -231,8 +249,9 @@ func MedianTied(rs []TiedResult) TiedResult {
 	out.ClaimUnits = med(func(r TiedResult) float64 { return r.ClaimUnits })
 	out.Extra = med(func(r TiedResult) float64 { return r.Extra })
 	out.Duplicated = med(func(r TiedResult) float64 { return r.Duplicated })
-	out.Calls, out.Errors, out.Dropped, out.Unclaimed = 0, 0, 0, 0
+	out.Calls, out.Errors, out.Dropped, out.Unclaimed, out.Preempted = 0, 0, 0, 0, 0
 	for _, r := range rs {
+		out.Preempted += r.Preempted
 		out.Calls += r.Calls
 		out.Errors += r.Errors
 		out.Dropped += r.Dropped
@@ -243,11 +262,22 @@ func MedianTied(rs []TiedResult) TiedResult {
 
 // runTiedOnce runs one configuration on b.
 func runTiedOnce(ctx context.Context, o TiedOptions, b TiedBackend, w TiedWorld, load float64, cfg string, seed uint64) (TiedResult, error) {
-	call, closeFn, err := b.NewCaller(cfg, o.Gap)
-	if err != nil {
-		return TiedResult{}, err
+	n := max(1, o.Clients)
+	callers := make([]func(context.Context, int, time.Duration) error, 0, n)
+	for range n {
+		c, closeFn, err := b.NewCaller(cfg, o.Gap)
+		if err != nil {
+			return TiedResult{}, err
+		}
+		defer closeFn()
+		callers = append(callers, c)
 	}
-	defer closeFn()
+	call := callers[0]
+	if n > 1 {
+		call = func(ctx context.Context, i int, size time.Duration) error {
+			return callers[clientOf(i, n)](ctx, i, size)
+		}
+	}
 	mean := o.Service.Seconds() * w.meanSize()
 	rate := load * float64(o.Replicas*o.Workers) / mean
 	res := TiedResult{Backend: b.Name(), World: w.Name, Config: cfg, Load: load, Rate: rate, Runs: 1}
@@ -268,6 +298,7 @@ func runTiedOnce(ctx context.Context, o TiedOptions, b TiedBackend, w TiedWorld,
 	servers := b.Servers()
 	started0, dropped0, unclaimed0 := tiedTotals(servers)
 	received0 := b.Received()
+	preempted0 := preemptedOf(b)
 	lat0 := make([]int, len(servers))
 	for i, s := range servers {
 		lat0[i] = len(s.ClaimLatencies())
@@ -318,12 +349,26 @@ func runTiedOnce(ctx context.Context, o TiedOptions, b TiedBackend, w TiedWorld,
 		res.Duplicated = max(0, float64(started1-started0)/float64(calls)-1)
 	}
 	res.Dropped, res.Unclaimed = dropped1-dropped0, unclaimed1-unclaimed0
+	res.Preempted = preemptedOf(b) - preempted0
 	if len(cl) > 0 {
 		res.ClaimP50 = time.Duration(Quantile(cl, 0.5))
 		res.ClaimP99 = time.Duration(Quantile(cl, 0.99))
 		res.ClaimUnits = res.ClaimP50.Seconds() / mean
 	}
 	return res, nil
+}
+
+// preemptedOf sums the preemptions of b's spare.Limiters, if it has any.
+func preemptedOf(b TiedBackend) int64 {
+	lb, ok := b.(interface{ Limiters() []*spare.Limiter })
+	if !ok {
+		return 0
+	}
+	var n int64
+	for _, l := range lb.Limiters() {
+		n += l.Stats().Preempted
+	}
+	return n
 }
 
 // tiedTotals sums the servers' counters.
@@ -377,7 +422,7 @@ func stallLoop(ctx context.Context, b TiedBackend, i int, w TiedWorld, rng *rand
 
 // WriteTiedTable writes results as a Markdown table.
 func WriteTiedTable(w io.Writer, results []TiedResult) error {
-	_, err := fmt.Fprintln(w, "| backend | world | load | config | runs | rate/s | calls | errors | p50 | p99 | p99.9 | extra on wire | duplicated | dropped | unclaimed | claim p50 | claim p99 | claim / mean service |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	_, err := fmt.Fprintln(w, "| backend | world | load | config | runs | rate/s | calls | errors | p50 | p99 | p99.9 | extra on wire | duplicated | dropped | unclaimed | claim p50 | claim p99 | claim / mean service | preempted |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		if err != nil {
 			break
@@ -386,9 +431,9 @@ func WriteTiedTable(w io.Writer, results []TiedResult) error {
 		if r.ClaimP50 > 0 {
 			cu = fmt.Sprintf("%.3f", r.ClaimUnits)
 		}
-		_, err = fmt.Fprintf(w, "| %s | %s | %.2f | %s | %d | %.0f | %d | %d | %s | %s | %s | %.1f%% | %.2f%% | %d | %d | %s | %s | %s |\n",
+		_, err = fmt.Fprintf(w, "| %s | %s | %.2f | %s | %d | %.0f | %d | %d | %s | %s | %s | %.1f%% | %.2f%% | %d | %d | %s | %s | %s | %d |\n",
 			r.Backend, r.World, r.Load, r.Config, max(r.Runs, 1), r.Rate, r.Calls, r.Errors, roundDur(r.P50), roundDur(r.P99), roundDur(r.P999),
-			100*r.Extra, 100*r.Duplicated, r.Dropped, r.Unclaimed, roundDur(r.ClaimP50), roundDur(r.ClaimP99), cu)
+			100*r.Extra, 100*r.Duplicated, r.Dropped, r.Unclaimed, roundDur(r.ClaimP50), roundDur(r.ClaimP99), cu, r.Preempted)
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/spare"
 	"github.com/tailcut/hedge/tied"
 )
 
@@ -26,6 +27,7 @@ type TiedHTTPBackend struct {
 	urls     []string
 	servers  []*http.Server
 	tieds    []*tied.Server
+	limiters []*spare.Limiter // with TiedBackendOptions.Spare
 	gates    []*Gate
 	received atomic.Int64
 	wg       sync.WaitGroup
@@ -55,7 +57,11 @@ func StartTiedHTTP(o TiedBackendOptions) (TiedBackend, error) {
 				peers = append(peers, u)
 			}
 		}
-		ts, err := tied.NewServer(tied.Config{Workers: o.Workers, MaxQueue: o.MaxQueue, Secret: o.Secret, Peers: peers, ClaimAhead: o.ClaimAhead})
+		workers := o.Workers
+		if o.Spare {
+			workers = 1 << 20 // the spare.Limiter is the worker limit
+		}
+		ts, err := tied.NewServer(tied.Config{Workers: workers, MaxQueue: o.MaxQueue, Secret: o.Secret, Peers: peers, ClaimAhead: o.ClaimAhead})
 		if err != nil {
 			for _, l := range lns[i:] {
 				l.Close()
@@ -65,6 +71,18 @@ func StartTiedHTTP(o TiedBackendOptions) (TiedBackend, error) {
 		}
 		g := &Gate{}
 		mw := ts.Handler(workHandler(g))
+		if o.Spare {
+			lim, err := spare.New(spare.Config{Workers: o.Workers, MaxQueue: o.MaxQueue})
+			if err != nil {
+				for _, l := range lns[i:] {
+					l.Close()
+				}
+				_ = b.Close()
+				return nil, err
+			}
+			b.limiters = append(b.limiters, lim)
+			mw = spare.Handler(lim, mw)
+		}
 		srv := &http.Server{
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if !ts.ServesClaims(r.URL.Path) { // claims (at either path name) are not requests
@@ -118,6 +136,10 @@ func (b *TiedHTTPBackend) Name() string { return "http" }
 // Servers returns the replicas' tied.Servers.
 func (b *TiedHTTPBackend) Servers() []*tied.Server { return b.tieds }
 
+// Limiters returns the replicas' spare.Limiters, with
+// TiedBackendOptions.Spare.
+func (b *TiedHTTPBackend) Limiters() []*spare.Limiter { return b.limiters }
+
 // Received counts the requests that reached the replicas.
 func (b *TiedHTTPBackend) Received() int64 { return b.received.Load() }
 
@@ -157,12 +179,12 @@ func tiedClientConfig(config string, replicas int) (hedge.Config, bool, error) {
 	switch config {
 	case "none":
 		return hedge.Config{Replicas: replicas, MaxAttempts: 1}, false, nil
-	case DefaultStrategy:
+	case DefaultStrategy, SpareConfig:
 		return hedge.Config{Replicas: replicas}, false, nil
 	case "tied":
 		return hedge.Config{Replicas: replicas, MaxAttempts: 1}, true, nil
 	}
-	return hedge.Config{}, false, fmt.Errorf("bench: tied comparison: unknown configuration %q: use none, %s or tied", config, DefaultStrategy)
+	return hedge.Config{}, false, fmt.Errorf("bench: tied comparison: unknown configuration %q: use none, %s, %s or tied", config, DefaultStrategy, SpareConfig)
 }
 
 // TiedClientConfig is tiedClientConfig for other packages' backends.

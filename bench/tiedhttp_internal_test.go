@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tailcut/hedge/hedgehttp"
 	"github.com/tailcut/hedge/tied"
 )
 
@@ -53,4 +55,45 @@ func TestTiedHTTPReceivedExcludesClaims(t *testing.T) {
 	if s := b.Servers()[0].Stats(); s.ClaimsReceived != 2 {
 		t.Errorf("%+v, want 2 claims received", s)
 	}
+}
+
+// With Spare, a replica's worker limit is a spare.Limiter: a primary that
+// finds its only worker held by a copy preempts the copy.
+func TestTiedHTTPSparePreemptsACopy(t *testing.T) {
+	tb, err := StartTiedHTTP(TiedBackendOptions{Replicas: 2, Workers: 1, MaxQueue: 16, Spare: true, Secret: tiedSecret()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tb.(*TiedHTTPBackend)
+	defer b.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	copyDone := make(chan struct{})
+	go func() {
+		defer close(copyDone)
+		// A copy that would hold the worker for a minute.
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.urls[0]+"/work?us=60000000", nil)
+		req.Header.Set(hedgehttp.AttemptHeader, "1")
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	lim := b.Limiters()[0]
+	for deadline := time.Now().Add(time.Minute); lim.Stats().Running == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the copy never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	resp, err := client.Get(b.urls[0] + "/work?us=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s := lim.Stats(); s.Preempted != 1 || s.Primaries != 1 {
+		t.Errorf("%+v: want the primary to have preempted the copy", s)
+	}
+	cancel()
+	<-copyDone
 }

@@ -52,6 +52,9 @@ func (s *workService) UnaryCall(ctx context.Context, in *testgrpc.SimpleRequest)
 
 // StartTied starts the replicas of o on free loopback ports.
 func StartTied(o bench.TiedBackendOptions) (bench.TiedBackend, error) {
+	if o.Spare {
+		return nil, errors.New("grpcbench: servers with a spare.Limiter are not built for gRPC yet: run " + bench.SpareConfig + " on the http backend")
+	}
 	b := &TiedBackend{}
 	var lns []net.Listener
 	for range o.Replicas {

@@ -22,7 +22,7 @@ func runBenchTied(args []string, stdout, stderr io.Writer) int {
 	backends := fs.String("backend", "http,grpc", "backends, comma-separated: http, grpc")
 	loads := fs.String("loads", "0.5,0.85", "offered loads, fractions of the servers' capacity, comma-separated")
 	worlds := fs.String("worlds", "plain,stalls,bigjobs", "worlds, comma-separated: plain, stalls (2% stalled, 50 ms stalls), bigjobs (3% of requests 30x larger)")
-	configs := fs.String("configs", strings.Join(bench.TiedConfigs, ","), "configurations: none, default, tied")
+	configs := fs.String("configs", strings.Join(bench.TiedConfigs, ","), "configurations: none, default, tied, and "+bench.SpareConfig+" (the default client against servers that run its copies only on capacity no primary wants: package spare; http only)")
 	fs.IntVar(&o.Replicas, "replicas", 3, "replicas")
 	fs.IntVar(&o.Workers, "workers", 2, "requests each replica runs at once (the rest queue)")
 	fs.IntVar(&o.MaxQueue, "queue", 4096, "queue bound of each replica")
@@ -34,6 +34,7 @@ func runBenchTied(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "timeout of each request")
 	fs.IntVar(&o.Repeats, "repeats", 1, "runs of each world, load and configuration, with seeds seed, seed+1, ...; the table shows medians")
 	fs.IntVar(&o.ClaimAhead, "claim-ahead", 0, "when a worker frees, the tied copies among the next N of the queue claim while they wait (http backend only; 0: tied.DefaultClaimAhead, -1: claim when given a worker)")
+	fs.IntVar(&o.Clients, "clients", 1, "independent clients of each configuration sharing the replicas, each with a Hedger and connections of its own, the calls split evenly among them")
 	quick := fs.Bool("quick", false, "short runs: 2 s measured after 0.5 s of warm-up")
 	if code := parseFlags(fs, args, stderr); code >= 0 {
 		return code
@@ -71,7 +72,22 @@ func runBenchTied(args []string, stdout, stderr io.Writer) int {
 			return usageError(stderr, "bench tied", fmt.Errorf("--worlds: unknown world %q: use plain, stalls or bigjobs", name))
 		}
 	}
-	o.Configs = strings.Split(*configs, ",")
+	if o.Clients < 1 || o.Clients > bench.MaxClients {
+		return usageError(stderr, "bench tied", fmt.Errorf("--clients %d: use 1 to %d", o.Clients, bench.MaxClients))
+	}
+	o.Configs = nil
+	for _, c := range strings.Split(*configs, ",") {
+		c = strings.TrimSpace(c)
+		switch c {
+		case "none", bench.DefaultStrategy, "tied", bench.SpareConfig:
+		default:
+			return usageError(stderr, "bench tied", fmt.Errorf("--configs: unknown configuration %q: use none, %s, tied or %s", c, bench.DefaultStrategy, bench.SpareConfig))
+		}
+		if c == bench.SpareConfig && strings.Contains(*backends, "grpc") {
+			return usageError(stderr, "bench tied", fmt.Errorf("--configs %s: the spare-capacity servers are built for HTTP only so far: add --backend http", c))
+		}
+		o.Configs = append(o.Configs, c)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	var all []bench.TiedResult
