@@ -16,6 +16,8 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/bench"
 	"github.com/tailcut/hedge/hedgegrpc"
+	"github.com/tailcut/hedge/spare"
+	"github.com/tailcut/hedge/spare/sparegrpc"
 	"github.com/tailcut/hedge/tied"
 	"github.com/tailcut/hedge/tied/tiedgrpc"
 )
@@ -30,6 +32,7 @@ type TiedBackend struct {
 	addrs    []string
 	servers  []*grpc.Server
 	tieds    []*tied.Server
+	limiters []*spare.Limiter // with bench.TiedBackendOptions.Spare
 	gates    []*bench.Gate
 	received atomic.Int64
 	wg       sync.WaitGroup
@@ -52,9 +55,6 @@ func (s *workService) UnaryCall(ctx context.Context, in *testgrpc.SimpleRequest)
 
 // StartTied starts the replicas of o on free loopback ports.
 func StartTied(o bench.TiedBackendOptions) (bench.TiedBackend, error) {
-	if o.Spare {
-		return nil, errors.New("grpcbench: servers with a spare.Limiter are not built for gRPC yet: run " + bench.SpareConfig + " on the http backend")
-	}
 	b := &TiedBackend{}
 	var lns []net.Listener
 	for range o.Replicas {
@@ -75,7 +75,11 @@ func StartTied(o bench.TiedBackendOptions) (bench.TiedBackend, error) {
 				peers = append(peers, a)
 			}
 		}
-		ts, err := tied.NewServer(tied.Config{Workers: o.Workers, MaxQueue: o.MaxQueue, Secret: o.Secret, Peers: peers, Sender: tiedgrpc.NewSender()})
+		workers := o.Workers
+		if o.Spare {
+			workers = 1 << 20 // the spare.Limiter is the worker limit
+		}
+		ts, err := tied.NewServer(tied.Config{Workers: workers, MaxQueue: o.MaxQueue, Secret: o.Secret, Peers: peers, Sender: tiedgrpc.NewSender()})
 		if err != nil {
 			for _, l := range lns[i:] {
 				l.Close()
@@ -90,7 +94,21 @@ func StartTied(o bench.TiedBackendOptions) (bench.TiedBackend, error) {
 			return h(ctx, req)
 		}
 		g := &bench.Gate{}
-		srv := grpc.NewServer(grpc.ChainUnaryInterceptor(count, tiedgrpc.UnaryServerInterceptor(ts)))
+		chain := []grpc.UnaryServerInterceptor{count}
+		if o.Spare {
+			lim, err := spare.New(spare.Config{Workers: o.Workers, MaxQueue: o.MaxQueue})
+			if err != nil {
+				for _, l := range lns[i:] {
+					l.Close()
+				}
+				_ = b.Close()
+				return nil, err
+			}
+			b.limiters = append(b.limiters, lim)
+			chain = append(chain, sparegrpc.UnaryServerInterceptor(lim))
+		}
+		chain = append(chain, tiedgrpc.UnaryServerInterceptor(ts))
+		srv := grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))
 		testgrpc.RegisterTestServiceServer(srv, &workService{gate: g})
 		tiedgrpc.Register(srv, ts)
 		b.tieds = append(b.tieds, ts)
@@ -110,6 +128,10 @@ func (b *TiedBackend) Name() string { return "grpc" }
 
 // Servers returns the replicas' tied.Servers.
 func (b *TiedBackend) Servers() []*tied.Server { return b.tieds }
+
+// Limiters returns the replicas' spare.Limiters, with
+// bench.TiedBackendOptions.Spare.
+func (b *TiedBackend) Limiters() []*spare.Limiter { return b.limiters }
 
 // Received counts the calls that reached the replicas.
 func (b *TiedBackend) Received() int64 { return b.received.Load() }

@@ -56,3 +56,34 @@ func TestTiedReceivedExcludesClaims(t *testing.T) {
 		t.Errorf("%+v, want 2 claims received", s)
 	}
 }
+
+// With Spare, the default client's calls go through each replica's
+// spare.Limiter.
+func TestTiedSpareServes(t *testing.T) {
+	secret := []byte("a secret the bench servers share, 32 bytes or more")
+	tb, err := StartTied(bench.TiedBackendOptions{Replicas: 2, Workers: 1, MaxQueue: 16, Secret: secret, Spare: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tb.(*TiedBackend)
+	defer b.Close()
+	call, closeFn, err := b.NewCaller(bench.SpareConfig, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 5 {
+		if err := call(ctx, i, time.Microsecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var primaries int64
+	for _, l := range b.Limiters() {
+		primaries += l.Stats().Primaries
+	}
+	if len(b.Limiters()) != 2 || primaries != 5 {
+		t.Fatalf("%d limiters ran %d primaries, want 2 and 5", len(b.Limiters()), primaries)
+	}
+}
