@@ -209,8 +209,8 @@ func RunTied(ctx context.Context, o TiedOptions, start func(TiedBackendOptions) 
 					}
 					runs[ci] = append(runs[ci], r)
 					if progress != nil {
-						fmt.Fprintf(progress, "%-5s %-8s load %.2f %-8s run %d p99 %8s p99.9 %8s dup %5.2f%% extra %6.2f%% unclaimed %d claim p50 %s\n",
-							r.Backend, r.World, r.Load, r.Config, rep+1, r.P99, r.P999, 100*r.Duplicated, 100*r.Extra, r.Unclaimed, r.ClaimP50)
+						fmt.Fprintf(progress, "%-5s %-8s load %.2f %-8s run %d p50 %8s p99 %8s p99.9 %8s dup %5.2f%% extra %6.2f%% unclaimed %d claim p50 %s preempted %d\n",
+							r.Backend, r.World, r.Load, r.Config, rep+1, r.P50, r.P99, r.P999, 100*r.Duplicated, 100*r.Extra, r.Unclaimed, r.ClaimP50, r.Preempted)
 					}
 					if err := ctx.Err(); err != nil {
 						return out, err
