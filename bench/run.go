@@ -167,7 +167,7 @@ func (s Scenario) Validate() error {
 		errs = append(errs, fmt.Errorf("fan-out %d: use 1 to %d leaves per request (0 or 1: no fan-out)", s.FanOut, MaxFanOut))
 	}
 	if n := s.Rate * float64(max(1, s.FanOut)) * (s.Duration + s.Warmup).Seconds(); n > maxArrivals && (s.Requests == 0 || s.Requests > maxArrivals) {
-		errs = append(errs, fmt.Errorf("%.0f requests (leaves) per run: at most %d; lower the rate, the duration or the fan-out", n, maxArrivals))
+		errs = append(errs, fmt.Errorf("%.0f requests per run (leaves, with a fan-out): at most %d; lower the rate, the duration or the fan-out", n, maxArrivals))
 	}
 	return errors.Join(errs...)
 }

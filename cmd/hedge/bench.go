@@ -209,10 +209,10 @@ func (f *benchFlags) validate(stderr io.Writer) ([]string, func(backend string) 
 			errs = append(errs, fmt.Errorf("--backend %q: use http, redis, grpc or all", b))
 		}
 	}
-	if f.s.Clients < 1 {
+	if f.s.Clients < 0 {
 		errs = append(errs, fmt.Errorf("--clients %d: use 1 to %d", f.s.Clients, bench.MaxClients))
 	}
-	if f.s.FanOut < 1 {
+	if f.s.FanOut < 0 {
 		errs = append(errs, fmt.Errorf("--fanout %d: use 1 to %d", f.s.FanOut, bench.MaxFanOut))
 	}
 	if f.replicas < 2 || f.replicas > 64 {
