@@ -409,6 +409,14 @@ type Config struct {
 	// FCFS servers, one per queue, and a hedging strategy that is not
 	// tied.
 	LowPriorityCopies bool
+	// IdleOnlyCopies makes every server admit a request's further copy
+	// only when it is idle (no copy in service or waiting there): a copy
+	// that finds it busy is refused at once, as a server would answer "no
+	// spare capacity", and is not sent elsewhere (RunResult.RefusedByServer
+	// counts those). It is the simpler form of LowPriorityCopies, measured
+	// beside it; the same restrictions apply, and the two exclude each
+	// other.
+	IdleOnlyCopies bool
 
 	// forceViews, in the package's tests only, makes a run with one
 	// client keep the per-client views that runs with several use, to
@@ -536,7 +544,10 @@ func (c Config) Validate() error {
 	if (c.World == BigJobs || c.World == Mixed) && (!(c.SCV >= 1) || math.IsInf(c.SCV, 0)) {
 		bad("scv %v: the hyperexponential needs a squared coefficient of variation >= 1, e.g. 10", c.SCV)
 	}
-	if c.LowPriorityCopies {
+	if c.LowPriorityCopies && c.IdleOnlyCopies {
+		bad("low-priority copies and idle-only copies are two forms of the same server help: choose one")
+	}
+	if c.LowPriorityCopies || c.IdleOnlyCopies {
 		switch {
 		case c.Discipline != FCFS:
 			bad("low-priority copies need fcfs servers: a processor-sharing server has no queue to put copies at the back of")
@@ -727,6 +738,9 @@ func (c Config) String() string {
 	}
 	if c.LowPriorityCopies {
 		b.WriteString(" low-priority-copies=true")
+	}
+	if c.IdleOnlyCopies {
+		b.WriteString(" idle-only-copies=true")
 	}
 	return b.String()
 }

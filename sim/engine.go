@@ -137,6 +137,8 @@ type engine struct {
 	nRunning, nStalled int
 	lowCopies          bool  // Config.LowPriorityCopies
 	preempted          int64 // copies a primary preempted (all, warm-up included)
+	idleOnly           bool  // Config.IdleOnlyCopies
+	refusedByServer    int64 // copies of measured units a busy server refused
 	busyInt, stallInt  float64
 
 	lat, unitLat      []float64
@@ -265,6 +267,7 @@ func (e *engine) init(c Config) {
 	e.refused = [decide.NumRefusals]int64{}
 	e.shadow = 0
 	e.lowCopies, e.preempted = c.LowPriorityCopies, 0
+	e.idleOnly, e.refusedByServer = c.IdleOnlyCopies, 0
 	e.need = int32(c.Fanout)
 	if c.FanoutNeed > 0 {
 		e.need = int32(c.FanoutNeed)

@@ -19,6 +19,7 @@ func TestLowPriorityCopiesValidate(t *testing.T) {
 		{"ps", func(c *Config) { c.Discipline = PS }, "fcfs"},
 		{"pool", func(c *Config) { c.Routing = Pool }, "queue per server"},
 		{"tied", func(c *Config) { c.Strategy = Tied }, "tied"},
+		{"both forms", func(c *Config) { c.IdleOnlyCopies = true }, "choose one"},
 	} {
 		c := DefaultConfig()
 		c.Strategy = Default
@@ -200,6 +201,72 @@ func TestLowPriorityGrid(t *testing.T) {
 				}
 			}
 			t.Logf("C = %d, width %d: worst ratio %.3f (%s)", clients, w, worst, where)
+		}
+	}
+}
+
+// TestIdleOnlyCopiesRefuseOnBusyServers checks the simpler form: copies
+// go only to idle servers, the rest are refused and counted.
+func TestIdleOnlyCopiesRefuseOnBusyServers(t *testing.T) {
+	c := scenarioConfig(t, "stalls")
+	c.Load, c.Requests, c.Warmup, c.Clients = 0.7, 20_000, 2_000, 10
+	c.Strategy, c.Hedge, c.IdleOnlyCopies = Default, &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}, true
+	var s Simulator
+	r, err := s.Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.HedgedFraction == 0 || r.RefusedByServer == 0 || r.MultiStarted > r.HedgedFraction {
+		t.Fatalf("hedged %v, refused by servers %d: want both", r.HedgedFraction, r.RefusedByServer)
+	}
+}
+
+// TestServerHelpForms measures the two forms of the servers' help
+// against each other and against none (docs/default.md, "With the
+// servers' help"):
+//
+//	go test ./sim -run TestServerHelpForms -v -args -clients-grid
+//
+// the zero Config with no help, with idle-only copies and with
+// low-priority copies, at 1, 10 and 100 clients, three runs of 100,000
+// requests per point; "sent" is the copies sent per request, refused ones
+// included (each a message to a server and its answer). It asserts
+// nothing.
+func TestServerHelpForms(t *testing.T) {
+	if !*clientsGrid {
+		t.Skip("a measurement, not a test: run with -clients-grid")
+	}
+	points := []struct {
+		world string
+		load  float64
+	}{{"bigjobs", 0.3}, {"bigjobs", 0.8}, {"mixed", 0.8}, {"stalls", 0.3}, {"stalls", 0.5}, {"stalls", 0.7}, {"noise", 0.5}}
+	for _, clients := range []int{1, 10, 100} {
+		for _, p := range points {
+			line := fmt.Sprintf("| %d | %s | %g |", clients, p.world, p.load)
+			for _, form := range []string{"none", "idle-only", "low-priority"} {
+				c := scenarioConfig(t, p.world)
+				c.Load, c.Requests, c.Warmup, c.Clients = p.load, 100_000, 10_000, clients
+				c.Seed = DeriveSeed(59, fmt.Sprint(p.world, p.load, clients))
+				n, d := c, c
+				n.Strategy, d.Strategy, d.Hedge = None, Default, &hedge.Config{}
+				d.IdleOnlyCopies, d.LowPriorityCopies = form == "idle-only", form == "low-priority"
+				sn, sd := runPoint(t, n, 3), runPoint(t, d, 3)
+				col := func(s Summary, f func(*RunResult) float64) []float64 {
+					xs := make([]float64, len(s.Runs))
+					for i := range s.Runs {
+						xs[i] = f(&s.Runs[i])
+					}
+					return xs
+				}
+				r50 := Ratio(col(sd, func(r *RunResult) float64 { return r.P50 }), col(sn, func(r *RunResult) float64 { return r.P50 }))
+				r999 := Ratio(col(sd, func(r *RunResult) float64 { return r.P999 }), col(sn, func(r *RunResult) float64 { return r.P999 }))
+				sent := 0.0
+				for _, r := range sd.Runs {
+					sent += (r.HedgedFraction + float64(r.RefusedByServer)/float64(r.Requests)) / float64(len(sd.Runs))
+				}
+				line += fmt.Sprintf(" %.3f / %.3f, %.1f%% |", r50.Value, r999.Value, 100*sent)
+			}
+			t.Log(line)
 		}
 	}
 }

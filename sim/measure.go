@@ -58,6 +58,9 @@ type RunResult struct {
 	// Preempted counts, with Config.LowPriorityCopies, the times a
 	// primary took a server from a copy in service, over the whole run.
 	Preempted int64
+	// RefusedByServer counts, with Config.IdleOnlyCopies, the copies of
+	// measured units that a busy server refused.
+	RefusedByServer int64
 	// Tail, with Config.Tail, holds the latency at each tail probability
 	// of TailLevels: Tail[i] is the nearest-rank quantile 1 - TailLevels[i].
 	Tail []float64
@@ -183,6 +186,7 @@ func (e *engine) result() RunResult {
 	r.Refused = e.refused
 	r.ShadowHedges = e.shadow
 	r.Preempted = e.preempted
+	r.RefusedByServer = e.refusedByServer
 	return r
 }
 
@@ -371,8 +375,9 @@ type Summary struct {
 	Utilisation               Estimate
 	StalledFraction           Estimate
 	Delay                     Estimate
-	// Preempted is RunResult.Preempted per request of the run.
-	Preempted Estimate
+	// Preempted is RunResult.Preempted per request of the run, and
+	// RefusedByServer RunResult.RefusedByServer per measured request.
+	Preempted, RefusedByServer Estimate
 	Events    int64
 	// Tail, with Config.Tail, is the mean across runs of RunResult.Tail.
 	Tail []Estimate
@@ -401,6 +406,7 @@ func Summarize(c Config, runs []RunResult) Summary {
 	s.StalledFraction = col(func(r *RunResult) float64 { return r.StalledFraction })
 	s.Delay = col(func(r *RunResult) float64 { return r.Delay })
 	s.Preempted = col(func(r *RunResult) float64 { return float64(r.Preempted) / float64(c.Requests) })
+	s.RefusedByServer = col(func(r *RunResult) float64 { return float64(r.RefusedByServer) / float64(max(1, r.Requests)) })
 	for _, r := range runs {
 		s.Events += r.Events
 	}

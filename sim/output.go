@@ -35,6 +35,10 @@ type PointResult struct {
 	// copies that primaries preempted then, per request.
 	LowPriorityCopies bool    `json:"low_priority_copies,omitempty"`
 	Preempted         float64 `json:"preempted,omitempty"`
+	// IdleOnlyCopies is Config.IdleOnlyCopies, and RefusedByServer the
+	// copies busy servers refused then, per measured request.
+	IdleOnlyCopies  bool    `json:"idle_only_copies,omitempty"`
+	RefusedByServer float64 `json:"refused_by_server,omitempty"`
 	// Groups lists the parts of the study the point belongs to (main,
 	// mixed, random, budget, stall-length, cancel-delay).
 	Groups   []string `json:"groups"`
@@ -136,6 +140,7 @@ func (s Summary) Result() PointResult {
 		Delay: s.Delay.Value, DelaySE: s.Delay.SE,
 		Headline:          Headline(c.World),
 		LowPriorityCopies: c.LowPriorityCopies, Preempted: s.Preempted.Value,
+		IdleOnlyCopies: c.IdleOnlyCopies, RefusedByServer: s.RefusedByServer.Value,
 	}
 	if c.Strategy.NeedsCalibration() || c.Strategy == HedgeFixed {
 		r.Delay, r.DelaySE = c.Delay, 0

@@ -52,6 +52,14 @@ func (h *hedgeRT) Launch(_ time.Duration, q int, g decide.Grant) bool {
 			return false
 		}
 	}
+	if e.idleOnly && e.qs[q].busy > 0 {
+		// The server answers "no spare capacity" at once: the copy is
+		// spent, and the driver gives back what it took.
+		if r.measured {
+			e.refusedByServer++
+		}
+		return false
+	}
 	e.addCopyAt(slot, r, int32(q))
 	r.held[r.n-1] = g.HoldsSlot()
 	e.emit(TraceEvent{Request: int(r.idx), Copy: int(r.n - 1), At: e.now})
