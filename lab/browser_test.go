@@ -339,9 +339,27 @@ func (b *browser) explorer(t *testing.T) {
 	if v := eval[string](b, `document.getElementById('ex-verdict').dataset.tone`); v == "" || v == "baseline" {
 		t.Errorf("library default verdict tone %q", v)
 	}
+
+	// Ten clients, then the servers' help: both reach the simulation.
+	n = b.updates()
+	b.do(chromedp.Click(chromedp.CSS(`[data-preset="manyclients"]`)))
+	b.waitUpdate(n)
+	if c := eval[string](b, `document.getElementById('ex-clients').value`); c != "10" {
+		t.Errorf("the ten-clients preset left clients at %q", c)
+	}
+	n = b.updates()
+	b.do(chromedp.SetValue(chromedp.ID("ex-help"), "low-priority"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('ex-help').dispatchEvent(new Event('change', {bubbles: true}))`))
+	b.waitUpdate(n)
+	if eval[bool](b, `document.getElementById('ex-status').classList.contains('err')`) {
+		t.Errorf("low-priority copies refused: %q", b.text("ex-status"))
+	}
 	n = b.updates()
 	b.do(chromedp.Click(chromedp.CSS(`[data-preset="default"]`)))
 	b.waitUpdate(n)
+	if h := eval[string](b, `document.getElementById('ex-help').value`); h != "none" {
+		t.Errorf("the opening preset left the servers' help at %q", h)
+	}
 }
 
 func (b *browser) study(t *testing.T) {

@@ -52,7 +52,7 @@
 // request with neither header, from a tool such as curl, passes.
 //
 //   - /api/explore?world=&sigma=&load=&routing=&strategy=&delay=&p=&calib=
-//     &livep=&budget=&cancel=&tied=&runs=&requests=&seed= runs the chosen
+//     &livep=&budget=&cancel=&tied=&clients=&help=&runs=&requests=&seed= runs the chosen
 //     strategy and "none" at the same point (same seeds, so the runs are
 //     paired) and returns an ExploreResponse. Parameters are described on
 //     ExploreParams; all are optional.

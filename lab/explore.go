@@ -19,7 +19,11 @@ var (
 	exploreRoutings = sim.Routings()
 	explorePcts     = []string{"50", "95", "99", "99.9"}
 	exploreCalibs   = []string{"quiet", "load"}
+	exploreHelps    = []string{"none", "idle-only", "low-priority"}
 )
+
+// maxExploreClients bounds the explorer's clients.
+const maxExploreClients = 100
 
 // Explorer parameter ranges (see ExploreParams).
 const (
@@ -71,6 +75,17 @@ type ExploreParams struct {
 	// copies at arrival instead of hedging (false).
 	Cancel bool `json:"cancel"`
 	Tied   bool `json:"tied"`
+	// Clients (clients, 1 to 100, default 1) share the servers, each with
+	// a Hedger of its own that sees only its own requests
+	// (sim.Config.Clients).
+	Clients int `json:"clients"`
+	// Help (help) is what the servers do with a hedge copy: "none" (queue
+	// it like any request, the default), "idle-only" (refuse it unless
+	// idle: sim.Config.IdleOnlyCopies) or "low-priority" (run it only on
+	// capacity no primary wants: sim.Config.LowPriorityCopies). Either
+	// form needs a queue per server (not pool routing) and no tied
+	// requests.
+	Help string `json:"help"`
 	// Runs (runs, 1 to 4, default 2), Requests (requests per run, 1,000
 	// to Options.MaxRequests, default 100,000) and Seed (seed, 1) size
 	// and seed the simulation; runs x requests is capped by
@@ -87,7 +102,7 @@ func DefaultExploreParams() ExploreParams {
 	return ExploreParams{
 		World: "lognormal", Sigma: 1, Load: 0.5, Routing: "pool",
 		Strategy: "percentile", Delay: 2, Percentile: "95", Calibration: "quiet",
-		LiveP: 95, Budget: 5, Cancel: true,
+		LiveP: 95, Budget: 5, Cancel: true, Clients: 1, Help: "none",
 		Runs: 2, Requests: 100_000, Seed: 1,
 	}
 }
@@ -133,11 +148,16 @@ func (s *Server) parseExplore(raw string) (ExploreParams, []ParamError) {
 		Budget:      f.float("budget", d.Budget, minBudget, 100),
 		Cancel:      f.boolean("cancel", d.Cancel),
 		Tied:        f.boolean("tied", d.Tied),
+		Clients:     f.integer("clients", d.Clients, 1, maxExploreClients),
+		Help:        f.choice("help", d.Help, exploreHelps),
 		Runs:        f.integer("runs", d.Runs, 1, maxRuns),
 		Requests:    f.integer("requests", s.o.DefaultRequests, minRequests, s.o.MaxRequests),
 		Seed:        f.uint("seed", d.Seed),
 	}
 	f.unknown()
+	if len(f.errs) == 0 && p.Help != "none" && (p.Routing == sim.Pool.String() || p.Tied) {
+		f.bad("help", "the servers' help needs a queue per server and untied copies: choose two-choice, random or least-loaded routing, and no tied requests")
+	}
 	if len(f.errs) == 0 && p.Runs*p.Requests > s.o.MaxWork {
 		f.bad("requests", "runs x requests = %d x %d exceeds the lab's limit of %d simulated requests per point: lower requests or runs",
 			p.Runs, p.Requests, s.o.MaxWork)
@@ -361,6 +381,7 @@ func (p ExploreParams) baseConfig() sim.Config {
 	c.Warmup = p.Requests / 10
 	c.Seed = p.Seed
 	c.Tail = true // the CCDF
+	c.Clients = p.Clients
 	return c
 }
 
@@ -581,6 +602,19 @@ func judge(p ExploreParams, r *ExploreResponse) (Verdict, []Note) {
 	default:
 		v = Verdict{Tone: "neutral", Title: fmt.Sprintf("No real gain: the %s barely moves", name),
 			Text: fmt.Sprintf("The %s goes from %s to %s mean service times (within 5%%), for %s.", name, num(bv), num(hv), cost)}
+	}
+	if g := r.Gap.P50; g > worseThreshold && (v.Tone == "good" || v.Tone == "neutral") {
+		// The tail bought with the median: worse than not hedging for
+		// most requests, whatever the headline says.
+		gain := fmt.Sprintf("the %s goes from %s to %s mean service times", name, num(bv), num(hv))
+		if v.Tone == "good" {
+			gain = fmt.Sprintf("the %s falls from %s to %s mean service times", name, num(bv), num(hv))
+		}
+		v = Verdict{Tone: "bad", Title: fmt.Sprintf("A bad trade: %s raises the median %s", what, times(g)),
+			Text: fmt.Sprintf("The median goes from %s to %s mean service times while %s, for %s: most requests are slower than without hedging.", num(b.P50), num(h.P50), gain, cost)}
+		if p.Clients > 1 && p.Help != "low-priority" {
+			v.Text += fmt.Sprintf(" Each of the %d clients sees only its own requests, so its copies land on queues other clients fill; try the servers' help (low priority).", p.Clients)
+		}
 	}
 	if ratio > collapseRatio {
 		t := fmt.Sprintf("Measured: the %s is %s worse with %s (%s → %s).", name, times(ratio), what, num(bv), num(hv))

@@ -216,6 +216,11 @@ func TestExploreInvalid(t *testing.T) {
 		{"requests=200000&runs=4", "requests", "limit of 400000"},
 		{"seed=-1", "seed", "whole number"},
 		{"frobnicate=1", "frobnicate", "unknown parameter"},
+		{"clients=0", "clients", "1 to 100"},
+		{"clients=101", "clients", "1 to 100"},
+		{"help=maybe", "help", "low-priority"},
+		{"help=low-priority&routing=pool", "help", "queue per server"},
+		{"help=idle-only&routing=two-choice&tied=true", "help", "tied"},
 	} {
 		code, _, b := get(t, ts, "/api/explore?"+tc.query)
 		var e ErrorResponse

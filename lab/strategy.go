@@ -127,6 +127,8 @@ func (p ExploreParams) config() (sim.Config, choice) {
 	c.Strategy = ch.strategy
 	if ch.strategy != sim.None {
 		c.NoCancel = !p.Cancel
+		c.IdleOnlyCopies = p.Help == "idle-only"
+		c.LowPriorityCopies = p.Help == "low-priority"
 	}
 	if ch.set != nil {
 		ch.set(&c, p)

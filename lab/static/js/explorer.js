@@ -13,10 +13,11 @@ const WORLD_HINTS = {
 };
 
 const PRESETS = {
-  default: { world: 'lognormal', sigma: 1, load: 0.5, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false },
-  collapse: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: false, tied: false },
-  stalls: { world: 'stalls', load: 0.5, routing: 'two-choice', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false },
-  budget: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'budget', budget: 5, p: '95', calib: 'quiet', cancel: false, tied: false },
+  default: { world: 'lognormal', sigma: 1, load: 0.5, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false, clients: 1, help: 'none' },
+  collapse: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: false, tied: false, clients: 1, help: 'none' },
+  stalls: { world: 'stalls', load: 0.5, routing: 'two-choice', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false, clients: 1, help: 'none' },
+  budget: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'budget', budget: 5, p: '95', calib: 'quiet', cancel: false, tied: false, clients: 1, help: 'none' },
+  manyclients: { world: 'bigjobs', load: 0.8, routing: 'two-choice', strategy: 'default', cancel: true, tied: false, clients: 10, help: 'none' },
 };
 
 const ICON_WARN = 'M8 1.5 15 14H1zM7.2 6v4h1.6V6zm0 5.2v1.6h1.6v-1.6z';
@@ -87,6 +88,7 @@ function params() {
     world: val('world'), sigma: val('sigma'), load: val('load'), routing: val('routing'),
     strategy: val('strategy'), delay: val('delay'), p: val('p'), calib: val('calib'),
     livep: val('livep'), budget: val('budget'), cancel: val('cancel'), tied: val('tied'),
+    clients: val('clients'), help: val('help'),
     runs: val('runs'), requests: val('requests'), seed: val('seed'),
   };
 }
