@@ -378,7 +378,7 @@ type Summary struct {
 	// Preempted is RunResult.Preempted per request of the run, and
 	// RefusedByServer RunResult.RefusedByServer per measured request.
 	Preempted, RefusedByServer Estimate
-	Events    int64
+	Events                     int64
 	// Tail, with Config.Tail, is the mean across runs of RunResult.Tail.
 	Tail []Estimate
 }
