@@ -155,6 +155,12 @@ type TiedResult struct {
 	// with the simulator's CancelDelay.
 	ClaimP50, ClaimP99 time.Duration
 	ClaimUnits         float64
+	// CPUPerCall is this process's CPU time over the measured span (the
+	// load generator, the clients and, in-process, the servers) per
+	// measured call; OtherCPU the cores other processes used meanwhile.
+	// Zero where /proc cannot be read.
+	CPUPerCall time.Duration
+	OtherCPU   float64
 	// Preempted counts, for SpareConfig, the copies that yielded their
 	// worker to a primary (spare.Stats.Preempted).
 	Preempted int64
@@ -209,8 +215,8 @@ func RunTied(ctx context.Context, o TiedOptions, start func(TiedBackendOptions) 
 					}
 					runs[ci] = append(runs[ci], r)
 					if progress != nil {
-						fmt.Fprintf(progress, "%-5s %-8s load %.2f %-8s run %d p50 %8s p99 %8s p99.9 %8s dup %5.2f%% extra %6.2f%% unclaimed %d claim p50 %s preempted %d\n",
-							r.Backend, r.World, r.Load, r.Config, rep+1, r.P50, r.P99, r.P999, 100*r.Duplicated, 100*r.Extra, r.Unclaimed, r.ClaimP50, r.Preempted)
+						fmt.Fprintf(progress, "%-5s %-8s load %.2f %-8s run %d p50 %8s p99 %8s p99.9 %8s dup %5.2f%% extra %6.2f%% unclaimed %d claim p50 %s preempted %d cpu/call %s others %.2f\n",
+							r.Backend, r.World, r.Load, r.Config, rep+1, r.P50, r.P99, r.P999, 100*r.Duplicated, 100*r.Extra, r.Unclaimed, r.ClaimP50, r.Preempted, r.CPUPerCall, r.OtherCPU)
 					}
 					if err := ctx.Err(); err != nil {
 						return out, err
@@ -249,6 +255,8 @@ func MedianTied(rs []TiedResult) TiedResult {
 	out.ClaimUnits = med(func(r TiedResult) float64 { return r.ClaimUnits })
 	out.Extra = med(func(r TiedResult) float64 { return r.Extra })
 	out.Duplicated = med(func(r TiedResult) float64 { return r.Duplicated })
+	out.CPUPerCall = dur(func(r TiedResult) time.Duration { return r.CPUPerCall })
+	out.OtherCPU = med(func(r TiedResult) float64 { return r.OtherCPU })
 	out.Calls, out.Errors, out.Dropped, out.Unclaimed, out.Preempted = 0, 0, 0, 0, 0
 	for _, r := range rs {
 		out.Preempted += r.Preempted
@@ -317,12 +325,14 @@ func runTiedOnce(ctx context.Context, o TiedOptions, b TiedBackend, w TiedWorld,
 	}
 	var lats []int64
 	var errs atomic.Int64
+	cpu0 := ReadCPU(nil)
 	calls := runArrivals(ctx, rate, o.Duration, rng, sizeOf, o.Timeout, call, func(d time.Duration, err error) {
 		if err != nil {
 			errs.Add(1)
 		}
 		lats = append(lats, int64(d))
 	})
+	cpu1 := ReadCPU(nil)
 	stopStalls()
 	stallWG.Wait()
 	for _, s := range servers {
@@ -350,6 +360,11 @@ func runTiedOnce(ctx context.Context, o TiedOptions, b TiedBackend, w TiedWorld,
 	}
 	res.Dropped, res.Unclaimed = dropped1-dropped0, unclaimed1-unclaimed0
 	res.Preempted = preemptedOf(b) - preempted0
+	if use := CPUBetween(cpu0, cpu1); use.OK && calls > 0 {
+		secs := cpu1.At.Sub(cpu0.At).Seconds()
+		res.CPUPerCall = time.Duration(use.Self * secs / float64(calls) * float64(time.Second))
+		res.OtherCPU = use.Others
+	}
 	if len(cl) > 0 {
 		res.ClaimP50 = time.Duration(Quantile(cl, 0.5))
 		res.ClaimP99 = time.Duration(Quantile(cl, 0.99))
@@ -422,7 +437,7 @@ func stallLoop(ctx context.Context, b TiedBackend, i int, w TiedWorld, rng *rand
 
 // WriteTiedTable writes results as a Markdown table.
 func WriteTiedTable(w io.Writer, results []TiedResult) error {
-	_, err := fmt.Fprintln(w, "| backend | world | load | config | runs | rate/s | calls | errors | p50 | p99 | p99.9 | extra on wire | duplicated | dropped | unclaimed | claim p50 | claim p99 | claim / mean service | preempted |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	_, err := fmt.Fprintln(w, "| backend | world | load | config | runs | rate/s | calls | errors | p50 | p99 | p99.9 | extra on wire | duplicated | dropped | unclaimed | claim p50 | claim p99 | claim / mean service | preempted | CPU per call | other processes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		if err != nil {
 			break
@@ -431,9 +446,9 @@ func WriteTiedTable(w io.Writer, results []TiedResult) error {
 		if r.ClaimP50 > 0 {
 			cu = fmt.Sprintf("%.3f", r.ClaimUnits)
 		}
-		_, err = fmt.Fprintf(w, "| %s | %s | %.2f | %s | %d | %.0f | %d | %d | %s | %s | %s | %.1f%% | %.2f%% | %d | %d | %s | %s | %s | %d |\n",
+		_, err = fmt.Fprintf(w, "| %s | %s | %.2f | %s | %d | %.0f | %d | %d | %s | %s | %s | %.1f%% | %.2f%% | %d | %d | %s | %s | %s | %d | %s | %.2f cores |\n",
 			r.Backend, r.World, r.Load, r.Config, max(r.Runs, 1), r.Rate, r.Calls, r.Errors, roundDur(r.P50), roundDur(r.P99), roundDur(r.P999),
-			100*r.Extra, 100*r.Duplicated, r.Dropped, r.Unclaimed, roundDur(r.ClaimP50), roundDur(r.ClaimP99), cu, r.Preempted)
+			100*r.Extra, 100*r.Duplicated, r.Dropped, r.Unclaimed, roundDur(r.ClaimP50), roundDur(r.ClaimP99), cu, r.Preempted, roundDur(r.CPUPerCall), r.OtherCPU)
 	}
 	return err
 }
