@@ -136,7 +136,7 @@ type engine struct {
 	tStart, tEnd       float64
 	nRunning, nStalled int
 	lowCopies          bool  // Config.LowPriorityCopies
-	preempted          int64 // copies a primary preempted (all, warm-up included)
+	preempted          int64 // copies of measured units a primary preempted
 	idleOnly           bool  // Config.IdleOnlyCopies
 	refusedByServer    int64 // copies of measured units a busy server refused
 	busyInt, stallInt  float64
@@ -195,8 +195,10 @@ func (e *engine) init(c Config) {
 	e.srv = resize(e.srv, c.Servers)
 	e.qs = resize(e.qs, nq)
 	for i := range e.qs {
-		e.qs[i].head, e.qs[i].n, e.qs[i].busy, e.qs[i].left, e.qs[i].ghostUntil = 0, 0, 0, 0, 0
-		e.qs[i].low.head, e.qs[i].low.n = 0, 0
+		f := &e.qs[i]
+		f.ring.clear()
+		f.low.clear()
+		f.busy, f.left, f.ghostUntil = 0, 0, 0
 	}
 	e.initClients(c, nq)
 	e.idle = e.idle[:0]

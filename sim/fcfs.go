@@ -15,7 +15,7 @@ type server struct {
 }
 
 func (e *engine) start(s int32, ent qent) {
-	if checkLowPriority != nil && e.lowCopies && ent.k > 0 {
+	if e.lowCopies && ent.k > 0 && checkLowPriority != nil {
 		checkLowPriority(e, s)
 	}
 	r := &e.slots[ent.slot]
@@ -57,16 +57,21 @@ func (e *engine) cancelRunning(slot int32, r *request, k uint8) {
 		return
 	}
 	sv := &e.srv[c.srv]
-	rem := sv.rem - (e.now-sv.last)*sv.speed
-	if rem < 0 {
-		rem = 0
-	}
-	r.work += c.size - rem
+	r.work += e.served(sv, c)
 	r.state[k] = cCancelled
 	r.live--
 	e.leave(r, c.q)
 	e.ended(r, k)
 	e.release(c.srv)
+}
+
+// served returns the work copy c, in service on sv, has got so far.
+func (e *engine) served(sv *server, c *copyRec) float64 {
+	rem := sv.rem - (e.now-sv.last)*sv.speed
+	if rem < 0 {
+		rem = 0
+	}
+	return c.size - rem
 }
 
 // release makes server s idle and lets it take the next copy.

@@ -56,7 +56,7 @@ type RunResult struct {
 	// would have sent.
 	ShadowHedges int64
 	// Preempted counts, with Config.LowPriorityCopies, the times a
-	// primary took a server from a copy in service, over the whole run.
+	// primary took a server from a copy of a measured unit in service.
 	Preempted int64
 	// RefusedByServer counts, with Config.IdleOnlyCopies, the copies of
 	// measured units that a busy server refused.
@@ -375,8 +375,7 @@ type Summary struct {
 	Utilisation               Estimate
 	StalledFraction           Estimate
 	Delay                     Estimate
-	// Preempted is RunResult.Preempted per request of the run, and
-	// RefusedByServer RunResult.RefusedByServer per measured request.
+	// Preempted and RefusedByServer are RunResult's per measured request.
 	Preempted, RefusedByServer Estimate
 	Events                     int64
 	// Tail, with Config.Tail, is the mean across runs of RunResult.Tail.
@@ -405,7 +404,7 @@ func Summarize(c Config, runs []RunResult) Summary {
 	s.Utilisation = col(func(r *RunResult) float64 { return r.Utilisation })
 	s.StalledFraction = col(func(r *RunResult) float64 { return r.StalledFraction })
 	s.Delay = col(func(r *RunResult) float64 { return r.Delay })
-	s.Preempted = col(func(r *RunResult) float64 { return float64(r.Preempted) / float64(c.Requests) })
+	s.Preempted = col(func(r *RunResult) float64 { return float64(r.Preempted) / float64(max(1, r.Requests)) })
 	s.RefusedByServer = col(func(r *RunResult) float64 { return float64(r.RefusedByServer) / float64(max(1, r.Requests)) })
 	for _, r := range runs {
 		s.Events += r.Events

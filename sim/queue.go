@@ -10,11 +10,11 @@ type qent struct {
 	k    uint8
 }
 
-// fifo is a growable ring buffer of queue entries.
+// fifo is a server's queue: its primaries (all its copies, unless
+// Config.LowPriorityCopies) in arrival order, and the counts the routing
+// and the evidence read.
 type fifo struct {
-	buf  []qent // length a power of two
-	head int
-	n    int
+	ring        // the copies waiting, oldest first
 	busy int    // live copies waiting here or in service from here: the routing load
 	left uint32 // copies completed here, modulo 2^32 (for decide.Behind)
 	// ghostUntil: a copy was cancelled here because another copy of its
@@ -40,10 +40,8 @@ type ring struct {
 	n    int
 }
 
+// grow doubles g's buffer, which is full.
 func (g *ring) grow() {
-	if g.n < len(g.buf) {
-		return
-	}
 	nb := make([]qent, max(8, 2*len(g.buf)))
 	for i := range g.n {
 		nb[i] = g.buf[(g.head+i)&(len(g.buf)-1)]
@@ -52,41 +50,29 @@ func (g *ring) grow() {
 }
 
 func (g *ring) pushBack(x qent) {
-	g.grow()
+	if g.n == len(g.buf) {
+		g.grow()
+	}
 	g.buf[(g.head+g.n)&(len(g.buf)-1)] = x
 	g.n++
 }
 
 func (g *ring) pushFront(x qent) {
-	g.grow()
+	if g.n == len(g.buf) {
+		g.grow()
+	}
 	g.head = (g.head - 1) & (len(g.buf) - 1)
 	g.buf[g.head] = x
 	g.n++
 }
 
+// clear empties g, keeping its buffer.
+func (g *ring) clear() { g.head, g.n = 0, 0 }
+
 func (g *ring) pop() qent {
 	x := g.buf[g.head]
 	g.head = (g.head + 1) & (len(g.buf) - 1)
 	g.n--
-	return x
-}
-
-func (f *fifo) push(x qent) {
-	if f.n == len(f.buf) {
-		nb := make([]qent, max(8, 2*len(f.buf)))
-		for i := range f.n {
-			nb[i] = f.buf[(f.head+i)&(len(f.buf)-1)]
-		}
-		f.buf, f.head = nb, 0
-	}
-	f.buf[(f.head+f.n)&(len(f.buf)-1)] = x
-	f.n++
-}
-
-func (f *fifo) pop() qent {
-	x := f.buf[f.head]
-	f.head = (f.head + 1) & (len(f.buf) - 1)
-	f.n--
 	return x
 }
 
@@ -121,7 +107,7 @@ func (e *engine) addCopyAt(slot int32, r *request, q int32) {
 	if e.lowCopies && k > 0 {
 		f.low.pushBack(qent{slot: slot, gen: r.gen, k: k})
 	} else {
-		f.push(qent{slot: slot, gen: r.gen, k: k})
+		f.pushBack(qent{slot: slot, gen: r.gen, k: k})
 		if e.lowCopies {
 			if sv := &e.srv[q]; sv.cur >= 0 && sv.k > 0 {
 				e.preempt(q) // the caller's kick starts the primary
@@ -214,14 +200,12 @@ func (e *engine) preempt(s int32) {
 	sv := &e.srv[s]
 	r := &e.slots[sv.cur]
 	c := &r.copies[sv.k]
-	rem := sv.rem - (e.now-sv.last)*sv.speed
-	if rem < 0 {
-		rem = 0
-	}
-	r.work += c.size - rem
+	r.work += e.served(sv, c)
 	r.state[sv.k] = cWaiting
 	c.srv = -1
-	e.preempted++
+	if r.measured {
+		e.preempted++
+	}
 	e.qs[sv.q].low.pushFront(qent{slot: sv.cur, gen: r.gen, k: sv.k})
 	sv.cur = -1
 	e.nRunning--
