@@ -48,14 +48,8 @@ type multiClient struct {
 	cs []Client
 }
 
-// clientOf hashes request i to one of n clients (splitmix64's finaliser).
-func clientOf(i, n int) int {
-	x := uint64(i) + 0x9E3779B97F4A7C15
-	x = (x ^ x>>30) * 0xBF58476D1CE4E5B9
-	x = (x ^ x>>27) * 0x94D049BB133111EB
-	x ^= x >> 31
-	return int(x % uint64(n))
-}
+// clientOf hashes request i to one of n clients.
+func clientOf(i, n int) int { return int(splitmix(uint64(i)) % uint64(n)) }
 
 func (m *multiClient) Do(ctx context.Context, i int) error {
 	return m.cs[clientOf(i, len(m.cs))].Do(ctx, i)

@@ -91,6 +91,23 @@ type TiedOptions struct {
 	Clients int
 }
 
+// TiedWorkers is a replica's tied.Server worker limit: with Spare the
+// spare.Limiter is the limit, and the tied.Server only counts.
+func (o TiedBackendOptions) TiedWorkers() int {
+	if o.Spare {
+		return 1 << 20
+	}
+	return o.Workers
+}
+
+// NewLimiter returns a replica's spare.Limiter with Spare, or nil.
+func (o TiedBackendOptions) NewLimiter() (*spare.Limiter, error) {
+	if !o.Spare {
+		return nil, nil
+	}
+	return spare.New(spare.Config{Workers: o.Workers, MaxQueue: o.MaxQueue})
+}
+
 // TiedBackendOptions are what a TiedBackend's servers need.
 type TiedBackendOptions struct {
 	Replicas, Workers, MaxQueue int

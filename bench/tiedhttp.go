@@ -57,11 +57,11 @@ func StartTiedHTTP(o TiedBackendOptions) (TiedBackend, error) {
 				peers = append(peers, u)
 			}
 		}
-		workers := o.Workers
-		if o.Spare {
-			workers = 1 << 20 // the spare.Limiter is the worker limit
+		ts, err := tied.NewServer(tied.Config{Workers: o.TiedWorkers(), MaxQueue: o.MaxQueue, Secret: o.Secret, Peers: peers, ClaimAhead: o.ClaimAhead})
+		var lim *spare.Limiter
+		if err == nil {
+			lim, err = o.NewLimiter()
 		}
-		ts, err := tied.NewServer(tied.Config{Workers: workers, MaxQueue: o.MaxQueue, Secret: o.Secret, Peers: peers, ClaimAhead: o.ClaimAhead})
 		if err != nil {
 			for _, l := range lns[i:] {
 				l.Close()
@@ -71,15 +71,7 @@ func StartTiedHTTP(o TiedBackendOptions) (TiedBackend, error) {
 		}
 		g := &Gate{}
 		mw := ts.Handler(workHandler(g))
-		if o.Spare {
-			lim, err := spare.New(spare.Config{Workers: o.Workers, MaxQueue: o.MaxQueue})
-			if err != nil {
-				for _, l := range lns[i:] {
-					l.Close()
-				}
-				_ = b.Close()
-				return nil, err
-			}
+		if lim != nil {
 			b.limiters = append(b.limiters, lim)
 			mw = spare.Handler(lim, mw)
 		}

@@ -75,11 +75,11 @@ func StartTied(o bench.TiedBackendOptions) (bench.TiedBackend, error) {
 				peers = append(peers, a)
 			}
 		}
-		workers := o.Workers
-		if o.Spare {
-			workers = 1 << 20 // the spare.Limiter is the worker limit
+		ts, err := tied.NewServer(tied.Config{Workers: o.TiedWorkers(), MaxQueue: o.MaxQueue, Secret: o.Secret, Peers: peers, Sender: tiedgrpc.NewSender()})
+		var lim *spare.Limiter
+		if err == nil {
+			lim, err = o.NewLimiter()
 		}
-		ts, err := tied.NewServer(tied.Config{Workers: workers, MaxQueue: o.MaxQueue, Secret: o.Secret, Peers: peers, Sender: tiedgrpc.NewSender()})
 		if err != nil {
 			for _, l := range lns[i:] {
 				l.Close()
@@ -95,15 +95,7 @@ func StartTied(o bench.TiedBackendOptions) (bench.TiedBackend, error) {
 		}
 		g := &bench.Gate{}
 		chain := []grpc.UnaryServerInterceptor{count}
-		if o.Spare {
-			lim, err := spare.New(spare.Config{Workers: o.Workers, MaxQueue: o.MaxQueue})
-			if err != nil {
-				for _, l := range lns[i:] {
-					l.Close()
-				}
-				_ = b.Close()
-				return nil, err
-			}
+		if lim != nil {
 			b.limiters = append(b.limiters, lim)
 			chain = append(chain, sparegrpc.UnaryServerInterceptor(lim))
 		}
