@@ -97,6 +97,7 @@ type waiter struct {
 	ready   chan struct{} // closed when granted
 	granted bool
 	elem    *list.Element
+	r       *runner // the copy's, nil for a primary
 }
 
 // runner is a copy holding a worker.
@@ -142,28 +143,27 @@ func New(cfg Config) (*Limiter, error) {
 // returns the last call's error.
 func (l *Limiter) Run(ctx context.Context, kind Kind, fn func(context.Context) error) error {
 	if kind == Primary {
-		if err := l.acquire(ctx, kind, false); err != nil {
+		if err := l.acquire(ctx, kind, nil, false); err != nil {
 			return err
 		}
 		l.c.primaries.Add(1)
 		defer l.release()
 		return fn(ctx)
 	}
-	again := false
-	for {
-		if err := l.acquire(ctx, kind, again); err != nil {
+	for again := false; ; again = true {
+		runCtx, cancel := context.WithCancelCause(ctx)
+		r := &runner{l: l, cancel: cancel, preemptible: kind == Copy}
+		// acquire makes r an active copy in the same critical section
+		// that grants it the worker, so that a primary arriving from
+		// then on finds it to preempt.
+		if err := l.acquire(ctx, kind, r, again); err != nil {
+			cancel(nil)
 			return err
 		}
 		if !again {
 			l.c.copies.Add(1)
 		}
-		runCtx, cancel := context.WithCancelCause(ctx)
-		r := &runner{l: l, cancel: cancel, preemptible: kind == Copy}
-		runCtx = context.WithValue(runCtx, runnerKey{}, r)
-		l.mu.Lock()
-		r.elem = l.active.PushBack(r)
-		l.mu.Unlock()
-		err := fn(runCtx)
+		err := fn(context.WithValue(runCtx, runnerKey{}, r))
 		l.mu.Lock()
 		l.active.Remove(r.elem)
 		preempted := r.preempted
@@ -174,16 +174,16 @@ func (l *Limiter) Run(ctx context.Context, kind Kind, fn func(context.Context) e
 			return err
 		}
 		l.c.reruns.Add(1)
-		again = true
 	}
 }
 
-// acquire waits for a worker for a request of kind; again marks a
-// preempted copy, which goes first among the copies.
-func (l *Limiter) acquire(ctx context.Context, kind Kind, again bool) error {
+// acquire waits for a worker for a request of kind; r is the copy's runner
+// (nil for a primary), made active when the worker is granted, and again
+// marks a preempted copy, which goes first among the copies.
+func (l *Limiter) acquire(ctx context.Context, kind Kind, r *runner, again bool) error {
 	l.mu.Lock()
 	if l.running < l.workers && l.primaries.Len() == 0 && (kind == Primary || l.copies.Len() == 0) {
-		l.running++
+		l.grantLocked(r)
 		l.mu.Unlock()
 		return nil
 	}
@@ -197,7 +197,7 @@ func (l *Limiter) acquire(ctx context.Context, kind Kind, again bool) error {
 		l.c.refused.Add(1)
 		return ErrQueueFull
 	}
-	w := &waiter{ready: make(chan struct{})}
+	w := &waiter{ready: make(chan struct{}), r: r}
 	if again {
 		w.elem = q.PushFront(w)
 	} else {
@@ -219,9 +219,21 @@ func (l *Limiter) acquire(ctx context.Context, kind Kind, again bool) error {
 			l.c.abandoned.Add(1)
 			return ctx.Err()
 		}
+		if r != nil {
+			l.active.Remove(r.elem)
+		}
 		l.mu.Unlock()
 		l.release() // granted meanwhile: pass the worker on
 		return ctx.Err()
+	}
+}
+
+// grantLocked gives a worker to a primary (r nil) or to copy r, which
+// becomes active. l.mu is held.
+func (l *Limiter) grantLocked(r *runner) {
+	l.running++
+	if r != nil {
+		r.elem = l.active.PushBack(r)
 	}
 }
 
@@ -267,7 +279,7 @@ func (l *Limiter) release() {
 		if e := q.Front(); e != nil && l.running < l.workers {
 			w := q.Remove(e).(*waiter)
 			w.granted = true
-			l.running++
+			l.grantLocked(w.r)
 			close(w.ready)
 			return
 		}

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/tailcut/hedge/hedgegrpc"
 	"github.com/tailcut/hedge/spare"
@@ -21,53 +21,46 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const echoMethod = "/test.Echo/Echo"
-
-type echo interface{}
-
-func echoDesc(handle func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error)) *grpc.ServiceDesc {
-	return &grpc.ServiceDesc{
-		ServiceName: "test.Echo",
-		HandlerType: (*echo)(nil),
-		Methods: []grpc.MethodDesc{{
-			MethodName: "Echo",
-			Handler: func(_ any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
-				in := new(wrapperspb.StringValue)
-				if err := dec(in); err != nil {
-					return nil, err
-				}
-				h := func(ctx context.Context, req any) (any, error) { return handle(ctx, req.(*wrapperspb.StringValue)) }
-				return ic(ctx, in, &grpc.UnaryServerInfo{FullMethod: echoMethod}, h)
-			},
-		}},
-	}
+// service answers UnaryCall through handle, which reads the request's
+// payload and returns the answer's username.
+type service struct {
+	testgrpc.UnimplementedTestServiceServer
+	handle func(ctx context.Context, in string) (string, error)
 }
 
-// serve starts a gRPC server of the echo service behind l and returns a
-// connection to it and a function that stops both.
-func serve(t *testing.T, l *spare.Limiter, handle func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error)) (*grpc.ClientConn, func()) {
+func (s service) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	out, err := s.handle(ctx, string(req.GetPayload().GetBody()))
+	if err != nil {
+		return nil, err
+	}
+	return &testgrpc.SimpleResponse{Username: out}, nil
+}
+
+// serve starts the test service behind l and returns a client of it and
+// a function that stops both.
+func serve(t *testing.T, l *spare.Limiter, handle func(ctx context.Context, in string) (string, error)) (testgrpc.TestServiceClient, func()) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(sparegrpc.UnaryServerInterceptor(l)))
-	srv.RegisterService(echoDesc(handle), nil)
+	testgrpc.RegisterTestServiceServer(srv, service{handle: handle})
 	go srv.Serve(lis)
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cc, func() { cc.Close(); srv.Stop() }
+	return testgrpc.NewTestServiceClient(cc), func() { cc.Close(); srv.Stop() }
 }
 
-func call(ctx context.Context, cc *grpc.ClientConn, in string, attempt string) (string, error) {
+// call sends in; attempt, if not empty, marks it as that hedge copy.
+func call(ctx context.Context, c testgrpc.TestServiceClient, in string, attempt string) (string, error) {
 	if attempt != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, hedgegrpc.PreviousAttemptsKey, attempt)
 	}
-	out := new(wrapperspb.StringValue)
-	err := cc.Invoke(ctx, echoMethod, wrapperspb.String(in), out)
-	return out.GetValue(), err
+	out, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: []byte(in)}})
+	return out.GetUsername(), err
 }
 
 // A unary copy that holds the only worker is preempted by a primary and
@@ -79,16 +72,16 @@ func TestUnaryCopyIsPreemptedAndReplayed(t *testing.T) {
 	}
 	started := make(chan struct{})
 	var copyRuns atomic.Int32
-	cc, stop := serve(t, l, func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
-		if in.GetValue() != "copy" {
-			return wrapperspb.String("primary"), nil
+	cc, stop := serve(t, l, func(ctx context.Context, in string) (string, error) {
+		if in != "copy" {
+			return "primary", nil
 		}
 		if copyRuns.Add(1) == 1 {
 			close(started)
 			<-ctx.Done()
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return "", status.FromContextError(ctx.Err()).Err()
 		}
-		return wrapperspb.String("whole"), nil
+		return "whole", nil
 	})
 	defer stop()
 	type result struct {
@@ -119,8 +112,8 @@ func TestFullQueueIsResourceExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	started, hold := make(chan struct{}), make(chan struct{})
-	cc, stop := serve(t, l, func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
-		if in.GetValue() == "hold" {
+	cc, stop := serve(t, l, func(ctx context.Context, in string) (string, error) {
+		if in == "hold" {
 			close(started)
 			<-hold
 		}
