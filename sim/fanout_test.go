@@ -24,21 +24,35 @@ func fanoutRatios(t *testing.T, scenario string, load float64, w, requests, runs
 // among clients clients, each with a Hedger of its own.
 func clientRatios(t *testing.T, scenario string, load float64, clients, w, requests, runs int) (map[string]Estimate, float64) {
 	t.Helper()
-	c := DefaultConfig()
-	found := false
-	for _, sc := range DefaultScenarios {
-		if sc.Name == scenario {
-			sc.Apply(&c)
-			found = true
-		}
-	}
-	if !found {
-		t.Fatalf("no scenario %q", scenario)
-	}
+	c := scenarioConfig(t, scenario)
 	c.Load, c.Fanout, c.Requests, c.Warmup, c.Clients = load, w, requests, requests/10, clients
 	c.Seed = DeriveSeed(41, fmt.Sprint(scenario, load, w))
 	n, d := c, c
 	n.Strategy, d.Strategy = None, Default
+	r, sd := pairedRatios(t, n, d, runs)
+	return r, sd.HedgedFraction.Value
+}
+
+// scenarioConfig returns DefaultConfig with the default scenario name
+// applied.
+func scenarioConfig(t *testing.T, name string) Config {
+	t.Helper()
+	c := DefaultConfig()
+	for _, sc := range DefaultScenarios {
+		if sc.Name == name {
+			sc.Apply(&c)
+			return c
+		}
+	}
+	t.Fatalf("no scenario %q", name)
+	return c
+}
+
+// pairedRatios runs n and d, runs each, and returns d's p50, p99 and
+// p99.9 over n's, paired by run (run i of each shares its seed), and d's
+// summary.
+func pairedRatios(t *testing.T, n, d Config, runs int) (map[string]Estimate, Summary) {
+	t.Helper()
 	sn, sd := runPoint(t, n, runs), runPoint(t, d, runs)
 	col := func(s Summary, f func(*RunResult) float64) []float64 {
 		xs := make([]float64, len(s.Runs))
@@ -47,16 +61,11 @@ func clientRatios(t *testing.T, scenario string, load float64, clients, w, reque
 		}
 		return xs
 	}
-	out := map[string]Estimate{
+	return map[string]Estimate{
 		"p50":   Ratio(col(sd, func(r *RunResult) float64 { return r.P50 }), col(sn, func(r *RunResult) float64 { return r.P50 })),
 		"p99":   Ratio(col(sd, func(r *RunResult) float64 { return r.P99 }), col(sn, func(r *RunResult) float64 { return r.P99 })),
 		"p99.9": Ratio(col(sd, func(r *RunResult) float64 { return r.P999 }), col(sn, func(r *RunResult) float64 { return r.P999 })),
-	}
-	hedged := 0.0
-	for _, r := range sd.Runs {
-		hedged += r.HedgedFraction / float64(len(sd.Runs))
-	}
-	return out, hedged
+	}, sd
 }
 
 // TestDefaultFanOutNeverWorse runs the library's zero hedge.Config against
@@ -202,12 +211,7 @@ func TestDefaultClientsBudget(t *testing.T) {
 			load    float64
 			clients int
 		}{{"bigjobs", 0.8, 10}, {"bigjobs", 0.5, 10}, {"mixed", 0.7, 100}, {"stalls", 0.5, 10}, {"stalls", 0.3, 1}, {"noise", 0.3, 1}} {
-			c := DefaultConfig()
-			for _, sc := range DefaultScenarios {
-				if sc.Name == p.world {
-					sc.Apply(&c)
-				}
-			}
+			c := scenarioConfig(t, p.world)
 			c.Load, c.Requests, c.Warmup, c.Clients = p.load, 100_000, 10_000, p.clients
 			c.Seed = DeriveSeed(41, fmt.Sprint(p.world, p.load))
 			n, d := c, c
@@ -222,17 +226,8 @@ func TestDefaultClientsBudget(t *testing.T) {
 				}
 				d.Hedge.Budget = b
 			}
-			sn, sd := runPoint(t, n, 3), runPoint(t, d, 3)
-			col := func(s Summary, f func(*RunResult) float64) []float64 {
-				xs := make([]float64, len(s.Runs))
-				for i := range s.Runs {
-					xs[i] = f(&s.Runs[i])
-				}
-				return xs
-			}
-			r50 := Ratio(col(sd, func(r *RunResult) float64 { return r.P50 }), col(sn, func(r *RunResult) float64 { return r.P50 }))
-			r99 := Ratio(col(sd, func(r *RunResult) float64 { return r.P99 }), col(sn, func(r *RunResult) float64 { return r.P99 }))
-			r999 := Ratio(col(sd, func(r *RunResult) float64 { return r.P999 }), col(sn, func(r *RunResult) float64 { return r.P999 }))
+			r, sd := pairedRatios(t, n, d, 3)
+			r50, r99, r999 := r["p50"], r["p99"], r["p99.9"]
 			t.Logf("budget %.2f, %s at %g, %d clients: p50 %.3f ± %.3f, p99 %.3f ± %.3f, p99.9 %.3f ± %.3f, hedged %.2f%%", ratio, p.world, p.load, p.clients,
 				r50.Value, r50.SE, r99.Value, r99.SE, r999.Value, r999.SE, 100*sd.Runs[0].HedgedFraction)
 		}

@@ -72,19 +72,6 @@ func TestLowPriorityCopiesNeverDelayAPrimary(t *testing.T) {
 	}
 }
 
-func scenarioConfig(t *testing.T, name string) Config {
-	t.Helper()
-	c := DefaultConfig()
-	for _, sc := range DefaultScenarios {
-		if sc.Name == name {
-			sc.Apply(&c)
-			return c
-		}
-	}
-	t.Fatalf("no scenario %q", name)
-	return c
-}
-
 // TestLowPriorityCopiesKeepTheDefaultSafe is the reduced grid of the many
 // clients' measurement (TestLowPriorityGrid) with servers that run copies
 // at low priority: the zero Config against none with 10 and 100 clients
@@ -126,24 +113,8 @@ func lowRatios(t *testing.T, scenario string, load float64, clients, requests, r
 	n, d := c, c
 	n.Strategy, d.Strategy = None, Default
 	d.Hedge, d.LowPriorityCopies = h, true
-	sn, sd := runPoint(t, n, runs), runPoint(t, d, runs)
-	col := func(s Summary, f func(*RunResult) float64) []float64 {
-		xs := make([]float64, len(s.Runs))
-		for i := range s.Runs {
-			xs[i] = f(&s.Runs[i])
-		}
-		return xs
-	}
-	out := map[string]Estimate{
-		"p50":   Ratio(col(sd, func(r *RunResult) float64 { return r.P50 }), col(sn, func(r *RunResult) float64 { return r.P50 })),
-		"p99":   Ratio(col(sd, func(r *RunResult) float64 { return r.P99 }), col(sn, func(r *RunResult) float64 { return r.P99 })),
-		"p99.9": Ratio(col(sd, func(r *RunResult) float64 { return r.P999 }), col(sn, func(r *RunResult) float64 { return r.P999 })),
-	}
-	hedged := 0.0
-	for _, r := range sd.Runs {
-		hedged += r.HedgedFraction / float64(len(sd.Runs))
-	}
-	return out, hedged
+	r, sd := pairedRatios(t, n, d, runs)
+	return r, sd.HedgedFraction.Value
 }
 
 // TestLowPriorityGrid measures the zero Config against none with many
@@ -154,8 +125,8 @@ func lowRatios(t *testing.T, scenario string, load float64, clients, requests, r
 //
 // Every FCFS world at loads 0.1 to 0.9, C in {1, 10, 100} and widths 1
 // and 40, three runs of 100,000 requests (20,000 with fan-outs) per point.
-// It prints each point's ratios and the worst per C and width, and
-// asserts nothing.
+// It prints each point's ratios and the worst per C and width, which it
+// then measures again with 8 runs of 60,000 requests. It asserts nothing.
 func TestLowPriorityGrid(t *testing.T) {
 	if !*clientsGrid {
 		t.Skip("a measurement, not a test: run with -clients-grid")
@@ -169,6 +140,8 @@ func TestLowPriorityGrid(t *testing.T) {
 				requests = 20_000
 			}
 			worst, where := 0.0, ""
+			var worstWorld, worstQ string
+			var worstLoad float64
 			t.Logf("| C = %d, width %d | load | p50 | p99 | p99.9 | hedged |", clients, w)
 			for _, world := range worlds {
 				for _, l := range loads {
@@ -178,29 +151,27 @@ func TestLowPriorityGrid(t *testing.T) {
 					n, d := c, c
 					n.Strategy, d.Strategy = None, Default
 					d.Hedge, d.LowPriorityCopies = &hedge.Config{}, true
-					sn, sd := runPoint(t, n, 3), runPoint(t, d, 3)
-					col := func(s Summary, f func(*RunResult) float64) []float64 {
-						xs := make([]float64, len(s.Runs))
-						for i := range s.Runs {
-							xs[i] = f(&s.Runs[i])
-						}
-						return xs
-					}
-					r := map[string]Estimate{
-						"p50":   Ratio(col(sd, func(r *RunResult) float64 { return r.P50 }), col(sn, func(r *RunResult) float64 { return r.P50 })),
-						"p99":   Ratio(col(sd, func(r *RunResult) float64 { return r.P99 }), col(sn, func(r *RunResult) float64 { return r.P99 })),
-						"p99.9": Ratio(col(sd, func(r *RunResult) float64 { return r.P999 }), col(sn, func(r *RunResult) float64 { return r.P999 })),
-					}
+					r, sd := pairedRatios(t, n, d, 3)
 					t.Logf("| %s | %g | %.3f ± %.3f | %.3f ± %.3f | %.3f ± %.3f | %.2f%% |", world, l,
 						r["p50"].Value, r["p50"].SE, r["p99"].Value, r["p99"].SE, r["p99.9"].Value, r["p99.9"].SE, 100*sd.HedgedFraction.Value)
 					for _, q := range []string{"p50", "p99", "p99.9"} {
 						if r[q].Value > worst {
 							worst, where = r[q].Value, fmt.Sprintf("%s %s at %g, ± %.3f", world, q, l, r[q].SE)
+							worstWorld, worstQ, worstLoad = world, q, l
 						}
 					}
 				}
 			}
 			t.Logf("C = %d, width %d: worst ratio %.3f (%s)", clients, w, worst, where)
+			// The worst point again, with more and longer runs.
+			c := scenarioConfig(t, worstWorld)
+			c.Load, c.Fanout, c.Requests, c.Warmup, c.Clients = worstLoad, w, 60_000, 6_000, clients
+			c.Seed = DeriveSeed(53, fmt.Sprint("again", clients))
+			n, d := c, c
+			n.Strategy, d.Strategy = None, Default
+			d.Hedge, d.LowPriorityCopies = &hedge.Config{}, true
+			r, _ := pairedRatios(t, n, d, 8)
+			t.Logf("C = %d, width %d: the worst point again, 8 runs of 60,000 requests: %s %.3f ± %.3f", clients, w, worstQ, r[worstQ].Value, r[worstQ].SE)
 		}
 	}
 }
@@ -250,16 +221,8 @@ func TestServerHelpForms(t *testing.T) {
 				n, d := c, c
 				n.Strategy, d.Strategy, d.Hedge = None, Default, &hedge.Config{}
 				d.IdleOnlyCopies, d.LowPriorityCopies = form == "idle-only", form == "low-priority"
-				sn, sd := runPoint(t, n, 3), runPoint(t, d, 3)
-				col := func(s Summary, f func(*RunResult) float64) []float64 {
-					xs := make([]float64, len(s.Runs))
-					for i := range s.Runs {
-						xs[i] = f(&s.Runs[i])
-					}
-					return xs
-				}
-				r50 := Ratio(col(sd, func(r *RunResult) float64 { return r.P50 }), col(sn, func(r *RunResult) float64 { return r.P50 }))
-				r999 := Ratio(col(sd, func(r *RunResult) float64 { return r.P999 }), col(sn, func(r *RunResult) float64 { return r.P999 }))
+				r, sd := pairedRatios(t, n, d, 3)
+				r50, r999 := r["p50"], r["p99.9"]
 				sent := 0.0
 				for _, r := range sd.Runs {
 					sent += (r.HedgedFraction + float64(r.RefusedByServer)/float64(r.Requests)) / float64(len(sd.Runs))

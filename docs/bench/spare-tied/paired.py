@@ -1,3 +1,7 @@
+# Paired ratios to none from hedge bench tied progress logs (stderr): for
+# each repeat, the ratio of a configuration's run to none's (same seed);
+# the geometric mean over repeats with +-2 standard errors of the log ratio.
+#   python3 docs/bench/spare-tied/paired.py docs/bench/spare-tied/*.log
 import re,sys,math,collections
 for path in sys.argv[1:]:
     runs=collections.defaultdict(dict)
