@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -90,12 +91,22 @@ func TestManyClientsSplitsTheTraffic(t *testing.T) {
 		t.Errorf("%d distinct requests sent, want %d", len(seen), n)
 	}
 	// The split depends on the request number alone, so every
-	// configuration of a repeat splits its arrivals alike.
-	for i := range 100 {
-		if clientOf(i, 4) != clientOf(i, 4) {
-			t.Fatal("the split is not a function of the request")
+	// configuration of a repeat splits its arrivals alike: a second set
+	// of clients gets the same requests.
+	var again []*countingClient
+	cl2, err := ManyClients(countingContender(&again, -1), 4).New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		cl2.Do(context.Background(), i)
+	}
+	for k := range made {
+		if !slices.Equal(made[k].ids, again[k].ids) {
+			t.Errorf("client %d got other requests the second time", k)
 		}
 	}
+	cl2.Close()
 	st := cl.Stats()
 	var hedges int64
 	for _, m := range made {
