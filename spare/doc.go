@@ -22,9 +22,10 @@
 // primaries long enough for it.
 //
 // In the simulator (sim.Config.LowPriorityCopies) such servers keep the
-// library's zero Config within 5% of no hedging at every point measured,
-// with one, ten or a hundred clients, and fan-outs (docs/default.md,
-// "With the servers' help"). The client needs no configuration.
+// library's zero Config within 5% of no hedging, or two standard errors,
+// at every point measured with one, ten or a hundred clients and
+// fan-outs, the worst points measured again with longer runs
+// (docs/default.md, "With the servers' help"). The client needs no configuration.
 //
 // Use it in place of a worker limit the server would have anyway: a
 // Limiter with Workers equal to the requests the server can run at once
