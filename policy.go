@@ -40,6 +40,10 @@ const (
 	// RefusedPayoff: hedges of the same kind have not been paying for
 	// themselves (Config.MinWinRate).
 	RefusedPayoff Refusal = decide.RefusedPayoff
+	// RefusedFanOut: the copy is of a leaf of a fan-out request (DoFan)
+	// whose own budget or cap on extra copies (FanOut.Hedges,
+	// FanOut.InFlight) is spent.
+	RefusedFanOut Refusal = decide.RefusedFanOut
 )
 
 // The modes of package hedge and of the decision are one set of values.

@@ -51,6 +51,7 @@ const (
 	ReasonInFlight = hedgeset.ReasonInFlight // Stats.RefusedInFlight
 	ReasonBusy     = hedgeset.ReasonBusy     // Stats.RefusedBusy
 	ReasonPayoff   = hedgeset.ReasonPayoff   // Stats.RefusedPayoff
+	ReasonFanOut   = hedgeset.ReasonFanOut   // Stats.RefusedFanOut
 	ReasonDeadline = hedgeset.ReasonDeadline // Stats.RefusedDeadline
 	ReasonReplicas = hedgeset.ReasonReplicas // Stats.RefusedReplicas
 )

@@ -41,11 +41,14 @@ const (
 	// not been winning often enough to pay for themselves
 	// (Config.MinWinRate).
 	RefusedPayoff
+	// RefusedFanOut: the copy is of a leaf of a fan-out request whose own
+	// budget or cap on extra copies is spent (see Fan).
+	RefusedFanOut
 )
 
 // NumRefusals is one more than the largest Refusal: the size of an array
 // indexed by Refusal.
-const NumRefusals = int(RefusedPayoff) + 1
+const NumRefusals = int(RefusedFanOut) + 1
 
 // String names the refusal.
 func (r Refusal) String() string {
@@ -70,6 +73,8 @@ func (r Refusal) String() string {
 		return "busy"
 	case RefusedPayoff:
 		return "payoff"
+	case RefusedFanOut:
+		return "fan-out"
 	}
 	return "Refusal(?)"
 }
@@ -251,6 +256,9 @@ type Plan struct {
 
 	// HedgeAt is when the first hedge went (Never before).
 	HedgeAt time.Duration
+	// Fan is the fan-out request the request is a leaf of, or nil. The
+	// engine sets it after Begin, for every request (Begin leaves it).
+	Fan *Fan
 	// Holdout marks a request that the rollout kept in Shadow while the
 	// mode is On: one of the control group, whose latency is what the
 	// hedged requests' would be without hedging (Stats.Holdout).
@@ -311,13 +319,21 @@ func (p *Policy) bucket(pl *Plan) Bucket {
 
 // Due returns when the next copy of the request is due if none fails
 // before: the delay after from (when the last copy went), or Never. A
-// request whose deadline is nearer than that has no copy due; Due reports
-// it with RefusedDeadline, once, for the engine to count.
+// leaf of a fan-out (Plan.Fan) that has sent no copy yet is due earlier
+// when its siblings say it is a straggler (Fan.StraggleAt), but never
+// before from. A request whose deadline is nearer than that has no copy
+// due; Due reports it with RefusedDeadline, once, for the engine to
+// count.
 func (p *Policy) Due(pl *Plan, from time.Duration) (time.Duration, Refusal) {
 	if pl.Mode == Off || pl.Stopped || pl.Copies >= p.maxAttempts {
 		return Never, Allowed
 	}
 	at := AddSat(from, pl.Delay)
+	if pl.Fan != nil && pl.Copies == 1 {
+		if s := pl.Fan.StraggleAt(); s < at {
+			at = max(s, from)
+		}
+	}
 	if at == Never {
 		return Never, Allowed
 	}
@@ -394,6 +410,8 @@ func (p *Policy) ChecksLoad() bool { return p.maxLoad >= 0 }
 //     the primary's replica (EvidenceNone when it cannot tell), and hedges
 //     sent on the same evidence must have been winning;
 //   - MaxHedgesInFlight;
+//   - for a leaf of a fan-out (Plan.Fan), the fan-out's own budget and
+//     cap (see Fan);
 //   - the budget.
 //
 // A copy that replaces one that failed (Check's afterFailure) is not a bet
@@ -432,6 +450,11 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 			}
 		}
 	}
+	if g.fan = pl.Fan != nil && pl.Mode != Shadow; g.fan && !pl.Fan.take() {
+		g.fan = false
+		g.undo()
+		return Grant{}, RefusedFanOut
+	}
 	if g.bucket = p.bucket(pl); g.bucket != nil && !g.bucket.TryHedge() {
 		g.bucket = nil
 		g.undo()
@@ -455,6 +478,7 @@ type Grant struct {
 	prevEv  Evidence      // the Plan's evidence before a first hedge set it
 	prevAt  time.Duration // and its HedgeAt
 	slot    bool          // an in-flight slot
+	fan     bool          // a token and a slot of the fan-out (Plan.Fan)
 	paid    bool          // a payoff probe token
 	first   bool          // the request's first hedge: it set the Plan's evidence
 	counted bool          // the copy is counted in the Plan
@@ -464,6 +488,11 @@ type Grant struct {
 // (Config.MaxHedgesInFlight), to be given back with Policy.Done when it
 // returns.
 func (g Grant) HoldsSlot() bool { return g.slot }
+
+// HoldsFanSlot reports whether the copy holds a slot of its fan-out
+// request's cap (Plan.Fan), to be given back with Fan.Done when it
+// returns.
+func (g Grant) HoldsFanSlot() bool { return g.fan }
 
 // Shadow reports whether the copy is one Shadow mode decides and counts
 // without sending.
@@ -488,6 +517,9 @@ func (g Grant) Undo() {
 func (g Grant) undo() {
 	if g.slot {
 		g.p.inFlight.Add(-1)
+	}
+	if g.fan {
+		g.pl.Fan.give()
 	}
 	if g.bucket != nil {
 		g.bucket.Refund()

@@ -86,6 +86,7 @@ const (
 	ReasonInFlight = "in_flight" // Stats.RefusedInFlight
 	ReasonBusy     = "busy"      // Stats.RefusedBusy
 	ReasonPayoff   = "payoff"    // Stats.RefusedPayoff
+	ReasonFanOut   = "fan_out"   // Stats.RefusedFanOut
 	ReasonDeadline = "deadline"  // Stats.RefusedDeadline
 	ReasonReplicas = "replicas"  // Stats.RefusedReplicas
 )
@@ -97,12 +98,13 @@ type Count struct {
 }
 
 // Refusals returns s's refusal counts by reason.
-func Refusals(s hedge.Stats) [6]Count {
-	return [6]Count{
+func Refusals(s hedge.Stats) [7]Count {
+	return [7]Count{
 		{ReasonBudget, s.RefusedBudget},
 		{ReasonInFlight, s.RefusedInFlight},
 		{ReasonBusy, s.RefusedBusy},
 		{ReasonPayoff, s.RefusedPayoff},
+		{ReasonFanOut, s.RefusedFanOut},
 		{ReasonDeadline, s.RefusedDeadline},
 		{ReasonReplicas, s.RefusedReplicas},
 	}

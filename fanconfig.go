@@ -1,0 +1,134 @@
+package hedge
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/tailcut/hedge/internal/decide"
+)
+
+// FanOut says how DoFan runs a fan-out request: how many of its leaves it
+// needs, how long it waits, whether canaries go first, and the hedge
+// budget, cap and sibling trigger its leaves share. The zero FanOut waits
+// for every leaf, sends no canary, and sizes the budget from the number
+// of leaves (see Hedges).
+type FanOut struct {
+	// Need is how many leaves must answer: DoFan returns once Need have,
+	// and cancels the others (quorum and erasure-coded reads). 0 means
+	// every leaf.
+	Need int
+	// GoodEnough, when positive, is how long after the call started the
+	// answer is good enough as it stands: DoFan then returns with the
+	// leaves that have answered, and cancels the others, whose errors
+	// match ErrLate. It is not a deadline for the leaves' work: use the
+	// context for that.
+	GoodEnough time.Duration
+	// Canaries is how many leaves go first: leaves 0 to Canaries-1. The
+	// others go only once every canary has answered; a canary that fails
+	// ends the request, and the leaves that never went match
+	// ErrNotSentCanary. 0 sends every leaf at once.
+	Canaries int
+	// Hedges is the most extra copies (hedges and retries) the request's
+	// leaves may send in all, on top of the Hedger's own budget and caps.
+	// 0 means DefaultFanHedges(n); negative means none.
+	Hedges int
+	// InFlight is the most extra copies of the request's leaves in flight
+	// at once. 0 means Hedges.
+	InFlight int
+	// Mark is the share of the needed leaves that must have answered
+	// before the sibling trigger starts (0 means 0.75): see Straggle.
+	Mark float64
+	// Straggle is the sibling trigger's multiple (0 means 3; negative
+	// turns the trigger off). Once Mark of the needed leaves have
+	// answered, a leaf still running Straggle times as long after the
+	// request started as that took is a straggler: its hedge is due then,
+	// if the Hedger's own delay has not made it due earlier, and it goes
+	// if the Hedger's rules and the request's budget allow.
+	Straggle float64
+}
+
+// DefaultFanHedges is the request budget (FanOut.Hedges) of a fan-out of
+// n leaves when FanOut leaves it zero: one extra copy per ten leaves,
+// rounded up, and at least two. A stuck replica holds about n/replicas of
+// the leaves, which is the most a request should need to copy.
+func DefaultFanHedges(n int) int { return max(2, (n+9)/10) }
+
+const (
+	defaultFanMark     = 0.75
+	defaultFanStraggle = 3
+)
+
+// validate checks f for a fan-out of n leaves.
+func (f *FanOut) validate(n int) error {
+	var errs []error
+	if n < 0 {
+		errs = append(errs, fmt.Errorf("hedge: DoFan with %d leaves: use 0 or more", n))
+	}
+	if f.Need < 0 || f.Need > n {
+		errs = append(errs, fmt.Errorf("hedge: FanOut.Need = %d for %d leaves: use 0 (every leaf) to %d", f.Need, n, n))
+	}
+	if f.GoodEnough < 0 {
+		errs = append(errs, fmt.Errorf("hedge: FanOut.GoodEnough = %v is negative: use 0 to wait for the leaves needed, or how long an answer may take", f.GoodEnough))
+	}
+	if f.Canaries < 0 || f.Canaries > n {
+		errs = append(errs, fmt.Errorf("hedge: FanOut.Canaries = %d for %d leaves: use 0 (none) to %d", f.Canaries, n, n))
+	}
+	if f.InFlight < 0 {
+		errs = append(errs, fmt.Errorf("hedge: FanOut.InFlight = %d is negative: use 0 for FanOut.Hedges, or a positive cap", f.InFlight))
+	}
+	if math.IsNaN(f.Mark) || f.Mark < 0 || f.Mark > 1 {
+		errs = append(errs, fmt.Errorf("hedge: FanOut.Mark = %v: use a share of the needed leaves in (0, 1], e.g. 0.75, or 0 for the default", f.Mark))
+	}
+	if math.IsNaN(f.Straggle) || math.IsInf(f.Straggle, 0) || (f.Straggle > 0 && f.Straggle < 1) {
+		errs = append(errs, fmt.Errorf("hedge: FanOut.Straggle = %v: use a multiple of at least 1, e.g. 3, 0 for the default, or a negative value for no sibling trigger", f.Straggle))
+	}
+	if len(errs) > 0 {
+		return invalidConfig{errs}
+	}
+	return nil
+}
+
+// fanConfig applies f's defaults for a fan-out of n leaves, of which need
+// (0 for all) must answer. This is the one place where a FanOut's
+// decision fields get their defaults.
+func (f *FanOut) fanConfig(n int) decide.FanConfig {
+	need := f.Need
+	if need == 0 {
+		need = n
+	}
+	fc := decide.FanConfig{Hedges: f.Hedges, InFlight: f.InFlight, Straggle: f.Straggle}
+	switch {
+	case fc.Hedges == 0:
+		fc.Hedges = DefaultFanHedges(n)
+	case fc.Hedges < 0:
+		fc.Hedges = 0
+	}
+	if fc.InFlight == 0 {
+		fc.InFlight = fc.Hedges
+	}
+	mark := f.Mark
+	if mark == 0 {
+		mark = defaultFanMark
+	}
+	switch {
+	case fc.Straggle == 0:
+		fc.Straggle = defaultFanStraggle
+	case fc.Straggle < 0:
+		fc.Straggle = 0
+	}
+	if fc.Straggle > 0 {
+		fc.Mark = max(1, int(math.Ceil(mark*float64(need))))
+	}
+	return fc
+}
+
+func init() {
+	decide.FanFrom = func(f any, n int) (decide.FanConfig, error) {
+		fo := f.(FanOut)
+		if err := fo.validate(n); err != nil {
+			return decide.FanConfig{}, err
+		}
+		return fo.fanConfig(n), nil
+	}
+}

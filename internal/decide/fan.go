@@ -1,0 +1,140 @@
+package decide
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// FanConfig is what the decision of one fan-out request is made of: the
+// hedge budget and cap its leaves share, and its sibling trigger. Package
+// hedge fills it, defaults applied, from a hedge.FanOut.
+type FanConfig struct {
+	// Hedges is the most extra copies the request's leaves may send in
+	// all: the request's own budget, spent on top of the Hedger's.
+	Hedges int
+	// InFlight is the most extra copies of the request's leaves in flight
+	// at once.
+	InFlight int
+	// Mark is how many leaves must have answered before the sibling
+	// trigger starts; 0 turns it off.
+	Mark int
+	// Straggle is the sibling trigger's multiple: a leaf that has not
+	// answered Straggle times as long after the request started as the
+	// Mark-th answer took is a straggler.
+	Straggle float64
+}
+
+// Fan is the decision state of one fan-out request, which its leaves'
+// Plans share (Plan.Fan): the request's budget and cap on extra copies,
+// and the sibling trigger.
+//
+// The sibling trigger reads the leaves as one sample of how long this
+// request's work takes now, on these replicas: a leaf still running when
+// Mark of its siblings have answered, Straggle times later than the
+// Mark-th answer came, is a straggler whatever the Hedger's delay says,
+// and its next copy is due then (Policy.Due). Load that slows every leaf
+// slows the Mark-th answer too, so the trigger moves with it; a stuck
+// replica slows only its own leaves.
+//
+// A Fan is safe for concurrent use by its leaves. The zero Fan is not
+// ready: call Reset first.
+type Fan struct {
+	start       time.Duration
+	mark        int32
+	straggle    float64
+	maxInFlight int32
+	tokens      atomic.Int32 // extra copies the request may still send
+	inFlight    atomic.Int32 // its extra copies in flight
+	answered    atomic.Int32 // leaves that answered
+	at          atomic.Int64 // when a straggler's next copy is due; Never before the mark
+	extra       atomic.Int32 // extra copies sent
+	peak        atomic.Int32 // the most extra copies in flight at once
+}
+
+// Reset makes f the state of a fan-out request that started at start.
+func (f *Fan) Reset(start time.Duration, cfg FanConfig) {
+	f.start, f.mark, f.straggle = start, int32(cfg.Mark), cfg.Straggle
+	f.maxInFlight = int32(cfg.InFlight)
+	f.tokens.Store(int32(cfg.Hedges))
+	f.inFlight.Store(0)
+	f.answered.Store(0)
+	f.at.Store(int64(Never))
+	f.extra.Store(0)
+	f.peak.Store(0)
+}
+
+// Answered records a leaf that answered at now. It reports whether this
+// answer is the Mark-th, which starts the sibling trigger: the engine
+// should then bring forward the timers of the leaves still running (see
+// Policy.Due), for their stragglers' copies are due earlier now.
+func (f *Fan) Answered(now time.Duration) bool {
+	n := f.answered.Add(1)
+	if f.mark <= 0 || n != f.mark {
+		return false
+	}
+	took := float64(max(now-f.start, 0))
+	at := Never
+	if d := took * f.straggle; d < float64(math.MaxInt64/2) {
+		at = AddSat(f.start, time.Duration(d))
+	}
+	f.at.Store(int64(at))
+	return true
+}
+
+// StraggleAt returns when a leaf still running becomes a straggler, or
+// Never before Mark leaves have answered.
+func (f *Fan) StraggleAt() time.Duration { return time.Duration(f.at.Load()) }
+
+// Extra returns the extra copies the request's leaves sent.
+func (f *Fan) Extra() int { return int(f.extra.Load()) }
+
+// Peak returns the most extra copies of the request that were in flight
+// at once.
+func (f *Fan) Peak() int { return int(f.peak.Load()) }
+
+// Done gives back the slot of an extra copy that returned (one whose
+// Grant.HoldsFanSlot was true when it went).
+func (f *Fan) Done() { f.inFlight.Add(-1) }
+
+// take takes a token and a slot for one extra copy, or reports false and
+// takes nothing.
+func (f *Fan) take() bool {
+	for {
+		n := f.inFlight.Load()
+		if n >= f.maxInFlight {
+			return false
+		}
+		if f.inFlight.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	if f.tokens.Add(-1) < 0 {
+		f.tokens.Add(1)
+		f.inFlight.Add(-1)
+		return false
+	}
+	f.extra.Add(1)
+	n := f.inFlight.Load()
+	for {
+		p := f.peak.Load()
+		if n <= p || f.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	return true
+}
+
+// give gives back what take took, for a copy that did not go.
+func (f *Fan) give() {
+	f.extra.Add(-1)
+	f.tokens.Add(1)
+	f.inFlight.Add(-1)
+}
+
+// FanFrom returns the FanConfig of a hedge.FanOut (passed as any, since
+// this package cannot name it) for a fan-out of n leaves, validated and
+// with its defaults, as hedge.DoFan makes it. Package hedge sets it when
+// it is initialised, so that the simulator decides for a fan-out request
+// as DoFan does.
+var FanFrom func(f any, n int) (FanConfig, error)
