@@ -383,6 +383,19 @@ type Config struct {
 	// FanoutNeed is how many sub-requests must finish for the request to
 	// finish; 0 means all of them.
 	FanoutNeed int
+	// FanCall, when set with Fanout > 1, runs each fan-out request as
+	// hedge.DoFan does: a decision of its own (decide.Fan, made from
+	// FanCall by the same defaults as DoFan's) that its sub-requests'
+	// plans share, with the request's budget and cap on their extra
+	// copies and the sibling trigger, which brings a straggler's hedge
+	// forward; and its canaries (FanCall.Canaries), which go first, the
+	// other sub-requests starting once every canary has finished. The
+	// request's latency counts from its arrival. FanCall.Need must be 0
+	// or FanoutNeed, which it takes; FanCall.GoodEnough is not
+	// simulated (use 0). The budget, cap and trigger apply to hedging
+	// strategies; with none or tied only the canaries do. nil hedges
+	// each sub-request on its own, by its client's Policy alone.
+	FanCall *hedge.FanOut
 
 	// Clients is how many clients share the servers, each with a Hedger
 	// of its own (see "Many clients" in the package documentation): 0 or
@@ -572,6 +585,21 @@ func (c Config) Validate() error {
 	if c.FanoutNeed < 0 || c.FanoutNeed > c.Fanout {
 		bad("fanout need = %d: use 0 (all) to fanout (%d)", c.FanoutNeed, c.Fanout)
 	}
+	if c.FanCall != nil {
+		fo := *c.FanCall
+		switch {
+		case fo.Need != 0 && fo.Need != c.FanoutNeed && (c.FanoutNeed != 0 || fo.Need != c.Fanout):
+			bad("fan call need = %d with fanout need = %d: FanCall.Need must be 0 or equal FanoutNeed, which the simulator's fan-out waits for", fo.Need, c.FanoutNeed)
+		case fo.GoodEnough != 0:
+			bad("fan call good-enough time %v: the simulator does not model it; use 0", fo.GoodEnough)
+		case c.Fanout >= 1 && c.FanoutNeed >= 0 && c.FanoutNeed <= c.Fanout:
+			if fo, ok := c.fanOut(); ok {
+				if _, err := decide.FanFrom(fo, c.Fanout); err != nil {
+					bad("fan call: %w", err)
+				}
+			}
+		}
+	}
 	if c.Clients < 0 || c.Clients > MaxClients {
 		bad("clients = %d: use 0 or 1 (one client) to %d", c.Clients, MaxClients)
 	}
@@ -667,6 +695,28 @@ func (c Config) libraryConfig() hedge.Config {
 	return h
 }
 
+// fanOut returns the hedge.FanOut that each fan-out request runs with
+// (Config.FanCall with Need set from FanoutNeed), and false when there is
+// none: FanCall is nil or requests do not fan out.
+func (c Config) fanOut() (hedge.FanOut, bool) {
+	if c.FanCall == nil || c.Fanout < 2 {
+		return hedge.FanOut{}, false
+	}
+	fo := *c.FanCall
+	fo.Need = c.FanoutNeed
+	return fo, true
+}
+
+// describeFan describes the decision of c's fan-out requests, defaults
+// applied, or says it is invalid (Validate reports why).
+func (c Config) describeFan(fo hedge.FanOut) string {
+	fc, err := decide.FanFrom(fo, c.Fanout)
+	if err != nil {
+		return "invalid"
+	}
+	return fmt.Sprintf("hedges=%d in-flight=%d mark=%d straggle=%g canaries=%d", fc.Hedges, fc.InFlight, fc.Mark, fc.Straggle, fo.Canaries)
+}
+
 // replicas is how many distinct places a request's copies may go.
 func (c Config) replicas() int {
 	if c.Servers < 2 {
@@ -732,6 +782,9 @@ func (c Config) String() string {
 	}
 	if c.Fanout > 1 {
 		fmt.Fprintf(&b, " fanout=%d need=%d", c.Fanout, c.FanoutNeed)
+	}
+	if fo, ok := c.fanOut(); ok {
+		fmt.Fprintf(&b, " fan-call={%s}", c.describeFan(fo))
 	}
 	if c.Clients > 1 {
 		fmt.Fprintf(&b, " clients=%d client-skew=%g", c.Clients, c.ClientSkew)

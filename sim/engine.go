@@ -31,9 +31,10 @@ type copyRec struct {
 // sub-request of a fan-out request. Slots are reused; gen tells a reused
 // slot from the request an old event or queue entry refers to.
 //
-// A request is 176 bytes, the fields every request touches (up to the
-// second copy) in the first 128. With the copies' states in copyRec it was
-// 208, and the hedging benchmarks ran 5% slower.
+// A request is 216 bytes, the fields every request touches in the first
+// 128 (the copies' records follow). With the copies' states in copyRec it
+// was 32 bytes more, and the hedging benchmarks ran 5% slower; arm and
+// fanHeld sit in what was padding.
 type request struct {
 	arrival  float64
 	size     float64 // size of the primary copy: the extra-work denominator
@@ -49,6 +50,8 @@ type request struct {
 	state    [MaxAttempts]uint8 // copy k's state (cWaiting, ...)
 	held     [MaxAttempts]bool  // copy k holds one of the Policy's in-flight slots until it ends
 	client   uint16             // the client whose request it is (0 with one client)
+	arm      uint8              // timers armed so far, and ends, modulo 256: a hedge event of an earlier count is stale (see engine.arm)
+	fanHeld  uint8              // bit k: copy k holds a slot of its fan-out's cap (Config.FanCall) until it ends
 	plan     decide.Plan        // the library's decision state, for hedging strategies
 	copies   [MaxAttempts]copyRec
 	// For the library's evidence (decide.Behind), at the end: only the
@@ -115,6 +118,20 @@ type engine struct {
 	live        decide.Estimator          // est, when estimators are fed: not for a fixed delay, which learns nothing
 	feedPrimary bool                      // feed live the primary's latency (the library's rule)
 	need        int32                     // fan-out sub-requests needed
+	// With Config.FanCall (fanCall): each fan-out request's decision,
+	// one per parent slot (fans[p], allocated once: its address stays
+	// put while e.par grows), the FanConfig it is reset with, the
+	// canaries sent first, and each request slot's armed hedge time
+	// (armT[slot], +Inf for none).
+	fanCall     bool
+	fanCfg      decide.FanConfig
+	canaries    int32
+	fans        []*decide.Fan
+	armT        []float64
+	fanReqs     int64 // measured fan-out requests retired
+	fanExtra    int64 // the extra copies they sent
+	fanPeak     int   // the most extra copies of one in flight at once
+	fanMost     int   // the most extra copies one sent
 	refused     [decide.NumRefusals]int64 // refusals by hedge.Refusal, of measured units
 	shadow      int64                     // copies Shadow mode would have sent, of measured units
 	memoD       time.Duration             // the last delay converted by delayUnits
@@ -274,6 +291,16 @@ func (e *engine) init(c Config) {
 	if c.FanoutNeed > 0 {
 		e.need = int32(c.FanoutNeed)
 	}
+	e.fanCall, e.fanCfg, e.canaries = false, decide.FanConfig{}, 0
+	e.armT = e.armT[:0]
+	e.fanReqs, e.fanExtra, e.fanPeak, e.fanMost = 0, 0, 0, 0
+	if fo, ok := c.fanOut(); ok {
+		fc, err := decide.FanFrom(fo, c.Fanout)
+		if err != nil {
+			panic(err) // unreachable after Validate
+		}
+		e.fanCall, e.fanCfg, e.canaries = true, fc, int32(fo.Canaries)
+	}
 
 	e.lambda = c.Load * float64(c.Servers) / float64(c.Fanout)
 	e.nextArr = e.rA.ExpFloat64() / e.lambda
@@ -390,7 +417,7 @@ func (e *engine) run() {
 		e.advance(ev.t)
 		switch ev.tag.kind {
 		case evHedge:
-			e.onHedge(ev.a, ev.gen)
+			e.onHedge(ev.a, ev.gen, ev.tag.k)
 		case evStall:
 			e.onStall(ev.a)
 		case evSlow:
@@ -443,9 +470,9 @@ func (e *engine) arrive() {
 		client = e.drawClient()
 	}
 	if e.c.Fanout == 1 {
-		e.newUnit(-1, client, measured)
+		e.newUnit(-1, int32(idx), client, measured)
 	} else {
-		e.newParent(client, measured)
+		e.newParent(int32(idx), client, measured)
 	}
 	switch {
 	case e.script == nil:
@@ -464,16 +491,19 @@ func (e *engine) alloc() int32 {
 		return s
 	}
 	e.slots = append(e.slots, request{})
+	if e.fanCall {
+		e.armT = append(e.armT, noTimer)
+	}
 	return int32(len(e.slots) - 1)
 }
 
-// newUnit starts a request (or sub-request) of client and returns its
-// slot.
-func (e *engine) newUnit(parent int32, client uint16, measured bool) int32 {
+// newUnit starts a request (or sub-request) of client, the idx-th to
+// arrive (for a sub-request, its parent's index), and returns its slot.
+func (e *engine) newUnit(parent, idx int32, client uint16, measured bool) int32 {
 	slot := e.alloc()
 	r := &e.slots[slot]
 	r.arrival = e.now
-	r.idx = int32(e.arrived - 1)
+	r.idx = idx
 	if e.script != nil {
 		r.size = e.script[r.idx].Sizes[0]
 	} else {
@@ -482,8 +512,11 @@ func (e *engine) newUnit(parent int32, client uint16, measured bool) int32 {
 	r.work = 0
 	r.parent = parent
 	r.client = client
-	r.n, r.live, r.ran = 0, 0, 0
+	r.n, r.live, r.ran, r.fanHeld = 0, 0, 0, 0
 	r.done = false
+	if e.fanCall {
+		e.armT[slot] = noTimer
+	}
 	r.measured = measured
 	if measured {
 		e.pending++
@@ -529,6 +562,10 @@ func (e *engine) newUnit(parent int32, client uint16, measured bool) int32 {
 			}
 			now := toDuration(e.now)
 			pol.Begin(&r.plan, now, e.estOf(client), deadline, false, e.rMRand)
+			r.plan.Fan = nil // plans are reused
+			if e.fanCall && parent >= 0 {
+				r.plan.Fan = e.fans[parent]
+			}
 			if measured && r.plan.Delay != hedge.Never {
 				e.delaySum += e.delayUnits(r.plan.Delay)
 				e.delayN++
@@ -556,6 +593,10 @@ func (e *engine) ended(r *request, k uint8) {
 		r.held[k] = false
 		e.polOf(r.client).Done()
 	}
+	if b := uint8(1) << k; r.fanHeld&b != 0 {
+		r.fanHeld &^= b
+		r.plan.Fan.Done()
+	}
 }
 
 // cancelWaiting removes a waiting copy. Its queue entry stays and is
@@ -578,7 +619,7 @@ func isFixed(d hedge.Delay) bool {
 // finish records the first finished copy of a unit, copy k, and cancels
 // the others.
 func (e *engine) finish(slot int32, r *request, k uint8) {
-	r.done = true
+	r.done, r.arm = true, r.arm+1 // its timer, if any, is stale
 	lat := e.now - r.arrival
 	if e.live != nil {
 		// The study's rule feeds the client's latency. The library's
@@ -657,6 +698,9 @@ func (e *engine) maybeFree(slot int32) {
 		p := &e.par[r.parent]
 		p.alive--
 		if p.alive == 0 {
+			if e.fanCall {
+				e.retireFan(r.parent)
+			}
 			e.pfree = append(e.pfree, r.parent)
 		}
 	}

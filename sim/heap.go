@@ -8,7 +8,7 @@ import "math"
 // heap's and the timer queue's.
 const (
 	evStall      uint8 = iota // a = server: its stall state flips
-	evHedge                   // a = request slot, gen = slot generation
+	evHedge                   // a = request slot, gen = slot generation, k = the request's timer count (request.arm)
 	evTiedCancel              // a = request slot, gen = slot generation, k = copy
 	evSlow                    // every server's slowdown state flips (correlated world)
 )
@@ -31,7 +31,7 @@ type event struct {
 // costs stack stores and loads.
 type evTag struct {
 	kind uint8
-	k    uint8 // the copy, for evTiedCancel
+	k    uint8 // the copy, for evTiedCancel; the timer's count, for evHedge
 }
 
 // eventHeap is a 4-ary min-heap on t. Four children per node halve the

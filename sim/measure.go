@@ -64,6 +64,15 @@ type RunResult struct {
 	// Tail, with Config.Tail, holds the latency at each tail probability
 	// of TailLevels: Tail[i] is the nearest-rank quantile 1 - TailLevels[i].
 	Tail []float64
+	// With Config.FanCall, for the measured fan-out requests: FanExtra is
+	// the mean extra copies (hedges) their sub-requests sent per request
+	// (divide by Fanout for the share of extra leaf requests), FanMost
+	// the most one request sent, and FanPeak the most extra copies of one
+	// request in flight at once (decide.Fan's Extra and Peak).
+	// Refused[hedge.RefusedFanOut] counts the copies a request's own
+	// budget or cap held back.
+	FanExtra         float64
+	FanMost, FanPeak int
 }
 
 // TailLevels are the tail probabilities P(latency > t) at which a run
@@ -187,6 +196,10 @@ func (e *engine) result() RunResult {
 	r.ShadowHedges = e.shadow
 	r.Preempted = e.preempted
 	r.RefusedByServer = e.refusedByServer
+	if e.fanReqs > 0 {
+		r.FanExtra = float64(e.fanExtra) / float64(e.fanReqs)
+	}
+	r.FanMost, r.FanPeak = e.fanMost, e.fanPeak
 	return r
 }
 
@@ -377,7 +390,13 @@ type Summary struct {
 	Delay                     Estimate
 	// Preempted and RefusedByServer are RunResult's per measured request.
 	Preempted, RefusedByServer Estimate
-	Events                     int64
+	// FanExtra is RunResult.FanExtra, FanRefused the copies refused by
+	// the fan-out requests' own budget or cap per measured request, and
+	// FanMost and FanPeak the largest of RunResult's over the runs
+	// (Config.FanCall).
+	FanExtra, FanRefused Estimate
+	FanMost, FanPeak     int
+	Events               int64
 	// Tail, with Config.Tail, is the mean across runs of RunResult.Tail.
 	Tail []Estimate
 }
@@ -406,8 +425,13 @@ func Summarize(c Config, runs []RunResult) Summary {
 	s.Delay = col(func(r *RunResult) float64 { return r.Delay })
 	s.Preempted = col(func(r *RunResult) float64 { return float64(r.Preempted) / float64(max(1, r.Requests)) })
 	s.RefusedByServer = col(func(r *RunResult) float64 { return float64(r.RefusedByServer) / float64(max(1, r.Requests)) })
+	s.FanExtra = col(func(r *RunResult) float64 { return r.FanExtra })
+	s.FanRefused = col(func(r *RunResult) float64 {
+		return float64(r.Refused[decide.RefusedFanOut]) / float64(max(1, r.Requests))
+	})
 	for _, r := range runs {
 		s.Events += r.Events
+		s.FanMost, s.FanPeak = max(s.FanMost, r.FanMost), max(s.FanPeak, r.FanPeak)
 	}
 	if c.Tail && len(runs) > 0 {
 		s.Tail = make([]Estimate, len(TailLevels))

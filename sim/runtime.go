@@ -62,6 +62,9 @@ func (h *hedgeRT) Launch(_ time.Duration, q int, g decide.Grant) bool {
 	}
 	e.addCopyAt(slot, r, int32(q))
 	r.held[r.n-1] = g.HoldsSlot()
+	if g.HoldsFanSlot() {
+		r.fanHeld |= 1 << (r.n - 1)
+	}
 	e.emit(TraceEvent{Request: int(r.idx), Copy: int(r.n - 1), At: e.now})
 	e.kick(int32(q))
 	return true
@@ -75,9 +78,38 @@ func (h *hedgeRT) Refused(_ time.Duration, why hedge.Refusal, _ int) {
 // Arm queues a hedge event at at. It is offset from e.now rather than
 // converted back from at, so that the event time is exactly e.now +
 // delay.
+//
+// A copy the Policy retries after a refusal (decide.Policy.Retries) is
+// asked for again at Due from now, which for a straggling leaf of a
+// fan-out (Config.FanCall) is now itself, the sibling trigger's time
+// having passed: the timer would fire at once, be refused again and arm
+// again, forever at the same virtual time. Such a timer is armed a delay
+// later instead, when a copy or a slot may have come back, as Retries
+// intends; no other timer is armed at or before now (Schedule sends a
+// copy due now at once).
 func (h *hedgeRT) Arm(at time.Duration) {
-	e := (*engine)(h)
-	e.schedule(event{t: e.now + e.delayUnits(at-h.curNow), a: h.cur, gen: h.curR.gen, tag: evTag{kind: evHedge}})
+	e, r := (*engine)(h), h.curR
+	if at <= h.curNow {
+		at = decide.AddSat(h.curNow, r.plan.Delay)
+	}
+	e.arm(h.cur, r, e.now+e.delayUnits(at-h.curNow))
+}
+
+// arm queues the hedge event of the request in slot at t. It supersedes
+// the request's earlier timer, if any: each timer carries the count of
+// timers armed for the request, and only the latest fires (onHedge).
+// Without Config.FanCall a request has one timer at a time, and the
+// count changes nothing; with it, a straggler's timer brought forward
+// (straggle) leaves a later one in the queue, which must not send a
+// second copy. The count wraps at 256, and a stale timer is never more
+// than a few timers behind. Marking the request done (finish, subDone)
+// bumps the count too, which makes its timer stale.
+func (e *engine) arm(slot int32, r *request, t float64) {
+	r.arm++
+	if e.fanCall {
+		e.armT[slot] = t
+	}
+	e.schedule(event{t: t, a: slot, gen: r.gen, tag: evTag{kind: evHedge, k: r.arm}})
 }
 
 // evidence is what the client sees of r's primary's queue (decide.Behind).
@@ -112,17 +144,23 @@ func (e *engine) refuse(r *request, why hedge.Refusal) {
 
 // onHedge runs when the delay since the last copy of a unit has passed. It
 // is kept small enough to be inlined into the event loop (its parameters
-// are two fields rather than the event for that): most hedge timers find
-// their request finished (four in five in BenchmarkRunNoiseHedgeFixed),
-// and those cost no call.
-func (e *engine) onHedge(slot int32, gen uint32) {
-	if r := &e.slots[slot]; r.gen == gen && !r.done {
+// are three fields rather than the event for that): most hedge timers
+// find their request finished (four in five in
+// BenchmarkRunNoiseHedgeFixed), and those cost no call. k is the timer's
+// count (request.arm): a timer that a later one superseded does nothing,
+// nor does one of a request that is done, for marking a request done
+// bumps the count.
+func (e *engine) onHedge(slot int32, gen uint32, k uint8) {
+	if r := &e.slots[slot]; r.gen == gen && r.arm == k {
 		e.hedgeDue(slot, r)
 	}
 }
 
 // hedgeDue asks for the copy of r that is due now, and schedules the next.
 func (e *engine) hedgeDue(slot int32, r *request) {
+	if e.fanCall {
+		e.armT[slot] = noTimer // fired; Fire arms the next, if any
+	}
 	now := toDuration(e.now)
 	e.polOf(r.client).Fire(&r.plan, now, e.drive(slot, r, now))
 }
