@@ -80,7 +80,6 @@ func noRelease() {}
 
 func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error)) *call[T] {
 	st := h.op(op)
-	st.requests.Add(1)
 	// The state of a call that nothing can touch any more once it
 	// returned is used again (see reusable): on the fast path it costs no
 	// allocation.
@@ -88,12 +87,21 @@ func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx 
 	if c == nil {
 		c = new(call[T])
 	}
-	c.h, c.st, c.parent, c.fn, c.winner, c.slot = h, st, ctx, attempt, -1, -1
+	m, _ := ctx.Value(marksKey{}).(*marks)
+	c.begin(ctx, h, st, attempt, m)
+	return c
+}
+
+// begin starts c, a call of h's operation class st whose copies run fn
+// with ctx as their parent, marked by m (nil for none).
+func (c *call[T]) begin(ctx context.Context, h *Hedger, st *opState, fn func(ctx context.Context, a Attempt) (T, error), m *marks) {
+	st.requests.Add(1)
+	c.h, c.st, c.parent, c.fn, c.winner, c.slot = h, st, ctx, fn, -1, -1
 	once := false
 	c.fan = nil
-	if v, ok := ctx.Value(marksKey{}).(*marks); ok {
-		c.key, c.fan = v.key, v.fan
-		if v.write && v.key == "" {
+	if m != nil {
+		c.key, c.fan = m.key, m.fan
+		if m.write && m.key == "" {
 			st.unhedgeable.Add(1)
 			once = true
 		}
@@ -103,7 +111,10 @@ func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx 
 		deadline = max(d.Sub(h.epoch), 0)
 	}
 	h.pol.Begin(&c.plan, h.now(), st.est, deadline, once, nil)
-	return c
+	c.plan.Fan = nil
+	if c.fan != nil && c.fan.call {
+		c.plan.Fan = &c.fan.dec
+	}
 }
 
 // call is the state of one Do call: callState, and the copies' own.
@@ -119,6 +130,7 @@ type callState[T any] struct {
 	st      *opState
 	parent  context.Context
 	fn      func(context.Context, Attempt) (T, error)
+	leaf    *leafState[T] // DoFan's: the leaf this call is, or nil
 	key     string
 	fan     *fanOut     // the fan-out of WithFanOut, or nil
 	keep    bool        // DoHeld: the winner's context outlives the call
@@ -155,6 +167,7 @@ type copyState struct {
 	start   time.Duration
 	replica int32
 	hedge   bool // holds a MaxHedgesInFlight slot
+	fanSlot bool // holds a slot of its fan-out's cap (FanOut.InFlight)
 	done    bool // the copy's function has returned
 	probe   bool // the probe of a replica on probation
 	// failover marks a copy sent in place of one that never reached its
@@ -348,7 +361,11 @@ func (c *call[T]) invoke(ctx context.Context, a Attempt) (v T, err error, p *Pan
 			p = &PanicError{Value: r, Stack: debug.Stack()}
 		}
 	}()
-	v, err = c.fn(ctx, a)
+	if c.leaf != nil {
+		v, err = c.leaf.fn(ctx, c.leaf.i, a)
+	} else {
+		v, err = c.fn(ctx, a)
+	}
 	return v, err, nil
 }
 
@@ -371,6 +388,9 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 	ran := now - cs.start
 	if cs.hedge {
 		h.pol.Done()
+	}
+	if cs.fanSlot {
+		c.plan.Fan.Done()
 	}
 	if cs.replica >= 0 {
 		h.replicas[cs.replica].Add(-1)
@@ -569,6 +589,7 @@ func (c *call[T]) Launch(now time.Duration, replica int, g decide.Grant) bool {
 	}
 	ctx, a := c.launch(c.launched, now, replica, probe)
 	c.copies[a.Index].hedge = g.HoldsSlot()
+	c.copies[a.Index].fanSlot = g.HoldsFanSlot()
 	st.hedges.Add(1)
 	if a.Replica >= 0 {
 		c.h.reps[a.Replica].hedges.Add(1)
@@ -727,10 +748,10 @@ func (c *call[T]) result() (v T, release func(), err error) {
 // reusable reports whether nothing can touch c once the caller returns,
 // so that another call may use it: the primary alone ran, on the caller's
 // goroutine, and the timer queue never took the call's timer to fire it
-// (fire would then run late, on whatever call c had become). c.mu is
-// held.
+// (fire would then run late, on whatever call c had become). A leaf of
+// DoFan is never reused: it lives in its fan-out's array. c.mu is held.
 func (c *call[T]) reusable() bool {
-	return c.launched == 1 && !c.h.bgReap && !c.timerDue
+	return c.launched == 1 && !c.h.bgReap && !c.timerDue && c.leaf == nil
 }
 
 // outcome records the call's stats and returns its value or error. c.mu

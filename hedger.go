@@ -463,6 +463,7 @@ type opState struct {
 	holdout quantile.Histogram // what callers saw in the rollout's control group
 	// timerLag is how late each hedge timer fired after it was due.
 	timerLag quantile.Histogram
+	fan      fanState // DoFan's
 }
 
 // op returns the state of operation class name, creating it if needed.

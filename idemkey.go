@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"time"
+
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // NewIdempotencyKey returns a new idempotency key: a UUIDv7 (RFC 9562) in
@@ -77,9 +79,12 @@ func NotIdempotent(ctx context.Context) context.Context {
 	return with(ctx, func(m *marks) { m.write = true })
 }
 
-// fanOut is one fan-out's identity (not of size zero, so that each is a
-// distinct pointer).
-type fanOut struct{ _ byte }
+// fanOut is one fan-out: its identity (a distinct pointer per fan-out)
+// and, for DoFan's, the decision state its leaves share.
+type fanOut struct {
+	dec  decide.Fan
+	call bool // made by DoFan: its leaves' Plans share dec
+}
 
 // WithFanOut marks the requests that Do sends with the returned context
 // (or one derived from it) as the leaves of one fan-out: requests sent

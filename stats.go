@@ -2,6 +2,7 @@ package hedge
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -120,6 +121,70 @@ type Stats struct {
 	// Delay is the delay in force now (Never while warming up; String and
 	// FormatDelay print it as "never").
 	Delay time.Duration
+
+	// Fan counts the class's fan-outs (DoFan). Their leaves are requests
+	// of the class too, counted above like any.
+	Fan FanStats
+}
+
+// FanStats counts an operation class's fan-outs (DoFan).
+type FanStats struct {
+	Requests int64 // DoFan calls
+	Leaves   int64 // their leaves
+	// Partial counts calls that returned without the leaves they needed
+	// (a *FanError): a leaf failed, a canary failed, the good-enough time
+	// came first, or the caller gave up.
+	Partial int64
+	// NotNeeded counts leaves cancelled because FanOut.Need leaves had
+	// answered, and Late those cancelled at FanOut.GoodEnough.
+	NotNeeded, Late int64
+	// Extra is the extra copies (hedges and retries) the leaves sent, in
+	// all; ExtraCopies counts fan-outs by how many each sent: [0] none,
+	// [1] one, [2] two, [3] three or four, [4] five to eight, [5] 9 to
+	// 16, [6] 17 to 32, [7] more.
+	Extra       int64
+	ExtraCopies [8]int64
+	// Latency is what callers of DoFan waited.
+	Latency Distribution
+}
+
+// ExtraBucket returns the index of ExtraCopies that counts a fan-out
+// with extra extra copies.
+func ExtraBucket(extra int) int {
+	if extra <= 2 {
+		return max(extra, 0)
+	}
+	return min(bits.Len(uint(extra-1))+1, 7)
+}
+
+// fanState is an operation class's fan-out counters (FanStats).
+type fanState struct {
+	requests, leaves, partial, notNeeded, late, extra atomic.Int64
+	extraCopies                                       [8]atomic.Int64
+	latency                                           quantile.Histogram
+}
+
+// record counts a fan-out's end: its extra copies and latency.
+func (f *fanState) record(extra int, latency time.Duration) {
+	f.extra.Add(int64(extra))
+	f.extraCopies[ExtraBucket(extra)].Add(1)
+	f.latency.Record(int64(latency))
+}
+
+func (f *fanState) stats() FanStats {
+	s := FanStats{
+		Requests:  f.requests.Load(),
+		Leaves:    f.leaves.Load(),
+		Partial:   f.partial.Load(),
+		NotNeeded: f.notNeeded.Load(),
+		Late:      f.late.Load(),
+		Extra:     f.extra.Load(),
+		Latency:   distribution(&f.latency),
+	}
+	for i := range s.ExtraCopies {
+		s.ExtraCopies[i] = f.extraCopies[i].Load()
+	}
+	return s
 }
 
 // String summarises the snapshot on one line, for logs. A delay of Never
@@ -217,6 +282,7 @@ func (st *opState) stats(now time.Duration) Stats {
 		Rescued:         st.rescued.Load(),
 		SavedAtLeast:    time.Duration(st.saved.Load()),
 		Delay:           st.est.Delay(now),
+		Fan:             st.fan.stats(),
 	}
 }
 

@@ -337,6 +337,34 @@ func (q *timerQueue) add(t timed, at time.Duration, slot *int) {
 	q.items = append(q.items, timerItem{at: at, t: t, slot: slot})
 	*slot = i
 	q.up(i)
+	q.queued(at)
+}
+
+// advance brings t's timer forward to at, if it is queued for later; if
+// it is not queued and the queue has not taken it to fire (*taken, which
+// t.due sets under q.mu), it queues it for at. A timer queued for at or
+// earlier, or taken, is left as it is.
+func (q *timerQueue) advance(t timed, at time.Duration, slot *int, taken *bool) {
+	q.mu.Lock()
+	switch i := *slot; {
+	case i >= 0 && q.items[i].at > at:
+		q.items[i].at = at
+		q.up(i)
+	case i < 0 && !*taken:
+		i = len(q.items)
+		q.items = append(q.items, timerItem{at: at, t: t, slot: slot})
+		*slot = i
+		q.up(i)
+	default:
+		q.mu.Unlock()
+		return
+	}
+	q.queued(at)
+}
+
+// queued publishes a timer just queued for at, wakes or starts whatever
+// must serve it, and unlocks q.mu, which is held.
+func (q *timerQueue) queued(at time.Duration) {
 	q.setHead()
 	q.added = true
 	start, poke := false, false

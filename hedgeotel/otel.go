@@ -52,6 +52,9 @@ type instruments struct {
 	failovers                                          metric.Int64ObservableCounter
 	wasted, saved                                      metric.Float64ObservableCounter
 	delay, tokens, latency, timerLag, replicaLatency   metric.Float64ObservableGauge
+	fanLatency                                         metric.Float64ObservableGauge
+
+	fan                    []seriesInstrument // by hedgeset.FanSeries
 
 	replica                []seriesInstrument // by hedgeset.ReplicaSeries
 	tiedClient, tiedServer []seriesInstrument // by hedgeset.TiedClientSeries, TiedServerSeries
@@ -132,13 +135,16 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger, opts ...Opti
 		"How late the hedge timers fired after they came due, whether a copy then went or was refused, since the Hedger was made (hedge.Stats.TimerLag). A lag near the delay means hedges leave far later than asked (Config.PreciseTimers cures it at some CPU); hedge advise --send-lag and --send-lag-p99 take the p50 and p99. Absent until a timer has come due.")
 	ins.replicaLatency = gauge("hedge."+hedgeset.ReplicaPrefix+"."+hedgeset.ReplicaLatency, "s",
 		hedgeset.ReplicaLatencyHelp+" Quantiles p50, p90, p99 and p999; absent for a replica with no success yet.")
+	ins.fanLatency = gauge("hedge."+hedgeset.FanPrefix+"."+hedgeset.FanLatency, "s",
+		hedgeset.FanLatencyHelp+" Quantiles p50, p90, p99 and p999; absent for an operation class with no fan-out yet.")
 	all := []metric.Observable{
 		ins.requests, ins.hedges, ins.hedgeWins, ins.primaryWins, ins.failures,
 		ins.refused, ins.shadow, ins.unhedgeable, ins.censored, ins.wasted,
 		ins.delay, ins.tokens, ins.latency, ins.timerLag, ins.rescued, ins.saved,
-		ins.failovers, ins.replicaLatency,
+		ins.failovers, ins.replicaLatency, ins.fanLatency,
 	}
 	ins.replica = newSeries(meter, hedgeset.ReplicaPrefix, hedgeset.ReplicaSeries, &errs, &all)
+	ins.fan = newSeries(meter, hedgeset.FanPrefix, hedgeset.FanSeries, &errs, &all)
 	if len(clients) > 0 {
 		ins.tiedClient = newSeries(meter, hedgeset.TiedClientPrefix, hedgeset.TiedClientSeries, &errs, &all)
 	}
@@ -228,6 +234,14 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 				if d := s.TimerLag; d.Count > 0 {
 					for _, q := range quantiles(d) {
 						o.ObserveFloat64(ins.timerLag, q.v.Seconds(), metric.WithAttributes(hedger, op, attribute.String("quantile", q.name)))
+					}
+				}
+				if s.Fan.Requests > 0 {
+					observeSeries(o, ins.fan, hedgeset.FanSeries, s.Fan, hedger, op)
+					if d := s.Fan.Latency; d.Count > 0 {
+						for _, q := range quantiles(d) {
+							o.ObserveFloat64(ins.fanLatency, q.v.Seconds(), metric.WithAttributes(hedger, op, attribute.String(hedgeset.LabelQuantile, q.name)))
+						}
 					}
 				}
 			}

@@ -28,6 +28,8 @@ type Collector struct {
 
 	replicaLatency *prometheus.Desc
 	replica        []*prometheus.Desc // by hedgeset.ReplicaSeries
+	fan            []*prometheus.Desc // by hedgeset.FanSeries
+	fanLatency     *prometheus.Desc
 
 	buckets []float64 // classic bucket bounds of histogram, seconds
 
@@ -159,6 +161,8 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 	replica := []string{hedgeset.LabelHedger, hedgeset.LabelReplica}
 	c.replicaLatency = desc(hedgeset.ReplicaPrefix+"_"+hedgeset.ReplicaLatency+"_seconds", hedgeset.ReplicaLatencyHelp, replica...)
 	c.replica = seriesDescs(namespace, hedgeset.ReplicaPrefix, hedgeset.ReplicaSeries, replica...)
+	c.fan = seriesDescs(namespace, hedgeset.FanPrefix, hedgeset.FanSeries, op...)
+	c.fanLatency = desc(hedgeset.FanPrefix+"_"+hedgeset.FanLatency+"_seconds", hedgeset.FanLatencyHelp, op...)
 	if len(clients) > 0 {
 		c.tiedClient = seriesDescs(namespace, hedgeset.TiedClientPrefix, hedgeset.TiedClientSeries, hedgeset.LabelClient)
 	}
@@ -174,11 +178,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.requests, c.hedges, c.hedgeWins, c.primaryWins, c.failures,
 		c.refused, c.shadow, c.unhedgeable, c.censored, c.wasted,
 		c.delay, c.tokens, c.latency, c.timerLag,
-		c.rescued, c.saved, c.histogram, c.failovers, c.replicaLatency,
+		c.rescued, c.saved, c.histogram, c.failovers, c.replicaLatency, c.fanLatency,
 	} {
 		ch <- d
 	}
-	for _, ds := range [...][]*prometheus.Desc{c.replica, c.tiedClient, c.tiedServer} {
+	for _, ds := range [...][]*prometheus.Desc{c.replica, c.fan, c.tiedClient, c.tiedServer} {
 		for _, d := range ds {
 			ch <- d
 		}
@@ -234,6 +238,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			c.summary(ch, c.latency, s.Holdout, n.Name, s.Op, PathHoldout)
 			c.summary(ch, c.timerLag, s.TimerLag, n.Name, s.Op)
+			if s.Fan.Requests > 0 {
+				collectSeries(ch, c.fan, hedgeset.FanSeries, s.Fan, n.Name, s.Op)
+				c.summary(ch, c.fanLatency, s.Fan.Latency, n.Name, s.Op)
+			}
 		}
 		for _, r := range n.H.ReplicaStats() {
 			rep := hedgeset.ReplicaLabel(r.Replica)

@@ -179,6 +179,7 @@ func TestCollectorMatchesStats(t *testing.T) {
 				counter("hedge_hedges_refused_total", s.RefusedInFlight, "reason=in_flight")
 				counter("hedge_hedges_refused_total", s.RefusedBusy, "reason=busy")
 				counter("hedge_hedges_refused_total", s.RefusedPayoff, "reason=payoff")
+				counter("hedge_hedges_refused_total", s.RefusedFanOut, "reason=fan_out")
 				counter("hedge_hedges_refused_total", s.RefusedDeadline, "reason=deadline")
 				counter("hedge_hedges_refused_total", s.RefusedReplicas, "reason=replicas")
 				counter("hedge_shadow_hedges_total", s.ShadowHedges)
@@ -297,8 +298,8 @@ func TestCollectorMatchesStats(t *testing.T) {
 			t.Error("unlimited budget exported")
 		}
 		ops := len(hedgers["a"].Stats()) + len(hedgers["b"].Stats()) + len(hedgers["c"].Stats())
-		if n != 17*ops {
-			t.Errorf("checked %d counter series, want 17 per op, %d", n, 17*ops)
+		if n != 18*ops {
+			t.Errorf("checked %d counter series, want 18 per op, %d", n, 17*ops)
 		}
 		if got := testutil.CollectAndCount(c, "hedge_requests_total"); got != ops {
 			t.Errorf("CollectAndCount(requests) = %d, want %d", got, ops)

@@ -539,10 +539,11 @@ func Counted(why Refusal) bool {
 
 // Retries reports whether a copy refused for why may be asked for again
 // when the next delay has passed, rather than never: a replica that is
-// busy now may be idle then, and a stall lasts longer than a delay. Other
+// busy now may be idle then, a fan-out whose cap is full now may have a
+// slot then (RefusedFanOut), and a stall lasts longer than a delay. Other
 // refusals are final for the request.
 func (p *Policy) Retries(pl *Plan, why Refusal) bool {
-	return why == RefusedBusy && pl.Delay > 0 && pl.Delay != Never
+	return (why == RefusedBusy || why == RefusedFanOut) && pl.Delay > 0 && pl.Delay != Never
 }
 
 // Hold applies a server's pushback received at now (see PushbackAfter):

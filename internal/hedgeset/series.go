@@ -289,3 +289,50 @@ func SortSet(hedgers map[string]*hedge.Hedger, clients []Item[tied.Client], serv
 	errs = append(errs, more...)
 	return set, errs
 }
+
+// FanPrefix is the prefix of the series of an operation class's fan-outs
+// (hedge.Stats.Fan), labelled by hedger and op.
+const FanPrefix = "fanout"
+
+// FanLatency is the name, after FanPrefix, of the fan-outs' latency
+// distribution (hedge.FanStats.Latency), which each exporter exports its
+// own way (a summary, gauges of quantiles).
+const FanLatency = "latency"
+
+// FanLatencyHelp describes the fan-outs' latency.
+const FanLatencyHelp = "What callers of hedge.DoFan waited, from the call to its return, within quantile.RelativeError (about 0.8%)."
+
+// ExtraLabels are the values of the "extra" label of the fan-outs counted
+// by their extra copies, by index of hedge.FanStats.ExtraCopies.
+var ExtraLabels = [8]string{"0", "1", "2", "3-4", "5-8", "9-16", "17-32", "33+"}
+
+// FanSeries are the series of an operation class's FanStats, labelled by
+// hedger and op, besides FanLatency.
+var FanSeries = []Series[hedge.FanStats]{
+	{Name: "requests", Unit: "{request}",
+		Help:   "Calls of hedge.DoFan.",
+		Values: one(func(s hedge.FanStats) int64 { return s.Requests })},
+	{Name: "leaves", Unit: "{request}",
+		Help:   "Leaves of the fan-outs; each is also a request of the operation class.",
+		Values: one(func(s hedge.FanStats) int64 { return s.Leaves })},
+	{Name: "partial", Unit: "{request}",
+		Help:   "Fan-outs that returned without the leaves they needed (a leaf or canary failed, the good-enough time came first, or the caller gave up).",
+		Values: one(func(s hedge.FanStats) int64 { return s.Partial })},
+	{Name: "leaves.cut", Unit: "{request}", Label: "reason",
+		Help: "Leaves cancelled by their fan-out, by reason: not_needed (FanOut.Need leaves had answered), late (FanOut.GoodEnough).",
+		Values: func(s hedge.FanStats) []Value {
+			return []Value{{"not_needed", s.NotNeeded}, {"late", s.Late}}
+		}},
+	{Name: "extra.copies", Unit: "{copy}",
+		Help:   "Extra copies (hedges and retries) the fan-outs' leaves sent. Divide by leaves for the extra load.",
+		Values: one(func(s hedge.FanStats) int64 { return s.Extra })},
+	{Name: "by.extra", Unit: "{request}", Label: "extra",
+		Help: "Fan-outs by how many extra copies their leaves sent: 0, 1, 2, 3-4, 5-8, 9-16, 17-32, 33+.",
+		Values: func(s hedge.FanStats) []Value {
+			out := make([]Value, len(ExtraLabels))
+			for i, l := range ExtraLabels {
+				out[i] = Value{l, s.ExtraCopies[i]}
+			}
+			return out
+		}},
+}
