@@ -54,7 +54,7 @@ type instruments struct {
 	delay, tokens, latency, timerLag, replicaLatency   metric.Float64ObservableGauge
 	fanLatency                                         metric.Float64ObservableGauge
 
-	fan                    []seriesInstrument // by hedgeset.FanSeries
+	fan []seriesInstrument // by hedgeset.FanSeries
 
 	replica                []seriesInstrument // by hedgeset.ReplicaSeries
 	tiedClient, tiedServer []seriesInstrument // by hedgeset.TiedClientSeries, TiedServerSeries
