@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime/metrics"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,5 +172,45 @@ func BenchmarkPercentileObserve(b *testing.B) {
 			s += e.Delay(0)
 		}
 		_ = s
+	})
+}
+
+// BenchmarkDoFan measures a fan-out of 40 leaves whose hedge timers never
+// fire, against two loops of Do over the same leaves: one after the
+// other on the caller's goroutine (the allocation floor: one per leaf),
+// and each on a goroutine of its own, awaited with a WaitGroup (what a
+// user writes to run them at once, as DoFan does). allocs/op divided by
+// 40 is the allocations per leaf.
+func BenchmarkDoFan(b *testing.B) {
+	const n = 40
+	h, _ := hedge.New(hedge.Config{Delay: hedge.Fixed(time.Hour), Replicas: 8})
+	leaf := func(ctx context.Context, i int, a hedge.Attempt) (int, error) { return i, nil }
+	b.Run("loop", func(b *testing.B) {
+		b.ReportAllocs()
+		vals := make([]int, n)
+		for b.Loop() {
+			for i := range n {
+				vals[i], _ = hedge.Do(context.Background(), h, "leaf", func(ctx context.Context, a hedge.Attempt) (int, error) { return leaf(ctx, i, a) })
+			}
+		}
+	})
+	b.Run("goroutines", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			vals := make([]int, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					vals[i], _ = hedge.Do(context.Background(), h, "leaf", func(ctx context.Context, a hedge.Attempt) (int, error) { return leaf(ctx, i, a) })
+				})
+			}
+			wg.Wait()
+		}
+	})
+	b.Run("DoFan", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			hedge.DoFan(context.Background(), h, "leaf", n, hedge.FanOut{}, leaf)
+		}
 	})
 }
