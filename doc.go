@@ -108,6 +108,24 @@
 // Done channel (the context is made lazily; a call's state is reused when
 // nothing can outlive it; see BENCHMARKS.md).
 //
+// # Fan-outs
+//
+// DoFan runs the leaves of one user request as one decision. Two things
+// change when leaves go together. The cost composes: hedging the slowest
+// 5% of 100 leaves is five copies per request, so the request gets a
+// budget and a cap of its own (FanOut.Hedges, FanOut.InFlight), spent on
+// top of the Hedger's, which still applies to every copy. And the leaves
+// are evidence about each other: the Hedger's delay is a percentile over
+// all requests of the class, but a leaf still running long after most
+// of its siblings answered, on the same replicas at the same moment, is
+// stuck whatever that percentile says. Load that slows every leaf slows
+// the siblings' answers too, so the trigger moves with it; a stalled
+// replica slows only its own leaves. That trigger only makes a copy due
+// earlier: the copy still passes every rule of the Hedger (the
+// spare-capacity and payoff rules, the budget). The rule lives in the
+// decision the simulator drives too (its fan-out requests), so that what
+// the study measures is what DoFan does.
+//
 // # Memory
 //
 // A Hedger's memory is bounded by its configuration: per operation class

@@ -81,6 +81,35 @@ func TestLibrarySnippet(t *testing.T) {
 	}
 }
 
+// TestDoFanSnippet runs the README's DoFan snippet: ten leaves over three
+// real HTTP replicas.
+func TestDoFanSnippet(t *testing.T) {
+	clients := itemServers(t, 3)
+	h, err := hedge.New(hedge.Config{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ids := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}
+
+	res, err := hedge.DoFan(ctx, h, "GetItem", len(ids), hedge.FanOut{}, func(ctx context.Context, i int, a hedge.Attempt) (*Item, error) {
+		return clients[a.Replica].GetItem(ctx, ids[i])
+	})
+	// res.Values[i] is leaf i's item; err is nil when every leaf answered.
+
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ids {
+		if res.Values[i].ID != ids[i] {
+			t.Fatalf("leaf %d: %+v", i, res.Values[i])
+		}
+	}
+	if st := h.OpStats("GetItem"); st.Requests != int64(len(ids)) || st.Fan.Requests != 1 || st.Fan.Leaves != int64(len(ids)) {
+		t.Fatalf("stats %v, fan-outs %+v", st, st.Fan)
+	}
+}
+
 // TestFanOutSnippet runs the README's fan-out snippet: ten leaves over
 // three real HTTP replicas.
 func TestFanOutSnippet(t *testing.T) {
