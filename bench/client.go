@@ -184,6 +184,10 @@ type Contender struct {
 	Doc string
 	// New makes a client over b. It is called once per run.
 	New func(b Backend) (Client, error)
+	// NewFan, if set, makes a client over b whose requests each read w
+	// leaves at once as one fan-out call (hedge.DoFan), and FanOut uses
+	// it instead of sending New's requests as leaves.
+	NewFan func(b Backend, w int) (Client, error)
 }
 
 // errNoContenders is returned by Run without contenders.

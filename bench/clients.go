@@ -126,8 +126,15 @@ func (m *multiClient) Close() error {
 // for all of them: request i sends leaves i*w to i*w+w-1, each through
 // the client's Do with hedge.WithFanOut, so that a Hedger knows the leaves
 // for one fan-out's and not load. A request fails with its leaves'
-// errors. The client's counters count leaves. w < 2 returns c.
+// errors. The client's counters count leaves. w < 2 returns c. A
+// Contender with NewFan sends each request as one fan-out call instead,
+// of w leaves (one when w < 2).
 func FanOut(c Contender, w int) Contender {
+	if c.NewFan != nil {
+		fan := c.NewFan
+		c.New = func(b Backend) (Client, error) { return fan(b, max(w, 1)) }
+		return c
+	}
 	if w < 2 {
 		return c
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -204,3 +205,46 @@ func TestRunHTTPClientsAndFanOut(t *testing.T) {
 		t.Errorf("%d dials for %d clients: each must have connections of its own", r.Dials, s.Clients)
 	}
 }
+
+// TestRunHTTPFanCall runs the fan-out call (default-fan) against real
+// HTTP replicas with stalls: every request answered, every leaf reaching
+// a replica, the client's counters counting leaves; and a backend without
+// a LeafReader is refused with a message naming it.
+func TestRunHTTPFanCall(t *testing.T) {
+	b, err := StartHTTP(HTTPOptions{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s := Scenario{
+		Rate: 100, Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond,
+		StallLength: 20 * time.Millisecond, StallShare: 0.05, Repeats: 1, Seed: 9,
+		MaxReruns: -1, MaxTotalReruns: -1, Settle: 10 * time.Millisecond,
+		FanOut: 8,
+	}
+	st, err := LookupStrategy("default-fan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), b, s, []Contender{StrategyContender(st, StrategyOptions{}, false)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	if r.Requests == 0 || r.Errors != 0 {
+		t.Fatalf("%d requests, %d errors (%s)", r.Requests, r.Errors, r.FirstError)
+	}
+	if r.ServerExtraPct < -10 || r.ServerExtraPct >= 100 {
+		t.Errorf("servers' extra %.1f%% over the leaves: want from about 0 to below 100%%", r.ServerExtraPct)
+	}
+	_, err = StrategyContender(st, StrategyOptions{}, false).New(noLeaves{})
+	if err == nil || !strings.Contains(err.Error(), "LeafReader") {
+		t.Errorf("a backend without a LeafReader: %v", err)
+	}
+}
+
+// noLeaves is a backend without a LeafReader.
+type noLeaves struct{ Backend }
+
+func (noLeaves) Name() string  { return "test" }
+func (noLeaves) Replicas() int { return 3 }

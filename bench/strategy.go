@@ -24,6 +24,10 @@ type Strategy struct {
 	// Replicas and PreciseTimers are set by the caller (StrategyContender),
 	// and the backend adds its transport's wiring (NewClient).
 	Config func(o StrategyOptions) (hedge.Config, error)
+	// Fan, if set, sends each request as one fan-out call (hedge.DoFan)
+	// of Scenario.FanOut leaves with these options, rather than each leaf
+	// through the backend's hedging transport.
+	Fan *hedge.FanOut
 }
 
 // StrategyOptions are the knobs a strategy may read.
@@ -56,6 +60,12 @@ var builtinStrategies = []Strategy{
 		Name:   DefaultStrategy,
 		Doc:    defaultDoc(),
 		Config: constant(hedge.Config{}),
+	},
+	{
+		Name:   "default-fan",
+		Doc:    "The library's default Config, each request sent as one fan-out call (hedge.DoFan with the zero FanOut: the request's own budget and cap, and the sibling trigger) of --fanout leaves, rather than each leaf through the transport.",
+		Config: constant(hedge.Config{}),
+		Fan:    &hedge.FanOut{},
 	},
 	{
 		Name:   "hedge-live-plain",
@@ -216,17 +226,33 @@ func StrategyContender(s Strategy, o StrategyOptions, precise bool) Contender {
 	if precise {
 		doc += " PreciseTimers on."
 	}
-	return Contender{
+	config := func(b Backend) (hedge.Config, error) {
+		cfg, err := s.Config(o)
+		cfg.Replicas = b.Replicas()
+		cfg.PreciseTimers = precise
+		return cfg, err
+	}
+	c := Contender{
 		Name: s.Name,
 		Doc:  doc,
 		New: func(b Backend) (Client, error) {
-			cfg, err := s.Config(o)
+			cfg, err := config(b)
 			if err != nil {
 				return nil, err
 			}
-			cfg.Replicas = b.Replicas()
-			cfg.PreciseTimers = precise
 			return b.NewClient(cfg)
 		},
 	}
+	if s.Fan != nil {
+		f := *s.Fan
+		c.NewFan = func(b Backend, w int) (Client, error) {
+			cfg, err := config(b)
+			if err != nil {
+				return nil, err
+			}
+			return newFanCallClient(b, cfg, f, w)
+		}
+		c.New = func(b Backend) (Client, error) { return c.NewFan(b, 1) }
+	}
+	return c
 }
