@@ -181,7 +181,7 @@ func DoFan[T any](ctx context.Context, h *Hedger, op string, n int, f FanOut, le
 		r.marks.write = in.write
 	}
 	r.start = h.now()
-	r.fo.dec.Reset(r.start, f.fanConfig(n))
+	r.fo.dec.Reset(r.start, f.fanConfig(n, len(h.replicas)))
 	r.leaves = make([]fanLeaf[T], n)
 	r.back = make(chan int, n)
 	r.ctx, r.cancel = context.WithCancelCause(ctx)

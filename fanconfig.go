@@ -31,13 +31,16 @@ type FanOut struct {
 	Canaries int
 	// Hedges is the most extra copies (hedges and retries) the request's
 	// leaves may send in all, on top of the Hedger's own budget and caps.
-	// 0 means DefaultFanHedges(n); negative means none.
+	// 0 means DefaultFanHedges(n, replicas); negative means none.
 	Hedges int
 	// InFlight is the most extra copies of the request's leaves in flight
 	// at once. 0 means Hedges.
 	InFlight int
 	// Mark is the share of the needed leaves that must have answered
-	// before the sibling trigger starts (0 means 0.75): see Straggle.
+	// before the sibling trigger starts: see Straggle. 0 means
+	// DefaultFanMark(replicas): 0.75 over ten replicas or more, less
+	// over fewer, so that one stuck replica's leaves cannot keep the
+	// mark from being reached.
 	Mark float64
 	// Straggle is the sibling trigger's multiple (0 means 3; negative
 	// turns the trigger off). Once Mark of the needed leaves have
@@ -49,15 +52,31 @@ type FanOut struct {
 }
 
 // DefaultFanHedges is the request budget (FanOut.Hedges) of a fan-out of
-// n leaves when FanOut leaves it zero: one extra copy per ten leaves,
-// rounded up, and at least two. A stuck replica holds about n/replicas of
-// the leaves, which is the most a request should need to copy.
-func DefaultFanHedges(n int) int { return max(2, (n+9)/10) }
+// n leaves over replicas replicas (Config.Replicas; 0, when the attempt
+// function chooses, counts as ten) when FanOut leaves it zero: the leaves
+// one stuck replica holds, n/replicas rounded up, and at least two.
+func DefaultFanHedges(n, replicas int) int {
+	r := fanReplicas(replicas)
+	return max(2, (n+r-1)/r)
+}
 
-const (
-	defaultFanMark     = 0.75
-	defaultFanStraggle = 3
-)
+// DefaultFanMark is the sibling trigger's mark (FanOut.Mark) over
+// replicas replicas when FanOut leaves it zero: 1 - 1.5/replicas, within
+// [0.5, 0.75]. One stuck replica holds about 1/replicas of the leaves;
+// a mark above 1 - 1/replicas would wait for them.
+func DefaultFanMark(replicas int) float64 {
+	return min(max(1-1.5/float64(fanReplicas(replicas)), 0.5), 0.75)
+}
+
+// fanReplicas is replicas, or ten when the attempt function chooses.
+func fanReplicas(replicas int) int {
+	if replicas <= 0 {
+		return 10
+	}
+	return replicas
+}
+
+const defaultFanStraggle = 3
 
 // validate checks f for a fan-out of n leaves.
 func (f *FanOut) validate(n int) error {
@@ -89,10 +108,10 @@ func (f *FanOut) validate(n int) error {
 	return nil
 }
 
-// fanConfig applies f's defaults for a fan-out of n leaves, of which need
-// (0 for all) must answer. This is the one place where a FanOut's
-// decision fields get their defaults.
-func (f *FanOut) fanConfig(n int) decide.FanConfig {
+// fanConfig applies f's defaults for a fan-out of n leaves over replicas
+// replicas. This is the one place where a FanOut's decision fields get
+// their defaults.
+func (f *FanOut) fanConfig(n, replicas int) decide.FanConfig {
 	need := f.Need
 	if need == 0 {
 		need = n
@@ -100,7 +119,7 @@ func (f *FanOut) fanConfig(n int) decide.FanConfig {
 	fc := decide.FanConfig{Hedges: f.Hedges, InFlight: f.InFlight, Straggle: f.Straggle}
 	switch {
 	case fc.Hedges == 0:
-		fc.Hedges = DefaultFanHedges(n)
+		fc.Hedges = DefaultFanHedges(n, replicas)
 	case fc.Hedges < 0:
 		fc.Hedges = 0
 	}
@@ -109,7 +128,7 @@ func (f *FanOut) fanConfig(n int) decide.FanConfig {
 	}
 	mark := f.Mark
 	if mark == 0 {
-		mark = defaultFanMark
+		mark = DefaultFanMark(replicas)
 	}
 	switch {
 	case fc.Straggle == 0:
@@ -124,11 +143,11 @@ func (f *FanOut) fanConfig(n int) decide.FanConfig {
 }
 
 func init() {
-	decide.FanFrom = func(f any, n int) (decide.FanConfig, error) {
+	decide.FanFrom = func(f any, n, replicas int) (decide.FanConfig, error) {
 		fo := f.(FanOut)
 		if err := fo.validate(n); err != nil {
 			return decide.FanConfig{}, err
 		}
-		return fo.fanConfig(n), nil
+		return fo.fanConfig(n, replicas), nil
 	}
 }

@@ -133,8 +133,8 @@ func (f *Fan) give() {
 }
 
 // FanFrom returns the FanConfig of a hedge.FanOut (passed as any, since
-// this package cannot name it) for a fan-out of n leaves, validated and
-// with its defaults, as hedge.DoFan makes it. Package hedge sets it when
+// this package cannot name it) for a fan-out of n leaves over replicas
+// replicas, validated and with its defaults, as hedge.DoFan makes it. Package hedge sets it when
 // it is initialised, so that the simulator decides for a fan-out request
 // as DoFan does.
-var FanFrom func(f any, n int) (FanConfig, error)
+var FanFrom func(f any, n, replicas int) (FanConfig, error)
