@@ -594,7 +594,7 @@ func (c Config) Validate() error {
 			bad("fan call good-enough time %v: the simulator does not model it; use 0", fo.GoodEnough)
 		case c.Fanout >= 1 && c.FanoutNeed >= 0 && c.FanoutNeed <= c.Fanout:
 			if fo, ok := c.fanOut(); ok {
-				if _, err := decide.FanFrom(fo, c.Fanout); err != nil {
+				if _, err := decide.FanFrom(fo, c.Fanout, c.replicas()); err != nil {
 					bad("fan call: %w", err)
 				}
 			}
@@ -710,7 +710,7 @@ func (c Config) fanOut() (hedge.FanOut, bool) {
 // describeFan describes the decision of c's fan-out requests, defaults
 // applied, or says it is invalid (Validate reports why).
 func (c Config) describeFan(fo hedge.FanOut) string {
-	fc, err := decide.FanFrom(fo, c.Fanout)
+	fc, err := decide.FanFrom(fo, c.Fanout, c.replicas())
 	if err != nil {
 		return "invalid"
 	}

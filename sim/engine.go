@@ -113,11 +113,19 @@ type engine struct {
 	tied        bool
 	tiedSample  bool // Tied with two-choice routing: copies on two-choice's sampled pair
 	cancel      bool
-	pol         *decide.Policy   // client 0's decision (pols[0]), for hedging strategies; nil for others
-	est         decide.Estimator // client 0's estimator (ests[0])
-	live        decide.Estimator // est, when estimators are fed: not for a fixed delay, which learns nothing
-	feedPrimary bool             // feed live the primary's latency (the library's rule)
-	need        int32            // fan-out sub-requests needed
+	pol         *decide.Policy            // client 0's decision (pols[0]), for hedging strategies; nil for others
+	est         decide.Estimator          // client 0's estimator (ests[0])
+	live        decide.Estimator          // est, when estimators are fed: not for a fixed delay, which learns nothing
+	feedPrimary bool                      // feed live the primary's latency (the library's rule)
+	need        int32                     // fan-out sub-requests needed
+	refused     [decide.NumRefusals]int64 // refusals by hedge.Refusal, of measured units
+	shadow      int64                     // copies Shadow mode would have sent, of measured units
+	memoD       time.Duration             // the last delay converted by delayUnits
+	memoF       float64                   // and its value in time units
+	traceFn     func(TraceEvent)          // Simulator.Trace, during RunScript
+	doneFn      func(Completion)          // Simulator.Done
+	script      []ScriptedRequest         // RunScript's requests, or nil
+
 	// With Config.FanCall (fanCall): each fan-out request's decision,
 	// one per parent slot (fans[p], allocated once: its address stays
 	// put while e.par grows), the FanConfig it is reset with, the
@@ -128,17 +136,10 @@ type engine struct {
 	canaries int32
 	fans     []*decide.Fan
 	armT     []float64
-	fanReqs  int64                     // measured fan-out requests retired
-	fanExtra int64                     // the extra copies they sent
-	fanPeak  int                       // the most extra copies of one in flight at once
-	fanMost  int                       // the most extra copies one sent
-	refused  [decide.NumRefusals]int64 // refusals by hedge.Refusal, of measured units
-	shadow   int64                     // copies Shadow mode would have sent, of measured units
-	memoD    time.Duration             // the last delay converted by delayUnits
-	memoF    float64                   // and its value in time units
-	traceFn  func(TraceEvent)          // Simulator.Trace, during RunScript
-	doneFn   func(Completion)          // Simulator.Done
-	script   []ScriptedRequest         // RunScript's requests, or nil
+	fanReqs  int64 // measured fan-out requests retired
+	fanExtra int64 // the extra copies they sent
+	fanPeak  int   // the most extra copies of one in flight at once
+	fanMost  int   // the most extra copies one sent
 
 	lambda    float64
 	nextArr   float64
@@ -295,7 +296,7 @@ func (e *engine) init(c Config) {
 	e.armT = e.armT[:0]
 	e.fanReqs, e.fanExtra, e.fanPeak, e.fanMost = 0, 0, 0, 0
 	if fo, ok := c.fanOut(); ok {
-		fc, err := decide.FanFrom(fo, c.Fanout)
+		fc, err := decide.FanFrom(fo, c.Fanout, c.replicas())
 		if err != nil {
 			panic(err) // unreachable after Validate
 		}

@@ -65,6 +65,9 @@ func (h *hedgeRT) Launch(_ time.Duration, q int, g decide.Grant) bool {
 	if g.HoldsFanSlot() {
 		r.fanHeld |= 1 << (r.n - 1)
 	}
+	if checkFanCopy != nil && r.parent >= 0 {
+		checkFanCopy(e, r)
+	}
 	e.emit(TraceEvent{Request: int(r.idx), Copy: int(r.n - 1), At: e.now})
 	e.kick(int32(q))
 	return true
@@ -164,3 +167,8 @@ func (e *engine) hedgeDue(slot int32, r *request) {
 	now := toDuration(e.now)
 	e.polOf(r.client).Fire(&r.plan, now, e.drive(slot, r, now))
 }
+
+// checkFanCopy, when a test sets it, is called whenever a further copy of
+// a fan-out's sub-request goes, once it is placed. It is nil outside the
+// package's tests.
+var checkFanCopy func(e *engine, r *request)
