@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/sim"
 )
 
@@ -31,6 +32,8 @@ type simFlags struct {
 	runs, workers                      int
 	json                               bool
 	cancel                             bool
+	fanCall                            bool
+	fan                                hedge.FanOut
 	c                                  sim.Config
 }
 
@@ -62,6 +65,12 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.c.Servers, "servers", d.Servers, "number of servers")
 	fs.IntVar(&f.c.Fanout, "fanout", 1, "sub-requests per request")
 	fs.IntVar(&f.c.FanoutNeed, "fanout-need", 0, "sub-requests a request waits for (0: all)")
+	fs.BoolVar(&f.fanCall, "fan-call", false, "run each fan-out request as hedge.DoFan does: a budget and a cap on its leaves' hedges, and the sibling trigger (hedging strategies; the --fan-* flags set its hedge.FanOut)")
+	fs.IntVar(&f.fan.Hedges, "fan-hedges", 0, "with --fan-call: the most hedges a request's leaves send in all (FanOut.Hedges; 0: hedge.DefaultFanHedges, negative: none)")
+	fs.IntVar(&f.fan.InFlight, "fan-in-flight", 0, "with --fan-call: the most hedges of a request's leaves in flight at once (FanOut.InFlight; 0: --fan-hedges)")
+	fs.Float64Var(&f.fan.Straggle, "fan-straggle", 0, "with --fan-call: the sibling trigger's multiple (FanOut.Straggle; 0: 3, negative: no trigger)")
+	fs.Float64Var(&f.fan.Mark, "fan-mark", 0, "with --fan-call: the share of the needed leaves that answer before the sibling trigger starts (FanOut.Mark; 0: 0.75)")
+	fs.IntVar(&f.fan.Canaries, "fan-canaries", 0, "with --fan-call: leaves sent first; the others go once they have all answered (FanOut.Canaries)")
 	fs.IntVar(&f.c.Clients, "clients", 1, "clients sharing the servers, each with its own Hedger (its own delay, budget and view of its own requests in flight)")
 	fs.Float64Var(&f.c.ClientSkew, "client-skew", 0, "how requests split among the clients: 0 evenly, s > 0 client i's share proportional to 1/(i+1)^s")
 	fs.BoolVar(&f.c.IdleOnlyCopies, "idle-only-copies", false, "servers admit a hedge only when idle, and refuse it at once otherwise (it is not sent elsewhere); the simpler form of --low-priority-copies")
@@ -131,6 +140,19 @@ func (f *simFlags) config(fs *flag.FlagSet) (sim.Config, error) {
 		return c, errors.Join(errs...)
 	}
 	c.NoCancel = !f.cancel
+	if f.fanCall {
+		fo := f.fan
+		c.FanCall = &fo
+	} else {
+		for _, name := range []string{"fan-hedges", "fan-in-flight", "fan-straggle", "fan-mark", "fan-canaries"} {
+			if flagSet(fs, name) {
+				errs = append(errs, fmt.Errorf("--%s sets the fan-out requests' decision: add --fan-call", name))
+			}
+		}
+	}
+	if f.fanCall && c.Fanout < 2 {
+		errs = append(errs, errors.New("--fan-call is for fan-out requests: add --fanout N with N > 1"))
+	}
 	if c.Warmup == -1 {
 		c.Warmup = c.Requests / 10
 	}
@@ -200,5 +222,12 @@ func printSummary(w io.Writer, s sim.Summary, el time.Duration) {
 	}
 	if c.IdleOnlyCopies && c.Strategy != sim.None {
 		row("refused by servers", s.RefusedByServer, true)
+	}
+	if c.FanCall != nil && c.Fanout > 1 && c.Strategy.Hedges() {
+		row("fan hedges/request", s.FanExtra, false)
+		row("fan hedges/leaf", sim.Estimate{Value: s.FanExtra.Value / float64(c.Fanout), SE: s.FanExtra.SE / float64(c.Fanout)}, true)
+		row("fan refused/request", s.FanRefused, false)
+		fmt.Fprintf(w, "  %-18s %10d   (largest over runs)\n", "fan most hedges", s.FanMost)
+		fmt.Fprintf(w, "  %-18s %10d   (largest over runs)\n", "fan most in flight", s.FanPeak)
 	}
 }
