@@ -342,11 +342,14 @@ func (r *fanRun[T]) stop(cut, cause error) {
 var errFanEnded = errors.New("hedge: the fan-out ended")
 
 // advance brings the leaf's timer forward to when its next copy is now
-// due (see decide.Policy.Due), if that is earlier.
+// due (see decide.Policy.Due), if that is earlier. A leaf whose primary
+// has not gone yet is left alone: its goroutine arms its timer when the
+// primary goes, with the trigger already in force, and a timer armed
+// here before that would be a second one.
 func (l *fanLeaf[T]) advance() {
 	c := &l.call
 	c.mu.Lock()
-	if !c.decided && !c.held && c.plan.Copies == 1 {
+	if c.launched > 0 && !c.decided && !c.held && c.plan.Copies == 1 {
 		if at, _ := c.h.pol.Due(&c.plan, c.plan.Start); at != Never {
 			c.h.timers.advance(c, at, &c.slot, &c.timerDue)
 		}

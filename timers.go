@@ -330,9 +330,18 @@ func (q *timerQueue) setHead() {
 	q.head.Store(int64(at))
 }
 
-// add queues t to fire at at (since the epoch) and records its slot.
+// add queues t to fire at at (since the epoch) and records its slot. A
+// timer of t's that is queued already (*slot >= 0) is moved to at: a call
+// has one timer at most.
 func (q *timerQueue) add(t timed, at time.Duration, slot *int) {
 	q.mu.Lock()
+	if i := *slot; i >= 0 {
+		q.items[i].at = at
+		q.down(i)
+		q.up(i)
+		q.queued(at)
+		return
+	}
 	i := len(q.items)
 	q.items = append(q.items, timerItem{at: at, t: t, slot: slot})
 	*slot = i

@@ -342,3 +342,45 @@ func TestPreciseQueueOnIdleRuntime(t *testing.T) {
 		}
 	}
 }
+
+// countTimed counts its firings.
+type countTimed struct{ taken, fired int }
+
+func (c *countTimed) due()                  { c.taken++ }
+func (c *countTimed) fire(at time.Duration) { c.fired++ }
+
+// A call has one timer at most: adding a timer for a slot that holds one
+// moves it, earlier or later, and advance moves it only earlier, or
+// queues one for a slot that holds none and was not taken.
+func TestTimerQueueOneTimerPerSlot(t *testing.T) {
+	q := newTimerQueue(time.Now())
+	q.kickAt = -1 // no kick: nothing serves the queue in this test
+	var a, b countTimed
+	slotA, slotB := -1, -1
+	q.add(&a, time.Hour, &slotA)
+	q.add(&b, 2*time.Hour, &slotB)
+	q.add(&a, 3*time.Hour, &slotA)
+	if len(q.items) != 2 || q.items[0].t != &b || q.items[slotA].at != 3*time.Hour {
+		t.Fatalf("after adding a's timer twice: %d items, the first %v; want 2, b's first", len(q.items), q.items[0].t)
+	}
+	taken := false
+	q.advance(&a, 4*time.Hour, &slotA, &taken)
+	if q.items[slotA].at != 3*time.Hour {
+		t.Errorf("advance moved a's timer later, to %v", q.items[slotA].at)
+	}
+	q.advance(&a, time.Minute, &slotA, &taken)
+	if len(q.items) != 2 || q.items[0].t != &a || q.items[0].at != time.Minute {
+		t.Errorf("advance to 1m: first item %v at %v", q.items[0].t, q.items[0].at)
+	}
+	q.remove(&slotA)
+	taken = true
+	q.advance(&a, time.Minute, &slotA, &taken)
+	if slotA != -1 || len(q.items) != 1 {
+		t.Errorf("advance queued a timer that the queue had taken: slot %d, %d items", slotA, len(q.items))
+	}
+	taken = false
+	q.advance(&a, time.Minute, &slotA, &taken)
+	if slotA < 0 || len(q.items) != 2 {
+		t.Errorf("advance did not queue a timer for a slot that held none: slot %d, %d items", slotA, len(q.items))
+	}
+}
