@@ -182,3 +182,32 @@ func (b *Backend) NewClient(cfg hedge.Config) (bench.Client, error) {
 		CloseFunc: closeAll,
 	}, nil
 }
+
+// NewLeafReader calls the method once on one replica, over a plain
+// connection per replica, for the fan-out call (bench.LeafReader), which
+// hedges the leaves itself. The workload's calls read no key.
+func (b *Backend) NewLeafReader() (func(ctx context.Context, r, k int) error, func(), error) {
+	conns := make([]*grpc.ClientConn, len(b.addrs))
+	clients := make([]testgrpc.TestServiceClient, len(b.addrs))
+	release := func() {
+		for _, c := range conns {
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+	}
+	for i, addr := range b.addrs {
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		conns[i], clients[i] = c, testgrpc.NewTestServiceClient(c)
+	}
+	req := &testgrpc.SimpleRequest{}
+	read := func(ctx context.Context, r, _ int) error {
+		_, err := clients[r].UnaryCall(ctx, req)
+		return err
+	}
+	return read, release, nil
+}

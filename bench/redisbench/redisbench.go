@@ -361,3 +361,32 @@ func (b *Backend) NewClient(cfg hedge.Config) (bench.Client, error) {
 		CloseFunc: c.Close,
 	}, nil
 }
+
+// NewLeafReader reads a key from one replica through a plain go-redis
+// client per replica, for the fan-out call (bench.LeafReader), which
+// hedges the leaves itself.
+func (b *Backend) NewLeafReader() (func(ctx context.Context, r, k int) error, func(), error) {
+	cs := make([]*redis.Client, len(b.servers))
+	for i, s := range b.servers {
+		cs[i] = redis.NewClient(&redis.Options{
+			Addr:                  s.Addr,
+			PoolSize:              b.pool,
+			MaxRetries:            -1,
+			DialTimeout:           2 * time.Second,
+			ContextTimeoutEnabled: true,
+		})
+	}
+	read := func(ctx context.Context, r, k int) error {
+		err := cs[r].Get(ctx, b.keys[k]).Err()
+		if errors.Is(err, redis.Nil) {
+			return fmt.Errorf("key %s missing", b.keys[k])
+		}
+		return err
+	}
+	release := func() {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+	}
+	return read, release, nil
+}

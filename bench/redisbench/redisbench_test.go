@@ -345,3 +345,39 @@ func startRueidis(t *testing.T) *Backend {
 	t.Cleanup(func() { closeBackend(t, b) })
 	return b
 }
+
+// The fan-out call (default-fan) reads every leaf from real Redis
+// replicas through the backend's LeafReader, each leaf from the replica
+// its copy was sent to.
+func TestFanCall(t *testing.T) {
+	redistest.Need(t)
+	b, err := Start(Options{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st, err := bench.LookupStrategy("default-fan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := bench.FanOut(bench.StrategyContender(st, bench.StrategyOptions{}, false), 8).New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 10 {
+		if err := c.Do(context.Background(), i); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if s := c.Stats(); s.Requests != 80 {
+		t.Errorf("%d leaves counted; want 80, 8 per request", s.Requests)
+	}
+	var served int64
+	for _, n := range b.Served() {
+		served += max(n, 0)
+	}
+	if served < 80 {
+		t.Errorf("the replicas served %d reads; want at least 80", served)
+	}
+}
