@@ -204,6 +204,22 @@
 //     the budget is shared: one bucket, credited for each sub-request. The
 //     request finishes when FanoutNeed (default all) have finished; with
 //     cancellation on, the rest are then cancelled.
+//   - The fan-out call (Config.FanCall): each fan-out request runs as
+//     hedge.DoFan runs one. Its decide.Fan, made from the hedge.FanOut
+//     by DoFan's own defaults over the simulator's servers, is shared by
+//     its sub-requests' plans: their extra copies take a token of the
+//     request's budget and a slot of its cap on top of the Hedger's
+//     rules, and give the slot back when they end, however they end.
+//     When the Mark-th sub-request finishes, the sibling trigger starts:
+//     each unfinished sub-request that has sent only its primary gets its
+//     hedge timer brought forward to decide.Policy.Due, the timer it had
+//     going stale. A copy the Policy retries after a refusal is asked for
+//     again a delay later, even when the trigger's time has passed. With
+//     FanCall.Canaries c, sub-requests 0 to c-1 go first and the others
+//     once all c have finished; the request's latency counts from its
+//     arrival. RunResult.FanExtra, FanMost and FanPeak give the extra
+//     copies per request, the most of one request, and the most of one in
+//     flight at once.
 //
 // # The study
 //

@@ -39,6 +39,18 @@ type PointResult struct {
 	// copies busy servers refused then, per measured request.
 	IdleOnlyCopies  bool    `json:"idle_only_copies,omitempty"`
 	RefusedByServer float64 `json:"refused_by_server,omitempty"`
+	// Fanout and FanoutNeed, present with fan-out requests, are Config's;
+	// with Config.FanCall, FanExtra is the extra copies per request,
+	// FanRefused the copies its budget or cap held back per request, and
+	// FanMost and FanPeak the most extra copies one request sent and had
+	// in flight at once, over the runs.
+	Fanout     int     `json:"fanout,omitempty"`
+	FanoutNeed int     `json:"fanout_need,omitempty"`
+	FanCall    bool    `json:"fan_call,omitempty"`
+	FanExtra   float64 `json:"fan_extra,omitempty"`
+	FanRefused float64 `json:"fan_refused,omitempty"`
+	FanMost    int     `json:"fan_most,omitempty"`
+	FanPeak    int     `json:"fan_peak,omitempty"`
 	// Groups lists the parts of the study the point belongs to (main,
 	// mixed, random, budget, stall-length, cancel-delay).
 	Groups   []string `json:"groups"`
@@ -168,6 +180,12 @@ func (s Summary) Result() PointResult {
 	}
 	if c.Clients > 1 {
 		r.Clients, r.ClientSkew = c.Clients, fptr(c.ClientSkew)
+	}
+	if c.Fanout > 1 {
+		r.Fanout, r.FanoutNeed = c.Fanout, c.FanoutNeed
+	}
+	if _, ok := c.fanOut(); ok {
+		r.FanCall, r.FanExtra, r.FanRefused, r.FanMost, r.FanPeak = true, s.FanExtra.Value, s.FanRefused.Value, s.FanMost, s.FanPeak
 	}
 	return r
 }
