@@ -181,7 +181,7 @@ func DoFan[T any](ctx context.Context, h *Hedger, op string, n int, f FanOut, le
 		r.marks.write = in.write
 	}
 	r.start = h.now()
-	r.fo.dec.Reset(r.start, f.fanConfig(n, len(h.replicas)))
+	r.fo.dec.Reset(f.fanConfig(n, len(h.replicas)))
 	r.leaves = make([]fanLeaf[T], n)
 	r.back = make(chan int, n)
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
@@ -300,7 +300,7 @@ func (r *fanRun[T]) returned(i int) {
 	if r.ended {
 		return
 	}
-	if r.fo.dec.Answered(l.own.end) {
+	if r.fo.dec.Answered(l.own.end, l.plan.Start) {
 		// The sibling trigger starts: the leaves still running may be
 		// stragglers earlier than their timers say.
 		for j := range r.leaves {

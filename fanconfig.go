@@ -53,11 +53,14 @@ type FanOut struct {
 
 // DefaultFanHedges is the request budget (FanOut.Hedges) of a fan-out of
 // n leaves over replicas replicas (Config.Replicas; 0, when the attempt
-// function chooses, counts as ten) when FanOut leaves it zero: the leaves
-// one stuck replica holds, n/replicas rounded up, and at least two.
+// function chooses, counts as ten) when FanOut leaves it zero: twice the
+// leaves one stuck replica holds, n/replicas rounded up, and at least
+// two. Twice, because the leaves' timers come due together when the
+// sibling trigger starts, and the tokens go to the first leaves asked
+// for, which are not always the stuck replica's.
 func DefaultFanHedges(n, replicas int) int {
 	r := fanReplicas(replicas)
-	return max(2, (n+r-1)/r)
+	return max(2, 2*((n+r-1)/r))
 }
 
 // DefaultFanMark is the sibling trigger's mark (FanOut.Mark) over

@@ -650,7 +650,7 @@ func (e *engine) finish(slot int32, r *request, k uint8) {
 	if r.measured {
 		e.unitLat = append(e.unitLat, lat)
 	}
-	e.subDone(r.parent)
+	e.subDone(r.parent, r.plan.Start)
 }
 
 func (e *engine) cancelAll(slot int32, r *request) {

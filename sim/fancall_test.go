@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -41,7 +40,7 @@ func TestFanCallValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("FanCall.Need equal to FanoutNeed: %v", err)
 	}
-	if s := c.String(); !strings.Contains(s, "fan-call={hedges=4 in-flight=4 mark=") {
+	if s := c.String(); !strings.Contains(s, "fan-call={hedges=8 in-flight=8 mark=") {
 		t.Errorf("String() = %q, want the fan-out decision with its defaults", s)
 	}
 }
@@ -128,7 +127,7 @@ func (fc *fanCheck) copy(e *engine, r *request) {
 	switch k := r.n - 1; {
 	case k == 1:
 		due := decide.AddSat(pl.Start, pl.Delay)
-		if s := pl.Fan.StraggleAt(); s < due {
+		if s := decide.AddSat(pl.Start, pl.Fan.Straggler()); s < due {
 			due = max(s, pl.Start)
 		}
 		if now < due-slack {
@@ -149,15 +148,8 @@ func (fc *fanCheck) retired(e *engine, p int32) {
 	}
 }
 
-// fanInFlight reads the extra copies in flight that f counts, a field
-// decide.Fan does not export.
-func fanInFlight(t *testing.T, f *decide.Fan) int {
-	v := reflect.ValueOf(f).Elem().FieldByName("inFlight")
-	if !v.IsValid() || !v.FieldByName("v").IsValid() {
-		t.Fatal("decide.Fan has no inFlight counter to read: update fanInFlight")
-	}
-	return int(v.FieldByName("v").Int())
-}
+// fanInFlight reads the extra copies in flight that f counts.
+func fanInFlight(_ *testing.T, f *decide.Fan) int { return f.InFlight() }
 
 // TestFanCallKeepsItsPromises runs fan-out requests with Config.FanCall in
 // worlds and with options that stress the decision's accounting (a cap of

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"time"
 
 	"github.com/tailcut/hedge/internal/decide"
 )
@@ -50,7 +51,7 @@ func (e *engine) newParent(idx int32, client uint16, measured bool) {
 	}
 	n := int32(k)
 	if e.fanCall {
-		e.fans[p].Reset(toDuration(e.now), e.fanCfg)
+		e.fans[p].Reset(e.fanCfg)
 		if e.canaries > 0 {
 			n = e.canaries
 		}
@@ -100,12 +101,12 @@ func (e *engine) sendRest(p int32) {
 // parent's decide.Fan, brings the hedges of the stragglers forward when
 // that starts the sibling trigger, and starts the leaves that waited for
 // the canaries once they have all finished.
-func (e *engine) subDone(p int32) {
+func (e *engine) subDone(p int32, start time.Duration) {
 	pr := &e.par[p]
 	pr.got++
 	if e.fanCall {
 		more := !pr.done && pr.got < e.need
-		if e.fans[p].Answered(toDuration(e.now)) && more && e.pol != nil && e.hedges {
+		if e.fans[p].Answered(toDuration(e.now), start) && more && e.pol != nil && e.hedges {
 			e.straggle(p)
 		}
 		if more && pr.got == pr.sent && pr.sent < int32(e.c.Fanout) {

@@ -81,20 +81,8 @@ func (h *hedgeRT) Refused(_ time.Duration, why hedge.Refusal, _ int) {
 // Arm queues a hedge event at at. It is offset from e.now rather than
 // converted back from at, so that the event time is exactly e.now +
 // delay.
-//
-// A copy the Policy retries after a refusal (decide.Policy.Retries) is
-// asked for again at Due from now, which for a straggling leaf of a
-// fan-out (Config.FanCall) is now itself, the sibling trigger's time
-// having passed: the timer would fire at once, be refused again and arm
-// again, forever at the same virtual time. Such a timer is armed a delay
-// later instead, when a copy or a slot may have come back, as Retries
-// intends; no other timer is armed at or before now (Schedule sends a
-// copy due now at once).
 func (h *hedgeRT) Arm(at time.Duration) {
 	e, r := (*engine)(h), h.curR
-	if at <= h.curNow {
-		at = decide.AddSat(h.curNow, r.plan.Delay)
-	}
 	e.arm(h.cur, r, e.now+e.delayUnits(at-h.curNow))
 }
 

@@ -65,10 +65,13 @@ func (p *Policy) Fire(pl *Plan, now time.Duration, rt Runtime) Refusal {
 	return Allowed
 }
 
-// rearm arms the timer again after a refusal that the Policy retries.
+// rearm arms the timer again after a refusal that the Policy retries:
+// the copy is asked for again a delay later (not at Due, which for a
+// straggler of a fan-out may be now, and would ask again at once, for
+// ever), unless the caller's deadline comes first.
 func (p *Policy) rearm(pl *Plan, now time.Duration, why Refusal, rt Runtime) {
 	if p.Retries(pl, why) {
-		if at, _ := p.Due(pl, now); at != Never {
+		if at := AddSat(now, pl.Delay); at != Never && at <= pl.Deadline {
 			rt.Arm(at)
 		}
 	}

@@ -20,8 +20,8 @@ type FanConfig struct {
 	// trigger starts; 0 turns it off.
 	Mark int
 	// Straggle is the sibling trigger's multiple: a leaf that has not
-	// answered Straggle times as long after the request started as the
-	// Mark-th answer took is a straggler.
+	// answered Straggle times as long after it went as the Mark-th answer
+	// took is a straggler.
 	Straggle float64
 }
 
@@ -30,61 +30,64 @@ type FanConfig struct {
 // and the sibling trigger.
 //
 // The sibling trigger reads the leaves as one sample of how long this
-// request's work takes now, on these replicas: a leaf still running when
-// Mark of its siblings have answered, Straggle times later than the
-// Mark-th answer came, is a straggler whatever the Hedger's delay says,
-// and its next copy is due then (Policy.Due). Load that slows every leaf
+// request's work takes now, on these replicas: once Mark of the leaves
+// have answered, a leaf still running Straggle times as long after it
+// went as the Mark-th answer took is a straggler whatever the Hedger's
+// delay says, and its next copy is due then (Policy.Due). A leaf sent
+// after the mark (after canaries) gets as long from its own start. Load that slows every leaf
 // slows the Mark-th answer too, so the trigger moves with it; a stuck
 // replica slows only its own leaves.
 //
 // A Fan is safe for concurrent use by its leaves. The zero Fan is not
 // ready: call Reset first.
 type Fan struct {
-	start       time.Duration
 	mark        int32
 	straggle    float64
 	maxInFlight int32
 	tokens      atomic.Int32 // extra copies the request may still send
 	inFlight    atomic.Int32 // its extra copies in flight
 	answered    atomic.Int32 // leaves that answered
-	at          atomic.Int64 // when a straggler's next copy is due; Never before the mark
+	wait        atomic.Int64 // how long after it went a leaf is a straggler; Never before the mark
 	extra       atomic.Int32 // extra copies sent
 	peak        atomic.Int32 // the most extra copies in flight at once
 }
 
-// Reset makes f the state of a fan-out request that started at start.
-func (f *Fan) Reset(start time.Duration, cfg FanConfig) {
-	f.start, f.mark, f.straggle = start, int32(cfg.Mark), cfg.Straggle
+// Reset makes f the state of a new fan-out request.
+func (f *Fan) Reset(cfg FanConfig) {
+	f.mark, f.straggle = int32(cfg.Mark), cfg.Straggle
 	f.maxInFlight = int32(cfg.InFlight)
 	f.tokens.Store(int32(cfg.Hedges))
 	f.inFlight.Store(0)
 	f.answered.Store(0)
-	f.at.Store(int64(Never))
+	f.wait.Store(int64(Never))
 	f.extra.Store(0)
 	f.peak.Store(0)
 }
 
-// Answered records a leaf that answered at now. It reports whether this
-// answer is the Mark-th, which starts the sibling trigger: the engine
-// should then bring forward the timers of the leaves still running (see
-// Policy.Due), for their stragglers' copies are due earlier now.
-func (f *Fan) Answered(now time.Duration) bool {
+// Answered records a leaf that went at start and answered at now. It
+// reports whether this answer is the Mark-th, which starts the sibling
+// trigger: the engine should then bring forward the timers of the leaves
+// still running (see Policy.Due), for their stragglers' copies are due
+// earlier now.
+func (f *Fan) Answered(now, start time.Duration) bool {
 	n := f.answered.Add(1)
 	if f.mark <= 0 || n != f.mark {
 		return false
 	}
-	took := float64(max(now-f.start, 0))
-	at := Never
-	if d := took * f.straggle; d < float64(math.MaxInt64/2) {
-		at = AddSat(f.start, time.Duration(d))
+	wait := Never
+	if d := float64(max(now-start, 0)) * f.straggle; d < float64(math.MaxInt64/2) {
+		wait = time.Duration(d)
 	}
-	f.at.Store(int64(at))
+	f.wait.Store(int64(wait))
 	return true
 }
 
-// StraggleAt returns when a leaf still running becomes a straggler, or
-// Never before Mark leaves have answered.
-func (f *Fan) StraggleAt() time.Duration { return time.Duration(f.at.Load()) }
+// Straggler returns how long after it went a leaf still running is a
+// straggler, or Never before Mark leaves have answered.
+func (f *Fan) Straggler() time.Duration { return time.Duration(f.wait.Load()) }
+
+// InFlight returns the extra copies of the request in flight now.
+func (f *Fan) InFlight() int { return int(f.inFlight.Load()) }
 
 // Extra returns the extra copies the request's leaves sent.
 func (f *Fan) Extra() int { return int(f.extra.Load()) }

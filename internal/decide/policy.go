@@ -320,8 +320,8 @@ func (p *Policy) bucket(pl *Plan) Bucket {
 // Due returns when the next copy of the request is due if none fails
 // before: the delay after from (when the last copy went), or Never. A
 // leaf of a fan-out (Plan.Fan) that has sent no copy yet is due earlier
-// when its siblings say it is a straggler (Fan.StraggleAt), but never
-// before from. A request whose deadline is nearer than that has no copy
+// when its siblings say it is a straggler (Fan.Straggler after it went),
+// but never before from. A request whose deadline is nearer than that has no copy
 // due; Due reports it with RefusedDeadline, once, for the engine to
 // count.
 func (p *Policy) Due(pl *Plan, from time.Duration) (time.Duration, Refusal) {
@@ -330,7 +330,7 @@ func (p *Policy) Due(pl *Plan, from time.Duration) (time.Duration, Refusal) {
 	}
 	at := AddSat(from, pl.Delay)
 	if pl.Fan != nil && pl.Copies == 1 {
-		if s := pl.Fan.StraggleAt(); s < at {
+		if s := AddSat(pl.Start, pl.Fan.Straggler()); s < at {
 			at = max(s, from)
 		}
 	}
