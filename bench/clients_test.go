@@ -166,10 +166,15 @@ func TestFanOutSendsEveryLeaf(t *testing.T) {
 	}
 }
 
-// TestRunHTTPClientsAndFanOut runs many clients of fan-out requests
-// against real HTTP replicas: every request answered, every leaf reaching
-// a replica, and each client dialling connections of its own.
-func TestRunHTTPClientsAndFanOut(t *testing.T) {
+// runFanOutHTTP runs strategy once against three real HTTP replicas with
+// stalls, each request reading fanOut leaves, split among clients
+// clients, and checks what every such run must show: every request
+// answered, and every leaf reaching a replica once. The servers' counters
+// are read when measuring starts, after some measured leaves may have
+// arrived, and the warm-up's late ones add: a few percent either way. A
+// leaf missing from each request would be -1/fanOut.
+func runFanOutHTTP(t *testing.T, strategy string, clients, fanOut int) (*RunResult, Scenario) {
+	t.Helper()
 	b, err := StartHTTP(HTTPOptions{Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -179,9 +184,9 @@ func TestRunHTTPClientsAndFanOut(t *testing.T) {
 		Rate: 100, Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond,
 		StallLength: 20 * time.Millisecond, StallShare: 0.05, Repeats: 1, Seed: 9,
 		MaxReruns: -1, MaxTotalReruns: -1, Settle: 10 * time.Millisecond,
-		Clients: 5, FanOut: 4,
+		Clients: clients, FanOut: fanOut,
 	}
-	st, err := LookupStrategy("default")
+	st, err := LookupStrategy(strategy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,49 +198,31 @@ func TestRunHTTPClientsAndFanOut(t *testing.T) {
 	if r.Requests == 0 || r.Errors != 0 {
 		t.Fatalf("%d requests, %d errors (%s)", r.Requests, r.Errors, r.FirstError)
 	}
-	// The servers saw every leaf, four per request, and no second copy
-	// of each. The servers' counters are read when measuring starts,
-	// after some measured leaves may have arrived, and the warm-up's late
-	// ones add: a few percent either way. A leaf missing from each
-	// request would be -25%.
 	if r.ServerExtraPct < -10 || r.ServerExtraPct >= 100 {
 		t.Errorf("servers' extra %.1f%% over the leaves: want from about 0 to below 100%%", r.ServerExtraPct)
 	}
+	return &r, s
+}
+
+// TestRunHTTPClientsAndFanOut runs many clients of fan-out requests
+// against real HTTP replicas: every request answered, every leaf reaching
+// a replica, and each client dialling connections of its own.
+func TestRunHTTPClientsAndFanOut(t *testing.T) {
+	r, s := runFanOutHTTP(t, "default", 5, 4)
 	if r.Dials < int64(s.Clients) {
 		t.Errorf("%d dials for %d clients: each must have connections of its own", r.Dials, s.Clients)
 	}
 }
 
 // TestRunHTTPFanCall runs the fan-out call (default-fan) against real
-// HTTP replicas with stalls: every request answered, every leaf reaching
-// a replica, the client's counters counting leaves; and a backend without
-// a LeafReader is refused with a message naming it.
+// HTTP replicas with stalls: every request answered and every leaf
+// reaching a replica; and a backend without a LeafReader is refused with
+// a message naming it.
 func TestRunHTTPFanCall(t *testing.T) {
-	b, err := StartHTTP(HTTPOptions{Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	s := Scenario{
-		Rate: 100, Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond,
-		StallLength: 20 * time.Millisecond, StallShare: 0.05, Repeats: 1, Seed: 9,
-		MaxReruns: -1, MaxTotalReruns: -1, Settle: 10 * time.Millisecond,
-		FanOut: 8,
-	}
+	runFanOutHTTP(t, "default-fan", 1, 8)
 	st, err := LookupStrategy("default-fan")
 	if err != nil {
 		t.Fatal(err)
-	}
-	res, err := Run(context.Background(), b, s, []Contender{StrategyContender(st, StrategyOptions{}, false)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := res.Runs[0]
-	if r.Requests == 0 || r.Errors != 0 {
-		t.Fatalf("%d requests, %d errors (%s)", r.Requests, r.Errors, r.FirstError)
-	}
-	if r.ServerExtraPct < -10 || r.ServerExtraPct >= 100 {
-		t.Errorf("servers' extra %.1f%% over the leaves: want from about 0 to below 100%%", r.ServerExtraPct)
 	}
 	_, err = StrategyContender(st, StrategyOptions{}, false).New(noLeaves{})
 	if err == nil || !strings.Contains(err.Error(), "LeafReader") {
