@@ -233,7 +233,7 @@ type fanRun[T any] struct {
 
 	start    time.Duration
 	running  int  // leaves sent that have not returned
-	answered int  // leaves that answered
+	answered int  // leaves that answered, before the end or after
 	failed   int  // leaves whose own copies failed
 	ended    bool // the fan-out has ended: the leaves still running are cancelled
 	cause    error
@@ -365,7 +365,7 @@ func (r *fanRun[T]) result(res *FanResult[T]) (FanResult[T], error) {
 	if r.pnc != nil {
 		panic(r.pnc)
 	}
-	answered, notNeeded, late := 0, 0, 0
+	notNeeded, late := 0, 0
 	for i := range r.leaves {
 		l := &r.leaves[i]
 		switch {
@@ -373,7 +373,6 @@ func (r *fanRun[T]) result(res *FanResult[T]) (FanResult[T], error) {
 			res.Errs[i] = ErrNotSentCanary
 		case l.own.err == nil:
 			res.Values[i] = l.own.v
-			answered++
 		case l.cut != nil:
 			res.Errs[i] = l.cut
 			switch l.cut {
@@ -388,9 +387,9 @@ func (r *fanRun[T]) result(res *FanResult[T]) (FanResult[T], error) {
 	}
 	st.notNeeded.Add(int64(notNeeded))
 	st.late.Add(int64(late))
-	if answered >= r.need {
+	if r.answered >= r.need {
 		return *res, nil
 	}
 	st.partial.Add(1)
-	return *res, &FanError{Leaves: res.Errs, Answered: answered, Need: r.need, Cause: r.cause}
+	return *res, &FanError{Leaves: res.Errs, Answered: r.answered, Need: r.need, Cause: r.cause}
 }
