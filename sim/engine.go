@@ -160,6 +160,7 @@ type engine struct {
 	busyInt, stallInt  float64
 
 	lat, unitLat      []float64
+	copies            int64 // copies placed by measured units
 	units, hedged     int64
 	multiRan          int64
 	workSum, sizeSum  float64
@@ -318,7 +319,7 @@ func (e *engine) init(c Config) {
 	}
 	e.lat = e.lat[:0]
 	e.unitLat = e.unitLat[:0]
-	e.units, e.hedged, e.multiRan = 0, 0, 0
+	e.units, e.hedged, e.multiRan, e.copies = 0, 0, 0, 0
 	e.workSum, e.sizeSum = 0, 0
 	e.delaySum, e.delayN = 0, 0
 	e.events = 0
@@ -686,6 +687,7 @@ func (e *engine) maybeFree(slot int32) {
 		if r.n > 1 {
 			e.hedged++
 		}
+		e.copies += int64(r.n)
 		if r.ran > 1 {
 			e.multiRan++
 		}

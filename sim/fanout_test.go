@@ -233,3 +233,42 @@ func TestDefaultClientsBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestFanOutLeafMeasures checks the sub-request measures of a fan-out run:
+// unhedged, each request places exactly Fanout copies, and a request that
+// waits for all its leaves is no faster than its leaves; with one leaf
+// none of them is reported.
+func TestFanOutLeafMeasures(t *testing.T) {
+	c := DefaultConfig()
+	c.World, c.Load, c.Fanout, c.Requests, c.Warmup = Stalls, 0.3, 10, 20_000, 2_000
+	var s Simulator
+	r, err := s.Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Copies != 10 {
+		t.Errorf("unhedged, copies per request = %v, want exactly 10", r.Copies)
+	}
+	if !(r.LeafP50 > 0 && r.LeafP50 <= r.LeafP99 && r.LeafP99 <= r.LeafP999) {
+		t.Errorf("leaf percentiles out of order: p50 %v, p99 %v, p99.9 %v", r.LeafP50, r.LeafP99, r.LeafP999)
+	}
+	if r.P50 < r.LeafP50 || r.P99 < r.LeafP99 {
+		t.Errorf("a request waiting for all 10 leaves is faster than its leaves: request p50 %v p99 %v, leaf p50 %v p99 %v", r.P50, r.P99, r.LeafP50, r.LeafP99)
+	}
+	c.Strategy = Default
+	h, err := s.Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 10 * (1 + h.HedgedFraction); math.Abs(h.Copies-want) > 1e-9 {
+		t.Errorf("default, copies per request = %v, want 10 x (1 + hedged fraction %v) = %v", h.Copies, h.HedgedFraction, want)
+	}
+	c.Fanout = 1
+	o, err := s.Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Copies != 0 || o.LeafP99 != 0 {
+		t.Errorf("without fan-out, leaf measures reported: copies %v, leaf p99 %v", o.Copies, o.LeafP99)
+	}
+}

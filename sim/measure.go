@@ -21,6 +21,12 @@ type RunResult struct {
 	// UnitP95 is the p95 latency of the unit that is hedged: the
 	// sub-request with Fanout > 1, else the request (equal to P95).
 	UnitP95 float64
+	// With Fanout > 1: LeafP50, LeafP99 and LeafP999 are the nearest-rank
+	// percentiles of the measured sub-requests' latencies (each from its
+	// own start), and Copies is the mean number of copies the measured
+	// requests' sub-requests placed, per request (Fanout with no hedge).
+	LeafP50, LeafP99, LeafP999 float64
+	Copies                     float64
 	// HedgedFraction is the share of units that sent a second copy.
 	HedgedFraction float64
 	// MultiStarted is the share of units of which more than one copy
@@ -174,7 +180,11 @@ func (e *engine) result() RunResult {
 		}
 	}
 	if e.c.Fanout > 1 {
-		r.UnitP95 = quantiles(e.unitLat, []float64{0.95})[0]
+		uq := quantiles(e.unitLat, []float64{0.5, 0.95, 0.99, 0.999})
+		r.LeafP50, r.UnitP95, r.LeafP99, r.LeafP999 = uq[0], uq[1], uq[2], uq[3]
+		if r.Requests > 0 {
+			r.Copies = float64(e.copies) / float64(r.Requests)
+		}
 	}
 	if e.units > 0 {
 		r.HedgedFraction = float64(e.hedged) / float64(e.units)
@@ -382,12 +392,14 @@ type Summary struct {
 	// and its standard error.
 	Mean, P50, P95, P99, P999 Estimate
 	UnitP95                   Estimate
-	HedgedFraction            Estimate
-	MultiStarted              Estimate
-	ExtraWork                 Estimate
-	Utilisation               Estimate
-	StalledFraction           Estimate
-	Delay                     Estimate
+	// LeafP50, LeafP99, LeafP999 and Copies are RunResult's (Fanout > 1).
+	LeafP50, LeafP99, LeafP999, Copies Estimate
+	HedgedFraction                     Estimate
+	MultiStarted                       Estimate
+	ExtraWork                          Estimate
+	Utilisation                        Estimate
+	StalledFraction                    Estimate
+	Delay                              Estimate
 	// Preempted and RefusedByServer are RunResult's per measured request.
 	Preempted, RefusedByServer Estimate
 	// FanExtra is RunResult.FanExtra, FanRefused the copies refused by
@@ -417,6 +429,10 @@ func Summarize(c Config, runs []RunResult) Summary {
 	s.P99 = col(func(r *RunResult) float64 { return r.P99 })
 	s.P999 = col(func(r *RunResult) float64 { return r.P999 })
 	s.UnitP95 = col(func(r *RunResult) float64 { return r.UnitP95 })
+	s.LeafP50 = col(func(r *RunResult) float64 { return r.LeafP50 })
+	s.LeafP99 = col(func(r *RunResult) float64 { return r.LeafP99 })
+	s.LeafP999 = col(func(r *RunResult) float64 { return r.LeafP999 })
+	s.Copies = col(func(r *RunResult) float64 { return r.Copies })
 	s.HedgedFraction = col(func(r *RunResult) float64 { return r.HedgedFraction })
 	s.MultiStarted = col(func(r *RunResult) float64 { return r.MultiStarted })
 	s.ExtraWork = col(func(r *RunResult) float64 { return r.ExtraWork })

@@ -44,8 +44,15 @@ type PointResult struct {
 	// FanRefused the copies its budget or cap held back per request, and
 	// FanMost and FanPeak the most extra copies one request sent and had
 	// in flight at once, over the runs.
-	Fanout     int     `json:"fanout,omitempty"`
-	FanoutNeed int     `json:"fanout_need,omitempty"`
+	Fanout     int `json:"fanout,omitempty"`
+	FanoutNeed int `json:"fanout_need,omitempty"`
+	// With fan-out requests, LeafP50, LeafP99 and LeafP999 are the
+	// sub-requests' own percentiles and Copies the copies the
+	// sub-requests placed per request (RunResult's, mean over the runs).
+	LeafP50    float64 `json:"leaf_p50,omitempty"`
+	LeafP99    float64 `json:"leaf_p99,omitempty"`
+	LeafP999   float64 `json:"leaf_p999,omitempty"`
+	Copies     float64 `json:"copies,omitempty"`
 	FanCall    bool    `json:"fan_call,omitempty"`
 	FanExtra   float64 `json:"fan_extra,omitempty"`
 	FanRefused float64 `json:"fan_refused,omitempty"`
@@ -183,6 +190,7 @@ func (s Summary) Result() PointResult {
 	}
 	if c.Fanout > 1 {
 		r.Fanout, r.FanoutNeed = c.Fanout, c.FanoutNeed
+		r.LeafP50, r.LeafP99, r.LeafP999, r.Copies = s.LeafP50.Value, s.LeafP99.Value, s.LeafP999.Value, s.Copies.Value
 	}
 	if _, ok := c.fanOut(); ok {
 		r.FanCall, r.FanExtra, r.FanRefused, r.FanMost, r.FanPeak = true, s.FanExtra.Value, s.FanRefused.Value, s.FanMost, s.FanPeak

@@ -200,6 +200,12 @@ func printSummary(w io.Writer, s sim.Summary, el time.Duration) {
 	row("p95", s.P95, false)
 	row("p99", s.P99, false)
 	row("p99.9", s.P999, false)
+	if c.Fanout > 1 {
+		row("leaf p50", s.LeafP50, false)
+		row("leaf p99", s.LeafP99, false)
+		row("leaf p99.9", s.LeafP999, false)
+		row("copies/request", s.Copies, false)
+	}
 	if c.Strategy != sim.None {
 		row("hedged fraction", s.HedgedFraction, true)
 	}
