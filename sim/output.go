@@ -49,17 +49,20 @@ type PointResult struct {
 	// With fan-out requests, LeafP50, LeafP99 and LeafP999 are the
 	// sub-requests' own percentiles and Copies the copies the
 	// sub-requests placed per request (RunResult's, mean over the runs).
-	LeafP50    float64 `json:"leaf_p50,omitempty"`
-	LeafP99    float64 `json:"leaf_p99,omitempty"`
-	LeafP999   float64 `json:"leaf_p999,omitempty"`
-	Copies     float64 `json:"copies,omitempty"`
-	FanCall    bool    `json:"fan_call,omitempty"`
-	FanExtra   float64 `json:"fan_extra,omitempty"`
-	FanRefused float64 `json:"fan_refused,omitempty"`
-	FanMost    int     `json:"fan_most,omitempty"`
-	FanPeak    int     `json:"fan_peak,omitempty"`
+	LeafP50  float64 `json:"leaf_p50,omitempty"`
+	LeafP99  float64 `json:"leaf_p99,omitempty"`
+	LeafP999 float64 `json:"leaf_p999,omitempty"`
+	Copies   float64 `json:"copies,omitempty"`
+	FanCall  bool    `json:"fan_call,omitempty"`
+	// FanCanaries is the fan-out call's canaries (FanOut.Canaries).
+	FanCanaries int     `json:"fan_canaries,omitempty"`
+	FanExtra    float64 `json:"fan_extra,omitempty"`
+	FanRefused  float64 `json:"fan_refused,omitempty"`
+	FanMost     int     `json:"fan_most,omitempty"`
+	FanPeak     int     `json:"fan_peak,omitempty"`
 	// Groups lists the parts of the study the point belongs to (main,
-	// mixed, random, budget, stall-length, cancel-delay).
+	// mixed, random, budget, stall-length, default, cancel-delay, fan-out,
+	// clients).
 	Groups   []string `json:"groups"`
 	Runs     int      `json:"runs"`
 	Requests int      `json:"requests"`
@@ -192,7 +195,8 @@ func (s Summary) Result() PointResult {
 		r.Fanout, r.FanoutNeed = c.Fanout, c.FanoutNeed
 		r.LeafP50, r.LeafP99, r.LeafP999, r.Copies = s.LeafP50.Value, s.LeafP99.Value, s.LeafP999.Value, s.Copies.Value
 	}
-	if _, ok := c.fanOut(); ok {
+	if fo, ok := c.fanOut(); ok {
+		r.FanCanaries = fo.Canaries
 		r.FanCall, r.FanExtra, r.FanRefused, r.FanMost, r.FanPeak = true, s.FanExtra.Value, s.FanRefused.Value, s.FanMost, s.FanPeak
 	}
 	return r
@@ -280,6 +284,9 @@ func indexResults(res []PointResult) resultIndex {
 	ix := resultIndex{}
 	for i := range res {
 		r := &res[i]
+		if manyOnly(r) {
+			continue // its coordinates are the index's and more
+		}
 		ix[ixKey(r.Scenario(), r.Routing, r.Strategy, r.Load, r.Budget, r.StallMean, r.CancelDelay)] = r
 	}
 	return ix
@@ -472,6 +479,8 @@ func Table(res []PointResult) string {
 		}
 		b.WriteString("\n")
 	}
+
+	b.WriteString(manyTables(res))
 
 	// Tied cancellation delay.
 	if slices.ContainsFunc(res, func(r PointResult) bool { return slices.Contains(r.Groups, GroupCancelDelay) }) {

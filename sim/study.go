@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tailcut/hedge"
 )
 
 // StudyLoads are the loads of the study grid.
@@ -35,7 +37,27 @@ const (
 	GroupStallLength = "stall-length" // stall means with hedge-p95-live at loads 0.3 and 0.7
 	GroupCancelDelay = "cancel-delay" // tied with cancel delay 0.1 at high load
 	GroupDefault     = "default"      // the library default against none, live p95 and tied in every world
+	GroupFanOut      = "fan-out"      // requests of 10, 40 and 100 leaves: none, default, the fan-out call; first k of n; canaries
+	GroupClients     = "clients"      // 1, 10 and 100 clients, requests of 1, 10 and 40 leaves: none, default, low-priority copies, the fan-out call
 )
+
+// StudyFanWidths are the widths of the fan-out group's requests, and
+// StudyClientCounts and StudyClientWidths the clients and widths of the
+// clients group. StudyManyWorlds are both groups' worlds, and
+// StudyManyLoads their loads (those of the grid's loads that are among
+// them; all of the grid's when none is).
+var (
+	StudyFanWidths    = []int{10, 40, 100}
+	StudyClientCounts = []int{1, 10, 100}
+	StudyClientWidths = []int{1, 10, 40}
+	StudyManyWorlds   = []World{Noise, Stalls, BigJobs, Mixed}
+	StudyManyLoads    = []float64{0.1, 0.3, 0.5, 0.7, 0.9}
+)
+
+// studyLeaves is how many sub-requests a run of the fan-out and clients
+// groups serves (requests x width), so that a wide request does not make
+// a run wider in work: full and quick.
+const studyLeaves, studyLeavesQuick = 400_000, 100_000
 
 // DefaultScenario is a world of the default group: a World with the
 // parameters that make it a world of its own.
@@ -160,6 +182,9 @@ func scenarioKey(c Config) string {
 	if c.Discipline != FCFS {
 		fmt.Fprintf(&b, "|%s", c.Discipline)
 	}
+	if c.Fanout > 1 {
+		fmt.Fprintf(&b, "|fanout=%d", c.Fanout)
+	}
 	return b.String()
 }
 
@@ -173,6 +198,23 @@ func pointKey(c Config) string {
 		fmt.Fprintf(&b, "|budget=%g", c.Budget)
 	case Tied, TiedTwoChoice:
 		fmt.Fprintf(&b, "|cancel-delay=%g", c.CancelDelay)
+	}
+	// The clients share the scenario's arrivals (common random numbers
+	// across client counts); they are the point's own.
+	if c.Clients > 1 {
+		fmt.Fprintf(&b, "|clients=%d,skew=%g", c.Clients, c.ClientSkew)
+	}
+	if c.FanoutNeed > 0 {
+		fmt.Fprintf(&b, "|need=%d", c.FanoutNeed)
+	}
+	if fo, ok := c.fanOut(); ok {
+		fmt.Fprintf(&b, "|fan-call=%+v", fo)
+	}
+	if c.LowPriorityCopies {
+		b.WriteString("|low-priority")
+	}
+	if c.IdleOnlyCopies {
+		b.WriteString("|idle-only")
 	}
 	return b.String()
 }
@@ -192,6 +234,9 @@ func (p *studyPlan) add(c Config, group string) *studyPoint {
 	if c.Strategy != None {
 		rc := c
 		rc.Strategy, rc.Delay, rc.CancelDelay = None, 0, 0
+		// Not hedging: no server help, no fan-out call (its canaries
+		// cost a request time, which the comparison must show).
+		rc.FanCall, rc.LowPriorityCopies, rc.IdleOnlyCopies = nil, false, false
 		sp.ref = p.add(rc, group)
 	}
 	if c.Strategy.NeedsCalibration() {
@@ -294,6 +339,7 @@ func planStudy(o StudyOptions) *studyPlan {
 			}
 		}
 	}
+	p.planMany(loads, o)
 	// Tied with a cancellation delay of 0.1 at high load, next to instant.
 	for _, w := range []World{Noise, Stalls, BigJobs} {
 		for _, d := range []float64{0, 0.1} {
@@ -305,6 +351,76 @@ func planStudy(o StudyOptions) *studyPlan {
 		}
 	}
 	return p
+}
+
+// planMany lays out the fan-out and clients groups: runs of the same
+// number of leaves whatever the width, at the grid's loads that are in
+// StudyManyLoads.
+func (p *studyPlan) planMany(loads []float64, o StudyOptions) {
+	var ls []float64
+	for _, l := range loads {
+		if slices.Contains(StudyManyLoads, l) {
+			ls = append(ls, l)
+		}
+	}
+	if ls == nil {
+		ls = loads
+	}
+	leaves := studyLeaves
+	if o.Quick {
+		leaves = studyLeavesQuick
+	}
+	if o.Requests > 0 {
+		leaves = o.Requests
+	}
+	at := func(w World, s Strategy, load float64, clients, width int) Config {
+		c := p.base
+		c.World, c.Routing, c.Strategy, c.Load = w, TwoChoice, s, load
+		c.Clients, c.Fanout = clients, width
+		c.Requests = max(leaves/width, 100)
+		c.Warmup = c.Requests / 10
+		return c
+	}
+	fanCall := func(c Config, fo hedge.FanOut) Config {
+		c.FanCall = &fo
+		return c
+	}
+	lowPriority := func(c Config) Config {
+		c.LowPriorityCopies = true
+		return c
+	}
+	// Fan-out requests of one client: all leaves, the first 95% of them,
+	// and one canary first.
+	for _, w := range StudyManyWorlds {
+		for _, width := range StudyFanWidths {
+			for _, l := range ls {
+				p.add(at(w, None, l, 1, width), GroupFanOut)
+				d := at(w, Default, l, 1, width)
+				p.add(d, GroupFanOut)
+				p.add(fanCall(d, hedge.FanOut{}), GroupFanOut)
+				k := d
+				k.FanoutNeed = width - max(1, width/20)
+				p.add(k, GroupFanOut)
+				p.add(fanCall(k, hedge.FanOut{}), GroupFanOut)
+				p.add(fanCall(d, hedge.FanOut{Canaries: 1}), GroupFanOut)
+			}
+		}
+	}
+	// Clients sharing the servers, each with a Hedger of its own.
+	for _, w := range StudyManyWorlds {
+		for _, clients := range StudyClientCounts {
+			for _, width := range StudyClientWidths {
+				for _, l := range ls {
+					d := at(w, Default, l, clients, width)
+					p.add(d, GroupClients)
+					p.add(lowPriority(d), GroupClients)
+					if width > 1 {
+						p.add(fanCall(d, hedge.FanOut{}), GroupClients)
+					}
+				}
+			}
+		}
+	}
 }
 
 // StudySize returns how many points and runs (calibrations included) the

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,7 +62,8 @@ func TestStudyDeterministicAcrossWorkers(t *testing.T) {
 		}
 	}
 	table, _ := os.ReadFile(filepath.Join(d1, "table.md"))
-	for _, want := range []string{"## noise world: p99", "## stalls world: p99.9", "## bigjobs world", "## mixed world", "random versus two-choice", "budget", "Stall length", "Tied requests"} {
+	for _, want := range []string{"## noise world: p99", "## stalls world: p99.9", "## bigjobs world", "## mixed world", "random versus two-choice", "budget", "Stall length", "Tied requests",
+		"## Fan-out requests", "| 100 | 0.9 |", "## Many clients", "| 100 | 40 | 0.5 |"} {
 		if !strings.Contains(string(table), want) {
 			t.Errorf("table.md lacks %q", want)
 		}
@@ -159,4 +162,74 @@ func TestStudyInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("cancelled at progress line %d; kept %d of %d points", w.lines, len(res), total)
+}
+
+// The fan-out and clients groups: each point is compared with not hedging
+// at its own clients, width and need, runs the same number of leaves
+// whatever its width, and is never read by the other groups' tables.
+func TestStudyManyGroups(t *testing.T) {
+	res, err := RunStudy(context.Background(), StudyOptions{Seed: 7, Workers: 2, Runs: 2, Requests: 4000, Loads: []float64{0.3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]*PointResult{}
+	key := func(r *PointResult, strategy string) string {
+		return fmt.Sprint(r.World, strategy, r.Load, max(r.Clients, 1), max(r.Fanout, 1), r.FanoutNeed, r.Requests)
+	}
+	for i := range res {
+		r := &res[i]
+		if r.Strategy == "none" {
+			byKey[key(r, "none")] = r
+		}
+	}
+	var fan, clients, canaries, firstK, lowPriority int
+	for i := range res {
+		r := &res[i]
+		inFan, inClients := slices.Contains(r.Groups, GroupFanOut), slices.Contains(r.Groups, GroupClients)
+		if !inFan && !inClients {
+			continue
+		}
+		if inFan {
+			fan++
+		}
+		if inClients {
+			clients++
+		}
+		if w := max(r.Fanout, 1); r.Requests != max(4000/w, 100) {
+			t.Errorf("%s width %d: %d requests, want %d", r.World, w, r.Requests, max(4000/w, 100))
+		}
+		if r.Fanout > 1 && (r.Copies < float64(r.Fanout) || r.LeafP99 <= 0) {
+			t.Errorf("%s width %d %s: copies %v, leaf p99 %v", r.World, r.Fanout, r.Strategy, r.Copies, r.LeafP99)
+		}
+		if r.Strategy == "none" {
+			if r.FanCall || r.LowPriorityCopies {
+				t.Errorf("not hedging with the fan-out call or the servers' help: %+v", r)
+			}
+			continue
+		}
+		if byKey[key(r, "none")] == nil || r.RatioP50 == nil || r.RatioP999 == nil {
+			t.Errorf("%s %s clients %d width %d need %d: no none to compare with", r.World, r.Strategy, r.Clients, r.Fanout, r.FanoutNeed)
+		}
+		if r.FanCanaries > 0 {
+			canaries++
+		}
+		if r.FanoutNeed > 0 {
+			firstK++
+		}
+		if r.LowPriorityCopies {
+			lowPriority++
+		}
+	}
+	if fan == 0 || clients == 0 || canaries == 0 || firstK == 0 || lowPriority == 0 {
+		t.Errorf("points: %d fan-out, %d clients, %d with canaries, %d first-k, %d low-priority: want some of each", fan, clients, canaries, firstK, lowPriority)
+	}
+	// The main tables read the main group's points, never a fan-out's or
+	// a client's of the same world, strategy and load.
+	ix := indexResults(res)
+	for _, w := range []World{Noise, Stalls} {
+		r := ix.get(w, TwoChoice, Default, 0.3, nil)
+		if r == nil || r.Fanout > 1 || r.Clients > 1 || r.Requests != 4000 || !slices.Contains(r.Groups, groupOf(w)) {
+			t.Errorf("%s default at 0.3: the index finds %+v, want the main group's point", w, r)
+		}
+	}
 }

@@ -26,7 +26,7 @@ func runStudy(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("study", "[--out DIR] [--seed N] [--quick] [--workers N]", stderr)
 	out := fs.String("out", "./study-out", "output directory (created if needed)")
 	seed := fs.Uint64("seed", 1, "master seed; every run's seed derives from it and the point's identity")
-	quick := fs.Bool("quick", false, "reduced grid (2 runs x 100,000 requests, 6 loads): under a minute")
+	quick := fs.Bool("quick", false, "reduced grid (2 runs x 100,000 requests, or leaves in the fan-out and clients groups; 6 loads)")
 	workers := fs.Int("workers", 0, "parallel runs (0: GOMAXPROCS); results do not depend on it")
 	if code := parseFlags(fs, args, stderr); code >= 0 {
 		return code

@@ -59,6 +59,7 @@ function pointsOf(s, w) {
     p.world === w && p.strategy === s.strategy &&
     p.routing === (s.routing || 'two-choice') &&
     !p.discipline && p.sigma === undefined && // the FCFS world, not its variants
+    !p.clients && !p.fanout && !p.low_priority_copies && !p.idle_only_copies && // one client, one leaf, no server help
     (p.stall_mean === undefined || p.stall_mean === 50) &&
     (s.budget === undefined || p.budget === s.budget) &&
     (s.cancelDelay === undefined || (p.cancel_delay || 0) === s.cancelDelay),
