@@ -50,7 +50,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "recovery" {
 		return runBenchRecovery(args[1:], stdout, stderr)
 	}
-	fs := newFlags("bench", "[--backend http|redis|grpc|all] [--quick] [flags]  (also: hedge bench tied, hedge bench recovery)", stderr)
+	if len(args) > 0 && args[0] == "fanout" {
+		return runBenchFanOut(args[1:], stdout, stderr)
+	}
+	fs := newFlags("bench", "[--backend http|redis|grpc|all] [--quick] [flags]  (also: hedge bench tied, hedge bench recovery, hedge bench fanout)", stderr)
 	d := bench.Scenario{}.Defaults()
 	f := benchFlags{s: d}
 	f.s.StallShare = 0.02

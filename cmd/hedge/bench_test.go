@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -209,4 +210,54 @@ func readBenchReport(t *testing.T, dir string) bench.Report {
 		t.Fatalf("results.json does not parse: %v", err)
 	}
 	return rep
+}
+
+// hedge bench fanout runs hedge bench once per width and sums the widths
+// up; its own mistakes are refused before anything starts.
+func TestBenchFanOut(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, bad := range [][]string{{"--fanout", "4"}, {"--width", "0"}, {"--width", "4,x"}, {"--width"}} {
+		dir := filepath.Join(t.TempDir(), "out")
+		code, _, stderr := runCLI(append([]string{"bench", "fanout", "--out", dir}, bad...)...)
+		if code != exitUsage || !strings.Contains(stderr, "--width") {
+			t.Errorf("%q: exit %d, stderr %q; want a usage error that names --width", bad, code, stderr)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%q: the output directory was created", bad)
+		}
+	}
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI("bench", "fanout", "--width", "2,3", "--backend", "http", "--repeats", "1",
+		"--requests", "150", "--rate", "150", "--warmup", "200ms", "--stall-share", "0.1", "--stall-length", "20ms",
+		"--timeout", "1m", "--reruns", "-1", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, w := range []int{2, 3} {
+		rep := readBenchReport(t, filepath.Join(dir, fmt.Sprintf("width-%d", w)))
+		if len(rep.Backends) != 1 || rep.Backends[0].Scenario.FanOut != w {
+			t.Fatalf("width %d: %d backends, fan-out %v", w, len(rep.Backends), rep.Backends)
+		}
+		var names []string
+		for _, c := range rep.Backends[0].Configs {
+			names = append(names, c.Config)
+		}
+		if got := strings.Join(names, ","); got != benchFanOutConfigs {
+			t.Errorf("width %d: configurations %s, want %s", w, got, benchFanOutConfigs)
+		}
+		for _, r := range rep.Backends[0].Runs {
+			if r.Requests < 120 || r.Errors > 0 {
+				t.Errorf("width %d, %s: %d requests answered, %d errors (%s)", w, r.Config, r.Requests, r.Errors, r.FirstError)
+			}
+		}
+	}
+	sum, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| 2 | http | none-two-choice (baseline) |", "| 3 | http | default-fan |"} {
+		if !strings.Contains(string(sum), want) || !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
 }
