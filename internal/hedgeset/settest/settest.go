@@ -28,7 +28,25 @@ const ms = time.Millisecond
 // slow primaries are hedged and their hedges win. Call it inside a
 // synctest bubble; it returns a second of the fake clock after the last
 // call, once the Hedger's timer goroutine exited.
+//
+// The Hedger draws its routing from math/rand/v2's global source, which
+// a test cannot seed: a workload may, by chance, send replica 0 only
+// hedges (no failover) or no primary to replica 1 (no hedge). So
+// Replicas draws workloads on fresh Hedgers until one has exercised every
+// series (a failover, an error, a hedge, a hedge win, a replica on
+// probation); each draw misses with a probability of a few percent.
 func Replicas(t testing.TB, calls int) *hedge.Hedger {
+	t.Helper()
+	for range 100 {
+		if h := replicas(t, calls); exercised(h) {
+			return h
+		}
+	}
+	t.Fatalf("settest: 100 workloads of %d calls, none exercised every replica series", calls)
+	return nil
+}
+
+func replicas(t testing.TB, calls int) *hedge.Hedger {
 	t.Helper()
 	h, err := hedge.New(hedge.Config{Replicas: 3, Delay: hedge.Fixed(10 * ms), NoBudget: true,
 		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
@@ -55,6 +73,18 @@ func Replicas(t testing.TB, calls int) *hedge.Hedger {
 	}
 	time.Sleep(time.Second) // the Hedger's timer goroutine exits when idle
 	return h
+}
+
+// exercised reports whether h's replicas have every series Replicas
+// promises a value other than zero.
+func exercised(h *hedge.Hedger) bool {
+	var errs, hedges, wins int64
+	probation := false
+	for _, r := range h.ReplicaStats() {
+		errs, hedges, wins = errs+r.Errors, hedges+r.Hedges, wins+r.HedgeWins
+		probation = probation || r.Probation
+	}
+	return errs > 0 && hedges > 0 && wins > 0 && probation && h.OpStats("get").Failovers > 0
 }
 
 // Peer is the address of the tied server's one peer.
