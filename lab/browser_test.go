@@ -360,6 +360,54 @@ func (b *browser) explorer(t *testing.T) {
 	if h := eval[string](b, `document.getElementById('ex-help').value`); h != "none" {
 		t.Errorf("the opening preset left the servers' help at %q", h)
 	}
+
+	// A fan-out of 40: the preset sets the width, the page lowers the
+	// requests to fit the lab's limit on leaves, and the leaves' numbers
+	// show beside the requests'.
+	if !eval[bool](b, `document.getElementById('ex-fan').hidden && document.getElementById('ex-fan-sub').hidden`) {
+		t.Error("the fan-out's results or controls show without a fan-out")
+	}
+	n = b.updates()
+	b.do(chromedp.Click(chromedp.CSS(`[data-preset="fanout"]`)))
+	b.waitUpdate(n)
+	if eval[bool](b, `document.getElementById('ex-status').classList.contains('err')`) {
+		t.Fatalf("the fan-out preset refused: %q", b.text("ex-status"))
+	}
+	if w := b.text("ex-width-out"); w != "40 leaves" || eval[bool](b, `document.getElementById('ex-fan-sub').hidden`) {
+		t.Errorf("width reads %q; need and the fan-out call hidden: %v", w, eval[bool](b, `document.getElementById('ex-fan-sub').hidden`))
+	}
+	if s := b.text("ex-status"); !strings.Contains(s, "2 × 5,000 requests of 40 leaves") {
+		t.Errorf("status %q, want 2 runs of 5,000 requests of 40 leaves (400,000 leaves a point)", s)
+	}
+	if eval[bool](b, `document.getElementById('ex-fan').hidden`) {
+		t.Fatal("no fan-out results after the fan-out preset")
+	}
+	if cells := eval[[]string](b, `[...document.querySelectorAll('#ex-fan-table td')].map(td => td.textContent)`); len(cells) != 18 || slices.Contains(cells, "–") {
+		t.Errorf("fan-out table cells %q, want 18 filled", cells)
+	}
+	if c := b.text("ex-copies"); !strings.HasPrefix(c, "Copies per request\n40 → ") {
+		t.Errorf("copies per request %q, want 40 unhedged", c)
+	}
+	if eval[bool](b, `document.getElementById('ex-fanextra').hidden || document.getElementById('ex-fanpeak').hidden`) {
+		t.Error("the fan-out call's numbers are hidden with the call on")
+	}
+	if v := b.text("ex-verdict-text"); !strings.Contains(v, "all 40 of its leaves") {
+		t.Errorf("verdict %q says nothing of the fan-out", v)
+	}
+	// Without the fan-out call its numbers go; at width 1 the fan-out's
+	// results go.
+	n = b.updates()
+	b.do(chromedp.Click(chromedp.ID("ex-fancall")))
+	b.waitUpdate(n)
+	if !eval[bool](b, `document.getElementById('ex-fanextra').hidden`) || eval[bool](b, `document.getElementById('ex-fan').hidden`) {
+		t.Error("the fan-out call's numbers show without the call")
+	}
+	n = b.updates()
+	b.key("ex-width", kb.Home)
+	b.waitUpdate(n)
+	if !eval[bool](b, `document.getElementById('ex-fan').hidden`) || b.text("ex-width-out") != "1: no fan-out" {
+		t.Errorf("width 1 (%q) still shows the fan-out's results", b.text("ex-width-out"))
+	}
 }
 
 func (b *browser) study(t *testing.T) {

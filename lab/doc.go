@@ -52,10 +52,13 @@
 // request with neither header, from a tool such as curl, passes.
 //
 //   - /api/explore?world=&sigma=&load=&routing=&strategy=&delay=&p=&calib=
-//     &livep=&budget=&cancel=&tied=&clients=&help=&runs=&requests=&seed= runs the chosen
-//     strategy and "none" at the same point (same seeds, so the runs are
-//     paired) and returns an ExploreResponse. Parameters are described on
-//     ExploreParams; all are optional.
+//     &livep=&budget=&cancel=&tied=&clients=&help=&width=&need=&fancall=
+//     &runs=&requests=&seed= runs the chosen strategy and "none" at the
+//     same point (same seeds, so the runs are paired) and returns an
+//     ExploreResponse. Parameters are described on ExploreParams; all are
+//     optional. With a fan-out (width > 1) both sides also report their
+//     leaves' percentiles and the copies per request (Measures.Fan), and
+//     the hedged side the fan-out call's extra copies when it ran.
 //   - /api/drill?hedge=&delay=&budget=&cancel=&op= returns a DrillResponse
 //     (delay in milliseconds, "130", or as a duration, "130ms").
 //   - /api/study returns the study's results.json.
@@ -103,7 +106,7 @@
 // the defaults (url.URL.Query would drop the error, so "load=5;" would
 // answer for load 0.5). Refused are a ';' (it does not separate parameters:
 // use '&', or write it as %3B), a bad %-escape (write '%' as %25), more
-// than 64 parameters (the explorer reads 15), a parameter given twice
+// than 64 parameters (the explorer reads 20), a parameter given twice
 // (the answer quotes the values), an unknown one, and a value out of its
 // range. Names and values quoted back are clipped to 40 bytes. A fuzz
 // test (FuzzForm, corpus in testdata/fuzz) holds the parser to this: no
@@ -116,7 +119,11 @@
 //
 //   - Size: at most 4 runs and Options.MaxRequests (200,000) requests per
 //     run, and at most Options.MaxWork (400,000) simulated requests per
-//     point. The page asks for 2 runs of 100,000. On a shared 2-core
+//     point. Both count leaves: a fan-out's request of width W counts W
+//     times, so a width of 100 cannot make a point 100 times as costly.
+//     The page asks for 2 runs of 100,000, and lowers the requests of a
+//     fan-out to fit (2 runs of 5,000 at width 40); the API does the same
+//     for a query that gives no requests. On a shared 2-core
 //     machine the server answers a new point in 50 to 150 ms (a calibration
 //     run when needed, the baseline and the hedged run), a point in the
 //     collapse regime in 0.4 to 2 s (an unstable queue takes longer to
@@ -126,7 +133,8 @@
 //     request), but an unstable one, such as hedging without cancellation
 //     at 95% utilisation, ends with nearly every request in flight and
 //     holds up to about 800 bytes per simulated request (measured: at most
-//     680). Each request's simulations are held within Options.MaxMemory
+//     680; a fan-out's leaf counts as a request here too, measured at 720).
+//     Each request's simulations are held within Options.MaxMemory
 //     (160 MiB) by that worst case: the runs of a point go in parallel only
 //     as far as it allows (two runs of 100,000 at once, one of 200,000 at a
 //     time), and a request whose single run would exceed it gets 413,

@@ -25,6 +25,9 @@ var (
 // maxExploreClients bounds the explorer's clients.
 const maxExploreClients = 100
 
+// maxWidth bounds the explorer's fan-out width (leaves per request).
+const maxWidth = 100
+
 // Explorer parameter ranges (see ExploreParams).
 const (
 	minLoad, maxLoad   = 0.05, 0.95
@@ -44,7 +47,10 @@ type ExploreParams struct {
 	// (1).
 	World string  `json:"world"`
 	Sigma float64 `json:"sigma"`
-	// Load (load) is the utilisation before hedging, 0.05 to 0.95 (0.5).
+	// Load (load) is the utilisation before hedging, 0.05 to 0.95 (0.5):
+	// with a fan-out it counts leaves, not requests (sim.Config.Load), so
+	// that a width of 40 at load 0.3 keeps the servers as busy as single
+	// requests at 0.3, with a fortieth of the request rate.
 	Load float64 `json:"load"`
 	// Routing (routing): two-choice, random, least-loaded or pool (the
 	// default).
@@ -86,10 +92,31 @@ type ExploreParams struct {
 	// form needs a queue per server (not pool routing) and no tied
 	// requests.
 	Help string `json:"help"`
+	// Width (width, 1 to 100, default 1) is how many sub-requests
+	// (leaves) each request fans out to (sim.Config.Fanout); each leaf
+	// is routed and hedged on its own. Need (need, default 0: all of
+	// them, else 1 to Width) is how many leaves must answer for the
+	// request to finish (sim.Config.FanoutNeed: the first k of n); the
+	// others are then cancelled. FanCall (fancall, default true) runs
+	// each request as the library's fan-out call, hedge.DoFan with the
+	// zero hedge.FanOut (sim.Config.FanCall): a budget and cap of extra
+	// copies per request, shared by its leaves, and the sibling trigger
+	// that hedges stragglers early. Need and FanCall matter only when
+	// Width > 1, and FanCall only for a strategy that hedges (not none,
+	// nor tied requests, which the call's budget and trigger do not
+	// govern).
+	Width   int  `json:"width"`
+	Need    int  `json:"need"`
+	FanCall bool `json:"fancall"`
 	// Runs (runs, 1 to 4, default 2), Requests (requests per run, 1,000
-	// to Options.MaxRequests, default 100,000) and Seed (seed, 1) size
-	// and seed the simulation; runs x requests is capped by
-	// Options.MaxWork.
+	// to Options.MaxRequests, default Options.DefaultRequests) and Seed
+	// (seed, 1) size and seed the simulation. The limits count leaves:
+	// a request of width W counts W times, so requests x width is at most
+	// Options.MaxRequests, and runs x requests x width at most
+	// Options.MaxWork. A query that gives no requests gets the default
+	// lowered to fit them (2 runs of width 40 under the default limits:
+	// 5,000 requests, 200,000 leaves per run); one that gives too many
+	// is refused, with the most that fit.
 	Runs     int    `json:"runs"`
 	Requests int    `json:"requests"`
 	Seed     uint64 `json:"seed"`
@@ -103,6 +130,7 @@ func DefaultExploreParams() ExploreParams {
 		World: "lognormal", Sigma: 1, Load: 0.5, Routing: "pool",
 		Strategy: "percentile", Delay: 2, Percentile: "95", Calibration: "quiet",
 		LiveP: 95, Budget: 5, Cancel: true, Clients: 1, Help: "none",
+		Width: 1, FanCall: true,
 		Runs: 2, Requests: 100_000, Seed: 1,
 	}
 }
@@ -112,10 +140,12 @@ func (p ExploreParams) hedges() bool { return p.choice().strategy != sim.None }
 
 // key is the canonical form of the parameters that matter: the hedged
 // side's simulation, in full, and for a calibrated delay the calibration
-// and the percentile. Parameters of other strategies are not part of it.
+// and the percentile. Parameters of other strategies are not part of it,
+// nor are need and fancall without a fan-out (they are not in the
+// simulation's configuration then).
 func (p ExploreParams) key() string {
 	c, ch := p.config()
-	k := fmt.Sprintf("%+v runs=%d", plainConfig(c), p.Runs)
+	k := fmt.Sprintf("%s runs=%d", configKey(c), p.Runs)
 	if ch.calibrated() {
 		k += fmt.Sprintf(" calibration=%s p=%s", ch.calibration(), p.Percentile)
 	}
@@ -124,17 +154,35 @@ func (p ExploreParams) key() string {
 
 // plainConfig is sim.Config without its String method, which rounds
 // delays to four digits: formatted with %+v it shows every field in full,
-// which makes it a cache key.
+// which makes it a cache key (see configKey).
 type plainConfig sim.Config
 
+// configKey formats c in full, as a cache key: plainConfig with %+v, and
+// the fan-out call's hedge.FanOut by value, where %+v would print the
+// pointer's address. (The lab leaves sim.Config.Hedge nil.)
+func configKey(c sim.Config) string {
+	fo := c.FanCall
+	c.FanCall = nil
+	k := fmt.Sprintf("%+v", plainConfig(c))
+	if fo != nil {
+		k += fmt.Sprintf(" fan-call=%+v", *fo)
+	}
+	return k
+}
+
 // parseExplore reads the explorer's parameters from a raw query string,
-// checking each against its range and runs x requests against MaxWork.
+// checking each against its range, and the leaves (requests x width) per
+// run against MaxRequests and per point (runs x requests x width)
+// against MaxWork.
 func (s *Server) parseExplore(raw string) (ExploreParams, []ParamError) {
 	d := DefaultExploreParams()
 	f := newForm(raw)
 	if f.malformed() {
 		return d, f.errs
 	}
+	// The size's defaults depend on the width and the runs, read first.
+	width := f.integer("width", d.Width, 1, maxWidth)
+	runs := f.integer("runs", d.Runs, 1, maxRuns)
 	p := ExploreParams{
 		World:       f.choice("world", d.World, exploreWorlds),
 		Sigma:       f.float("sigma", d.Sigma, 0, maxSigma),
@@ -150,19 +198,52 @@ func (s *Server) parseExplore(raw string) (ExploreParams, []ParamError) {
 		Tied:        f.boolean("tied", d.Tied),
 		Clients:     f.integer("clients", d.Clients, 1, maxExploreClients),
 		Help:        f.choice("help", d.Help, exploreHelps),
-		Runs:        f.integer("runs", d.Runs, 1, maxRuns),
-		Requests:    f.integer("requests", s.o.DefaultRequests, minRequests, s.o.MaxRequests),
+		Width:       width,
+		Need:        f.integer("need", d.Need, 0, maxWidth),
+		FanCall:     f.boolean("fancall", d.FanCall),
+		Runs:        runs,
+		Requests:    f.integer("requests", s.defaultRequests(runs, width), minRequests, s.o.MaxRequests),
 		Seed:        f.uint("seed", d.Seed),
 	}
 	f.unknown()
 	if len(f.errs) == 0 && p.Help != "none" && (p.Routing == sim.Pool.String() || p.Tied) {
 		f.bad("help", "the servers' help needs a queue per server and untied copies: choose two-choice, random or least-loaded routing, and no tied requests")
 	}
-	if len(f.errs) == 0 && p.Runs*p.Requests > s.o.MaxWork {
+	if len(f.errs) == 0 && p.Need > p.Width {
+		f.bad("need", "%d is more leaves than the width (%d): use 0 (all of them) to %d", p.Need, p.Width, p.Width)
+	}
+	if len(f.errs) > 0 {
+		return p, f.errs
+	}
+	switch leaves := p.Requests * p.Width; {
+	case p.Width == 1 && p.Runs*p.Requests > s.o.MaxWork:
 		f.bad("requests", "runs x requests = %d x %d exceeds the lab's limit of %d simulated requests per point: lower requests or runs",
 			p.Runs, p.Requests, s.o.MaxWork)
+	case leaves > s.o.MaxRequests:
+		f.bad("requests", "requests x width = %d x %d = %d leaves per run exceeds the lab's limit of %d: %s",
+			p.Requests, p.Width, leaves, s.o.MaxRequests, lower(s.o.MaxRequests/p.Width, "the width", "width", s.o.MaxRequests))
+	case p.Runs*leaves > s.o.MaxWork:
+		f.bad("requests", "runs x requests x width = %d x %d x %d = %d leaves exceeds the lab's limit of %d simulated leaves per point: %s",
+			p.Runs, p.Requests, p.Width, p.Runs*leaves, s.o.MaxWork, lower(s.o.MaxWork/(p.Runs*p.Width), "runs or the width", "runs x width", s.o.MaxWork))
 	}
 	return p, f.errs
+}
+
+// lower says what to lower when a fan-out's leaves exceed a limit: the
+// requests, to most or less, or else (when most is below the lab's least
+// requests) the others, whose product what may be at most limit/minRequests.
+func lower(most int, others, what string, limit int) string {
+	if most >= minRequests {
+		return fmt.Sprintf("lower requests to %d or less, or %s", most, others)
+	}
+	return fmt.Sprintf("lower %s: with the least requests, %d, %s may be at most %d", others, minRequests, what, limit/minRequests)
+}
+
+// defaultRequests is the requests per run of a query that gives none:
+// Options.DefaultRequests, lowered for a fan-out so that its leaves fit
+// MaxRequests per run and MaxWork per point, and at least minRequests.
+func (s *Server) defaultRequests(runs, width int) int {
+	return max(minRequests, min(s.o.DefaultRequests, s.o.MaxRequests/width, s.o.MaxWork/(runs*width)))
 }
 
 // Note is one warning or heads-up shown beside the verdict.
@@ -216,6 +297,39 @@ type Measures struct {
 	// ExploreResponse.CCDFSource), and RunCCDFs the same for each run.
 	CCDF     []Point   `json:"ccdf"`
 	RunCCDFs [][]Point `json:"run_ccdfs"`
+	// Fan holds the fan-out's measures when Width > 1, and is absent
+	// otherwise. With a fan-out the percentiles above are the requests'
+	// (each as slow as the leaves it waits for), and HedgedFraction,
+	// MultiStarted and MeanDelay count leaves.
+	Fan *FanMeasures `json:"fan,omitempty"`
+}
+
+// FanMeasures are the measures of a fan-out's leaves: means across runs,
+// latencies in mean service times.
+type FanMeasures struct {
+	// LeafP50, LeafP99 and LeafP999 are the nearest-rank percentiles of
+	// leaf latency, each leaf from its own start.
+	LeafP50  float64 `json:"leaf_p50"`
+	LeafP99  float64 `json:"leaf_p99"`
+	LeafP999 float64 `json:"leaf_p999"`
+	// Copies is the mean number of copies a request's leaves placed: the
+	// width when nothing is hedged.
+	Copies float64 `json:"copies"`
+	// Call holds the fan-out call's measures when it ran (FanCall with a
+	// strategy that hedges), and is absent otherwise.
+	Call *FanCallMeasures `json:"call,omitempty"`
+}
+
+// FanCallMeasures are the measures of the library's fan-out call
+// (hedge.DoFan), per request.
+type FanCallMeasures struct {
+	// Extra is the mean extra copies (hedges) a request's leaves sent;
+	// Refused the mean copies the request's own budget or cap held back.
+	Extra   float64 `json:"extra"`
+	Refused float64 `json:"refused"`
+	// Peak is the most extra copies of one request in flight at once,
+	// over the runs.
+	Peak int `json:"peak"`
 }
 
 // Gap holds the ratios hedged / unhedged of each percentile (below 1 is
@@ -229,6 +343,17 @@ type Gap struct {
 	// standard error.
 	Headline   float64 `json:"headline"`
 	HeadlineSE float64 `json:"headline_se"`
+	// Leaf holds the same ratios of the leaves' percentiles when
+	// Width > 1, and is absent otherwise.
+	Leaf *LeafGap `json:"leaf,omitempty"`
+}
+
+// LeafGap holds the ratios hedged / unhedged of the leaves' percentiles,
+// paired by run.
+type LeafGap struct {
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
 }
 
 // ExploreResponse is the body of a successful /api/explore.
@@ -253,8 +378,9 @@ type ExploreResponse struct {
 	// DelayNote says where it came from.
 	Delay     float64 `json:"delay"`
 	DelayNote string  `json:"delay_note"`
-	// ExtraAttempts is the share of requests that sent a second copy;
-	// ExtraWork the work done beyond one copy per request, as a fraction.
+	// ExtraAttempts is the share of requests (of leaves, with a fan-out)
+	// that sent a second copy; ExtraWork the work done beyond one copy
+	// per request (per leaf), as a fraction.
 	ExtraAttempts float64 `json:"extra_attempts"`
 	ExtraWork     float64 `json:"extra_work"`
 	Verdict       Verdict `json:"verdict"`
@@ -280,12 +406,19 @@ func (s *Server) handleExplore(w http.ResponseWriter, r *http.Request) {
 		writeParamErrors(w, errs)
 		return
 	}
-	workers := s.runWorkers(p.Requests, p.Runs)
+	// A leaf holds what a request does (see runBytesPerRequest): the
+	// memory bound counts leaves.
+	leaves := p.Requests * p.Width
+	workers := s.runWorkers(leaves, p.Runs)
 	if workers < 1 {
-		most := s.o.MaxMemory / runBytesPerRequest
+		most := s.o.MaxMemory / runBytesPerRequest / int64(p.Width)
+		run := fmt.Sprintf("%d requests", p.Requests)
+		if p.Width > 1 {
+			run += fmt.Sprintf(" of %d leaves", p.Width)
+		}
 		e := ParamError{Param: "requests", Reason: fmt.Sprintf(
-			"a run of %d requests may need up to %s of memory, over the lab's limit of %s per request: lower requests to %d or less",
-			p.Requests, mib(int64(p.Requests)*runBytesPerRequest), mib(s.o.MaxMemory), most)}
+			"a run of %s may need up to %s of memory, over the lab's limit of %s per request: lower requests to %d or less",
+			run, mib(int64(leaves)*runBytesPerRequest), mib(s.o.MaxMemory), most)}
 		writeError(w, http.StatusRequestEntityTooLarge, "simulation too large: requests: "+e.Reason, []ParamError{e})
 		return
 	}
@@ -382,13 +515,17 @@ func (p ExploreParams) baseConfig() sim.Config {
 	c.Seed = p.Seed
 	c.Tail = true // the CCDF
 	c.Clients = p.Clients
+	c.Fanout = p.Width
+	if p.Need < p.Width {
+		c.FanoutNeed = p.Need // waiting for all of them is 0: one cache entry
+	}
 	return c
 }
 
 // point runs c (or takes it from the cache), with at most workers runs in
 // parallel, and reports how many requests it simulated.
 func (s *Server) point(ctx context.Context, c sim.Config, runs, workers int, simulated *int) (sim.Summary, error) {
-	key := fmt.Sprintf("point %+v runs=%d", plainConfig(c), runs)
+	key := fmt.Sprintf("point %s runs=%d", configKey(c), runs)
 	if v, ok := s.cache.get(key); ok {
 		return v.(sim.Summary), nil
 	}
@@ -464,6 +601,12 @@ func measures(s sim.Summary) Measures {
 	for _, r := range s.Runs {
 		m.RunCCDFs = append(m.RunCCDFs, ccdf(r.Tail, r.Requests))
 	}
+	if s.Config.Fanout > 1 {
+		m.Fan = &FanMeasures{LeafP50: s.LeafP50.Value, LeafP99: s.LeafP99.Value, LeafP999: s.LeafP999.Value, Copies: s.Copies.Value}
+		if s.Config.FanCall != nil {
+			m.Fan.Call = &FanCallMeasures{Extra: s.FanExtra.Value, Refused: s.FanRefused.Value, Peak: s.FanPeak}
+		}
+	}
 	return m
 }
 
@@ -503,6 +646,13 @@ func gap(base, hedged sim.Summary, headline string) Gap {
 	g := Gap{P50: p50.Value, P95: p95.Value, P99: p99.Value, P999: p999.Value, Headline: p99.Value, HeadlineSE: p99.SE}
 	if headline == "p999" {
 		g.Headline, g.HeadlineSE = p999.Value, p999.SE
+	}
+	if base.Config.Fanout > 1 {
+		g.Leaf = &LeafGap{
+			P50:  ratio(func(r sim.RunResult) float64 { return r.LeafP50 }).Value,
+			P99:  ratio(func(r sim.RunResult) float64 { return r.LeafP99 }).Value,
+			P999: ratio(func(r sim.RunResult) float64 { return r.LeafP999 }).Value,
+		}
 	}
 	return g
 }
@@ -579,8 +729,12 @@ func judge(p ExploreParams, r *ExploreResponse) (Verdict, []Note) {
 		what = "tied requests"
 	}
 	if !p.hedges() {
+		one := "One copy per request."
+		if p.Width > 1 {
+			one = "One copy per leaf."
+		}
 		return Verdict{Tone: "baseline", Title: "No hedging: the baseline",
-			Text: fmt.Sprintf("One copy per request. The %s is %s mean service times at %s utilisation; pick a strategy to compare.", name, num(bv), percent(b.Utilisation))}, warn
+			Text: fmt.Sprintf("%s The %s is %s mean service times at %s utilisation; pick a strategy to compare.", one, name, num(bv), percent(b.Utilisation)) + fanNote(p, r)}, warn
 	}
 	cost := fmt.Sprintf("%s extra attempts and %s extra work", percent(r.ExtraAttempts), percent(r.ExtraWork))
 	if r.ExtraWork <= -0.0005 {
@@ -616,6 +770,7 @@ func judge(p ExploreParams, r *ExploreResponse) (Verdict, []Note) {
 			v.Text += fmt.Sprintf(" Each of the %d clients sees only its own requests, so its copies land on queues other clients fill; try the servers' help (low priority).", p.Clients)
 		}
 	}
+	v.Text += fanNote(p, r)
 	if ratio > collapseRatio {
 		t := fmt.Sprintf("Measured: the %s is %s worse with %s (%s → %s).", name, times(ratio), what, num(bv), num(hv))
 		if h.HedgedFraction >= allHedged && !p.Tied {
@@ -632,6 +787,35 @@ func judge(p ExploreParams, r *ExploreResponse) (Verdict, []Note) {
 		warn = append(warn, Note{Kind: "saturated", Text: fmt.Sprintf("Measured: the servers were busy %s of the time. The queues grow for as long as the run lasts, so a longer run would show an even worse tail.", percent(h.Utilisation))})
 	}
 	return v, warn
+}
+
+// fanNote is the verdict's sentence on a fan-out, empty for single
+// requests: a request waits for the leaves it needs, so a leaf's tail
+// reaches many requests (1 - 0.99^W of them beyond a leaf's p99, were
+// the W leaves independent; beyond its p95, 1 - 0.95^W, half of them from
+// W = 14), and with the first k of W it never waits for the W-k slowest.
+// It quotes the measured leaf p99 and request p50.
+func fanNote(p ExploreParams, r *ExploreResponse) string {
+	b, h := r.Baseline.Fan, r.Hedged.Fan
+	if p.Width < 2 || b == nil || h == nil {
+		return ""
+	}
+	var t string
+	if w := float64(p.Width); p.Need == 0 || p.Need == p.Width {
+		t = fmt.Sprintf(" A request waits for all %d of its leaves: were they independent, %s of requests (1 − 0.99^%d) would wait out a leaf beyond its p99, against 1%% of leaves",
+			p.Width, percent(1-math.Pow(0.99, w)), p.Width)
+		if p95 := 1 - math.Pow(0.95, w); p95 >= 0.5 {
+			t += fmt.Sprintf(", and %s one beyond its p95: the requests' median is where the leaves' tail shows.", percent(p95))
+		} else {
+			t += "."
+		}
+	} else {
+		t = fmt.Sprintf(" A request needs the first %d of its %d leaves, so it never waits for its %d slowest.", p.Need, p.Width, p.Width-p.Need)
+	}
+	if !p.hedges() {
+		return t + fmt.Sprintf(" The leaves' p99 is %s; the requests' p50 %s.", num(b.LeafP99), num(r.Baseline.P50))
+	}
+	return t + fmt.Sprintf(" The leaves' p99 goes from %s to %s, the requests' p50 from %s to %s.", num(b.LeafP99), num(h.LeafP99), num(r.Baseline.P50), num(r.Hedged.P50))
 }
 
 // headsUp returns the rule-based notes on the settings, which need no

@@ -12,7 +12,7 @@ import (
 )
 
 // maxQueryParams is the most parameters a query may hold. The explorer
-// reads 15; a longer query is a mistake, and refusing it early keeps the
+// reads 20; a longer query is a mistake, and refusing it early keeps the
 // error response short.
 const maxQueryParams = 64
 

@@ -19,14 +19,15 @@ import (
 // for a query too long to read, none) and says what is wrong; and every
 // accepted set of parameters is in its documented range, so that the
 // simulator and the drill accept it too, the hedged side and its
-// calibration included. The seed corpus is in
-// testdata/fuzz/FuzzForm.
+// calibration included, and its leaves within the size limits. The seed
+// corpus is in testdata/fuzz/FuzzForm.
 func FuzzForm(f *testing.F) {
 	s, err := New(Options{})
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, seed := range []string{"", small, "load=0.85&cancel=false&strategy=budget&budget=5", "strategy=default&calib=load", "delay=130ms&op=write-key"} {
+	for _, seed := range []string{"", small, "load=0.85&cancel=false&strategy=budget&budget=5", "strategy=default&calib=load", "delay=130ms&op=write-key",
+		"width=40&need=38&fancall=false&runs=2", "width=100&runs=4&strategy=percentile&p=99.9", "width=3&need=4&requests=100000"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -66,7 +67,7 @@ func checkErrors(t *testing.T, raw string, errs []ParamError) {
 		}
 	}
 	known := []string{"world", "sigma", "load", "routing", "strategy", "delay", "p", "calib", "livep", "budget",
-		"cancel", "tied", "runs", "requests", "seed", "hedge", "op"}
+		"cancel", "tied", "clients", "help", "width", "need", "fancall", "runs", "requests", "seed", "hedge", "op"}
 	for _, e := range errs {
 		switch {
 		case e.Reason == "":
@@ -91,7 +92,8 @@ func checkExplore(t *testing.T, s *Server, raw string, p ExploreParams) {
 		!in(p.Sigma, 0, maxSigma) || !in(p.Load, minLoad, maxLoad) || !in(p.Delay, 0, maxDelay) ||
 		!in(p.LiveP, minLiveP, maxLiveP) || !in(p.Budget, minBudget, 100) ||
 		p.Runs < 1 || p.Runs > maxRuns || p.Requests < minRequests || p.Requests > s.o.MaxRequests ||
-		p.Runs*p.Requests > s.o.MaxWork {
+		p.Width < 1 || p.Width > maxWidth || p.Need < 0 || p.Need > p.Width ||
+		p.Requests*p.Width > s.o.MaxRequests || p.Runs*p.Requests*p.Width > s.o.MaxWork {
 		t.Fatalf("%q: accepted out-of-range parameters %+v", raw, p)
 	}
 	if err := p.baseConfig().Validate(); err != nil {
@@ -113,7 +115,7 @@ func checkExplore(t *testing.T, s *Server, raw string, p ExploreParams) {
 			t.Fatalf("%q: accepted %+v, whose calibration the simulator refuses: %v", raw, p, err)
 		}
 	}
-	if s.runWorkers(p.Requests, p.Runs) < 1 {
+	if s.runWorkers(p.Requests*p.Width, p.Runs) < 1 {
 		t.Fatalf("%q: accepted %+v, which needs more than the memory limit", raw, p)
 	}
 	_ = p.key()

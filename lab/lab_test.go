@@ -221,6 +221,15 @@ func TestExploreInvalid(t *testing.T) {
 		{"help=maybe", "help", "low-priority"},
 		{"help=low-priority&routing=pool", "help", "queue per server"},
 		{"help=idle-only&routing=two-choice&tied=true", "help", "tied"},
+		{"width=0", "width", "1 to 100"},
+		{"width=101", "width", "out of range"},
+		{"width=4.5", "width", "whole number"},
+		{"need=-1", "need", "0 to 100"},
+		{"need=2", "need", "more leaves than the width (1): use 0 (all of them) to 1"},
+		{"width=4&need=5", "need", "use 0 (all of them) to 4"},
+		{"fancall=perhaps", "fancall", "true or false"},
+		{"width=40&requests=20000", "requests", "20000 x 40 = 800000 leaves per run exceeds the lab's limit of 200000: lower requests to 5000"},
+		{"width=40&requests=5000&runs=4", "requests", "limit of 400000 simulated leaves per point: lower requests to 2500"},
 	} {
 		code, _, b := get(t, ts, "/api/explore?"+tc.query)
 		var e ErrorResponse
@@ -400,7 +409,8 @@ func TestEmbeddedStudyIsCurrent(t *testing.T) {
 func TestPageAndRoutes(t *testing.T) {
 	_, ts := newTestServer(t, Options{DefaultRequests: 20000})
 	code, h, b := get(t, ts, "/")
-	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") || !bytes.Contains(b, []byte(`data-requests="20000"`)) {
+	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") || !bytes.Contains(b, []byte(`data-requests="20000"`)) ||
+		!bytes.Contains(b, []byte(`data-max-requests="200000" data-max-work="400000"`)) {
 		t.Errorf("/: %d %q", code, h.Get("Content-Type"))
 	}
 	if !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'self'") {

@@ -33,6 +33,51 @@ func TestExploreMemoryLimit(t *testing.T) {
 		t.Errorf("5001 requests over a 5000-request limit: %d %.200s", code, b)
 	}
 	explore(t, ts, "runs=2&requests=5000&strategy=none")
+	// A fan-out's run holds its leaves.
+	code, _, b = get(t, ts, "/api/explore?runs=1&requests=1000&width=6&strategy=none")
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "a run of 1000 requests of 6 leaves") ||
+		!strings.Contains(string(b), "lower requests to 833 or less") {
+		t.Errorf("6,000 leaves over a 5000-request limit: %d %.300s", code, b)
+	}
+	explore(t, ts, "runs=2&requests=1000&width=5&strategy=none")
+}
+
+// The size limits count leaves: a query without requests gets as many as
+// fit its width, and one that asks for more is told the most that fit.
+func TestExploreFanOutSize(t *testing.T) {
+	s, ts := newTestServer(t, Options{MaxRequests: 20_000, MaxWork: 30_000})
+	for _, tc := range []struct {
+		query    string
+		requests int
+	}{
+		{"runs=1", 15_000}, // DefaultRequests: MaxWork over the page's 2 runs
+		{"runs=2", 15_000},
+		{"runs=1&width=10", 2000},         // 20,000 leaves a run
+		{"runs=2&width=10", 1500},         // 30,000 leaves a point
+		{"runs=4&width=100", minRequests}, // the least there is, refused below
+	} {
+		p, errs := s.parseExplore(tc.query)
+		if p.Requests != tc.requests {
+			t.Errorf("%s: requests %d (%v), want %d", tc.query, p.Requests, errs, tc.requests)
+		}
+	}
+	r := explore(t, ts, "runs=2&width=10&strategy=none&world=noise")
+	if r.Params.Requests != 1500 || r.Simulated != 2*1500 || r.Baseline.Fan == nil || r.Baseline.Fan.Copies != 10 {
+		t.Errorf("requests %d, simulated %d, fan %+v: want 2 runs of 1,500 requests of 10 leaves", r.Params.Requests, r.Simulated, r.Baseline.Fan)
+	}
+	for query, reason := range map[string]string{
+		"runs=2&width=10&requests=1501": "2 x 1501 x 10 = 30020 leaves exceeds the lab's limit of 30000 simulated leaves per point: lower requests to 1500 or less",
+		"runs=1&width=10&requests=2001": "2001 x 10 = 20010 leaves per run exceeds the lab's limit of 20000: lower requests to 2000 or less",
+		"runs=4&width=100":              "1000 x 100 = 100000 leaves per run exceeds the lab's limit of 20000: lower the width: with the least requests, 1000, width may be at most 20",
+		"runs=4&width=10":               "4 x 1000 x 10 = 40000 leaves exceeds the lab's limit of 30000 simulated leaves per point: lower runs or the width: with the least requests, 1000, runs x width may be at most 30",
+	} {
+		code, _, b := get(t, ts, "/api/explore?"+query)
+		var e ErrorResponse
+		json.Unmarshal(b, &e)
+		if code != http.StatusBadRequest || len(e.Params) != 1 || e.Params[0].Param != "requests" || !strings.Contains(e.Params[0].Reason, reason) {
+			t.Errorf("%s: %d %s; want 400 naming requests with %q", query, code, b, reason)
+		}
+	}
 }
 
 // The runs of a point run in parallel only as far as MaxMemory allows.

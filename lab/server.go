@@ -39,9 +39,12 @@ const (
 // and the latencies, with the old and new arrays both alive while one
 // grows. The worst measured (200,000 requests at load 0.95, the live p50
 // without cancellation, every world and routing, 20,000 to 200,000
-// requests) was 680 bytes; this keeps a margin of a sixth. Measure it
-// again when the simulator's engine changes: the peak HeapAlloc of single
-// runs of such points, sampled while they run under a low GOGC.
+// requests) was 680 bytes; this keeps a margin of a sixth. A fan-out's
+// leaf counts as a request: the same point with 200,000 leaves (widths
+// 10, 40 and 100, the lognormal pool at sigma 3) peaked at 720 bytes a
+// leaf. Measure it again when the simulator's engine changes: the peak
+// HeapAlloc of single runs of such points, sampled while they run under
+// a low GOGC.
 const runBytesPerRequest = 800
 
 // trimAbove is how much memory the process may hold from the operating
@@ -67,8 +70,10 @@ type Options struct {
 	// back and the request gets 503.
 	Timeout time.Duration
 	// MaxRequests is the most simulated requests per run a client may ask
-	// for, and MaxWork the most runs x requests per simulated point. Zero
-	// means DefaultMaxRequests and DefaultMaxWork.
+	// for, and MaxWork the most runs x requests per simulated point. A
+	// fan-out's request counts once per leaf in both (see
+	// ExploreParams.Runs). Zero means DefaultMaxRequests and
+	// DefaultMaxWork.
 	MaxRequests, MaxWork int
 	// MaxMemory bounds the memory one explorer request's simulations hold
 	// at once, in bytes, by a worst-case estimate (runBytesPerRequest per
@@ -85,8 +90,9 @@ type Options struct {
 	// GOMAXPROCS.
 	Workers int
 	// DefaultRequests is the page's opening "requests per run" and the
-	// API's default. Zero means 100,000 (or MaxRequests if smaller); tests
-	// use fewer.
+	// API's default, which a fan-out lowers to fit MaxRequests and
+	// MaxWork. Zero means 100,000 (or MaxRequests if smaller); tests use
+	// fewer.
 	DefaultRequests int
 }
 
@@ -152,7 +158,11 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The page's opening size, and the limits it fits a fan-out's
+	// requests to.
 	s.index = bytes.Replace(page, []byte(`data-requests="100000"`), []byte(`data-requests="`+strconv.Itoa(o.DefaultRequests)+`"`), 1)
+	s.index = bytes.Replace(s.index, []byte(`data-max-requests="200000"`), []byte(`data-max-requests="`+strconv.Itoa(o.MaxRequests)+`"`), 1)
+	s.index = bytes.Replace(s.index, []byte(`data-max-work="400000"`), []byte(`data-max-work="`+strconv.Itoa(o.MaxWork)+`"`), 1)
 	s.routes()
 	return s, nil
 }
@@ -267,8 +277,9 @@ func (s *Server) MemoryBudget() int64 {
 }
 
 // runWorkers returns how many runs of a point with the given requests per
-// run may simulate in parallel within MaxMemory, and 0 if a single run
-// would exceed it.
+// run (leaves, with a fan-out: a leaf holds what a request does) may
+// simulate in parallel within MaxMemory, and 0 if a single run would
+// exceed it.
 func (s *Server) runWorkers(requests, runs int) int {
 	perRun := max(int64(requests)*runBytesPerRequest, 1)
 	return int(min(int64(s.o.Workers), int64(runs), s.o.MaxMemory/perRun))

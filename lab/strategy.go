@@ -57,7 +57,11 @@ var choices = []choice{
 		set:   func(c *sim.Config, p ExploreParams) { c.LiveP = p.LiveP },
 		label: func(p ExploreParams) string { return fmt.Sprintf("at the live p%g", p.LiveP) },
 		note: func(p ExploreParams, c sim.Config, delay float64) string {
-			return fmt.Sprintf("the live p%g of the last %d latencies the client saw; %s on average", p.LiveP, c.LiveWindow, num(delay))
+			what := "latencies"
+			if p.Width > 1 {
+				what = "leaf latencies"
+			}
+			return fmt.Sprintf("the live p%g of the last %d %s the client saw; %s on average", p.LiveP, c.LiveWindow, what, num(delay))
 		}},
 	{name: "budget", calib: "quiet", strategy: sim.HedgeQuietBudget, set: setBudget, label: budgetLabel, note: budgetNote},
 	{name: "budget", calib: "load", strategy: sim.HedgeQuietBudget, calibrateAs: sim.HedgeP95PerLoad,
@@ -129,6 +133,11 @@ func (p ExploreParams) config() (sim.Config, choice) {
 		c.NoCancel = !p.Cancel
 		c.IdleOnlyCopies = p.Help == "idle-only"
 		c.LowPriorityCopies = p.Help == "low-priority"
+		// The call's budget, cap and trigger are for delayed copies;
+		// without canaries it changes nothing for tied requests.
+		if p.FanCall && p.Width > 1 && ch.strategy.Hedges() {
+			c.FanCall = &hedge.FanOut{} // the library's defaults
+		}
 	}
 	if ch.set != nil {
 		ch.set(&c, p)
@@ -141,7 +150,8 @@ func (p ExploreParams) config() (sim.Config, choice) {
 const calibrationRuns = 1
 
 // calibrate returns the delay of p's calibrated choice ch, in time units:
-// the chosen percentile of unhedged latency in the run that
+// the chosen percentile of unhedged latency (of a leaf's, with a fan-out)
+// in the run that
 // sim.CalibrationConfig prescribes for ch's calibration strategy (at the
 // point's load or on a quiet day, with the seed sim derives from p's by
 // its one rule). The p95 is exactly what sim.Calibrate returns: the hedged
@@ -156,7 +166,13 @@ func (s *Server) calibrate(ctx context.Context, p ExploreParams, ch choice, work
 	if err != nil {
 		return 0, err
 	}
-	x := map[string]float64{"50": cal.P50.Value, "95": cal.UnitP95.Value, "99": cal.P99.Value, "99.9": cal.P999.Value}[p.Percentile]
+	// The hedged unit is the leaf with a fan-out (UnitP95 is then a
+	// leaf's p95): its delay is a percentile of leaf latency.
+	pcts := map[string]sim.Estimate{"50": cal.P50, "95": cal.UnitP95, "99": cal.P99, "99.9": cal.P999}
+	if p.Width > 1 {
+		pcts = map[string]sim.Estimate{"50": cal.LeafP50, "95": cal.UnitP95, "99": cal.LeafP99, "99.9": cal.LeafP999}
+	}
+	x := pcts[p.Percentile].Value
 	return sim.Units(hedge.Fixed(time.Duration(math.Round(x * float64(sim.Unit))))), nil
 }
 
@@ -180,7 +196,11 @@ func percentileLabel(p ExploreParams) string {
 }
 
 func percentileNote(p ExploreParams, _ sim.Config, _ float64) string {
-	return fmt.Sprintf("the p%s of unhedged latency measured on %s", p.Percentile, calibratedOn(p))
+	what := "latency"
+	if p.Width > 1 {
+		what = "leaf latency"
+	}
+	return fmt.Sprintf("the p%s of unhedged %s measured on %s", p.Percentile, what, calibratedOn(p))
 }
 
 func setBudget(c *sim.Config, p ExploreParams) { c.Budget = p.Budget / 100 }

@@ -2,6 +2,9 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
+	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -147,6 +150,15 @@ func TestExploreKey(t *testing.T) {
 		{"seed", func(p *ExploreParams) {}, func(p *ExploreParams) { p.Seed = 2 }, false},
 		{"runs", func(p *ExploreParams) {}, func(p *ExploreParams) { p.Runs = 3 }, false},
 		{"requests", func(p *ExploreParams) {}, func(p *ExploreParams) { p.Requests = 5000 }, false},
+		{"width", func(p *ExploreParams) {}, func(p *ExploreParams) { p.Width = 10 }, false},
+		{"need and fancall without a fan-out", func(p *ExploreParams) {}, func(p *ExploreParams) { p.Need, p.FanCall = 1, false }, true},
+		{"need all, or 0", func(p *ExploreParams) { p.Width = 10 }, func(p *ExploreParams) { p.Width, p.Need = 10, 10 }, true},
+		{"need", func(p *ExploreParams) { p.Width = 10 }, func(p *ExploreParams) { p.Width, p.Need = 10, 8 }, false},
+		{"fancall under a fan-out", func(p *ExploreParams) { p.Width = 10 }, func(p *ExploreParams) { p.Width, p.FanCall = 10, false }, false},
+		{"fancall under none", func(p *ExploreParams) { p.Width, p.Strategy = 10, "none" },
+			func(p *ExploreParams) { p.Width, p.Strategy, p.FanCall = 10, "none", false }, true},
+		{"fancall under tied", func(p *ExploreParams) { p.Width, p.Tied = 10, true },
+			func(p *ExploreParams) { p.Width, p.Tied, p.FanCall = 10, true, false }, true},
 	} {
 		a, b := with(tc.a), with(tc.b)
 		if same := a.key() == b.key(); same != tc.same {
@@ -191,5 +203,81 @@ func TestExploreClientsAndServersHelp(t *testing.T) {
 	}
 	if with.Baseline.P50 != without.Baseline.P50 {
 		t.Errorf("the unhedged baseline moved with the servers' help: %v, %v", without.Baseline.P50, with.Baseline.P50)
+	}
+}
+
+// A fan-out answers with its leaves' percentiles and the copies per
+// request on both sides, and the fan-out call's numbers only where the
+// call ran; a request that waits for all its leaves is no faster than
+// its median leaf.
+func TestExploreFanOut(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	q := "runs=2&requests=2000&world=stalls&load=0.3&routing=two-choice&width=10"
+	for _, tc := range []struct {
+		query   string
+		call    bool // the hedged side ran the fan-out call
+		verdict string
+	}{
+		{q + "&strategy=default", true, "all 10 of its leaves"},
+		{q + "&strategy=default&fancall=false", false, "1 − 0.99^10"},
+		{q + "&strategy=fixed&delay=3&need=8", true, "first 8 of its 10 leaves"},
+		{q + "&strategy=none", false, "One copy per leaf"},
+		{q + "&tied=true", false, "all 10"},
+	} {
+		code, _, body := get(t, ts, "/api/explore?"+tc.query)
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d %s", tc.query, code, body)
+		}
+		var r ExploreResponse
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		b, h := r.Baseline.Fan, r.Hedged.Fan
+		if b == nil || h == nil || r.Gap.Leaf == nil {
+			t.Fatalf("%s: no fan-out measures: %+v, %+v, gap %+v", tc.query, b, h, r.Gap.Leaf)
+		}
+		if b.Copies != 10 {
+			t.Errorf("%s: unhedged copies per request %v, want the width, 10", tc.query, b.Copies)
+		}
+		if h.Copies < 10 || (r.Params.Tied && h.Copies != 20) {
+			t.Errorf("%s: hedged copies per request %v", tc.query, h.Copies)
+		}
+		for _, m := range []Measures{r.Baseline, r.Hedged} {
+			if f := m.Fan; !(f.LeafP50 > 0 && f.LeafP50 <= f.LeafP99 && f.LeafP99 <= f.LeafP999) {
+				t.Errorf("%s: leaf percentiles out of order: %+v", tc.query, f)
+			}
+			if r.Params.Need == 0 && m.P50 < m.Fan.LeafP50 {
+				t.Errorf("%s: a request that waits for all its leaves has p50 %v below the leaves' %v", tc.query, m.P50, m.Fan.LeafP50)
+			}
+		}
+		if b.Call != nil || (h.Call != nil) != tc.call || strings.Contains(r.Config, "fan-call") != tc.call {
+			t.Errorf("%s: fan-out call's measures %+v, %+v, config %q: want them only on the hedged side with the call (%v)", tc.query, b.Call, h.Call, r.Config, tc.call)
+		}
+		if n := strings.Count(string(body), `"call":`); n != map[bool]int{true: 1, false: 0}[tc.call] {
+			t.Errorf("%s: %d fan-out call objects in the answer", tc.query, n)
+		}
+		if h.Call != nil && !(h.Call.Extra >= 0 && h.Call.Refused >= 0 && h.Call.Peak >= 0 && math.Abs(h.Copies-10-h.Call.Extra) < 1e-9) {
+			t.Errorf("%s: fan-out call %+v with %v copies per request", tc.query, h.Call, h.Copies)
+		}
+		if !strings.Contains(r.Config, "fanout=10") || !strings.Contains(r.Verdict.Text, tc.verdict) {
+			t.Errorf("%s: config %q, verdict %q: want the width and %q", tc.query, r.Config, r.Verdict.Text, tc.verdict)
+		}
+	}
+	// A calibrated delay is a percentile of leaf latency, not of request
+	// latency: the leaf is what is hedged.
+	r := explore(t, ts, q+"&strategy=percentile&calib=load&p=99")
+	c := r.Params.baseConfig()
+	c.Strategy = r.Params.choice().calibration()
+	cal, err := sim.RunPoint(context.Background(), sim.CalibrationConfig(c), calibrationRuns, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.DelayNote, "leaf latency") || math.Abs(r.Delay-cal.LeafP99.Value) > 1e-6 || cal.LeafP99.Value >= cal.P99.Value {
+		t.Errorf("delay %v (%q): want the calibration's leaf p99 %v, below its request p99 %v", r.Delay, r.DelayNote, cal.LeafP99.Value, cal.P99.Value)
+	}
+	// Without a fan-out there is no fan-out in the answer.
+	code, _, body := get(t, ts, "/api/explore?runs=2&requests=2000&strategy=default&fancall=true")
+	if code != http.StatusOK || strings.Contains(string(body), `"fan"`) || strings.Contains(string(body), `"leaf"`) {
+		t.Errorf("width 1: %d, fan-out measures in %.300s", code, body)
 	}
 }

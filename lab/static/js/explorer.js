@@ -13,11 +13,12 @@ const WORLD_HINTS = {
 };
 
 const PRESETS = {
-  default: { world: 'lognormal', sigma: 1, load: 0.5, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false, clients: 1, help: 'none' },
-  collapse: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: false, tied: false, clients: 1, help: 'none' },
-  stalls: { world: 'stalls', load: 0.5, routing: 'two-choice', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false, clients: 1, help: 'none' },
-  budget: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'budget', budget: 5, p: '95', calib: 'quiet', cancel: false, tied: false, clients: 1, help: 'none' },
-  manyclients: { world: 'bigjobs', load: 0.8, routing: 'two-choice', strategy: 'default', cancel: true, tied: false, clients: 10, help: 'none' },
+  default: { world: 'lognormal', sigma: 1, load: 0.5, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false, clients: 1, help: 'none', width: 1, need: 0, fancall: true },
+  collapse: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: false, tied: false, clients: 1, help: 'none', width: 1, need: 0, fancall: true },
+  stalls: { world: 'stalls', load: 0.5, routing: 'two-choice', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false, clients: 1, help: 'none', width: 1, need: 0, fancall: true },
+  budget: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'budget', budget: 5, p: '95', calib: 'quiet', cancel: false, tied: false, clients: 1, help: 'none', width: 1, need: 0, fancall: true },
+  manyclients: { world: 'bigjobs', load: 0.8, routing: 'two-choice', strategy: 'default', cancel: true, tied: false, clients: 10, help: 'none', width: 1, need: 0, fancall: true },
+  fanout: { world: 'stalls', load: 0.3, routing: 'two-choice', strategy: 'default', cancel: true, tied: false, clients: 1, help: 'none', width: 40, need: 0, fancall: true },
 };
 
 const ICON_WARN = 'M8 1.5 15 14H1zM7.2 6v4h1.6V6zm0 5.2v1.6h1.6v-1.6z';
@@ -84,13 +85,25 @@ function val(name) {
 }
 
 function params() {
+  const runs = val('runs'), width = val('width');
   return {
     world: val('world'), sigma: val('sigma'), load: val('load'), routing: val('routing'),
     strategy: val('strategy'), delay: val('delay'), p: val('p'), calib: val('calib'),
     livep: val('livep'), budget: val('budget'), cancel: val('cancel'), tied: val('tied'),
-    clients: val('clients'), help: val('help'),
-    runs: val('runs'), requests: val('requests'), seed: val('seed'),
+    clients: val('clients'), help: val('help'), width, need: val('need'), fancall: val('fancall'),
+    runs, requests: requestsFor(val('requests'), runs, width), seed: val('seed'),
   };
+}
+
+// requestsFor returns the requests per run to ask for: the chosen size,
+// lowered for a fan-out so that its leaves fit the lab's limits, which
+// count each leaf as a request (data-max-requests per run, data-max-work
+// per point), but not below the lab's least, 1,000. Where the limits
+// cannot be met the chosen size goes, and the server says what to lower.
+function requestsFor(chosen, runs, width) {
+  const d = document.body.dataset;
+  const most = Math.floor(Math.min(+d.maxRequests, +d.maxWork / +runs) / +width);
+  return most >= 1000 && most < +chosen ? String(most) : chosen;
 }
 
 function syncVisibility() {
@@ -102,6 +115,14 @@ function syncVisibility() {
   $('ex-live-sub').hidden = p.strategy !== 'live';
   $('ex-default-sub').hidden = p.strategy !== 'default';
   $('ex-strategy-set').disabled = !!p.tied;
+  const fan = +p.width > 1;
+  $('ex-fan-sub').hidden = !fan;
+  // The call governs hedges: none and tied requests send none.
+  $('ex-fancall').disabled = !!p.tied || p.strategy === 'none';
+  $('ex-need').max = p.width;
+  if (+p.need > +p.width) $('ex-need').value = p.width;
+  $('ex-width-out').textContent = fan ? p.width + ' leaves' : '1: no fan-out';
+  $('ex-width').setAttribute('aria-valuetext', fan ? p.width + ' leaves per request' : 'one leaf per request, no fan-out');
   $('ex-world-hint').textContent = WORLD_HINTS[p.world] || '';
   $('ex-sigma-out').textContent = 'σ ' + Number(p.sigma).toFixed(1);
   $('ex-load-out').textContent = Math.round(p.load * 100) + '%';
@@ -213,21 +234,56 @@ function render(r, clientMs) {
     g.className = 'gap ' + cls;
   }
   // stats
-  setStat('ex-attempts', hedging ? pct(r.extra_attempts) : '0%', null, r.extra_attempts >= 0.5);
+  const fan = r.baseline.fan;
+  setStat('ex-attempts', hedging ? pct(r.extra_attempts) : '0%',
+    fan ? 'leaves that sent a second copy' : 'requests that sent a second copy', r.extra_attempts >= 0.5);
   setStat('ex-work', hedging ? pct(r.extra_work) : '0%',
     r.extra_work < -0.0005 ? 'winning copies were shorter than the primaries they replaced' : 'server time beyond one copy each', r.extra_work >= 0.3);
   setStat('ex-util', hedging ? `${pct(r.baseline.utilisation, false)} → ${pct(r.hedged.utilisation, false)}` : pct(r.baseline.utilisation, false),
     hedging ? 'no hedging → hedged' : 'no hedging', r.hedged.utilisation >= 0.97);
   const delayText = p.tied ? 'at arrival' : hedging ? fmt(r.delay) : '–';
   setStat('ex-delayout', delayText, p.tied ? 'tied: both copies go out at once' : hedging ? r.delay_note : 'no hedging');
+  $('ex-fan').hidden = !fan;
+  if (fan) renderFan(r, hedging);
   drawCCDF(r, hedging);
   updates++;
   results.dataset.updates = String(updates);
-  const size = `${p.runs} × ${p.requests.toLocaleString('en')} requests`;
+  const size = `${p.runs} × ${p.requests.toLocaleString('en')} requests` + (fan ? ` of ${p.width} leaves` : '');
   status(r.cached
     ? `From the cache (${size}); server ${r.server_ms.toFixed(1)} ms, round trip ${clientMs.toFixed(0)} ms.`
     : `Simulated ${r.simulated_requests.toLocaleString('en')} requests (${size} per point, calibration and baseline included) in ${r.server_ms.toFixed(0)} ms on the server; round trip ${clientMs.toFixed(0)} ms.`);
   $('ex-status').title = r.config;
+}
+
+// renderFan fills the fan-out card: request and leaf percentiles side by
+// side, copies per request, and the fan-out call's own numbers when it ran.
+function renderFan(r, hedging) {
+  const p = r.params, b = r.baseline.fan, h = r.hedged.fan;
+  const waits = p.need > 0 && p.need < p.width ? `the first ${p.need} of its ${p.width} leaves` : `all ${p.width} of its leaves`;
+  $('ex-fan-caption').textContent = `Each request waits for ${waits}; a leaf is timed from its own start. Latency in mean service times.`;
+  for (const tr of document.querySelectorAll('#ex-fan-table tbody tr')) {
+    const k = tr.dataset.k;
+    tr.classList.toggle('headline', k === r.headline);
+    tr.querySelector('.b').textContent = fmt(r.baseline[k]);
+    tr.querySelector('.h').textContent = hedging ? fmt(r.hedged[k]) : '–';
+    tr.querySelector('.lb').textContent = fmt(b['leaf_' + k]);
+    tr.querySelector('.lh').textContent = hedging ? fmt(h['leaf_' + k]) : '–';
+    for (const [col, ratio] of [['rgap', r.gap[k]], ['lgap', r.gap.leaf[k]]]) {
+      const [txt, cls] = hedging ? gapText(ratio) : ['–', 'same'];
+      const g = tr.querySelector('.' + col);
+      g.textContent = txt;
+      g.className = `${col} gap ${cls}`;
+    }
+  }
+  setStat('ex-copies', hedging ? `${fmt(b.copies)} → ${fmt(h.copies)}` : fmt(b.copies),
+    hedging ? 'no hedging → hedged; one per leaf without hedges' : 'one per leaf: nothing hedged');
+  const call = h.call;
+  for (const id of ['ex-fanextra', 'ex-fanrefused', 'ex-fanpeak']) $(id).hidden = !call;
+  if (call) {
+    setStat('ex-fanextra', fmt(call.extra));
+    setStat('ex-fanrefused', fmt(call.refused));
+    setStat('ex-fanpeak', String(call.peak));
+  }
 }
 
 function setStat(id, value, hint, hot) {
