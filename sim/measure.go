@@ -23,7 +23,9 @@ type RunResult struct {
 	UnitP95 float64
 	// With Fanout > 1: LeafP50, LeafP99 and LeafP999 are the nearest-rank
 	// percentiles of the measured sub-requests' latencies (each from its
-	// own start), and Copies is the mean number of copies the measured
+	// own start; with FanoutNeed, of those that answered: a sub-request
+	// cancelled once its request had enough has no latency, so these are
+	// the fastest leaves'), and Copies is the mean number of copies the measured
 	// requests' sub-requests placed, per request (Fanout with no hedge).
 	LeafP50, LeafP99, LeafP999 float64
 	Copies                     float64
