@@ -239,7 +239,21 @@
 //     and hedge-p95-live at loads 0.3 and 0.7;
 //   - cancel delay: tied with instant cancellation and with 0.1, the three
 //     worlds, loads 0.8, 0.9 and 0.95 ("high load");
-//   - mixed world: the full strategy x load grid.
+//   - mixed world: the full strategy x load grid;
+//   - default: the library's zero hedge.Config against none, live p95
+//     and tied in every world of DefaultScenarios;
+//   - fan-out: requests of 10, 40 and 100 leaves (StudyFanWidths), none,
+//     the default on each leaf, the fan-out call (Config.FanCall), the
+//     first 95% of the leaves with and without it, and the call with one
+//     canary, worlds noise, stalls, bigjobs and mixed at StudyManyLoads;
+//   - clients: 1, 10 and 100 clients (StudyClientCounts) with requests of
+//     1, 10 and 40 leaves (StudyClientWidths), none, the default, the
+//     default with low-priority copies and the fan-out call, the same
+//     worlds and loads.
+//
+// The fan-out and clients groups run 400,000 leaves per run (100,000
+// with Quick) whatever the width, and compare each point with none at
+// the same clients, width and need.
 //
 // Calibration runs (one per world, world parameters, routing and load that
 // a calibrated strategy needs) run first, on all workers; then all runs of
