@@ -602,7 +602,7 @@ func TestOpCardinalityBounded(t *testing.T) {
 func TestCountersExactUnderConcurrency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer settle()
-		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 4, MaxReplicaLoad: hedge.AnyReplicaLoad})
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 4, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
 		var wg sync.WaitGroup
 		const n = 400
 		for i := range n {

@@ -25,18 +25,24 @@
 // request is big, or every server is busy, a copy takes as long and only
 // adds load, and hedging makes the tail worse. With Replicas, the zero
 // Config tells the two apart from what the client sees of its own
-// traffic, and is never worse than not hedging across the simulator's
-// worlds (docs/default.md):
+// traffic, whether or not other clients share the replicas, and is never
+// worse than not hedging across the simulator's worlds with one, ten or a
+// hundred clients, but for processor-sharing servers at 90% load and more
+// with many clients (docs/default.md):
 //
 //   - spare capacity (Config.MaxReplicaLoad): a copy goes only to a
 //     replica with none of this Hedger's requests in flight, is asked for
 //     again a delay later when there is none, and no copy goes while fewer
 //     than a quarter of recent primaries found their replica idle;
-//   - evidence and payoff (Config.MinWinRate): a hedge is classed
-//     by whether its primary waits behind earlier work on its replica or
-//     is at the head of it, and a class goes on only while its hedges win
-//     often enough or lose cheaply (copies of big requests lose and run
-//     long; copies around a stuck server win);
+//   - evidence and payoff (Config.MinWinRate): a hedge is classed by
+//     whether its primary waits behind earlier work of this Hedger on its
+//     replica, and may go at the delay, or is at the head of it, where it
+//     may be slow itself, stuck with its server or queued behind other
+//     clients' work, and goes only once the primary has waited three
+//     delays; a class goes on only while its losers cost little for how
+//     often it wins (copies of big requests lose and run long; copies
+//     around a stuck server win or lose cheaply), and a new Hedger starts
+//     just short of that and earns its hedges;
 //   - no hiding a stuck replica (Picker): a copy cancelled because another
 //     won keeps counting as load on its replica for a while.
 //

@@ -64,7 +64,7 @@ func TestDriverSequence(t *testing.T) {
 
 	// A copy that no replica can take, with a budget and a slot to give back.
 	b, _ := hedge.NewBudget(0.1, 1)
-	p, err = decide.FromConfig(hedge.Config{Delay: hedge.Fixed(d), Budget: b, MaxHedgesInFlight: 1, Replicas: 3})
+	p, err = decide.FromConfig(hedge.Config{Delay: hedge.Fixed(d), Budget: b, MaxHedgesInFlight: 1, Replicas: 3, MinWinRate: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

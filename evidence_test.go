@@ -41,13 +41,16 @@ func ask(p *decide.Policy, pl *decide.Plan, now time.Duration, load int, ev deci
 	return why
 }
 
+// TestSpareCapacityRule checks the spare-capacity rule alone: its
+// hedges carry no evidence (EvidenceNone), whose class starts at the edge
+// of paying and does not wait at the head.
 func TestSpareCapacityRule(t *testing.T) {
 	p := policy(t, hedge.Config{Delay: hedge.Fixed(ms), NoBudget: true})
 	if !p.ChecksLoad() {
 		t.Fatal("the zero Config should look at the replica's load")
 	}
 	pl := begin(p, ms)
-	if why := ask(p, pl, ms, 1, decide.EvidenceHead); why != hedge.RefusedBusy {
+	if why := ask(p, pl, ms, 1, decide.EvidenceNone); why != hedge.RefusedBusy {
 		t.Fatalf("a hedge to a busy replica: %v, want busy", why)
 	}
 	if !p.Retries(pl, hedge.RefusedBusy) {
@@ -59,7 +62,7 @@ func TestSpareCapacityRule(t *testing.T) {
 	if at, _ := p.Due(pl, ms); at != 2*ms {
 		t.Fatalf("asked again at %v, want 2ms", at)
 	}
-	if why := ask(p, pl, 2*ms, 0, decide.EvidenceHead); why != hedge.Allowed {
+	if why := ask(p, pl, 2*ms, 0, decide.EvidenceNone); why != hedge.Allowed {
 		t.Fatalf("a hedge to an idle replica: %v", why)
 	}
 
@@ -68,7 +71,7 @@ func TestSpareCapacityRule(t *testing.T) {
 	if why := p.Check(pl, 0, true); why != hedge.Allowed {
 		t.Fatal(why)
 	}
-	if _, why := p.Admit(pl, 5, decide.EvidenceHead); why != hedge.Allowed {
+	if _, why := p.Admit(pl, 5, decide.EvidenceNone); why != hedge.Allowed {
 		t.Fatalf("a retry after a failure to a busy replica: %v", why)
 	}
 
@@ -85,7 +88,7 @@ func TestSpareCapacityRule(t *testing.T) {
 	} {
 		tc.cfg.Delay, tc.cfg.NoBudget = hedge.Fixed(ms), true
 		p := policy(t, tc.cfg)
-		if why := ask(p, begin(p, ms), ms, tc.load, decide.EvidenceHead); why != tc.want {
+		if why := ask(p, begin(p, ms), ms, tc.load, decide.EvidenceNone); why != tc.want {
 			t.Errorf("%+v at load %d: %v, want %v", tc.cfg, tc.load, why, tc.want)
 		}
 	}
@@ -127,7 +130,7 @@ func TestSpareShare(t *testing.T) {
 	if s := p.Spare(); s > 0.01 {
 		t.Fatalf("spare %v after 5,000 busy placements", s)
 	}
-	if why := ask(p, begin(p, ms), ms, 0, decide.EvidenceHead); why != hedge.RefusedBusy {
+	if why := ask(p, begin(p, ms), ms, 0, decide.EvidenceNone); why != hedge.RefusedBusy {
 		t.Fatalf("hedge while every replica is busy: %v, want busy", why)
 	}
 	for range 5000 {
@@ -136,21 +139,53 @@ func TestSpareShare(t *testing.T) {
 	if s := p.Spare(); s < 0.99 {
 		t.Fatalf("spare %v after 5,000 idle placements", s)
 	}
-	if why := ask(p, begin(p, ms), ms, 0, decide.EvidenceHead); why != hedge.Allowed {
+	if why := ask(p, begin(p, ms), ms, 0, decide.EvidenceNone); why != hedge.Allowed {
 		t.Fatalf("hedge once replicas are idle again: %v", why)
 	}
 }
 
-// settleHedge makes one hedge of class ev go and records its outcome at
-// now: won, or lost after running for ran.
+// settleHedge asks for one hedge of class ev of a request with a delay of
+// 10 ms, when it is due (at the delay, or for a primary at the head of its
+// replica once it has waited decide.HeadDelays delays), and if it goes
+// records its outcome: won, or lost after running for ran.
 func settleHedge(t *testing.T, p *decide.Policy, ev decide.Evidence, won bool, ran time.Duration) hedge.Refusal {
 	t.Helper()
 	pl := begin(p, 10*ms)
-	why := ask(p, pl, 10*ms, 0, ev)
+	at := 10 * ms
+	if ev == decide.EvidenceHead {
+		at = pl.HeadAt()
+	}
+	why := ask(p, pl, at, 0, ev)
 	if why == hedge.Allowed {
-		p.Succeeded(pl, 10*ms+ran, won)
+		p.Succeeded(pl, at+ran, won)
 	}
 	return why
+}
+
+// pays reports whether class ev pays by the zero Config's rule: its waste
+// is at most 0.4 of a delay times one plus its win rate.
+func pays(p *decide.Policy, ev decide.Evidence) bool {
+	return p.Waste(ev) <= 0.4*(1+p.WinRate(ev))+1e-6
+}
+
+// TestHeadWaits: the zero Config holds a copy of a primary at the head of
+// its replica until it has waited three delays, and asks for it again
+// then; a primary behind an earlier request is not held.
+func TestHeadWaits(t *testing.T) {
+	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MinWinRate: 0.2})
+	pl := begin(p, 10*ms)
+	if why := ask(p, pl, 10*ms, 0, decide.EvidenceHead); why != hedge.RefusedHead {
+		t.Fatalf("a head hedge at the delay: %v, want head", why)
+	}
+	if !p.Retries(pl, hedge.RefusedHead) || pl.HeadAt() != decide.HeadDelays*10*ms {
+		t.Fatalf("retries %v, head at %v; want true, %v", p.Retries(pl, hedge.RefusedHead), pl.HeadAt(), decide.HeadDelays*10*ms)
+	}
+	if why := ask(p, pl, pl.HeadAt(), 0, decide.EvidenceHead); why != hedge.Allowed {
+		t.Fatalf("a head hedge after three delays: %v", why)
+	}
+	if why := ask(p, begin(p, 10*ms), 10*ms, 0, decide.EvidenceBehind); why != hedge.Allowed {
+		t.Fatalf("a behind hedge at the delay: %v", why)
+	}
 }
 
 func TestPayoffStopsExpensiveLosers(t *testing.T) {
@@ -166,38 +201,78 @@ func TestPayoffStopsExpensiveLosers(t *testing.T) {
 	if sent > 60 {
 		t.Fatalf("%d of 200 losing, costly hedges sent: the payoff rule did not stop them", sent)
 	}
-	if p.WinRate(decide.EvidenceHead) > 0.35 || p.Waste(decide.EvidenceHead) < 0.4 {
+	if pays(p, decide.EvidenceHead) || p.Waste(decide.EvidenceHead) < 1 {
 		t.Fatalf("head: win rate %v, waste %v", p.WinRate(decide.EvidenceHead), p.Waste(decide.EvidenceHead))
 	}
 	var refused hedge.Refusal
 	for range 50 {
-		if why := ask(p, begin(p, 10*ms), 10*ms, 0, decide.EvidenceHead); why != hedge.Allowed {
+		if why := settleHedge(t, p, decide.EvidenceHead, false, 30*ms); why != hedge.Allowed {
 			refused = why
 		}
 	}
 	if refused != hedge.RefusedPayoff {
 		t.Fatalf("refusal %v, want payoff", refused)
 	}
-	// The other classes are not affected.
-	if why := ask(p, begin(p, 10*ms), 10*ms, 0, decide.EvidenceBehind); why != hedge.Allowed {
-		t.Fatalf("behind after head stopped: %v", why)
+	// The other classes are not affected: behind is where it started.
+	if r, w := p.WinRate(decide.EvidenceBehind), p.Waste(decide.EvidenceBehind); r != 0.25 || w < 0.5999 || w > 0.6 {
+		t.Fatalf("behind after head stopped: win rate %v, waste %v; want its start, 0.25 and 0.6", r, w)
 	}
 }
 
 func TestPayoffKeepsCheapLosersAndWinners(t *testing.T) {
 	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true})
 	// Head hedges that lose nine times in ten, but cheaply (a tenth of a
-	// delay: ordinary slow requests around a stall), go on.
-	for i := range 500 {
-		if why := settleHedge(t, p, decide.EvidenceHead, i%10 == 0, ms); why != hedge.Allowed {
-			t.Fatalf("cheap loser %d refused: %v (win rate %v, waste %v)", i, why, p.WinRate(decide.EvidenceHead), p.Waste(decide.EvidenceHead))
+	// delay: ordinary slow requests around a stall), go on once their
+	// first outcomes have been measured (a new class starts just short of
+	// paying, and its first hedges go at about one in four).
+	settle := func(ev decide.Evidence, won func(i int) bool, ran time.Duration) {
+		t.Helper()
+		sent := 0
+		for i := 0; sent < 500; i++ {
+			why := settleHedge(t, p, ev, won(i), ran)
+			if why == hedge.Allowed {
+				sent++
+			} else if sent >= 10 {
+				t.Fatalf("%v hedge %d refused after %d went: %v (win rate %v, waste %v)", ev, i, sent, why, p.WinRate(ev), p.Waste(ev))
+			}
+			if i > 1000 {
+				t.Fatalf("%v: %d of %d hedges went", ev, sent, i)
+			}
 		}
 	}
-	// Behind hedges that win half the time, however long their losers
-	// run, go on.
-	for i := range 500 {
-		if why := settleHedge(t, p, decide.EvidenceBehind, i%2 == 0, 50*ms); why != hedge.Allowed {
-			t.Fatalf("winner %d refused: %v (win rate %v)", i, why, p.WinRate(decide.EvidenceBehind))
+	settle(decide.EvidenceHead, func(i int) bool { return i%10 == 0 }, ms)
+	// Behind hedges that win half the time and whose losers run half a
+	// delay go on: 0.25 of a delay wasted per hedge, 0.6 allowed.
+	settle(decide.EvidenceBehind, func(i int) bool { return i%2 == 0 }, 5*ms)
+	if !pays(p, decide.EvidenceBehind) {
+		t.Fatalf("behind: win rate %v, waste %v", p.WinRate(decide.EvidenceBehind), p.Waste(decide.EvidenceBehind))
+	}
+}
+
+// TestPayoffWinningIsNotEnough: hedges that win half the time but whose
+// losers run five delays (2.5 delays wasted per hedge) stop under the
+// zero Config, which never lets a class go on for winning alone; with
+// MinWinRate 0.35 they go on, as its win rate is above that.
+func TestPayoffWinningIsNotEnough(t *testing.T) {
+	for _, tc := range []struct {
+		minWin float64
+		goOn   bool
+	}{{0, false}, {0.35, true}} {
+		p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MinWinRate: tc.minWin})
+		sent, late := 0, 0
+		for i := range 2000 {
+			if settleHedge(t, p, decide.EvidenceBehind, i%2 == 0, 50*ms) == hedge.Allowed {
+				sent++
+				if i >= 1000 {
+					late++
+				}
+			}
+		}
+		if tc.goOn && late < 990 {
+			t.Errorf("MinWinRate %v: %d of the last 1,000 hedges went, want all but a few", tc.minWin, late)
+		}
+		if !tc.goOn && late > 100 {
+			t.Errorf("MinWinRate %v: %d of the last 1,000 hedges went (win rate %v, waste %v), want few", tc.minWin, late, p.WinRate(decide.EvidenceBehind), p.Waste(decide.EvidenceBehind))
 		}
 	}
 }
@@ -209,19 +284,23 @@ func TestPayoffComesBack(t *testing.T) {
 	for range 300 {
 		settleHedge(t, p, decide.EvidenceHead, false, 50*ms)
 	}
+	if pays(p, decide.EvidenceHead) {
+		t.Fatal("head pays after 300 costly losses")
+	}
 	probes := 0
 	for range 200_000 {
 		if settleHedge(t, p, decide.EvidenceHead, true, 0) == hedge.Allowed {
 			probes++
 		}
-		if p.WinRate(decide.EvidenceHead) >= 0.35 {
+		if pays(p, decide.EvidenceHead) {
 			break
 		}
 	}
-	if p.WinRate(decide.EvidenceHead) < 0.35 {
-		t.Fatalf("win rate %v after winning probes", p.WinRate(decide.EvidenceHead))
+	if !pays(p, decide.EvidenceHead) {
+		t.Fatalf("win rate %v, waste %v after winning probes", p.WinRate(decide.EvidenceHead), p.Waste(decide.EvidenceHead))
 	}
-	if why := ask(p, begin(p, 10*ms), 10*ms, 0, decide.EvidenceHead); why != hedge.Allowed {
+	pl := begin(p, 10*ms)
+	if why := ask(p, pl, pl.HeadAt(), 0, decide.EvidenceHead); why != hedge.Allowed {
 		t.Fatalf("head after it pays again: %v", why)
 	}
 	t.Logf("%d winning probes brought the class back", probes)
@@ -272,7 +351,9 @@ func TestMinWinRateValidation(t *testing.T) {
 func TestLiveBusyReplicaWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer settle()
-		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2})
+		// MinWinRate 0.2: a new class pays at once, so that only the
+		// spare-capacity rule holds the hedge back.
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2, MinWinRate: 0.2})
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var hedgeAt time.Duration
@@ -312,11 +393,13 @@ func TestLiveBusyReplicaWaits(t *testing.T) {
 
 // TestLiveGhostAvoidsStuckReplica checks that a copy cancelled because a
 // hedge won keeps counting on its replica: the next request's primary goes
-// to the other replica, until the stuck one answers or four delays pass.
+// to the other replica, until the stuck one answers or GhostDelays delays
+// pass. The stuck primary is at the head of its replica, so its hedge
+// goes after three delays; MinWinRate 0.2 lets a new class's hedges go.
 func TestLiveGhostAvoidsStuckReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer settle()
-		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2})
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2, MinWinRate: 0.2})
 		stuck := -1
 		// The primary hangs until cancelled; its hedge wins at once.
 		hedge.Do(context.Background(), h, "op", func(ctx context.Context, a hedge.Attempt) (int, error) {
@@ -351,7 +434,7 @@ func TestLiveGhostAvoidsStuckReplica(t *testing.T) {
 			seen = seen || primaryOn() == stuck
 		}
 		if !seen {
-			t.Fatal("the replica is still avoided after four delays")
+			t.Fatalf("the replica is still avoided after %d delays", decide.GhostDelays)
 		}
 	})
 }

@@ -86,8 +86,9 @@ func TestDoFanSiblingTrigger(t *testing.T) {
 	})
 }
 
-// Without the sibling trigger (Straggle < 0), the same straggler waits
-// for the Hedger's delay.
+// Without the sibling trigger (Straggle < 0), the same straggler, at the
+// head of this Hedger's requests on its replica once its siblings there
+// have answered, waits three of the Hedger's delays (decide.HeadDelays).
 func TestDoFanSiblingTriggerOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := mustNew(t, hedge.Config{Replicas: 8, Delay: hedge.Fixed(100 * time.Millisecond)})
@@ -98,8 +99,8 @@ func TestDoFanSiblingTriggerOff(t *testing.T) {
 			}
 			return time.Millisecond
 		}))
-		if took := time.Since(start); err != nil || took != 101*time.Millisecond {
-			t.Errorf("took %v, %v; want 101ms: the delay, then the hedge", took, err)
+		if took := time.Since(start); err != nil || took != 301*time.Millisecond {
+			t.Errorf("took %v, %v; want 301ms: three delays, then the hedge", took, err)
 		}
 		linger()
 	})

@@ -70,22 +70,28 @@ type Config struct {
 	// Hedger picks replicas (Replicas > 0): without them it cannot see a
 	// replica's load.
 	MaxReplicaLoad int
-	// MinWinRate is the payoff rule: a class of hedges goes on while at
-	// least this share of its recent hedges win, or while its losers
-	// cost little. Hedges are classed by what the client saw of the
-	// primary's replica when the hedge came due: a primary at the head of
-	// this client's work there is slow itself or its server is; one
-	// waiting behind earlier work is held up by it. For each class the
-	// Hedger keeps running averages over about the last 32 hedges of the
-	// share that won and of the time losers ran for nothing, per hedge and
-	// as a share of the delay (a new class starts at the edge of paying,
-	// weighed as four hedges, so that its first hedges decide); a class
-	// whose win rate is below MinWinRate and whose waste is above 0.4 of
-	// a delay is refused (RefusedPayoff), except for a probe now and then
-	// (one in 5,000 requests) that tells when it pays again. So where copies take as long as their primaries
-	// (big requests), hedging stops by itself, and where a slow server is
-	// the cause, it goes on. Zero means DefaultMinWinRate; a negative
-	// value turns the rule off.
+	// MinWinRate is the payoff rule, with the head wait. Hedges are
+	// classed by what the client saw of the primary's replica when the
+	// hedge came due: a primary waiting behind earlier work of this
+	// Hedger there is held up by it, and its copy may go at the delay; a
+	// primary at the head of this Hedger's work there is slow itself,
+	// stuck with its server, or queued behind other clients' work, which
+	// the Hedger cannot see, and its copy waits until the primary has
+	// waited three delays (RefusedHead). For each class the Hedger keeps
+	// running averages over about the last 32 hedges of the share that
+	// won and of the time losers ran for nothing, per hedge and as a
+	// share of the delay; a class goes on while that waste is at most
+	// 0.4 of a delay times one plus its win rate, or while at least
+	// MinWinRate of its hedges win, and is otherwise refused
+	// (RefusedPayoff), except for a probe now and then (one in 5,000
+	// requests) that tells when it pays again. A new class starts just
+	// short of paying (a win rate of 1/4 and a waste of 0.6, weighed as
+	// four hedges), so that its first hedges go at about one in four and
+	// decide. So where copies take as long as their primaries (big
+	// requests), hedging stops by itself, and where a slow server is the
+	// cause, it goes on. Zero means DefaultMinWinRate (1: no class goes
+	// on for winning alone); a negative value turns the rule and the head
+	// wait off.
 	MinWinRate float64
 
 	// Replicas, if positive, is the number of replicas the Hedger chooses

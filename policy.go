@@ -44,15 +44,21 @@ const (
 	// whose own budget or cap on extra copies (FanOut.Hedges,
 	// FanOut.InFlight) is spent.
 	RefusedFanOut Refusal = decide.RefusedFanOut
+	// RefusedHead: the primary is at the head of this Hedger's requests
+	// on its replica and has not yet waited three delays; the copy is
+	// asked for again when it has (Config.MinWinRate).
+	RefusedHead Refusal = decide.RefusedHead
 )
 
 // The modes of package hedge and of the decision are one set of values.
 var _ = [1]struct{}{}[int(On)-int(decide.On)+int(Shadow)-int(decide.Shadow)+int(Off)-int(decide.Off)]
 
-// DefaultMinWinRate is the Config.MinWinRate of the zero Config: the
-// least share of a kind of hedges that must win for the kind to go on,
-// unless its losers cost little.
-const DefaultMinWinRate = 0.35
+// DefaultMinWinRate is the Config.MinWinRate of the zero Config: 1, so
+// that no kind of hedges goes on for winning alone, only while its losers
+// cost little for how often it wins. With many clients on the replicas,
+// copies that jump other clients' queues win for their requests while the
+// work they add lands on everyone's (docs/default.md, "Many clients").
+const DefaultMinWinRate = 1
 
 // DefaultBudget returns a fresh copy of the budget a zero Config gets:
 // NewBudget(0.1, 10), hedges on at most 10% of requests with bursts of 10.

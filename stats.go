@@ -35,6 +35,11 @@ type Stats struct {
 	// RefusedFanOut counts hedges of fan-out leaves (DoFan) refused
 	// because their fan-out request's own budget or cap was spent.
 	RefusedFanOut int64
+	// RefusedHead counts hedges held back because their primary was at
+	// the head of this Hedger's requests on its replica and had not yet
+	// waited three delays (the copy is asked for again when it has;
+	// Config.MinWinRate).
+	RefusedHead int64
 	// RefusedDeadline counts hedges not sent because the time left before
 	// the caller's deadline was shorter than the delay.
 	RefusedDeadline int64
@@ -191,10 +196,10 @@ func (f *fanState) stats() FanStats {
 // reads "never".
 func (s Stats) String() string {
 	return fmt.Sprintf("%s: %d requests, %d hedges (%.1f%%), %d hedge wins (%.1f%% of hedges), %d primary wins, %d failures; "+
-		"refused: budget %d, in flight %d, busy %d, payoff %d, fan-out %d, deadline %d, no replica %d; shadow hedges %d, failovers %d, unhedgeable %d; wasted %v; delay %s; "+
+		"refused: budget %d, in flight %d, busy %d, payoff %d, fan-out %d, head %d, deadline %d, no replica %d; shadow hedges %d, failovers %d, unhedgeable %d; wasted %v; delay %s; "+
 		"latency %v; primary %v (%d censored); hedge path %v; holdout %v; rescued %d, saved at least %v; timer lag %v",
 		s.Op, s.Requests, s.Hedges, 100*s.HedgeRate(), s.HedgeWins, 100*s.WinRate(), s.PrimaryWins, s.Failures,
-		s.RefusedBudget, s.RefusedInFlight, s.RefusedBusy, s.RefusedPayoff, s.RefusedFanOut, s.RefusedDeadline, s.RefusedReplicas, s.ShadowHedges, s.Failovers, s.Unhedgeable, s.WastedWork,
+		s.RefusedBudget, s.RefusedInFlight, s.RefusedBusy, s.RefusedPayoff, s.RefusedFanOut, s.RefusedHead, s.RefusedDeadline, s.RefusedReplicas, s.ShadowHedges, s.Failovers, s.Unhedgeable, s.WastedWork,
 		FormatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast, s.TimerLag)
 }
 
@@ -267,6 +272,7 @@ func (st *opState) stats(now time.Duration) Stats {
 		RefusedBusy:     st.refused[RefusedBusy].Load(),
 		RefusedPayoff:   st.refused[RefusedPayoff].Load(),
 		RefusedFanOut:   st.refused[RefusedFanOut].Load(),
+		RefusedHead:     st.refused[RefusedHead].Load(),
 		RefusedDeadline: st.refused[RefusedDeadline].Load(),
 		RefusedReplicas: st.refused[RefusedReplicas].Load(),
 		ShadowHedges:    st.shadowHedges.Load(),

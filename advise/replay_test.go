@@ -134,16 +134,17 @@ func busyPeriods(periods int) *Sample {
 // an idle replica. The share the library keeps moves 1/1024 of the way
 // to each primary's: by a factor of (1023/1024)^96 = 0.91 a period, from
 // 1 to under a quarter in about 15 periods. The request of 1 ms, sent at
-// 5 ms onto an idle replica, finds the other idle at its delay: the
-// spare-capacity rule as the replay applied it before sent its copy in
-// each of the 400 periods (1% of requests, within the budget). Now it
-// goes in the first periods only (some of the first 15: its copies there
-// lose, and the payoff rule, which starts a class at its edge, may stop
-// them sooner), and every period's asks after the first 20 are refused
-// busy with an idle replica picked: the pause. On four replicas the two requests
-// of 3 ms leave two idle, the short ones nearly always find one (the
-// picker draws two of four), the share stays high, and every request of
-// 1 ms hedges.
+// 5 ms onto an idle replica, finds the other idle when its copy is due:
+// the spare-capacity rule alone would send its copy in each of the 400
+// periods (1% of requests, within the budget). It goes in the first
+// periods only (some of the first 15: its copies there lose, and the
+// payoff rule may stop them sooner), and every period's asks after the
+// first 20 are refused busy with an idle replica picked: the pause. On
+// four replicas the two requests of 3 ms leave two idle, the short ones
+// nearly always find one (the picker draws two of four), the share stays
+// high and no ask is paused; what holds the copies of the request of
+// 1 ms back there is the payoff rule alone (a copy draws from its moment,
+// which holds only that request, so its copies lose and run long).
 func TestDefaultReplayPausesWithoutSpareCapacity(t *testing.T) {
 	const periods = 400
 	two := replayed(t, busyPeriods(periods), 2)
@@ -158,8 +159,8 @@ func TestDefaultReplayPausesWithoutSpareCapacity(t *testing.T) {
 		t.Errorf("two replicas: the share of primaries placed on an idle replica is %.3f, want under a quarter (about 3 in 99)", s)
 	}
 	four := replayed(t, busyPeriods(periods), 4)
-	if n := hedgedOf(four, time.Millisecond); n != periods || four.paused != 0 {
-		t.Errorf("four replicas: the request of 1 ms hedged in %d periods of %d, %d asks paused; want every period, none paused", n, periods, four.paused)
+	if n := hedgedOf(four, time.Millisecond); n < 1 || four.paused != 0 || four.pol.Spare() < 0.25 {
+		t.Errorf("four replicas: the request of 1 ms hedged in %d periods of %d, %d asks paused, spare %.3f; want some hedged, none paused, the share above a quarter", n, periods, four.paused, four.pol.Spare())
 	}
 	t.Logf("1 ms requests hedged: two replicas %d (spare %.3f, %d asks paused), four replicas %d (spare %.3f)", n, two.pol.Spare(), two.paused, hedgedOf(four, time.Millisecond), four.pol.Spare())
 }

@@ -409,6 +409,7 @@ type OpState struct {
 	RefusedBusy     int64    `json:"busy_denied"`
 	RefusedPayoff   int64    `json:"payoff_denied"`
 	RefusedFanOut   int64    `json:"fan_out_denied"`
+	RefusedHead     int64    `json:"head_waits"`
 	RefusedDeadline int64    `json:"deadline_skipped"`
 	RefusedReplicas int64    `json:"no_replica"`
 	ShadowHedges    int64    `json:"shadow_hedges"`
@@ -442,7 +443,7 @@ func (h *Handler) Snapshot() State {
 			op := OpState{
 				Op: st.Op, Requests: st.Requests, Hedges: st.Hedges, HedgeRate: st.HedgeRate(),
 				HedgeWins: st.HedgeWins, WinRate: st.WinRate(), PrimaryWins: st.PrimaryWins, Failures: st.Failures,
-				RefusedBudget: st.RefusedBudget, RefusedInFlight: st.RefusedInFlight, RefusedBusy: st.RefusedBusy, RefusedPayoff: st.RefusedPayoff, RefusedFanOut: st.RefusedFanOut, RefusedDeadline: st.RefusedDeadline,
+				RefusedBudget: st.RefusedBudget, RefusedInFlight: st.RefusedInFlight, RefusedBusy: st.RefusedBusy, RefusedPayoff: st.RefusedPayoff, RefusedFanOut: st.RefusedFanOut, RefusedHead: st.RefusedHead, RefusedDeadline: st.RefusedDeadline,
 				RefusedReplicas: st.RefusedReplicas, ShadowHedges: st.ShadowHedges, Unhedgeable: st.Unhedgeable,
 				WastedSeconds: st.WastedWork.Seconds(), LatencyP99: st.Latency.P99.Seconds(),
 				PrimaryP99: st.Primary.P99.Seconds(), PrimaryCensored: st.PrimaryCensored, HedgePathP99: st.HedgePath.P99.Seconds(),

@@ -22,6 +22,7 @@ const (
 	ReasonBusy     = hedgeset.ReasonBusy     // Stats.RefusedBusy
 	ReasonPayoff   = hedgeset.ReasonPayoff   // Stats.RefusedPayoff
 	ReasonFanOut   = hedgeset.ReasonFanOut   // Stats.RefusedFanOut
+	ReasonHead     = hedgeset.ReasonHead     // Stats.RefusedHead
 	ReasonDeadline = hedgeset.ReasonDeadline // Stats.RefusedDeadline
 	ReasonReplicas = hedgeset.ReasonReplicas // Stats.RefusedReplicas
 )

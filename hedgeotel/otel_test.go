@@ -191,6 +191,7 @@ func TestRegisterMatchesStats(t *testing.T) {
 				counter("hedge.hedges.refused", "{hedge}", s.RefusedBusy, "reason=busy")
 				counter("hedge.hedges.refused", "{hedge}", s.RefusedPayoff, "reason=payoff")
 				counter("hedge.hedges.refused", "{hedge}", s.RefusedFanOut, "reason=fan_out")
+				counter("hedge.hedges.refused", "{hedge}", s.RefusedHead, "reason=head")
 				counter("hedge.hedges.refused", "{hedge}", s.RefusedDeadline, "reason=deadline")
 				counter("hedge.hedges.refused", "{hedge}", s.RefusedReplicas, "reason=replicas")
 				counter("hedge.shadow.hedges", "{hedge}", s.ShadowHedges)

@@ -180,6 +180,7 @@ func TestCollectorMatchesStats(t *testing.T) {
 				counter("hedge_hedges_refused_total", s.RefusedBusy, "reason=busy")
 				counter("hedge_hedges_refused_total", s.RefusedPayoff, "reason=payoff")
 				counter("hedge_hedges_refused_total", s.RefusedFanOut, "reason=fan_out")
+				counter("hedge_hedges_refused_total", s.RefusedHead, "reason=head")
 				counter("hedge_hedges_refused_total", s.RefusedDeadline, "reason=deadline")
 				counter("hedge_hedges_refused_total", s.RefusedReplicas, "reason=replicas")
 				counter("hedge_shadow_hedges_total", s.ShadowHedges)

@@ -90,22 +90,24 @@ func TestLiveAndSimulatorAgree(t *testing.T) {
 // TestLiveAndSimulatorAgreeOnDefaultRules runs the zero Config's rules
 // through both engines over two replicas, where two choices look at both
 // (and a tie leaves the two replicas in the same state, whichever is
-// taken): a cancelled loser that keeps counting on its replica, a hedge
+// taken): a primary at the head of its replica whose copy waits three
+// delays, a cancelled loser that keeps counting on its replica, a hedge
 // refused because its replica is busy and asked for again a delay later,
 // and hedges that lose expensively until the payoff rule stops them. No
 // replica ever holds two copies at once, so that the simulator's queues
-// and the live engine's parallel copies take the same time.
+// and the live engine's parallel copies take the same time, and no two
+// events fall on the same instant.
 func TestLiveAndSimulatorAgreeOnDefaultRules(t *testing.T) {
 	cfg := hedge.Config{Delay: hedge.Fixed(10 * time.Millisecond), NoBudget: true}
 	reqs := []agreeRequest{
-		{0, []float64{50, 5}, 0},  // hedge at 10 wins at 15; the primary's replica keeps a ghost until 55
-		{20, []float64{8}, 0},     // goes to the replica without the ghost
-		{30, []float64{32, 5}, 0}, // hedge due at 40 and 50: its replica has the ghost (busy); goes at 60, loses at 62
+		{0, []float64{50, 5}, 0},  // at the head: hedge held at 10, goes at 30, wins at 35; the primary's replica keeps a ghost until 115
+		{40, []float64{8}, 0},     // goes to the replica without the ghost
+		{50, []float64{80, 5}, 0}, // from 60 to 110 its copy's replica has the ghost (busy, which the spare-capacity rule finds first); goes at 120, past its head wait, wins at 125
 	}
-	// Then requests whose hedges lose, each after running three delays
+	// Then requests whose hedges lose, each after running four delays
 	// (copies of big requests), until the payoff rule stops them.
 	for i := range 60 {
-		reqs = append(reqs, agreeRequest{at: float64(100 + 100*i), sizes: []float64{40, 40}})
+		reqs = append(reqs, agreeRequest{at: float64(200 + 100*i), sizes: []float64{70, 70}})
 	}
 	live := runLive(t, cfg, reqs, 2)
 	simd := runSim(t, cfg, reqs, 2, sim.TwoChoice)
@@ -118,10 +120,10 @@ func TestLiveAndSimulatorAgreeOnDefaultRules(t *testing.T) {
 			kinds[k] += n
 		}
 	}
-	if want := "sent [0@30 1@60] refused map[busy:2]"; fmt.Sprint(live[2]) != want {
+	if want := "sent [0@50 1@120] refused map[busy:6]"; fmt.Sprint(live[2]) != want {
 		t.Errorf("request 2: %v, want %s", live[2], want)
 	}
-	for _, k := range []hedge.Refusal{hedge.RefusedBusy, hedge.RefusedPayoff} {
+	for _, k := range []hedge.Refusal{hedge.RefusedBusy, hedge.RefusedPayoff, hedge.RefusedHead} {
 		if kinds[k] == 0 {
 			t.Errorf("no copy was refused for %v: the scenario does not test it (refusals %v)", k, kinds)
 		}
@@ -232,6 +234,7 @@ func runLive(t *testing.T, cfg hedge.Config, reqs []agreeRequest, replicas int) 
 				hedge.RefusedReplicas: st.RefusedReplicas,
 				hedge.RefusedBusy:     st.RefusedBusy,
 				hedge.RefusedPayoff:   st.RefusedPayoff,
+				hedge.RefusedHead:     st.RefusedHead,
 			})
 			slices.Sort(out[i].sent)
 		}

@@ -68,10 +68,16 @@ func (p *Policy) Fire(pl *Plan, now time.Duration, rt Runtime) Refusal {
 // rearm arms the timer again after a refusal that the Policy retries:
 // the copy is asked for again a delay later (not at Due, which for a
 // straggler of a fan-out may be now, and would ask again at once, for
-// ever), unless the caller's deadline comes first.
+// ever), or, refused by the head wait, once the primary has waited
+// HeadDelays delays (Plan.HeadAt), unless the caller's deadline comes
+// first.
 func (p *Policy) rearm(pl *Plan, now time.Duration, why Refusal, rt Runtime) {
 	if p.Retries(pl, why) {
-		if at := AddSat(now, pl.Delay); at != Never && at <= pl.Deadline {
+		at := AddSat(now, pl.Delay)
+		if h := pl.HeadAt(); why == RefusedHead && h > now {
+			at = h
+		}
+		if at != Never && at <= pl.Deadline {
 			rt.Arm(at)
 		}
 	}

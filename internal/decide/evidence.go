@@ -12,19 +12,26 @@ import (
 // its server may be stuck (a stall, a pause, a bad host), and a copy
 // elsewhere wins; or the request is big, or every server is busy, and a
 // copy takes as long and only adds load. The client cannot see its
-// servers, but it sees its own traffic, and that is enough:
+// servers, only its own traffic, and it may be one of many clients whose
+// work it cannot see at all:
 //
 //   - spare capacity (Config.MaxReplicaLoad): a copy goes only to a
 //     replica with none of this client's requests in flight, is asked for
 //     again a delay later if there is none, and no copy goes while fewer
 //     than a quarter of recent primaries found their replica idle;
 //   - evidence and payoff (Config.MinWinRate): each hedge is classed by
-//     what the client saw of its primary's replica (Evidence), and a class
-//     of hedges goes on only while it pays: its hedges win often enough,
-//     or lose cheaply;
+//     what the client saw of its primary's replica (Evidence). A primary
+//     waiting behind an earlier request of this client is held up by work
+//     the client can see, and its copy may go at the delay; a primary at
+//     the head of what the client has there may be slow itself, stuck with
+//     its server, or queued behind other clients' work, and its copy waits
+//     until the primary has outlived HeadDelays delays, which a stuck
+//     server explains far more often than the other two. A class of hedges
+//     goes on only while it pays: its losers waste little of a delay, the
+//     more the more it wins; a new class starts just short of that;
 //   - no hiding a stuck replica: a copy cancelled because another won
 //     still counts as load on its replica until the replica completes
-//     something, or for four delays (see Picker).
+//     something, or for GhostDelays delays (see Picker).
 //
 // The simulator in package sim measures them across its worlds (see
 // docs/default.md for the grid and how each rule was chosen).
@@ -89,8 +96,20 @@ const (
 	spareOne = 1 << 20
 	// GhostDelays is how many hedge delays a copy cancelled because
 	// another won counts as load on its replica, unless the replica
-	// answers something first.
-	GhostDelays = 4
+	// answers something first: longer than a primary at the head waits
+	// for its copy (HeadDelays), so that a replica stuck for that long
+	// does not look idle to the next requests once its stuck copies are
+	// cancelled.
+	GhostDelays = 8
+	// HeadDelays is how many delays a primary at the head of this
+	// client's requests on its replica (EvidenceHead) must have waited
+	// for its copy to go. One client alone sees such a primary as slow
+	// itself or stuck with its server; with other clients on the replica
+	// it may as well be queued behind their work, and a copy that jumps
+	// that queue wins for its request while its work lands on theirs.
+	// Waiting three delays leaves the copies of primaries that a stuck
+	// server holds, and few others (docs/default.md, "Many clients").
+	HeadDelays = 3
 )
 
 // Placed records the load of the replica a primary was placed on: its
@@ -145,14 +164,27 @@ func (p *Policy) Ghost(d time.Duration) time.Duration {
 
 // The payoff rule's constants.
 const (
-	// maxWaste is the most time a losing hedge of a class may run, on
-	// average per hedge of the class and as a share of the delay, for the
-	// class to go on whatever its win rate: hedges that lose often but
-	// cheaply (a stall hides among slow but ordinary requests) go on,
-	// hedges that lose and run long (copies of big requests) stop.
+	// maxWaste is the most time losing hedges of a class that never wins
+	// may run, on average per hedge of the class and as a share of the
+	// delay, for the class to go on; a class that wins a share w of its
+	// hedges may waste maxWaste*(1+w). Hedges that lose often but cheaply
+	// (a stall hides among slow but ordinary requests) go on, hedges that
+	// lose and run long (copies of big requests) stop, however often the
+	// others win: with many clients, a copy that jumps another client's
+	// queue wins for its request while the work it adds lands on
+	// everyone.
 	maxWaste = 0.4
 	// maxWasteFixed is maxWaste in the fixed point.
 	maxWasteFixed = rateOne * 2 / 5
+	// startRate and startWaste are the averages of a new class of hedges
+	// sent on evidence (EvidenceHead, EvidenceBehind), just short of
+	// paying: it may waste maxWaste*(1+1/4) = 0.5 of a delay and starts at
+	// 0.6, so its first hedges go at the soft edge's odds, (0.5/0.6)^8,
+	// about one in four, and their outcomes decide. A Hedger starts
+	// cautious and earns its hedges: with many clients, each starting
+	// where its classes pay would send a burst of copies nobody measured.
+	startRate  = rateOne / 4
+	startWaste = rateOne * 3 / 5
 	// payoffProbe is the probe credit per request of a class that does
 	// not pay: at most one hedge in 5,000 requests.
 	payoffProbe = 0.0002
@@ -160,9 +192,8 @@ const (
 	// weigh, about.
 	payoffMemory = 32
 	// payoffPrior is the weight, in hedges, of a class's starting
-	// averages: a win rate of exactly the minimum and a waste of exactly
-	// maxWaste, the edge of paying. A class's first outcomes move its
-	// averages as a running mean with that prior would, so that a new
+	// averages (startRate and startWaste). A class's first outcomes move
+	// its averages as a running mean with that prior would, so that a new
 	// Hedger neither trusts a class it has not measured nor takes a few
 	// dozen losing hedges to stop one that does not pay.
 	payoffPrior = 4
@@ -173,14 +204,15 @@ const (
 // payoff is the benefit feedback of a Policy. For each Evidence it keeps
 // two exponential averages over about the last payoffMemory hedges of that
 // class (fixed point, rateOne): the share that won, and the time losers
-// ran for nothing, as a share of their delay (0 for a win), starting at
-// the edge of paying (the minimum and maxWaste) with the weight of
-// payoffPrior hedges. A class goes while its win rate is at least the minimum
-// or its waste at most maxWaste. Otherwise it goes with probability
-// (best of the two ratios)^8, so that an average that dips by chance
-// recovers at once, and on probe tokens credited by every request, so
-// that a class that stopped paying is measured again now and then and
-// comes back by itself when it pays.
+// ran for nothing, as a share of their delay (0 for a win), starting just
+// short of paying (startRate, startWaste) with the weight of payoffPrior
+// hedges. A class goes while its waste is at most maxWaste*(1+its win
+// rate), or its win rate is at least the minimum (Config.MinWinRate; with
+// the zero Config's 1, never). Otherwise it goes with probability (best
+// of the two ratios)^8, so that an average that dips by chance recovers
+// at once, and on probe tokens credited by every request, so that a class
+// that stopped paying is measured again now and then and comes back by
+// itself when it pays.
 type payoff struct {
 	rate  [numEvidence]atomic.Int64
 	waste [numEvidence]atomic.Int64
@@ -199,11 +231,20 @@ func newPayoff(minWin float64) *payoff {
 	}
 	p := &payoff{min: int64(math.Round(minWin * rateOne)), cred: int64(math.Round(payoffProbe * rateOne))}
 	for i := range p.rate {
-		p.rate[i].Store(p.min)
-		p.waste[i].Store(maxWasteFixed)
+		p.rate[i].Store(startRate)
+		p.waste[i].Store(startWaste)
 	}
+	// Hedges sent without evidence (the engine does not pick replicas)
+	// start at the edge of paying instead: such a client sees nothing
+	// of its replicas, and its one class goes as its delay says until
+	// its outcomes decide.
+	p.waste[EvidenceNone].Store(allowed(startRate))
 	return p
 }
+
+// allowed returns the most waste a class with win rate r may have and go
+// on: maxWaste*(1+r), in the fixed point.
+func allowed(r int64) int64 { return maxWasteFixed + maxWasteFixed*r/rateOne }
 
 // request credits every probe bucket for one request, up to one token.
 func (p *payoff) request() {
@@ -219,10 +260,14 @@ func (p *payoff) request() {
 	}
 }
 
-// pays reports whether hedges of class e win often enough, or lose
-// cheaply enough.
+// pays reports whether hedges of class e lose cheaply enough for how
+// often they win, or win often enough.
 func (p *payoff) pays(e Evidence) bool {
-	return p == nil || p.rate[e].Load() >= p.min || p.waste[e].Load() <= maxWasteFixed
+	if p == nil {
+		return true
+	}
+	r := p.rate[e].Load()
+	return r >= p.min || p.waste[e].Load() <= allowed(r)
 }
 
 // try reports whether a hedge of class e may go, spending a probe token
@@ -231,8 +276,9 @@ func (p *payoff) try(e Evidence) bool {
 	if p.pays(e) {
 		return true
 	}
-	f := float64(p.rate[e].Load()) / float64(p.min)
-	if w := maxWaste * rateOne / float64(max(p.waste[e].Load(), 1)); w > f {
+	r := p.rate[e].Load()
+	f := float64(r) / float64(p.min)
+	if w := float64(allowed(r)) / float64(max(p.waste[e].Load(), 1)); w > f {
 		f = w
 	}
 	f *= f
@@ -300,11 +346,14 @@ func ewma(r *atomic.Int64, v, k int64) {
 
 // String describes the rule.
 func (p *payoff) String() string {
-	return fmt.Sprintf("hedges go on while at least %.3g of them win or they lose cheaply", float64(p.min)/rateOne)
+	if p.min >= rateOne {
+		return "hedges go on while they lose cheaply for how often they win, a primary at the head of its replica waits 3 delays"
+	}
+	return fmt.Sprintf("hedges go on while they lose cheaply for how often they win or at least %.3g of them win, a primary at the head of its replica waits 3 delays", float64(p.min)/rateOne)
 }
 
 // WinRate returns the recent win rate of hedges sent on evidence e, as the
-// payoff rule measures it (the minimum before any; 1 without the rule).
+// payoff rule measures it (1/4 before any; 1 without the rule).
 func (p *Policy) WinRate(e Evidence) float64 {
 	if p.payoff == nil || int(e) >= numEvidence {
 		return 1
@@ -314,7 +363,7 @@ func (p *Policy) WinRate(e Evidence) float64 {
 
 // Waste returns the recent time losing hedges sent on evidence e ran for
 // nothing, per hedge and as a share of their delay, as the payoff rule
-// measures it (maxWaste before any; 0 without the rule).
+// measures it (0.6 before any; 0 without the rule).
 func (p *Policy) Waste(e Evidence) float64 {
 	if p.payoff == nil || int(e) >= numEvidence {
 		return 0

@@ -11,11 +11,12 @@ import (
 // again at once, as if the first admission had never happened.
 func TestGrantUndo(t *testing.T) {
 	const delay = time.Millisecond
-	b := &bucket{tokens: 1} // one token: a second admission needs the first one's back
-	p := New(Config{Budget: b, Shadow: &bucket{}, MaxInFlight: 1, Replicas: 3, MaxAttempts: 3, MinWinRate: 0.35, Rollout: 1})
+	b := &bucket{tokens: 1}                                                                                                  // one token: a second admission needs the first one's back
+	p := New(Config{Budget: b, Shadow: &bucket{}, MaxInFlight: 1, Replicas: 3, MaxAttempts: 3, MinWinRate: 0.2, Rollout: 1}) // a new class's win rate, 1/4, is above 0.2: it pays
 	var pl Plan
 	p.Begin(&pl, 0, fixed(delay), Never, false, nil)
-	if why := p.Check(&pl, delay, false); why != Allowed {
+	at := HeadDelays * delay // a primary at the head of its replica has waited long enough
+	if why := p.Check(&pl, at, false); why != Allowed {
 		t.Fatalf("check: %v", why)
 	}
 	tokens, probes := b.tokens, p.payoff.probe[EvidenceHead].Load()
@@ -23,7 +24,7 @@ func TestGrantUndo(t *testing.T) {
 	if why != Allowed {
 		t.Fatalf("admit: %v", why)
 	}
-	if !g.HoldsSlot() || p.InFlight() != 1 || pl.Copies != 2 || pl.Evidence != EvidenceHead || pl.HedgeAt != delay {
+	if !g.HoldsSlot() || p.InFlight() != 1 || pl.Copies != 2 || pl.Evidence != EvidenceHead || pl.HedgeAt != at {
 		t.Fatalf("after admission: slot %v, in flight %d, copies %d, evidence %v, hedge at %v", g.HoldsSlot(), p.InFlight(), pl.Copies, pl.Evidence, pl.HedgeAt)
 	}
 	g.Undo()

@@ -5,24 +5,29 @@ import (
 	"time"
 )
 
-// TestPayoffBoundaryWinRate checks the payoff rule at its edges, worked by
-// hand in the rule's fixed point (rateOne = 2^20; a class's k-th outcome
-// moves its averages by 1/min(k + payoffPrior, 32) of the difference,
-// truncated toward zero):
+// TestPayoffBoundaryWinRate checks the payoff rule from a new class on,
+// worked by hand in the rule's fixed point (rateOne = 2^20; a class's
+// k-th outcome moves its averages by 1/min(k + payoffPrior, 32) of the
+// difference, truncated toward zero; a class with win rate r may waste
+// allowed(r) = 419,430 + 419,430*r/2^20):
 //
-//   - MinWinRate 31/32 gives min = 31/32 * 2^20 = 1,015,808, and a new
-//     class starts at a win rate of exactly min and a waste of exactly
-//     maxWasteFixed = 2*2^20/5 = 419,430: at both edges, it pays;
-//   - its first hedge loses after running 16 delays (the cap): with a
-//     weight of 1/5, the win rate goes to 1,015,808 - 1,015,808/5 =
-//     812,647 < min, the waste to 419,430 + (16*2^20 - 419,430)/5 =
-//     3,690,987 > maxWasteFixed: it no longer pays;
-//   - its second hedge wins: with a weight of 1/6, the win rate goes to
-//     812,647 + (2^20 - 812,647)/6 = 851,968, the waste to 3,690,987 -
-//     3,690,987/6 = 3,075,823: it still does not pay.
+//   - a new class starts just short of paying: a win rate of 2^20/4 =
+//     262,144 and a waste of 3*2^20/5 = 629,145 > allowed = 524,287;
+//   - its first hedge (a probe) wins: with a weight of 1/5 the win rate
+//     goes to 262,144 + 786,432/5 = 419,430, the waste to 629,145 -
+//     629,145/5 = 503,316 <= allowed = 587,201: it pays;
+//   - its second hedge loses after running 16 delays (the cap): with a
+//     weight of 1/6 the win rate goes to 419,430 - 419,430/6 = 349,525,
+//     the waste to 503,316 + (16*2^20 - 503,316)/6 = 3,215,632 > allowed
+//     = 559,239: it no longer pays;
+//   - its third hedge wins: with a weight of 1/7, 449,389 and 2,756,256
+//     > 599,185: it still does not pay.
 //
-// The hedges go through the Policy as an engine's do (Check, Admit,
-// Succeeded), and a Shadow request reads the rule without its soft gate.
+// MinWinRate 31/32 is never reached, so the win rate counts only through
+// allowed. The hedges go through the Policy as an engine's do (Check,
+// Admit, Succeeded), behind an earlier request so that the head wait does
+// not hold them, and a Shadow request reads the rule without its soft
+// gate.
 func TestPayoffBoundaryWinRate(t *testing.T) {
 	const delay = 10 * time.Millisecond
 	p := New(Config{MaxAttempts: 2, Replicas: 3, MinWinRate: 31.0 / 32, Rollout: 1})
@@ -39,8 +44,9 @@ func TestPayoffBoundaryWinRate(t *testing.T) {
 		if why := p.Check(&pl, delay, false); why != Allowed {
 			t.Fatalf("check: %v", why)
 		}
-		if _, why := p.Admit(&pl, 0, EvidenceHead); why != Allowed {
-			t.Fatalf("admit: %v (rate %d, waste %d)", why, p.payoff.rate[EvidenceHead].Load(), p.payoff.waste[EvidenceHead].Load())
+		p.payoff.probe[EvidenceBehind].Store(rateOne) // a probe token, so that the hedge goes whatever the soft gate draws
+		if _, why := p.Admit(&pl, 0, EvidenceBehind); why != Allowed {
+			t.Fatalf("admit: %v (rate %d, waste %d)", why, p.payoff.rate[EvidenceBehind].Load(), p.payoff.waste[EvidenceBehind].Load())
 		}
 		p.Succeeded(&pl, delay+ranFor, won)
 	}
@@ -51,74 +57,81 @@ func TestPayoffBoundaryWinRate(t *testing.T) {
 		if why := p.Check(&pl, delay, false); why != Allowed {
 			t.Fatalf("shadow check: %v", why)
 		}
-		_, why := p.Admit(&pl, 0, EvidenceHead)
+		_, why := p.Admit(&pl, 0, EvidenceBehind)
 		return why
 	}
-	averages := func(rate, waste int64) {
+	averages := func(rate, waste int64, pays bool) {
 		t.Helper()
-		if r, w := p.payoff.rate[EvidenceHead].Load(), p.payoff.waste[EvidenceHead].Load(); r != rate || w != waste {
+		if r, w := p.payoff.rate[EvidenceBehind].Load(), p.payoff.waste[EvidenceBehind].Load(); r != rate || w != waste {
 			t.Fatalf("rate %d, waste %d; want %d, %d", r, w, rate, waste)
+		}
+		if got := p.payoff.pays(EvidenceBehind); got != pays {
+			t.Fatalf("rate %d, waste %d: pays %v, want %v", rate, waste, got, pays)
+		}
+		want := RefusedPayoff
+		if pays {
+			want = Allowed
+		}
+		if why := shadow(); why != want {
+			t.Fatalf("shadow hedge at rate %d, waste %d: %v, want %v", rate, waste, why, want)
 		}
 	}
 
-	averages(1_015_808, 419_430)
-	if got := p.WinRate(EvidenceHead); got != 31.0/32 {
-		t.Fatalf("WinRate = %v, want exactly the minimum 31/32", got)
+	averages(262_144, 629_145, false)
+	if got := p.WinRate(EvidenceBehind); got != 0.25 {
+		t.Fatalf("WinRate = %v, want 1/4 for a new class", got)
 	}
-	if !p.payoff.pays(EvidenceHead) {
-		t.Fatal("a new class, at the minimum win rate and the most waste, does not pay")
-	}
-	if why := shadow(); why != Allowed {
-		t.Fatalf("shadow hedge of a new class: %v, want allowed", why)
-	}
-
+	hedge(true, 0)
+	averages(419_430, 503_316, true)
 	hedge(false, 16*delay)
-	averages(812_647, 3_690_987)
-	if p.payoff.pays(EvidenceHead) {
-		t.Fatal("a class below the minimum with costly losers pays")
-	}
-	if why := shadow(); why != RefusedPayoff {
-		t.Fatalf("shadow hedge below the minimum: %v, want payoff", why)
-	}
-
-	p.payoff.probe[EvidenceHead].Store(rateOne) // a probe token, so that the next hedge goes whatever the soft gate draws
-	hedge(true, delay)
-	averages(851_968, 3_075_823)
-	if p.payoff.pays(EvidenceHead) {
-		t.Fatal("one win after a costly loss pays")
-	}
+	averages(349_525, 3_215_632, false)
+	hedge(true, 0)
+	averages(449_389, 2_756_256, false)
 }
 
-// TestPayoffBoundaryWaste checks the other side of the rule: a class whose
-// win rate is below the minimum but whose waste is exactly maxWaste pays.
-// With MinWinRate 1 (min = 2^20), a first loss after 0.4 delays gives
-// int(0.4*2^20) = 419,430 = maxWasteFixed, so the waste stays there, and
-// a rate of 2^20 - 2^20/5 = 838,861 < min. A second loss after 0.5
-// delays (524,288) makes the waste 419,430 + (524,288 - 419,430)/6 =
-// 436,906 and the rate 838,861 - 838,861/6 = 699,051.
+// TestPayoffBoundaryWaste checks the rule's edges with averages set by
+// hand: a class with a win rate of 1/2 (2^19) may waste 419,430 +
+// 419,430/2 = 629,145 and goes on at exactly that, not one above it;
+// with MinWinRate 1/2 the same class goes on whatever its waste, and with
+// MinWinRate 1 (the zero Config's) a class never goes on for winning
+// alone.
 func TestPayoffBoundaryWaste(t *testing.T) {
+	set := func(p *payoff, rate, waste int64) {
+		p.rate[EvidenceBehind].Store(rate)
+		p.waste[EvidenceBehind].Store(waste)
+	}
 	p := newPayoff(1)
-	p.outcome(EvidenceBehind, false, 0.4)
-	if r, w := p.rate[EvidenceBehind].Load(), p.waste[EvidenceBehind].Load(); r != 838_861 || w != 419_430 {
-		t.Fatalf("rate %d, waste %d; want 838861, 419430", r, w)
+	if got := allowed(1 << 19); got != 629_145 {
+		t.Fatalf("allowed(2^19) = %d, want 629145", got)
 	}
+	set(p, 1<<19, 629_145)
 	if !p.pays(EvidenceBehind) {
-		t.Fatal("a waste exactly at maxWaste does not pay")
+		t.Fatal("a waste exactly at the allowance does not pay")
 	}
-	p.outcome(EvidenceBehind, false, 0.5)
-	if r, w := p.rate[EvidenceBehind].Load(), p.waste[EvidenceBehind].Load(); r != 699_051 || w != 436_906 {
-		t.Fatalf("rate %d, waste %d; want 699051, 436906", r, w)
-	}
+	set(p, 1<<19, 629_146)
 	if p.pays(EvidenceBehind) {
-		t.Fatal("a waste above maxWaste and a win rate below the minimum pay")
+		t.Fatal("a waste above the allowance pays with MinWinRate 1")
+	}
+	set(p, rateOne-1, 16*rateOne)
+	if p.pays(EvidenceBehind) {
+		t.Fatal("with MinWinRate 1, a class pays for winning alone")
+	}
+	q := newPayoff(0.5)
+	set(q, 1<<19, 16*rateOne)
+	if !q.pays(EvidenceBehind) {
+		t.Fatal("with MinWinRate 1/2, a class at that win rate does not pay")
+	}
+	set(q, 1<<19-1, 16*rateOne)
+	if q.pays(EvidenceBehind) {
+		t.Fatal("with MinWinRate 1/2, a class just below it and costly losers pays")
 	}
 }
 
 // TestPayoffPriorWeighsFourHedges: a class's averages after k outcomes
 // weigh its start as payoffPrior hedges would, until 32 outcomes; after
 // that they move by 1/32 per outcome. A class that wins every time from
-// the minimum rate r0 has, after k wins, 1 - (1 - r0)*4/(4 + k) up to
-// truncation: above the minimum from the first win.
+// the starting rate r0 has, after k wins, 1 - (1 - r0)*4/(4 + k) up to
+// truncation: above the start from the first win.
 func TestPayoffPriorWeighsFourHedges(t *testing.T) {
 	p := newPayoff(0.35)
 	r0 := p.rate[EvidenceHead].Load()

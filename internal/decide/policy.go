@@ -44,11 +44,15 @@ const (
 	// RefusedFanOut: the copy is of a leaf of a fan-out request whose own
 	// budget or cap on extra copies is spent (see Fan).
 	RefusedFanOut
+	// RefusedHead: the primary is at the head of this client's requests on
+	// its replica (EvidenceHead) and has not yet waited HeadDelays delays;
+	// the copy is asked for again when it has (see HeadAt).
+	RefusedHead
 )
 
 // NumRefusals is one more than the largest Refusal: the size of an array
 // indexed by Refusal.
-const NumRefusals = int(RefusedFanOut) + 1
+const NumRefusals = int(RefusedHead) + 1
 
 // String names the refusal.
 func (r Refusal) String() string {
@@ -75,6 +79,8 @@ func (r Refusal) String() string {
 		return "payoff"
 	case RefusedFanOut:
 		return "fan-out"
+	case RefusedHead:
+		return "head"
 	}
 	return "Refusal(?)"
 }
@@ -140,8 +146,9 @@ type Config struct {
 	// MaxLoad is the spare-capacity rule's most requests in flight on a
 	// hedge's replica; negative turns the rule off.
 	MaxLoad int
-	// MinWinRate is the payoff rule's least win rate; 0 or negative turns
-	// the rule off.
+	// MinWinRate turns the payoff rule and the head wait on (positive)
+	// or off (0 or negative); a class of hedges that wins at least this
+	// share goes on whatever its waste (see payoff).
 	MinWinRate float64
 	// Mode is where the mode in force is read, once per request.
 	Mode *atomic.Int32
@@ -265,11 +272,32 @@ type Plan struct {
 	Holdout bool
 
 	retry   bool          // the copy being decided replaces one that failed
+	held    bool          // the next copy is due after a server's pushback (Hold): it replaces a copy that failed
 	checkAt time.Duration // when Check ran
 }
 
 // Single reports whether the request goes once, whatever happens.
 func (pl *Plan) Single() bool { return pl.Mode == Off }
+
+// HeadAt returns when a copy of a primary at the head of this client's
+// requests on its replica may go: once the primary has waited HeadDelays
+// delays (Never when no copy is due; at once with a delay of zero), or,
+// for a leaf of a fan-out, once the sibling trigger calls it a straggler
+// if that is sooner: its siblings on other replicas have answered, which
+// a slow replica explains and work queued everywhere does not.
+func (pl *Plan) HeadAt() time.Duration {
+	at := Never
+	switch {
+	case pl.Delay <= 0:
+		at = pl.Start
+	case pl.Delay != Never:
+		at = AddSat(pl.Start, time.Duration(min(float64(pl.Delay)*HeadDelays, float64(Never/2))))
+	}
+	if pl.Fan != nil {
+		at = min(at, AddSat(pl.Start, pl.Fan.Straggler()))
+	}
+	return at
+}
 
 // Begin starts the Plan of a request whose primary is sent at now: it
 // snapshots the mode (applying the rollout with a draw from r, nil for the
@@ -278,7 +306,7 @@ func (pl *Plan) Single() bool { return pl.Mode == Off }
 // caller's deadline, or Never. once marks a request that must not be
 // copied (a write without an idempotency key).
 func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time.Duration, once bool, r *rand.Rand) {
-	pl.Start, pl.Deadline, pl.Copies, pl.Stopped, pl.Evidence, pl.HedgeAt, pl.Holdout = now, deadline, 1, false, EvidenceNone, Never, false
+	pl.Start, pl.Deadline, pl.Copies, pl.Stopped, pl.Evidence, pl.HedgeAt, pl.Holdout, pl.held = now, deadline, 1, false, EvidenceNone, Never, false, false
 	if once || p.maxAttempts == 1 {
 		pl.Mode, pl.Delay = Off, Never
 		return
@@ -367,7 +395,8 @@ func (p *Policy) Next(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 // deadline, a free replica. It takes nothing: a copy that passes must go
 // through Admit.
 func (p *Policy) Check(pl *Plan, now time.Duration, afterFailure bool) Refusal {
-	pl.retry, pl.checkAt = afterFailure, now
+	afterFailure = afterFailure || pl.held
+	pl.retry, pl.held, pl.checkAt = afterFailure, false, now
 	switch {
 	case pl.Mode == Off:
 		return RefusedMode
@@ -406,9 +435,12 @@ func (p *Policy) ChecksLoad() bool { return p.maxLoad >= 0 }
 //   - the spare-capacity rule (Config.MaxReplicaLoad): load is the
 //     requests of this Hedger in flight on the replica the copy would go
 //     to, or -1 when unknown, which passes;
+//   - the head wait (with the payoff rule): a primary at the head of
+//     this client's requests on its replica (ev is EvidenceHead) must have
+//     waited HeadDelays delays (see Plan.HeadAt);
 //   - the payoff rule (Config.MinWinRate): ev is what the engine saw of
 //     the primary's replica (EvidenceNone when it cannot tell), and hedges
-//     sent on the same evidence must have been winning;
+//     sent on the same evidence must have been paying (see payoff);
 //   - MaxHedgesInFlight;
 //   - for a leaf of a fan-out (Plan.Fan), the fan-out's own budget and
 //     cap (see Fan);
@@ -428,12 +460,19 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 	if bet && p.maxLoad >= 0 && (load > p.maxLoad || p.spare.Load() < minSpare*spareOne) {
 		return Grant{}, RefusedBusy
 	}
+	if bet && p.payoff != nil && ev == EvidenceHead && pl.checkAt < pl.HeadAt() {
+		return Grant{}, RefusedHead
+	}
 	g := Grant{p: p, pl: pl, ev: ev}
-	g.paid = bet && pl.Mode == On && p.payoff != nil
+	// The payoff rule measures a class's waste in delays: a copy sent at
+	// once (a delay of zero) gives it nothing to learn from, and is not
+	// judged by it.
+	judged := bet && pl.Delay > 0
+	g.paid = judged && pl.Mode == On && p.payoff != nil
 	if g.paid && !p.payoff.try(ev) {
 		return Grant{}, RefusedPayoff
 	}
-	if bet && pl.Mode == Shadow && !p.payoff.pays(ev) {
+	if judged && pl.Mode == Shadow && !p.payoff.pays(ev) {
 		return Grant{}, RefusedPayoff
 	}
 	g.slot = p.maxInFlight > 0 && pl.Mode != Shadow
@@ -538,19 +577,22 @@ func Counted(why Refusal) bool {
 }
 
 // Retries reports whether a copy refused for why may be asked for again
-// when the next delay has passed, rather than never: a replica that is
-// busy now may be idle then, a fan-out whose cap is full now may have a
-// slot then (RefusedFanOut), and a stall lasts longer than a delay. Other
-// refusals are final for the request.
+// later (when the next delay has passed, or for RefusedHead at the
+// Plan's HeadAt), rather than never: a replica that is busy now may be
+// idle then, a fan-out whose cap is full now may have a slot then
+// (RefusedFanOut), a primary at the head of its replica may still be
+// waiting then (RefusedHead), and a stall lasts longer than a delay.
+// Other refusals are final for the request.
 func (p *Policy) Retries(pl *Plan, why Refusal) bool {
-	return (why == RefusedBusy || why == RefusedFanOut) && pl.Delay > 0 && pl.Delay != Never
+	return (why == RefusedBusy || why == RefusedFanOut || why == RefusedHead) && pl.Delay > 0 && pl.Delay != Never
 }
 
 // Hold applies a server's pushback received at now (see PushbackAfter):
 // with a negative after, no further copy of the request goes; otherwise
 // the next copy is due after that long, in place of the delay, and the
-// copies after it follow the delay again. It returns when the next copy
-// is due, or Never.
+// copies after it follow the delay again. That next copy replaces the
+// one the server turned away: Check treats it as a copy after a failure,
+// not a bet on slowness. It returns when the next copy is due, or Never.
 func (p *Policy) Hold(pl *Plan, now, after time.Duration) time.Duration {
 	if after < 0 {
 		pl.Stopped = true
@@ -559,6 +601,7 @@ func (p *Policy) Hold(pl *Plan, now, after time.Duration) time.Duration {
 	if pl.Mode == Off || pl.Copies >= p.maxAttempts {
 		return Never
 	}
+	pl.held = true
 	return AddSat(now, after)
 }
 

@@ -87,6 +87,7 @@ const (
 	ReasonBusy     = "busy"      // Stats.RefusedBusy
 	ReasonPayoff   = "payoff"    // Stats.RefusedPayoff
 	ReasonFanOut   = "fan_out"   // Stats.RefusedFanOut
+	ReasonHead     = "head"      // Stats.RefusedHead
 	ReasonDeadline = "deadline"  // Stats.RefusedDeadline
 	ReasonReplicas = "replicas"  // Stats.RefusedReplicas
 )
@@ -98,13 +99,14 @@ type Count struct {
 }
 
 // Refusals returns s's refusal counts by reason.
-func Refusals(s hedge.Stats) [7]Count {
-	return [7]Count{
+func Refusals(s hedge.Stats) [8]Count {
+	return [8]Count{
 		{ReasonBudget, s.RefusedBudget},
 		{ReasonInFlight, s.RefusedInFlight},
 		{ReasonBusy, s.RefusedBusy},
 		{ReasonPayoff, s.RefusedPayoff},
 		{ReasonFanOut, s.RefusedFanOut},
+		{ReasonHead, s.RefusedHead},
 		{ReasonDeadline, s.RefusedDeadline},
 		{ReasonReplicas, s.RefusedReplicas},
 	}
