@@ -70,9 +70,11 @@
 // and the simulator drive it. So every rule of the default applies as it
 // ships: a copy only to an idle replica, asked for again a delay later;
 // no copy while fewer than a quarter of recent primaries found their
-// replica idle; the payoff rule, which stops hedges that neither win often
-// nor lose cheaply, learning from the replay's outcomes in the order they
-// happen; the default budget. The delay is the sample's p95 (where the
+// replica idle; the head wait, which holds the copy of a primary at the
+// head of its replica until it has waited three delays; the payoff rule,
+// which stops hedges whose losers cost more than their wins allow,
+// learning from the replay's outcomes in the order they happen; the
+// default budget. The delay is the sample's p95 (where the
 // library's live p95 settles; it does not follow the load as the live one
 // does). A copy's latency is drawn from its moment, as the estimate's
 // other copies are: one seeded draw sets the replay's course, and the

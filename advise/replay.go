@@ -39,10 +39,12 @@ import (
 //     again a delay later when there is none, and none while fewer than a
 //     quarter of recent primaries found their replica idle
 //     (decide.Policy.Placed);
-//   - the payoff rule: each hedge classed by what the client saw of its
-//     primary's replica (decide.Behind), and a class that does not win
-//     often enough, or lose cheaply, held back (decide.Policy.Succeeded
-//     teaches it the replayed outcomes, in the order they happen);
+//   - the evidence and payoff rule: each hedge classed by what the client
+//     saw of its primary's replica (decide.Behind), the copy of a primary
+//     at the head of it held until it has waited three delays, and a class
+//     whose losers cost more than its wins allow held back
+//     (decide.Policy.Succeeded teaches it the replayed outcomes, in the
+//     order they happen);
 //   - the default budget.
 //
 // The replicas are picked as the library picks them (decide.Picker, hedge.Picker's code, the
