@@ -299,8 +299,8 @@ func TestCollectorMatchesStats(t *testing.T) {
 			t.Error("unlimited budget exported")
 		}
 		ops := len(hedgers["a"].Stats()) + len(hedgers["b"].Stats()) + len(hedgers["c"].Stats())
-		if n != 18*ops {
-			t.Errorf("checked %d counter series, want 18 per op, %d", n, 17*ops)
+		if n != 19*ops {
+			t.Errorf("checked %d counter series, want 19 per op, %d", n, 19*ops)
 		}
 		if got := testutil.CollectAndCount(c, "hedge_requests_total"); got != ops {
 			t.Errorf("CollectAndCount(requests) = %d, want %d", got, ops)
