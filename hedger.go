@@ -33,11 +33,13 @@ const OtherOp = "(other)"
 // budgeted to 10% of requests with a burst of 10, every error except
 // Permanent ones and context errors retryable, losers reaped before Do
 // returns, mode On for every request. With Replicas, it also hedges the
-// server rather than the request (see evidence.go's rules): a copy goes
-// only to an idle replica (MaxReplicaLoad), hedges that do not pay stop
-// (MinWinRate), and a cancelled loser keeps counting on its replica for a
-// while (Picker); Config{MaxReplicaLoad: AnyReplicaLoad, MinWinRate: -1}
-// turns those two rules off, leaving the live percentile and the budget.
+// server rather than the request (the rules of the module's
+// internal/decide, evidence.go): a copy goes only to an idle replica
+// (MaxReplicaLoad), the copy of a primary at the head of its replica
+// waits three delays and hedges that do not pay stop (MinWinRate), and a
+// cancelled loser keeps counting on its replica for a while (Picker);
+// Config{MaxReplicaLoad: AnyReplicaLoad, MinWinRate: -1} turns those
+// rules off, leaving the live percentile and the budget.
 type Config struct {
 	// Delay says when to send the next copy. Nil means Percentile{}: the
 	// p95 of the last 1,000 primary latencies of the operation class, and
