@@ -191,22 +191,36 @@ func (b *browser) text(id string) string {
 	return eval[string](b, fmt.Sprintf(`document.getElementById(%q).innerText`, id))
 }
 
-// waitFor polls a JavaScript condition until it holds. Its deadline only
-// bounds a hang.
+// waitFor waits until a JavaScript condition holds. The page itself
+// checks it, at once and then after every change of the document or of
+// the focus and on every animation frame, and one promise answers when
+// it holds: nothing on this side sleeps or races a timer, and how long
+// the page takes does not change the outcome. The deadline only bounds
+// a hang.
 func (b *browser) waitFor(what, cond string) {
 	b.t.Helper()
-	deadline := time.Now().Add(conditionWait)
-	for {
-		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](cond))
-		if err == nil && ok {
-			return
+	ctx, cancel := context.WithTimeout(b.ctx, conditionWait)
+	defer cancel()
+	wait := fmt.Sprintf(`new Promise(resolve => {
+		const holds = () => { try { return !!(%s); } catch (e) { return false; } };
+		let done = false;
+		const obs = new MutationObserver(check);
+		function check() {
+			if (done || !holds()) return;
+			done = true;
+			obs.disconnect();
+			document.removeEventListener('focusin', check);
+			resolve(true);
 		}
-		if time.Now().After(deadline) || errors.Is(b.ctx.Err(), context.DeadlineExceeded) {
-			state, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`['ex-verdict', 'ex-status', 'dr-preview', 'dr-p95', 'dr-time-out', 'ad-verdict', 'ad-error']
-				.map(id => id + ': ' + document.getElementById(id).innerText.replace(/\s+/g, ' ')).join('\n')`))
-			b.t.Fatalf("timed out waiting for %s (%s): %v\npage state:\n%s", what, cond, err, state)
-		}
-		time.Sleep(40 * time.Millisecond)
+		function frame() { check(); if (!done) requestAnimationFrame(frame); }
+		obs.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+		document.addEventListener('focusin', check);
+		frame();
+	})`, cond)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](wait, chromedp.EvalAwaitPromise)); err != nil {
+		state, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`['ex-verdict', 'ex-status', 'dr-preview', 'dr-p95', 'dr-time-out', 'ad-verdict', 'ad-error']
+			.map(id => id + ': ' + document.getElementById(id).innerText.replace(/\s+/g, ' ')).join('\n')`))
+		b.t.Fatalf("waiting for %s (%s): %v\npage state:\n%s", what, cond, err, state)
 	}
 }
 
