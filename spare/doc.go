@@ -7,11 +7,9 @@
 // most of the replica's traffic. When many clients share the replicas,
 // each client's copies land on queues that other clients fill, and a
 // copy that wins for its request delays every primary queued behind it:
-// in the simulator, the library's default rules raised the median by up
-// to 36% there until a primary at the head of its replica was made to
-// wait three delays for its copy, and at 90% load and more they still
-// raise it by up to 14% (docs/default.md, "Many clients"). The server
-// sees what the clients cannot. A Limiter runs at most Workers requests at once; a
+// in the simulator, at 90% load and more, the library's default rules
+// alone raise the median by up to 14% there (docs/default.md, "Many
+// clients"). The server sees what the clients cannot. A Limiter runs at most Workers requests at once; a
 // request marked as a hedge copy ("Hedge-Attempt: N", which
 // hedgehttp.Transport sets on every copy after the first) waits behind
 // every primary, and a primary that finds every worker busy takes the
