@@ -293,10 +293,17 @@ func (pl *Plan) HeadAt() time.Duration {
 	case pl.Delay != Never:
 		at = AddSat(pl.Start, time.Duration(min(float64(pl.Delay)*HeadDelays, float64(Never/2))))
 	}
-	if pl.Fan != nil {
-		at = min(at, AddSat(pl.Start, pl.Fan.Straggler()))
+	return min(at, pl.straggleAt())
+}
+
+// straggleAt returns when the sibling trigger of the request's fan-out
+// calls it a straggler, or Never for a request that is no leaf or while
+// the trigger has not started.
+func (pl *Plan) straggleAt() time.Duration {
+	if pl.Fan == nil {
+		return Never
 	}
-	return at
+	return AddSat(pl.Start, pl.Fan.Straggler())
 }
 
 // Begin starts the Plan of a request whose primary is sent at now: it
@@ -357,8 +364,8 @@ func (p *Policy) Due(pl *Plan, from time.Duration) (time.Duration, Refusal) {
 		return Never, Allowed
 	}
 	at := AddSat(from, pl.Delay)
-	if pl.Fan != nil && pl.Copies == 1 {
-		if s := AddSat(pl.Start, pl.Fan.Straggler()); s < at {
+	if pl.Copies == 1 {
+		if s := pl.straggleAt(); s < at {
 			at = max(s, from)
 		}
 	}
