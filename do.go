@@ -136,8 +136,9 @@ type callState[T any] struct {
 	keep    bool        // DoHeld: the winner's context outlives the call
 	discard func(T)     // DoHeld: frees a result that lost
 	plan    decide.Plan // the Policy's state for this call; times since the Hedger's epoch
-	ahead   int64       // this Hedger's requests in flight on the primary's replica when it went
-	leftAt  int64       // copies that had left that replica then
+	ahead   int64       // this Hedger's requests in flight on the primary's replica when it went (by its report: requests ahead of it)
+	leftAt  int64       // copies that had left that replica then (by its report: its answers then)
+	byRep   bool        // ahead and leftAt are from the replica's fresh report
 	slot    int         // in the Hedger's timer queue, guarded by its lock; -1 if none
 	// timerDue is set, under the timer queue's lock, when the queue took
 	// the call's timer to fire it: fire may run after the call returned.
@@ -282,9 +283,17 @@ func (c *call[T]) launch(i int, now time.Duration, replica int, probe bool) (con
 		case fo.fan.Load() != c.fan:
 			fo.pure.Store(false)
 		}
+		sent := c.h.sent[replica].Add(1)
 		if i == 0 {
-			c.ahead, c.leftAt = n-1, c.h.left[replica].Load()
-			c.h.pol.Placed(int(n-1), c.fan != nil && fo.pure.Load() && fo.fan.Load() == c.fan)
+			c.ahead, c.leftAt, c.byRep = n-1, c.h.left[replica].Load(), false
+			load := int(n - 1)
+			if rep := c.h.reports[replica].Load(); rep != nil && c.h.pol.Fresh(rep.At, now) {
+				// The server's report says how many requests were
+				// ahead of the primary, whoever sent them.
+				load = rep.Ahead(int(sent - 1))
+				c.ahead, c.leftAt, c.byRep = int64(load), rep.Done, true
+			}
+			c.h.pol.Placed(load, c.fan != nil && fo.pure.Load() && fo.fan.Load() == c.fan)
 		}
 	}
 	ctx, cancel, own := c.parent, context.CancelFunc(nil), (*copyCtx)(nil)
@@ -556,7 +565,13 @@ func (c *call[T]) Place(now time.Duration) (replica, load int) {
 		return -1, -1
 	}
 	replica, c.placedProbe = c.pick(c.launched, now)
-	return replica, c.h.loadFn(replica)
+	load, byReport := c.h.reportedLoad(replica, c.h.ownLoad(replica))
+	if byReport {
+		c.st.byReport.Add(1)
+	} else {
+		c.st.byOwnView.Add(1)
+	}
+	return replica, load
 }
 
 // Evidence is decide.Runtime.Evidence: what the Hedger sees of the
@@ -566,6 +581,9 @@ func (c *call[T]) Place(now time.Duration) (replica, load int) {
 func (c *call[T]) Evidence() decide.Evidence {
 	if c.h.replicas == nil {
 		return decide.EvidenceNone
+	}
+	if c.byRep {
+		return decide.Running(int(c.ahead), c.leftAt, c.h.reports[c.copies[0].replica].Load().Done)
 	}
 	return decide.Behind(c.ahead, c.h.left[c.copies[0].replica].Load()-c.leftAt)
 }

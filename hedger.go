@@ -172,16 +172,17 @@ type Config struct {
 // keeps per-operation-class state (delay estimate and stats). Make one with
 // New and share it.
 type Hedger struct {
-	pol      *decide.Policy  // the decision its calls consult
-	delay    Delay           // Config.Delay, or the default
-	budget   *Budget         // the budget in force, nil when unlimited
-	mode     *ModeVar        // Config.Mode's ModeVar, or the Hedger's own
-	replicas []atomic.Int64  // copies in flight on each replica
-	left     []atomic.Int64  // copies each replica answered (not cancelled ones)
-	ghost    []atomic.Int64  // until when a cancelled loser counts as load on each replica (decide.Policy.Ghost); 0: none
-	fanOuts  []replicaFanOut // which fan-out holds each replica, if only one does (decide.Policy.Placed)
-	lost     []atomic.Int64  // copies cancelled as losers on each replica since it last answered
-	loadFn   func(int) int
+	pol            *decide.Policy  // the decision its calls consult
+	delay          Delay           // Config.Delay, or the default
+	budget         *Budget         // the budget in force, nil when unlimited
+	mode           *ModeVar        // Config.Mode's ModeVar, or the Hedger's own
+	replicas       []atomic.Int64  // copies in flight on each replica
+	left           []atomic.Int64  // copies each replica answered (not cancelled ones)
+	ghost          []atomic.Int64  // until when a cancelled loser counts as load on each replica (decide.Policy.Ghost); 0: none
+	fanOuts        []replicaFanOut // which fan-out holds each replica, if only one does (decide.Policy.Placed)
+	lost           []atomic.Int64  // copies cancelled as losers on each replica since it last answered
+	replicaReports                 // the replicas' own reports of their load (ReportLoad)
+	loadFn         func(int) int
 	// unhedgedLoad is the load the rollout's control group is placed by.
 	unhedgedLoad func(int) int
 	reps         []replicaState // per-replica stats (ReplicaStats)
@@ -244,10 +245,12 @@ func New(cfg Config) (*Hedger, error) {
 		h.lost = make([]atomic.Int64, cfg.Replicas)
 		h.reps = make([]replicaState, cfg.Replicas)
 		h.prob = newProbation(cfg.Replicas)
+		h.reports = make([]atomic.Pointer[decide.Report], cfg.Replicas)
+		h.sent = make([]atomic.Int64, cfg.Replicas)
 		h.loadFn = func(i int) int {
-			n := int(h.replicas[i].Load())
-			if g := h.ghost[i].Load(); g != 0 && int64(h.now()) < g {
-				n++ // a copy cancelled there, and no answer since
+			n := h.ownLoad(i)
+			if h.reports[i].Load() != nil {
+				n, _ = h.reportedLoad(i, n)
 			}
 			return n
 		}
@@ -435,6 +438,17 @@ func (h *Hedger) String() string {
 // now is the monotonic reading passed to policies.
 func (h *Hedger) now() time.Duration { return time.Since(h.epoch) }
 
+// ownLoad is replica i's load as this Hedger sees it alone: its copies in
+// flight there, and one more while a copy cancelled there as a loser has
+// had no answer from the replica since (decide.Policy.Ghost).
+func (h *Hedger) ownLoad(i int) int {
+	n := int(h.replicas[i].Load())
+	if g := h.ghost[i].Load(); g != 0 && int64(h.now()) < g {
+		n++
+	}
+	return n
+}
+
 // replicaFanOut is which fan-out (WithFanOut) made a replica busy with
 // this Hedger's copies, and whether every copy there since is of it. It
 // is kept with atomics, not a lock: copies launched at the same moment on
@@ -464,6 +478,8 @@ type opState struct {
 	wasted       atomic.Int64 // nanoseconds
 	rescued      atomic.Int64
 	saved        atomic.Int64 // nanoseconds
+	byReport     atomic.Int64 // hedge decisions that read a replica's load from its fresh report
+	byOwnView    atomic.Int64 // and those that read the Hedger's own view
 
 	latency quantile.Histogram // winner's latency: what the caller saw
 	primary quantile.Histogram // the primary alone; censored at cancellation

@@ -46,6 +46,12 @@ type Stats struct {
 	// RefusedReplicas counts hedges not sent because every replica
 	// already held a copy.
 	RefusedReplicas int64
+	// LoadByReport counts hedge decisions that read the load of the
+	// replica the copy would go to from that replica's own fresh report
+	// (Load, Hedger.ReportLoad), and LoadByOwnView those that read this
+	// Hedger's own requests in flight there, for want of one. Both are
+	// zero for a Hedger without Replicas.
+	LoadByReport, LoadByOwnView int64
 	// ShadowHedges counts hedges that Shadow mode would have sent.
 	ShadowHedges int64
 	// Failovers counts copies sent at once in place of one that never
@@ -275,6 +281,8 @@ func (st *opState) stats(now time.Duration) Stats {
 		RefusedHead:     st.refused[RefusedHead].Load(),
 		RefusedDeadline: st.refused[RefusedDeadline].Load(),
 		RefusedReplicas: st.refused[RefusedReplicas].Load(),
+		LoadByReport:    st.byReport.Load(),
+		LoadByOwnView:   st.byOwnView.Load(),
 		ShadowHedges:    st.shadowHedges.Load(),
 		Failovers:       st.failovers.Load(),
 		Unhedgeable:     st.unhedgeable.Load(),

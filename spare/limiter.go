@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tailcut/hedge"
 )
 
 // Defaults of Config fields left at zero.
@@ -111,6 +113,7 @@ type runner struct {
 
 type counters struct {
 	primaries, copies, preempted, reruns, refused, abandoned atomic.Int64
+	done                                                     atomic.Int64 // releases of a worker: requests answered, a preempted run included
 }
 
 // New validates cfg and returns a Limiter.
@@ -272,6 +275,7 @@ func (l *Limiter) preemptLocked() {
 // release frees a worker: the next primary, or else the next copy, gets
 // it.
 func (l *Limiter) release() {
+	l.c.done.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.running--
@@ -311,6 +315,20 @@ func (l *Limiter) Stats() Stats {
 	s.Preempted, s.Reruns = l.c.preempted.Load(), l.c.reruns.Load()
 	s.Refused, s.Abandoned = l.c.refused.Load(), l.c.abandoned.Load()
 	return s
+}
+
+// Load returns the Limiter's load now, as a server reports it with an
+// answer (see hedge.Load): the requests holding a worker, those waiting
+// (primaries and copies), its workers, and how many times a worker was
+// released since it was made. Call it while the answered request still
+// holds its worker, and take one from Running: the report is of the
+// others.
+func (l *Limiter) Load() hedge.Load {
+	l.mu.Lock()
+	ld := hedge.Load{Running: l.running, Queued: l.primaries.Len() + l.copies.Len(), Workers: l.workers}
+	l.mu.Unlock()
+	ld.Done = l.c.done.Load()
+	return ld
 }
 
 // runnerKey is the context key of a running copy's *runner.

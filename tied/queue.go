@@ -3,6 +3,8 @@ package tied
 import (
 	"container/list"
 	"time"
+
+	"github.com/tailcut/hedge"
 )
 
 // A waiter is a request in the queue, or a tied copy that holds a worker
@@ -15,6 +17,19 @@ type waiter struct {
 	elem     *list.Element // nil once out of the queue
 	t        *tie          // nil for untied requests
 	tie      Tie
+}
+
+// Load returns the Server's load now, as it reports it with an answer
+// (see hedge.Load): the requests holding a worker, those queued, its
+// workers, and how many times a worker was released since it was made.
+// Call it while the answered request still holds its worker, and take one
+// from Running: the report is of the others.
+func (s *Server) Load() hedge.Load {
+	s.mu.Lock()
+	ld := hedge.Load{Running: s.running, Queued: s.queue.Len(), Workers: s.workers}
+	s.mu.Unlock()
+	ld.Done = s.c.done.Load()
+	return ld
 }
 
 // lookaheadLocked tells the tied copies among the next ClaimAhead
@@ -49,6 +64,7 @@ func (s *Server) leaveLocked(w *waiter, now time.Time) (granted bool) {
 
 // release frees a worker: the next queued request, if any, is given it.
 func (s *Server) release() {
+	s.c.done.Add(1)
 	s.mu.Lock()
 	s.running--
 	if e := s.queue.Front(); e != nil && s.running < s.workers {

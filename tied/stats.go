@@ -10,6 +10,7 @@ type counters struct {
 	won, lost, failed, skipped                                                atomic.Int64
 	received, granted, early, repeated, refusedClaims, rejected               atomic.Int64
 	latSum, latMax                                                            atomic.Int64
+	done                                                                      atomic.Int64 // workers released: requests answered (Load)
 }
 
 // dropped counts a dropped copy.

@@ -52,10 +52,16 @@ const (
 	// primary is still unanswered: the primary waits behind slow work, and
 	// a copy on an idle replica jumps the queue.
 	EvidenceBehind
+	// EvidenceRunning: by its server's own reports of its load (see
+	// Report), the primary found a free worker, or the requests that were
+	// ahead of it have been answered: it runs, and is slow itself or its
+	// server is. Unlike EvidenceHead it cannot be queued behind other
+	// clients' work, and its copy does not wait HeadDelays.
+	EvidenceRunning
 )
 
 // numEvidence is the number of Evidence values.
-const numEvidence = 3
+const numEvidence = 4
 
 // String names the evidence.
 func (e Evidence) String() string {
@@ -66,6 +72,8 @@ func (e Evidence) String() string {
 		return "head"
 	case EvidenceBehind:
 		return "behind"
+	case EvidenceRunning:
+		return "running"
 	}
 	return "Evidence(?)"
 }

@@ -116,6 +116,7 @@ type Policy struct {
 	partial     atomic.Bool   // rollout < 1: a request needs a draw
 	about       string        // the delay and budget, described for String
 	newEst      func() Estimator
+	horizon     atomic.Int64 // how long a server's load report counts (see Fresh), 0 before any delay
 }
 
 // Bucket is the budget a Policy spends hedges from: package hedge's
@@ -330,6 +331,7 @@ func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time
 	}
 	pl.Evidence = EvidenceNone
 	pl.Delay = est.Delay(now)
+	p.setHorizon(pl.Delay)
 }
 
 // draw snapshots the mode for one request, applying the rollout, and

@@ -1,0 +1,111 @@
+package decide
+
+import "time"
+
+// This file holds what the decision makes of its servers' own reports of
+// their load. A client alone sees only its own requests in flight on each
+// replica: their count is the replica's load only when the client sends
+// most of the replica's traffic, and a primary at the head of them may be
+// queued behind other clients' work (the head wait, HeadDelays, is the
+// price of not knowing). A server that runs the toolkit's middleware says,
+// on every answer, how many requests it is running and has queued, how
+// many it runs at once, and how many it has answered since it started.
+// While the last such report from a replica is fresh, the rules read it in
+// place of the client's own view:
+//
+//   - the replica's load (the spare-capacity rule and the picker) is the
+//     requests that a new one would wait behind there: those the report
+//     counted, plus the copies this client sent there since, less the
+//     workers; zero when a worker is free;
+//   - a primary placed on a replica whose report was fresh knows how many
+//     requests were ahead of it; once the replica's later reports count
+//     that many answered, the primary runs (EvidenceRunning), and a copy
+//     of it is no bet against other clients' queues: the head wait does
+//     not apply to it.
+//
+// A report is as old as the last answer from its replica: one that a
+// stalled replica sent before it stalled goes stale, and the client falls
+// back to its own view, cancelled losers counted (Ghost). A report counts
+// for ReportDelays delays of the last request begun.
+
+// ReportDelays is how many hedge delays a server's report of its load
+// counts for after it arrived. Older, it says little of a queue that turns
+// over in a few delays, and the client's own view decides.
+const ReportDelays = 1
+
+// Report is the load a server reported with an answer, as a client holds
+// it. Its zero value is no report.
+type Report struct {
+	// At is when the answer carrying it arrived, on the engine's clock;
+	// 0 for no report.
+	At time.Duration
+	// Present is the requests the server was running or had queued.
+	Present int
+	// Workers is the requests it runs at once (at least 1).
+	Workers int
+	// Done is the requests it had answered since it started, or 0 when it
+	// does not count them.
+	Done int64
+}
+
+// Ahead returns how many requests a new one would wait behind on the
+// replica: the report's, plus sent sent there since, less its workers; 0
+// when a worker is free.
+func (r Report) Ahead(sent int) int {
+	return max(0, r.Present+sent-max(r.Workers, 1)+1)
+}
+
+// Fresh reports whether a report that arrived at at still counts at now:
+// it is younger than ReportDelays delays of the last request begun (see
+// Begin). No report (at 0) is never fresh, nor is one before any request
+// had a finite delay.
+func (p *Policy) Fresh(at, now time.Duration) bool {
+	if at <= 0 {
+		return false
+	}
+	h := time.Duration(p.horizon.Load())
+	return h > 0 && now-at <= h
+}
+
+// ReportedLoad returns the load that the spare-capacity rule and the
+// picker read for a replica: from its report rep, with sent copies of
+// this client sent there since it arrived, while it is fresh at now;
+// otherwise own, the client's own view (its requests in flight there,
+// cancelled losers counted). byReport tells which decided.
+func (p *Policy) ReportedLoad(rep Report, sent, own int, now time.Duration) (load int, byReport bool) {
+	if !p.Fresh(rep.At, now) {
+		return own, false
+	}
+	return rep.Ahead(sent), true
+}
+
+// Running classifies a primary that was placed on a replica whose report
+// was fresh: ahead requests were in front of it, by that report
+// (Report.Ahead), whose Done was doneAt; done is the replica's latest
+// report's count. While fewer than ahead have been answered since, the
+// primary waits behind them (EvidenceBehind); after, it runs
+// (EvidenceRunning). A server that does not count its answers (done 0),
+// or that restarted (done below doneAt), leaves only the first report to
+// go by.
+func Running(ahead int, doneAt, done int64) Evidence {
+	answered := done - doneAt
+	if done == 0 || answered < 0 {
+		answered = 0
+	}
+	if answered < int64(ahead) {
+		return EvidenceBehind
+	}
+	return EvidenceRunning
+}
+
+// setHorizon keeps how long a report counts: ReportDelays of the delay d
+// of the request just begun, written only when it changes.
+func (p *Policy) setHorizon(d time.Duration) {
+	if d <= 0 || d == Never {
+		return
+	}
+	h := int64(min(float64(d)*ReportDelays, float64(Never/2)))
+	if p.horizon.Load() != h {
+		p.horizon.Store(h)
+	}
+}

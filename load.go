@@ -1,0 +1,77 @@
+package hedge
+
+import (
+	"sync/atomic"
+
+	"github.com/tailcut/hedge/internal/decide"
+)
+
+// Load is a server's own account of its load, sent with an answer: what
+// the toolkit's server middleware reports (package loadreport over HTTP,
+// ORCA over gRPC), and what a transport passes to Hedger.ReportLoad.
+//
+// A client alone sees only its own requests in flight on each replica,
+// which are the replica's load only when it sends most of the replica's
+// traffic. While a replica's last report is fresh (it arrived less than a
+// hedge delay ago), the Hedger reads the replica's load from it instead:
+// a copy goes only to a replica with a free worker, the picker prefers the
+// replica with the fewest requests a new one would wait behind, and a
+// primary that the report says found a free worker is known to run, not
+// to wait behind other clients' work, so that its copy goes at the delay
+// rather than after the head wait (see Config.MinWinRate). An older
+// report, as a stalled replica's last one soon is, gives way to the
+// client's own view. Stats.LoadByReport and Stats.LoadByOwnView count
+// which view each hedge decision read.
+type Load struct {
+	// Running is the requests the server was running when it answered,
+	// not counting the one answered.
+	Running int
+	// Queued is the requests waiting there for a worker.
+	Queued int
+	// Workers is the requests it runs at once; 0 when unknown, read as 1.
+	Workers int
+	// Done is the requests it had answered since it started (a counter
+	// that only grows), or 0 when it does not count them. It lets the
+	// client tell a primary that waited in the queue from one that
+	// reached a worker.
+	Done int64
+}
+
+// valid reports whether l can be a server's report: no count negative,
+// and something reported.
+func (l Load) valid() bool {
+	return l.Running >= 0 && l.Queued >= 0 && l.Workers >= 0 && l.Done >= 0
+}
+
+// ReportLoad records the load that replica (in [0, Config.Replicas))
+// reported with an answer that arrived now. Transports call it for every
+// answer that carries a report (hedgehttp and hedgegrpc do); a report for
+// a replica out of range, with a negative count, or to a Hedger without
+// Replicas is ignored. It is safe for concurrent use and does not
+// allocate more than one small value per report.
+func (h *Hedger) ReportLoad(replica int, l Load) {
+	if replica < 0 || replica >= len(h.reports) || !l.valid() {
+		return
+	}
+	now := max(h.now(), 1) // 0 is no report
+	h.reports[replica].Store(&decide.Report{At: now, Present: l.Running + l.Queued, Workers: max(l.Workers, 1), Done: l.Done})
+	h.sent[replica].Store(0)
+}
+
+// replicaReports is what a Hedger keeps of its replicas' reports: the
+// last from each, and the copies sent there since it arrived.
+type replicaReports struct {
+	reports []atomic.Pointer[decide.Report]
+	sent    []atomic.Int64
+}
+
+// reportedLoad is replica i's load as the rules read it (see
+// decide.Policy.ReportedLoad): by its report while that is fresh, else
+// own, the Hedger's own view. byReport tells which.
+func (h *Hedger) reportedLoad(i, own int) (load int, byReport bool) {
+	rep := h.reports[i].Load()
+	if rep == nil {
+		return own, false
+	}
+	return h.pol.ReportedLoad(*rep, int(h.sent[i].Load()), own, h.now())
+}
