@@ -136,10 +136,14 @@ type callState[T any] struct {
 	keep    bool        // DoHeld: the winner's context outlives the call
 	discard func(T)     // DoHeld: frees a result that lost
 	plan    decide.Plan // the Policy's state for this call; times since the Hedger's epoch
-	ahead   int64       // this Hedger's requests in flight on the primary's replica when it went (by its report: requests ahead of it)
-	leftAt  int64       // copies that had left that replica then (by its report: its answers then)
-	byRep   bool        // ahead and leftAt are from the replica's fresh report
-	slot    int         // in the Hedger's timer queue, guarded by its lock; -1 if none
+	ahead   int64       // this Hedger's requests in flight on the primary's replica when it went
+	leftAt  int64       // copies that had left that replica then
+	// When that replica's report was fresh then: the requests ahead of
+	// the primary by it, and its count of answers (decide.Reported).
+	repAhead  int64
+	repDoneAt int64
+	byRep     bool
+	slot      int // in the Hedger's timer queue, guarded by its lock; -1 if none
 	// timerDue is set, under the timer queue's lock, when the queue took
 	// the call's timer to fire it: fire may run after the call returned.
 	timerDue bool
@@ -230,6 +234,10 @@ func (c *call[T]) pick(i int, now time.Duration) (replica int, probe bool) {
 		held[j] = int(c.copies[j].replica)
 	}
 	h := c.h
+	// Copies are routed by the Hedger's own view, reports or not: a
+	// report is fresh for few of the replicas, and its count of every
+	// client's requests cannot be weighed against another replica's count
+	// of this Hedger's alone (Place reads the chosen replica's report).
 	load := h.loadFn
 	if c.plan.Holdout {
 		load = h.unhedgedLoad
@@ -291,7 +299,7 @@ func (c *call[T]) launch(i int, now time.Duration, replica int, probe bool) (con
 				// The server's report says how many requests were
 				// ahead of the primary, whoever sent them.
 				load = rep.Ahead(int(sent - 1))
-				c.ahead, c.leftAt, c.byRep = int64(load), rep.Done, true
+				c.repAhead, c.repDoneAt, c.byRep = int64(load), rep.Done, true
 			}
 			c.h.pol.Placed(load, c.fan != nil && fo.pure.Load() && fo.fan.Load() == c.fan)
 		}
@@ -560,18 +568,18 @@ func (c *call[T]) failover(now time.Duration) {
 // now, and this Hedger's requests in flight there. A probe of a replica
 // on probation is remembered, to be given back if the copy does not go.
 // c.mu is held.
-func (c *call[T]) Place(now time.Duration) (replica, load int) {
+func (c *call[T]) Place(now time.Duration) (replica, load int, byReport bool) {
 	if c.h.replicas == nil {
-		return -1, -1
+		return -1, -1, false
 	}
 	replica, c.placedProbe = c.pick(c.launched, now)
-	load, byReport := c.h.reportedLoad(replica, c.h.ownLoad(replica))
+	load, byReport = c.h.reportedLoad(replica, c.h.ownLoad(replica))
 	if byReport {
 		c.st.byReport.Add(1)
 	} else {
 		c.st.byOwnView.Add(1)
 	}
-	return replica, load
+	return replica, load, byReport
 }
 
 // Evidence is decide.Runtime.Evidence: what the Hedger sees of the
@@ -582,10 +590,12 @@ func (c *call[T]) Evidence() decide.Evidence {
 	if c.h.replicas == nil {
 		return decide.EvidenceNone
 	}
+	r := c.copies[0].replica
+	ev := decide.Behind(c.ahead, c.h.left[r].Load()-c.leftAt)
 	if c.byRep {
-		return decide.Running(int(c.ahead), c.leftAt, c.h.reports[c.copies[0].replica].Load().Done)
+		ev = decide.Reported(ev, int(c.repAhead), c.repDoneAt, c.h.reports[r].Load().Done)
 	}
-	return decide.Behind(c.ahead, c.h.left[c.copies[0].replica].Load()-c.leftAt)
+	return ev
 }
 
 // Launch is decide.Runtime.Launch: it starts the admitted hedge on replica (-1:

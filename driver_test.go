@@ -18,7 +18,7 @@ type driverLog struct {
 	armed    []time.Duration
 }
 
-func (r *driverLog) Place(time.Duration) (int, int) { return r.place, 0 }
+func (r *driverLog) Place(time.Duration) (int, int, bool) { return r.place, 0, false }
 func (r *driverLog) Evidence() decide.Evidence      { return decide.EvidenceHead }
 func (r *driverLog) Launch(_ time.Duration, replica int, _ decide.Grant) bool {
 	if r.canSend {

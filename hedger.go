@@ -182,7 +182,8 @@ type Hedger struct {
 	fanOuts        []replicaFanOut // which fan-out holds each replica, if only one does (decide.Policy.Placed)
 	lost           []atomic.Int64  // copies cancelled as losers on each replica since it last answered
 	replicaReports                 // the replicas' own reports of their load (ReportLoad)
-	loadFn         func(int) int
+	loadFn         func(int) int   // a copy's: the replica's report while fresh, else ownLoad
+	ownLoadFn      func(int) int   // a primary's: ownLoad
 	// unhedgedLoad is the load the rollout's control group is placed by.
 	unhedgedLoad func(int) int
 	reps         []replicaState // per-replica stats (ReplicaStats)
@@ -247,13 +248,7 @@ func New(cfg Config) (*Hedger, error) {
 		h.prob = newProbation(cfg.Replicas)
 		h.reports = make([]atomic.Pointer[decide.Report], cfg.Replicas)
 		h.sent = make([]atomic.Int64, cfg.Replicas)
-		h.loadFn = func(i int) int {
-			n := h.ownLoad(i)
-			if h.reports[i].Load() != nil {
-				n, _ = h.reportedLoad(i, n)
-			}
-			return n
-		}
+		h.loadFn = h.ownLoad
 		// The rollout's control group is placed as a client that never
 		// hedges would place it: there, the copies that hedging
 		// cancelled on a replica would still be in flight until the

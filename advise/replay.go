@@ -328,13 +328,13 @@ func (rp *replay) meanDelay() time.Duration {
 
 // Place is decide.Runtime.Place: the replica the library's picker chooses
 // for the copy among those not holding the primary, and its load.
-func (rp *replay) Place(time.Duration) (replica, load int) {
+func (rp *replay) Place(time.Duration) (replica, load int, byReport bool) {
 	rq := &rp.reqs[rp.cur]
 	q := rp.picker.Pick(rp.replicas, rq.q[:1], rp.load, rp.r.Uint64())
 	if q < 0 {
-		return -1, -1
+		return -1, -1, false
 	}
-	return q, rp.load(q)
+	return q, rp.load(q), false // a recorded sample holds no servers' reports
 }
 
 // Evidence is decide.Runtime.Evidence: whether the primary waits behind

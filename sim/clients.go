@@ -19,6 +19,22 @@ type view struct {
 	// group and pure are fifo's, for this client's copies only.
 	group int32
 	pure  bool
+	// With Config.LoadReports, the queue's last report to this client
+	// (its copies after the answer left, and its answers, at repAt; repAt
+	// 0 for none) and the copies the client placed there since.
+	repAt   float64
+	repBusy int32
+	repLeft uint32
+	sent    int32
+}
+
+// report returns the client's last report of a queue as the decision
+// reads it.
+func (e *engine) report(v *view) decide.Report {
+	if v.repAt == 0 {
+		return decide.Report{}
+	}
+	return decide.Report{At: max(toDuration(v.repAt), 1), Present: int(v.repBusy), Workers: e.workers, Done: int64(v.repLeft)}
 }
 
 // clientsN returns how many clients the run has: at least one.
@@ -29,7 +45,7 @@ func (e *engine) clientsN() int { return max(1, e.c.Clients) }
 // client is drawn from.
 func (e *engine) initClients(c Config, nq int) {
 	n := max(1, c.Clients)
-	e.multi = n > 1 || c.forceViews
+	e.multi = n > 1 || c.forceViews || c.LoadReports
 	e.nq = nq
 	e.vbase = 0
 	e.shares = e.shares[:0]

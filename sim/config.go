@@ -430,6 +430,18 @@ type Config struct {
 	// beside it; the same restrictions apply, and the two exclude each
 	// other.
 	IdleOnlyCopies bool
+	// LoadReports makes every server report its load with every answer,
+	// as servers that run the toolkit's middleware do (hedge.Load): the
+	// copies waiting and in service there after the answer left, and its
+	// count of answers. A client holds the last report of each server it
+	// heard from, which is as old as its last answer from that server,
+	// and counts the copies it sent there since; while the report is
+	// fresh (decide.ReportDelays delays), the client's Policy reads the
+	// server's load and the evidence of a primary from it instead of its
+	// own view (decide.Policy.ReportedLoad, decide.Running). It needs a
+	// hedging strategy with the library's rules (the default), and
+	// combines with LowPriorityCopies.
+	LoadReports bool
 
 	// forceViews, in the package's tests only, makes a run with one
 	// client keep the per-client views that runs with several use, to
@@ -556,6 +568,11 @@ func (c Config) Validate() error {
 	}
 	if (c.World == BigJobs || c.World == Mixed) && (!(c.SCV >= 1) || math.IsInf(c.SCV, 0)) {
 		bad("scv %v: the hyperexponential needs a squared coefficient of variation >= 1, e.g. 10", c.SCV)
+	}
+	if c.LoadReports {
+		if _, ok := c.HedgeConfig(); !ok {
+			bad("load reports are read by the library's rules: use a hedging strategy that has them (default)")
+		}
 	}
 	if c.LowPriorityCopies && c.IdleOnlyCopies {
 		bad("low-priority copies and idle-only copies are two forms of the same server help: choose one")
@@ -794,6 +811,9 @@ func (c Config) String() string {
 	}
 	if c.IdleOnlyCopies {
 		b.WriteString(" idle-only-copies=true")
+	}
+	if c.LoadReports {
+		b.WriteString(" load-reports=true")
 	}
 	return b.String()
 }

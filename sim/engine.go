@@ -58,6 +58,11 @@ type request struct {
 	// default strategy reads them.
 	ahead  int32  // copies on the primary's queue when it was placed
 	leftAt uint32 // the queue's completed count then
+	// With Config.LoadReports, when the queue's report was fresh then:
+	// the copies ahead of the primary by it, and its count of answers.
+	repAhead  int32
+	repLeftAt uint32
+	byRep     bool
 }
 
 // engine is the state of one run. A Simulator keeps one and reuses its
@@ -99,14 +104,19 @@ type engine struct {
 	// Clients (see "Many clients" in doc.go). With one client (multi
 	// false) the Policy reads the queues' own counts, which are then that
 	// client's; with several, each client's Policy reads its views.
-	multi  bool
-	nq     int    // queues: the stride of views
-	views  []view // what client c sees of queue q, at c*nq+q (multi only)
-	vbase  int    // c*nq for the client whose copy is being placed
-	pols   []*decide.Policy
-	ests   []decide.Estimator // each client's delay estimator
-	rC     rng                // which client a request belongs to (multi only)
-	shares []float64          // cumulative shares of the clients, the last 1
+	multi bool
+	nq    int            // queues: the stride of views
+	views []view         // what client c sees of queue q, at c*nq+q (multi only)
+	vbase int            // c*nq for the client whose copy is being placed
+	vpol  *decide.Policy // the Policy of that client, with LoadReports
+	// With Config.LoadReports: servers report their load with every
+	// answer, and workers is each queue's servers (decide.Report.Workers).
+	reports bool
+	workers int
+	pols    []*decide.Policy
+	ests    []decide.Estimator // each client's delay estimator
+	rC      rng                // which client a request belongs to (multi only)
+	shares  []float64          // cumulative shares of the clients, the last 1
 
 	hedges      bool
 	ghosts      bool // count cancelled losers as load until progress (the library's picker)
@@ -288,6 +298,11 @@ func (e *engine) init(c Config) {
 	e.refused = [decide.NumRefusals]int64{}
 	e.shadow = 0
 	e.lowCopies, e.preempted = c.LowPriorityCopies, 0
+	e.reports, e.workers, e.vpol = c.LoadReports && e.pol != nil, 1, e.pol
+	if e.pool {
+		e.workers = c.Servers
+	}
+
 	e.idleOnly, e.refusedByServer = c.IdleOnlyCopies, 0
 	e.need = int32(c.Fanout)
 	if c.FanoutNeed > 0 {
@@ -543,16 +558,26 @@ func (e *engine) newUnit(parent, idx int32, client uint16, measured bool) int32 
 		if e.pol != nil {
 			pol := e.polOf(client)
 			var together bool // every copy there is a leaf of r's fan-out
+			load := -1
 			if e.multi {
 				v := e.viewOf(client, q)
-				r.ahead, r.leftAt = v.busy-1, v.left
+				r.ahead, r.leftAt, r.byRep = v.busy-1, v.left, false
 				together = v.pure && v.group == r.idx
+				if rep := e.report(v); e.reports && pol.Fresh(rep.At, toDuration(e.now)) {
+					// The server's report says how many copies were
+					// ahead of the primary, whoever sent them.
+					load = rep.Ahead(int(v.sent) - 1)
+					r.repAhead, r.repLeftAt, r.byRep = int32(load), v.repLeft, true
+				}
 			} else {
 				f := &e.qs[q]
 				r.ahead, r.leftAt = int32(f.busy-1), f.left
 				together = f.pure && f.group == r.idx
 			}
-			pol.Placed(e.load(int(q))-1, together && r.parent >= 0)
+			if load < 0 {
+				load = e.load(int(q)) - 1
+			}
+			pol.Placed(load, together && r.parent >= 0)
 		}
 		e.kick(q)
 		if e.hedges {

@@ -96,6 +96,13 @@ func (e *engine) answered(r *request, q int32) {
 		v := e.viewOf(r.client, q)
 		v.left++
 		v.ghostUntil = 0
+		if e.reports {
+			// The answer carries the queue's report: its copies after
+			// this one left, and its answers.
+			f := &e.qs[q]
+			f.left++
+			v.repAt, v.repBusy, v.repLeft, v.sent = e.now, int32(f.busy), f.left, 0
+		}
 		return
 	}
 	f := &e.qs[q]

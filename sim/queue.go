@@ -132,6 +132,7 @@ func (e *engine) addCopyAt(slot int32, r *request, q int32) {
 			v.pure = false
 		}
 		v.busy++
+		v.sent++
 	}
 }
 

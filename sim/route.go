@@ -8,7 +8,10 @@ import "github.com/tailcut/hedge/internal/decide"
 // Two-choice and random routing go through decide.Picker, hedge.Picker's
 // code, the same code the live engine uses, with the queues' busy counts
 // (waiting plus in service) as the load: with several clients, the
-// client's own copies on each queue, as a Hedger sees only its own.
+// client's own copies on each queue, as a Hedger sees only its own, even
+// with Config.LoadReports (a report is fresh for few of the queues, and
+// its count of every client's copies cannot be weighed against another
+// queue's count of the client's alone).
 // Least-loaded is not a Picker mode, so it is a scan here, and it reads
 // the whole queues whatever the clients: an oracle no client has.
 func (e *engine) place(r *request) int32 {

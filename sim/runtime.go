@@ -19,19 +19,30 @@ func (e *engine) drive(slot int32, r *request, now time.Duration) *hedgeRT {
 	e.cur, e.curR, e.curNow = slot, r, now
 	if e.multi {
 		e.vbase = int(r.client) * e.nq
+		if e.reports {
+			e.vpol = e.pols[r.client]
+		}
 	}
 	return (*hedgeRT)(e)
 }
 
 // Place picks the server the copy would go to and returns it with its
 // load, or -1, -1 when no server is eligible.
-func (h *hedgeRT) Place(time.Duration) (int, int) {
+func (h *hedgeRT) Place(time.Duration) (int, int, bool) {
 	e := (*engine)(h)
 	q := e.place(e.curR)
 	if q < 0 {
-		return -1, -1
+		return -1, -1, false
 	}
-	return int(q), e.load(int(q))
+	if e.reports {
+		if checkPlace != nil {
+			checkPlace(e, int(q))
+		}
+		v := &e.views[e.vbase+int(q)]
+		load, byReport := e.vpol.ReportedLoad(e.report(v), int(v.sent), e.load(int(q)), toDuration(e.now))
+		return int(q), load, byReport
+	}
+	return int(q), e.load(int(q)), false
 }
 
 // Evidence is what the client sees of the primary's queue (decide.Behind).
@@ -109,7 +120,11 @@ func (e *engine) evidence(r *request) decide.Evidence {
 	if e.multi {
 		left = e.viewOf(r.client, r.copies[0].q).left
 	}
-	return decide.Behind(int64(r.ahead), int64(left-r.leftAt))
+	ev := decide.Behind(int64(r.ahead), int64(left-r.leftAt))
+	if r.byRep {
+		ev = decide.Reported(ev, int(r.repAhead), int64(r.repLeftAt), int64(e.viewOf(r.client, r.copies[0].q).repLeft))
+	}
+	return ev
 }
 
 // delayUnits is fromDuration, remembering the last conversion: a delay is
@@ -155,6 +170,11 @@ func (e *engine) hedgeDue(slot int32, r *request) {
 	now := toDuration(e.now)
 	e.polOf(r.client).Fire(&r.plan, now, e.drive(slot, r, now))
 }
+
+// checkPlace, when a test sets it, is called with the queue each hedge
+// decision with Config.LoadReports looks at, before it reads the queue's
+// report. It is nil outside the package's tests.
+var checkPlace func(e *engine, q int)
 
 // checkFanCopy, when a test sets it, is called whenever a further copy of
 // a fan-out's sub-request goes, once it is placed. It is nil outside the

@@ -10,10 +10,12 @@ import "time"
 type Runtime interface {
 	// Place returns the replica the request's next copy would go to and
 	// that replica's load as the spare-capacity rule reads it (requests
-	// in flight there), or -1, -1 when the engine does not pick replicas.
-	// Try calls it before Admit, and only when the Policy checks load
+	// in flight there, or ahead of a new one by the replica's fresh
+	// report: Policy.ReportedLoad), or -1, -1 when the engine does not
+	// pick replicas; byReport tells whether a report gave the load. Try
+	// calls it before Admit, and only when the Policy checks load
 	// (Policy.ChecksLoad).
-	Place(now time.Duration) (replica, load int)
+	Place(now time.Duration) (replica, load int, byReport bool)
 	// Evidence returns what the engine sees of the primary's replica (see
 	// Behind), or EvidenceNone.
 	Evidence() Evidence
@@ -98,11 +100,19 @@ func (p *Policy) Try(pl *Plan, now time.Duration, afterFailure bool, rt Runtime)
 		}
 		return why
 	}
-	replica, load := -1, -1
+	replica, load, byReport := -1, -1, false
 	if p.ChecksLoad() {
-		replica, load = rt.Place(now)
+		replica, load, byReport = rt.Place(now)
 	}
-	g, why := p.Admit(pl, load, rt.Evidence())
+	ev := rt.Evidence()
+	if ev == EvidenceQueued || ev == EvidenceRunning && !byReport {
+		// The servers' reports say where the primary is, but whether the
+		// copy's replica has a free worker is the client's guess: with
+		// other clients' work there unseen, the copy may jump their
+		// queue, and waits as a copy of a primary at the head does.
+		ev = EvidenceHead
+	}
+	g, why := p.Admit(pl, load, ev)
 	if why == Allowed && !rt.Launch(now, replica, g) {
 		g.Undo()
 		why = RefusedReplicas

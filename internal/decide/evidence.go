@@ -58,10 +58,15 @@ const (
 	// server is. Unlike EvidenceHead it cannot be queued behind other
 	// clients' work, and its copy does not wait HeadDelays.
 	EvidenceRunning
+	// EvidenceQueued: by its server's own reports of its load, requests
+	// were ahead of the primary there, and fewer have been answered since:
+	// it waits behind them, whichever clients sent them, and a copy on a
+	// replica that reports a free worker jumps that queue.
+	EvidenceQueued
 )
 
 // numEvidence is the number of Evidence values.
-const numEvidence = 4
+const numEvidence = 5
 
 // String names the evidence.
 func (e Evidence) String() string {
@@ -74,6 +79,8 @@ func (e Evidence) String() string {
 		return "behind"
 	case EvidenceRunning:
 		return "running"
+	case EvidenceQueued:
+		return "queued"
 	}
 	return "Evidence(?)"
 }

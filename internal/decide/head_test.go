@@ -15,7 +15,7 @@ type headRT struct {
 	refused  []Refusal
 }
 
-func (r *headRT) Place(time.Duration) (int, int) { return 1, 0 }
+func (r *headRT) Place(time.Duration) (int, int, bool) { return 1, 0, false }
 func (r *headRT) Evidence() Evidence {
 	if r.behind {
 		return EvidenceBehind

@@ -79,21 +79,27 @@ func (p *Policy) ReportedLoad(rep Report, sent, own int, now time.Duration) (loa
 	return rep.Ahead(sent), true
 }
 
-// Running classifies a primary that was placed on a replica whose report
-// was fresh: ahead requests were in front of it, by that report
-// (Report.Ahead), whose Done was doneAt; done is the replica's latest
-// report's count. While fewer than ahead have been answered since, the
-// primary waits behind them (EvidenceBehind); after, it runs
-// (EvidenceRunning). A server that does not count its answers (done 0),
-// or that restarted (done below doneAt), leaves only the first report to
-// go by.
-func Running(ahead int, doneAt, done int64) Evidence {
+// Reported refines own, what the client's own view says of a primary
+// (Behind), with its replica's reports, for a primary placed while that
+// replica's report was fresh: ahead requests were in front of it by that
+// report (Report.Ahead), whose count of answers was doneAt, and done is
+// the replica's latest count. Behind stays Behind: an earlier request of
+// this client is still ahead of the primary, which the client sees for
+// itself. Otherwise, while fewer than ahead have been answered since, the
+// primary waits behind other clients' work (EvidenceQueued); after, it
+// runs (EvidenceRunning). A server that does not count its answers (done
+// 0), or that restarted (done below doneAt), leaves only the first
+// report to go by.
+func Reported(own Evidence, ahead int, doneAt, done int64) Evidence {
+	if own == EvidenceBehind {
+		return own
+	}
 	answered := done - doneAt
 	if done == 0 || answered < 0 {
 		answered = 0
 	}
 	if answered < int64(ahead) {
-		return EvidenceBehind
+		return EvidenceQueued
 	}
 	return EvidenceRunning
 }
