@@ -100,18 +100,11 @@ func (p *Policy) Try(pl *Plan, now time.Duration, afterFailure bool, rt Runtime)
 		}
 		return why
 	}
-	replica, load, byReport := -1, -1, false
+	replica, load := -1, -1
 	if p.ChecksLoad() {
-		replica, load, byReport = rt.Place(now)
+		replica, load, _ = rt.Place(now)
 	}
 	ev := rt.Evidence()
-	if ev == EvidenceQueued || ev == EvidenceRunning && !byReport {
-		// The servers' reports say where the primary is, but whether the
-		// copy's replica has a free worker is the client's guess: with
-		// other clients' work there unseen, the copy may jump their
-		// queue, and waits as a copy of a primary at the head does.
-		ev = EvidenceHead
-	}
 	g, why := p.Admit(pl, load, ev)
 	if why == Allowed && !rt.Launch(now, replica, g) {
 		g.Undo()

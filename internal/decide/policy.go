@@ -469,7 +469,7 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 	if bet && p.maxLoad >= 0 && (load > p.maxLoad || p.spare.Load() < minSpare*spareOne) {
 		return Grant{}, RefusedBusy
 	}
-	if bet && p.payoff != nil && ev == EvidenceHead && pl.checkAt < pl.HeadAt() {
+	if bet && p.payoff != nil && ev.waits() && pl.checkAt < pl.HeadAt() {
 		return Grant{}, RefusedHead
 	}
 	g := Grant{p: p, pl: pl, ev: ev}

@@ -89,49 +89,30 @@ func TestReported(t *testing.T) {
 	}
 }
 
-// reportRT is a Runtime whose primary the reports classed as ev, and whose
-// copy's replica load came from a report or not.
-type reportRT struct {
-	headRT
-	ev       Evidence
-	byReport bool
-	admitted []Evidence
-}
-
-func (r *reportRT) Place(time.Duration) (int, int, bool) { return 1, 0, r.byReport }
-func (r *reportRT) Evidence() Evidence                   { return r.ev }
-
-// TestRunningSkipsHeadWait: a copy of a primary the reports say runs goes
-// at the delay when the copy's replica's load also came from a fresh
-// report; when it did not (the client guessed that replica idle), or the
-// primary waits behind other clients' work (Queued), the copy waits as a
-// copy of a primary at the head does.
-func TestRunningSkipsHeadWait(t *testing.T) {
+// TestReportedEvidenceWaits: the head wait holds every copy but one of a
+// primary behind this client's own earlier request: one the reports say
+// waits behind other clients' work (Queued), one they say runs (Running,
+// which may be big), and one at the head of the client's own requests.
+func TestReportedEvidenceWaits(t *testing.T) {
 	const delay = 10 * time.Millisecond
 	for _, c := range []struct {
-		name     string
 		ev       Evidence
-		byReport bool
 		wantHeld bool
-	}{
-		{"running, free worker reported", EvidenceRunning, true, false},
-		{"running, replica guessed idle", EvidenceRunning, false, true},
-		{"queued behind other clients", EvidenceQueued, true, true},
-		{"head, own view", EvidenceHead, true, true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			p := New(Config{MaxAttempts: 2, Replicas: 3, MinWinRate: 0.2, Rollout: 1, MaxLoad: 0})
-			var pl Plan
-			p.Begin(&pl, 0, fixed(delay), Never, false, nil)
-			rt := &reportRT{ev: c.ev, byReport: c.byReport}
-			p.Schedule(&pl, 0, rt)
-			why := p.Fire(&pl, delay, rt)
-			if held := why == RefusedHead; held != c.wantHeld {
-				t.Fatalf("Fire at the delay: %v, want held %v", why, c.wantHeld)
-			}
-			if !c.wantHeld && pl.Evidence != c.ev {
-				t.Errorf("the hedge's class is %v, want %v", pl.Evidence, c.ev)
-			}
-		})
+	}{{EvidenceRunning, true}, {EvidenceQueued, true}, {EvidenceHead, true}, {EvidenceBehind, false}} {
+		p := New(Config{MaxAttempts: 2, Replicas: 3, MinWinRate: 0.2, Rollout: 1, MaxLoad: 0})
+		var pl Plan
+		p.Begin(&pl, 0, fixed(delay), Never, false, nil)
+		rt := &headRT{behind: c.ev == EvidenceBehind}
+		p.Schedule(&pl, 0, rt)
+		if err := p.Check(&pl, delay, false); err != Allowed {
+			t.Fatal(err)
+		}
+		_, why := p.Admit(&pl, 0, c.ev)
+		if held := why == RefusedHead; held != c.wantHeld {
+			t.Errorf("%v at the delay: %v, want held %v", c.ev, why, c.wantHeld)
+		}
+		if !c.wantHeld && pl.Evidence != c.ev {
+			t.Errorf("the hedge's class is %v, want %v", pl.Evidence, c.ev)
+		}
 	}
 }
