@@ -19,7 +19,7 @@ type driverLog struct {
 }
 
 func (r *driverLog) Place(time.Duration) (int, int, bool) { return r.place, 0, false }
-func (r *driverLog) Evidence() decide.Evidence      { return decide.EvidenceHead }
+func (r *driverLog) Evidence() decide.Evidence            { return decide.EvidenceHead }
 func (r *driverLog) Launch(_ time.Duration, replica int, _ decide.Grant) bool {
 	if r.canSend {
 		r.launched = append(r.launched, replica)

@@ -182,8 +182,7 @@ type Hedger struct {
 	fanOuts        []replicaFanOut // which fan-out holds each replica, if only one does (decide.Policy.Placed)
 	lost           []atomic.Int64  // copies cancelled as losers on each replica since it last answered
 	replicaReports                 // the replicas' own reports of their load (ReportLoad)
-	loadFn         func(int) int   // a copy's: the replica's report while fresh, else ownLoad
-	ownLoadFn      func(int) int   // a primary's: ownLoad
+	loadFn         func(int) int   // ownLoad: what the picker reads, reports or not
 	// unhedgedLoad is the load the rollout's control group is placed by.
 	unhedgedLoad func(int) int
 	reps         []replicaState // per-replica stats (ReplicaStats)

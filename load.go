@@ -13,15 +13,21 @@ import (
 // A client alone sees only its own requests in flight on each replica,
 // which are the replica's load only when it sends most of the replica's
 // traffic. While a replica's last report is fresh (it arrived less than a
-// hedge delay ago), the Hedger reads the replica's load from it instead:
-// a copy goes only to a replica with a free worker, the picker prefers the
-// replica with the fewest requests a new one would wait behind, and a
-// primary that the report says found a free worker is known to run, not
-// to wait behind other clients' work, so that its copy goes at the delay
-// rather than after the head wait (see Config.MinWinRate). An older
-// report, as a stalled replica's last one soon is, gives way to the
-// client's own view. Stats.LoadByReport and Stats.LoadByOwnView count
-// which view each hedge decision read.
+// hedge delay ago), the spare-capacity rule reads the replica's load from
+// it instead: a copy goes to the replica the picker chose only if the
+// report, with the copies this Hedger sent there since, leaves a worker
+// free, however idle the replica looks to this Hedger alone. The picker
+// itself keeps reading this Hedger's own requests in flight: a report is
+// fresh for few replicas at a time, and its count of every client's
+// requests cannot be weighed against another replica's count of this
+// Hedger's alone. A primary placed while its replica's report was fresh
+// is classed by it (waiting behind other clients' work, or running) for
+// the payoff rule, and its copy waits the head wait as a copy of a
+// primary at the head does (see Config.MinWinRate). An older report, as
+// a stalled replica's last one soon is, gives way to the client's own
+// view. Stats.LoadByReport and Stats.LoadByOwnView count which view each
+// hedge decision read. What the reports gain and cost is measured in
+// docs/default.md, "Load reports".
 type Load struct {
 	// Running is the requests the server was running when it answered,
 	// not counting the one answered.

@@ -43,26 +43,12 @@ func BenchmarkUnary(b *testing.B) {
 			return dial(b, startBackends(b, 1, nil)[0].addr, grpc.WithUnaryInterceptor(ic.Unary))
 		}},
 		{"interceptor-idle-2-replicas", func(b *testing.B) *grpc.ClientConn {
-			// The primary goes on either conn: half the calls take the
-			// other conn's Invoke.
-			var ic *hedgegrpc.Interceptor
-			unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				return ic.Unary(ctx, method, req, reply, cc, invoker, opts...)
-			}
-			var conns []*grpc.ClientConn
-			for _, be := range startBackends(b, 2, nil) {
-				conns = append(conns, dial(b, be.addr, grpc.WithUnaryInterceptor(unary)))
-			}
-			var err error
-			if ic, err = hedgegrpc.New(idle(b, 2), hedgegrpc.WithReplicas(conns...)); err != nil {
-				b.Fatal(err)
-			}
-			for _, cc := range conns[1:] { // connect
-				if _, err := testgrpc.NewTestServiceClient(cc).EmptyCall(context.Background(), &testgrpc.Empty{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			return conns[0]
+			return replicaConn(b, idle(b, 2))
+		}},
+		{"interceptor-idle-2-replicas-load-reports", func(b *testing.B) *grpc.ClientConn {
+			// As above, the servers reporting their load
+			// (LoadReportInterceptor) and the Interceptor reading it.
+			return replicaConn(b, idle(b, 2), reporting(b, 16)...)
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -80,6 +66,31 @@ func BenchmarkUnary(b *testing.B) {
 			}
 		})
 	}
+}
+
+// replicaConn starts two backends with opts, dials one conn to each with
+// an Interceptor over h and WithReplicas, and returns the first conn.
+// The primary goes on either conn: half the calls take the other conn's
+// Invoke.
+func replicaConn(b *testing.B, h *hedge.Hedger, opts ...grpc.ServerOption) *grpc.ClientConn {
+	var ic *hedgegrpc.Interceptor
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return ic.Unary(ctx, method, req, reply, cc, invoker, opts...)
+	}
+	var conns []*grpc.ClientConn
+	for _, be := range startBackends(b, 2, nil, opts...) {
+		conns = append(conns, dial(b, be.addr, grpc.WithUnaryInterceptor(unary)))
+	}
+	var err error
+	if ic, err = hedgegrpc.New(h, hedgegrpc.WithReplicas(conns...)); err != nil {
+		b.Fatal(err)
+	}
+	for _, cc := range conns[1:] { // connect
+		if _, err := testgrpc.NewTestServiceClient(cc).EmptyCall(context.Background(), &testgrpc.Empty{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return conns[0]
 }
 
 // BenchmarkInterceptorOverhead isolates the interceptor's own cost from

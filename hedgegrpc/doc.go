@@ -187,6 +187,75 @@
 // the calls made on any of them and passes its own copies through on the
 // others.
 //
+// # Load reports
+//
+// A client sees only its own calls in flight on each backend, which are
+// the backend's load only when it sends most of the backend's traffic.
+// Servers can say their load with every answer, in gRPC's per-call load
+// reports (ORCA, gRFC A51): a binary OrcaLoadReport in the trailer
+// LoadReportKey ("endpoint-load-metrics-bin"). With WithReplicas, the
+// Interceptor reads the report in every copy's trailer, whatever the
+// copy's status, and passes the load to Hedger.ReportLoad for the replica
+// of the copy's conn (Attempt.Replica), on every Hedger of the
+// Interceptor (the load is the server's, whichever method answered).
+// While a replica's last report is fresh, a hedge decision reads the
+// load of the copy's replica from it rather than from the Hedger's own
+// view of its calls in flight (see hedge.Load), and the Hedger's stats
+// count which view each decision read: Hedger(method).OpStats(method).
+// LoadByReport and LoadByOwnView.
+//
+// Without WithReplicas the Interceptor does not read the reports: each
+// copy goes where the conn's balancer sends it, so Attempt.Replica names
+// no backend a report could be charged to (gRPC's weighted_round_robin
+// balancer reads them instead).
+//
+// A report is mapped to a hedge.Load so:
+//
+//   - the toolkit's servers (spare/sparegrpc, tied/tiedgrpc,
+//     LoadReportInterceptor, or RecordLoad in your own) send the named
+//     metrics hedge_running, hedge_queued, hedge_workers and hedge_done
+//     (RunningMetric and the rest): they are read exactly, each a whole
+//     number, a missing one as 0;
+//   - any other ORCA server's report, without them, is read from its
+//     utilization u, application_utilization or, when that is 0 (proto3
+//     cannot tell unset from zero), cpu_utilization: as round(100u)
+//     requests on UtilizationWorkers (100) workers, those beyond 100
+//     queued, u capped at 100. A utilization below 1 reads as spare
+//     capacity, one above 1 as a queue; such a report has no count of
+//     answers (Done 0), and its utilization likely counts the call
+//     answered, which the hedge_* metrics leave out. This is how package
+//     loadreport reads ORCA's TEXT form over HTTP;
+//   - a report with neither (both utilizations 0) carries no load and is
+//     ignored: unlike the TEXT form, the binary one cannot say "0"
+//     apart from "not reported", and an idle reading would let copies
+//     go to a server that said nothing of its load.
+//
+// A malformed report (not an OrcaLoadReport, several values, a hedge_*
+// metric not a whole number in range, a negative, NaN or infinite
+// utilization) is ignored and counted, never an error for the call.
+// Interceptor.Stats counts the reports read, those read from a
+// utilization, the empty and the malformed.
+//
+// A server sends reports when it is built with
+// orca.CallMetricsServerOption(nil) and an interceptor after that
+// option's records the load (RecordLoad): spare/sparegrpc and
+// tied/tiedgrpc do for their queues (their ServerOptions), and for a
+// server without one, LoadReportInterceptor counts its calls in flight:
+//
+//	lr, err := hedgegrpc.LoadReportInterceptor(16) // calls it runs at once
+//	srv := grpc.NewServer(orca.CallMetricsServerOption(nil), grpc.ChainUnaryInterceptor(lr))
+//
+// Install such interceptors with grpc.ChainUnaryInterceptor, after the
+// option: grpc.UnaryInterceptor always runs before chained interceptors,
+// the option's included, and there finds nowhere to record.
+//
+// Importing hedgegrpc imports google.golang.org/grpc/orca, whose init
+// registers gRPC-Go's parser of these reports, as in any program that
+// imports orca: a balancer that asks for each call's outcome then gets the
+// call's report parsed too (balancer.DoneInfo.ServerLoad). Reading a
+// toolkit report costs the Interceptor about 2µs and two dozen small
+// allocations per copy (BenchmarkParseLoadReport).
+//
 // # Deadlines and cancellation
 //
 // Every copy's context derives from the caller's, so the caller's deadline

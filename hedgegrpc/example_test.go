@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/orca"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgegrpc"
@@ -87,4 +92,51 @@ func ExampleWithReplicas() {
 	fmt.Println(resp.GetServerId(), err)
 	st := ic.Hedger("/grpc.testing.TestService/UnaryCall").OpStats("/grpc.testing.TestService/UnaryCall")
 	fmt.Println("hedges:", st.Hedges, "hedge wins:", st.HedgeWins)
+}
+
+// echoService answers UnaryCall with an empty response.
+type echoService struct {
+	testgrpc.UnimplementedTestServiceServer
+}
+
+func (echoService) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	return &testgrpc.SimpleResponse{}, nil
+}
+
+// LoadReportInterceptor makes a gRPC server without a queue of the
+// toolkit's report its load with every answer, as an ORCA report in the
+// trailer, which a hedgegrpc.Interceptor with WithReplicas reads. The
+// server needs orca.CallMetricsServerOption(nil), and the interceptor
+// chained after it. Here a plain client reads the report.
+func ExampleLoadReportInterceptor() {
+	lr, err := hedgegrpc.LoadReportInterceptor(16) // the server runs 16 calls at once
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer(orca.CallMetricsServerOption(nil), grpc.ChainUnaryInterceptor(lr))
+	testgrpc.RegisterTestServiceServer(srv, echoService{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	var trailer metadata.MD
+	if _, err := testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{}, grpc.Trailer(&trailer)); err != nil {
+		log.Fatal(err)
+	}
+	r := new(v3orcapb.OrcaLoadReport)
+	if err := proto.Unmarshal([]byte(trailer.Get(hedgegrpc.LoadReportKey)[0]), r); err != nil {
+		log.Fatal(err)
+	}
+	m := r.GetNamedMetrics()
+	fmt.Println("running", m[hedgegrpc.RunningMetric], "queued", m[hedgegrpc.QueuedMetric],
+		"workers", m[hedgegrpc.WorkersMetric], "done", m[hedgegrpc.DoneMetric])
+	// Output: running 0 queued 0 workers 16 done 0
 }

@@ -61,6 +61,9 @@ type options struct {
 // of the set (see the package doc for the wiring); it then passes them
 // through.
 //
+// With WithReplicas the Interceptor also reads the servers' load reports
+// in the copies' trailers (see the package doc, "Load reports").
+//
 // Streaming calls are not affected: they go to the conn they were made on.
 func WithReplicas(conns ...*grpc.ClientConn) Option {
 	return func(o *options) {
@@ -102,6 +105,9 @@ type Interceptor struct {
 	opName func(string) string
 	mode   *hedge.ModeVar // shared by every Hedger of the Interceptor
 	tied   *tiedState     // WithTied; nil without
+
+	hedgers []*hedge.Hedger // every distinct Hedger, which load reports reach
+	loads   loadStats
 }
 
 // SetMode switches every Hedger of the Interceptor at once (hedge.Off is
@@ -138,7 +144,7 @@ func New(h *hedge.Hedger, opts ...Option) (*Interceptor, error) {
 	if err = errors.Join(err, terr); err != nil {
 		return nil, err
 	}
-	return &Interceptor{all: h, conns: o.conns, opName: o.opName, mode: h.ModeVar(), tied: ts}, nil
+	return &Interceptor{all: h, conns: o.conns, opName: o.opName, mode: h.ModeVar(), tied: ts, hedgers: []*hedge.Hedger{h}}, nil
 }
 
 // NewFromServiceConfig returns an Interceptor that hedges the methods sc
@@ -225,6 +231,9 @@ func NewFromServiceConfig(sc *ServiceConfig, base hedge.Config, opts ...Option) 
 		for _, n := range mc.Names {
 			ic.byKey[n.key()] = h
 		}
+		if h != nil {
+			ic.hedgers = append(ic.hedgers, h)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -275,7 +284,9 @@ type copyKey struct{}
 //
 // A copy that fails with a PushbackKey trailer holds the next copy back
 // for the time it gives, or stops further copies (see the package doc,
-// "Server pushback").
+// "Server pushback"). With WithReplicas, a copy's ORCA load report
+// (LoadReportKey) goes to the Hedgers' ReportLoad for its replica (see
+// the package doc, "Load reports").
 //
 // When every copy fails, the error returned is the last copy's, as gRPC
 // reports it (status.Code works on it). When the caller's context ends the
@@ -382,6 +393,9 @@ func (c *call) attempt(ctx context.Context, a hedge.Attempt) (int, error) {
 	default:
 		ctx = context.WithValue(ctx, copyKey{}, true)
 		err = c.ic.conns[a.Replica].Invoke(ctx, c.method, c.req, s.reply, opts...)
+	}
+	if c.ic.conns != nil && a.Replica >= 0 && a.Replica < len(c.ic.conns) {
+		c.ic.readLoad(a.Replica, s.trailer)
 	}
 	s.err, s.ret = err, err
 	if v := s.trailer[PushbackKey]; err != nil && len(v) > 0 {

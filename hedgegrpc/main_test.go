@@ -116,9 +116,9 @@ func (b *backend) FullDuplexCall(stream grpc.BidiStreamingServer[testgrpc.Stream
 	}
 }
 
-// startBackends serves n TestServices on 127.0.0.1:0, all with handle.
-// They stop when the test ends.
-func startBackends(t testing.TB, n int, handle handler) []*backend {
+// startBackends serves n TestServices on 127.0.0.1:0, all with handle,
+// on servers made with opts. They stop when the test ends.
+func startBackends(t testing.TB, n int, handle handler, opts ...grpc.ServerOption) []*backend {
 	t.Helper()
 	bs := make([]*backend, n)
 	for i := range bs {
@@ -127,7 +127,7 @@ func startBackends(t testing.TB, n int, handle handler) []*backend {
 			t.Fatal(err)
 		}
 		b := &backend{id: "b" + string(rune('0'+i)), addr: lis.Addr().String(), handle: handle}
-		srv := grpc.NewServer()
+		srv := grpc.NewServer(opts...)
 		testgrpc.RegisterTestServiceServer(srv, b)
 		go func() { _ = srv.Serve(lis) }()
 		t.Cleanup(srv.Stop)
@@ -166,7 +166,13 @@ type cluster struct {
 // Interceptor, which is made from the conns.
 func newCluster(t testing.TB, n int, handle handler, build func(conns []*grpc.ClientConn) (*hedgegrpc.Interceptor, error), inner ...grpc.UnaryClientInterceptor) *cluster {
 	t.Helper()
-	c := &cluster{backends: startBackends(t, n, handle)}
+	return connect(t, startBackends(t, n, handle), build, inner...)
+}
+
+// connect is newCluster on backends already started.
+func connect(t testing.TB, backends []*backend, build func(conns []*grpc.ClientConn) (*hedgegrpc.Interceptor, error), inner ...grpc.UnaryClientInterceptor) *cluster {
+	t.Helper()
+	c := &cluster{backends: backends}
 	chain := append([]grpc.UnaryClientInterceptor{
 		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return c.ic.Unary(ctx, method, req, reply, cc, invoker, opts...)

@@ -126,6 +126,28 @@
 // as the bare transport would have. A failed-status body larger than 64
 // KiB makes its response final instead, streamed.
 //
+// # Load reports
+//
+// A client alone sees only its own requests in flight on each replica.
+// Servers that run the toolkit's middleware (loadreport.Handler,
+// spare.Handler, tied.Server.Handler), or any server that sends ORCA
+// load reports, say on every answer how busy they were, in the
+// Endpoint-Load-Metrics header (loadreport.Header, ORCA's TEXT form).
+// With Config.Replicas, the Transport reads that header on the answer of
+// every copy, whatever its status (a 503 carries a report as a 200 does),
+// and passes the load to the Hedger as the replica's
+// (hedge.Hedger.ReportLoad), before it classifies the answer: while the
+// report is fresh, the Hedger's hedge decisions read the replica's load
+// from it (counted in its Stats.LoadByReport) rather than from its own
+// view (Stats.LoadByOwnView). Reports read are counted in
+// Stats.LoadReports. A report it cannot read, malformed or reporting
+// nothing it reads (see loadreport.Parse), is counted in
+// Stats.BadLoadReports and ignored: it never fails the request, and the
+// answer is taken as if it carried none. The header is left on the
+// response. Without Replicas there is no replica to pin a report on, and
+// the header is not read. Tied copies' answers (Config.Tied) are read
+// the same way, a dropped copy's included.
+//
 // # The winner's body
 //
 // RoundTrip returns when a copy has its response headers; the losers are

@@ -135,6 +135,7 @@ func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body i
 			}
 			return nil, err
 		}
+		t.reportLoad(cp.Replica, resp)
 		if tied.IsDropped(resp) {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 			resp.Body.Close()

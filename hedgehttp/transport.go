@@ -13,6 +13,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/dialerr"
+	"github.com/tailcut/hedge/loadreport"
 )
 
 // AttemptHeader is the header that marks a hedge copy: "Hedge-Attempt: N",
@@ -174,6 +175,8 @@ type Transport struct {
 	retryStatus  atomic.Int64
 	otherOrigins atomic.Int64
 	refused      atomic.Int64
+	loadReports  atomic.Int64
+	badReports   atomic.Int64
 }
 
 // replica is where a copy sent to one of Config.Replicas goes: the scheme
@@ -334,6 +337,16 @@ type Stats struct {
 	// ErrCredentialsNotShared (see Config.CredentialScope): nothing was
 	// sent.
 	CredentialsRefused int64
+	// LoadReports counts answers of replicas (with Config.Replicas) that
+	// carried a load report (loadreport.Header) which the Transport read
+	// and passed to the Hedger as that replica's (hedge.Hedger.ReportLoad),
+	// whatever their status.
+	LoadReports int64
+	// BadLoadReports counts answers of replicas whose load report the
+	// Transport could not read: malformed (loadreport.ErrMalformed), or
+	// reporting none of the keys it reads (loadreport.ErrNoReport). Each
+	// report was ignored, and its answer taken as if it carried none.
+	BadLoadReports int64
 }
 
 // Stats returns a snapshot of the Transport's own counters.
@@ -345,7 +358,30 @@ func (t *Transport) Stats() Stats {
 		RetryableStatus:    t.retryStatus.Load(),
 		OtherOrigins:       t.otherOrigins.Load(),
 		CredentialsRefused: t.refused.Load(),
+		LoadReports:        t.loadReports.Load(),
+		BadLoadReports:     t.badReports.Load(),
 	}
+}
+
+// reportLoad passes the load report that resp, the answer of a copy sent
+// to replica, carries to the Hedger, and counts it. A report it cannot
+// read is counted and ignored. Without Replicas (replica -1), reports are
+// not read: no replica to pin them on.
+func (t *Transport) reportLoad(replica int, resp *http.Response) {
+	if replica < 0 || replica >= len(t.replicas) {
+		return
+	}
+	v := resp.Header[loadreport.Header] // the client canonicalizes keys, and Header is canonical
+	if len(v) == 0 || v[0] == "" {
+		return
+	}
+	l, err := loadreport.Parse(v[0])
+	if err != nil {
+		t.badReports.Add(1)
+		return
+	}
+	t.loadReports.Add(1)
+	t.h.ReportLoad(replica, l)
 }
 
 // CloseIdleConnections closes the idle connections of the base transport
@@ -566,6 +602,7 @@ func sendCopy(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
 		// the Hedger sends it to another replica at once.
 		return nil, dialerr.Mark(err)
 	}
+	t.reportLoad(a.Replica, resp)
 	return t.classify(resp)
 }
 

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/loadreport"
 )
 
 // MaxBuffer is the most of a copy's answer that Handler holds back; a
@@ -30,8 +32,27 @@ const MaxBuffer = 1 << 20
 //
 // A request refused with ErrQueueFull is answered 503 Service Unavailable
 // with "Retry-After: 1".
+//
+// Every response carries the Limiter's load report
+// (loadreport.Header, "Endpoint-Load-Metrics"), set just before its
+// status is written, so that clients whose transport reads it
+// (hedgehttp.Transport) see the server's load rather than their own
+// requests' alone: the Limiter's Load, less the request answered while
+// it holds a worker. A copy's answer held back until its handler returned
+// is sent after its worker is released, and reports the load then.
 func Handler(l *Limiter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// holding is set while the request holds a worker: its report
+		// is of the others. Only this request's handler, which writes
+		// the answer, reads and sets it.
+		holding := false
+		rw := loadreport.NewWriter(w, func() hedge.Load {
+			ld := l.Load()
+			if holding {
+				ld.Running = max(0, ld.Running-1)
+			}
+			return ld
+		})
 		kind := Primary
 		if hedgehttp.AttemptIndex(r) > 0 {
 			kind = Copy
@@ -41,21 +62,24 @@ func Handler(l *Limiter, next http.Handler) http.Handler {
 		}
 		var bw *bufWriter
 		err := l.Run(r.Context(), kind, func(ctx context.Context) error {
+			holding = true
+			defer func() { holding = false }()
 			if kind != Copy {
-				next.ServeHTTP(w, r.WithContext(ctx))
+				next.ServeHTTP(rw, r.WithContext(ctx))
 				return nil
 			}
-			bw = &bufWriter{w: w, ctx: ctx, h: http.Header{}}
+			bw = &bufWriter{w: rw, ctx: ctx, h: http.Header{}}
 			next.ServeHTTP(bw, r.WithContext(ctx))
 			return nil
 		})
 		switch {
 		case errors.Is(err, ErrQueueFull):
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			rw.Header().Set("Retry-After", "1")
+			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
 		case err == nil && bw != nil:
 			bw.finish() // the last run's answer
 		}
+		rw.Finish()
 	})
 }
 

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/loadreport"
 )
 
 // Handler returns net/http middleware that runs each request through the
@@ -24,9 +27,28 @@ import (
 // tied copy dropped because its sibling had the right to start, 409 Conflict with
 // DroppedHeader "sibling"; a request whose client went away while it
 // waited, nothing.
+//
+// Every response, claims' answers included, carries the Server's load
+// report (loadreport.Header, "Endpoint-Load-Metrics"), set just before
+// its status is written, so that clients whose transport reads it
+// (hedgehttp.Transport) see the server's load rather than their own
+// requests' alone: the Server's Load, less the request answered when it
+// holds a worker.
 func (s *Server) Handler(next http.Handler) http.Handler {
 	claims := s.ClaimHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// holding is set once the request holds a worker: its report is
+		// of the others.
+		holding := false
+		rw := loadreport.NewWriter(w, func() hedge.Load {
+			ld := s.Load()
+			if holding {
+				ld.Running = max(0, ld.Running-1)
+			}
+			return ld
+		})
+		defer rw.Finish() // for the answers below that write nothing
+		w = rw
 		if s.ServesClaims(r.URL.Path) {
 			claims.ServeHTTP(w, r)
 			return
@@ -48,8 +70,10 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 		case err != nil:
 			return // the client is gone
 		}
+		holding = true
 		defer release()
 		next.ServeHTTP(w, r)
+		rw.Finish() // while the worker is held, as holding says
 	})
 }
 

@@ -13,15 +13,23 @@ import "time"
 // While the last such report from a replica is fresh, the rules read it in
 // place of the client's own view:
 //
-//   - the replica's load (the spare-capacity rule and the picker) is the
-//     requests that a new one would wait behind there: those the report
-//     counted, plus the copies this client sent there since, less the
-//     workers; zero when a worker is free;
+//   - the load of the replica a copy would go to, as the spare-capacity
+//     rule reads it (Policy.ReportedLoad), is the requests that a new one
+//     would wait behind there: those the report counted, plus the copies
+//     this client sent there since, less the workers; zero when a worker
+//     is free. The picker does not read reports: a report is fresh for
+//     few replicas at a time, and its count of every client's requests
+//     cannot be weighed against another replica's count of this client's
+//     alone (measured: weighing them routed primaries away from the
+//     replicas heard from last, and raised medians by up to half);
 //   - a primary placed on a replica whose report was fresh knows how many
-//     requests were ahead of it; once the replica's later reports count
-//     that many answered, the primary runs (EvidenceRunning), and a copy
-//     of it is no bet against other clients' queues: the head wait does
-//     not apply to it.
+//     requests were ahead of it (Reported): while fewer have been
+//     answered, it waits behind other clients' work (EvidenceQueued);
+//     after, it runs (EvidenceRunning). Each is a class of the payoff
+//     rule of its own, and both wait the head wait: a copy of a queued
+//     primary jumps other clients' queue, and one of a running primary at
+//     one delay (a big request, most often) was measured to cost more
+//     than it gained (docs/default.md, "Load reports").
 //
 // A report is as old as the last answer from its replica: one that a
 // stalled replica sent before it stalled goes stale, and the client falls

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -13,7 +14,9 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgegrpc"
 	"github.com/tailcut/hedge/spare"
 	"github.com/tailcut/hedge/spare/sparegrpc"
@@ -44,7 +47,7 @@ func serve(t *testing.T, l *spare.Limiter, handle func(ctx context.Context, in s
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(sparegrpc.UnaryServerInterceptor(l)))
+	srv := grpc.NewServer(sparegrpc.ServerOptions(l)...)
 	testgrpc.RegisterTestServiceServer(srv, service{handle: handle})
 	go srv.Serve(lis)
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -55,12 +58,88 @@ func serve(t *testing.T, l *spare.Limiter, handle func(ctx context.Context, in s
 }
 
 // call sends in; attempt, if not empty, marks it as that hedge copy.
-func call(ctx context.Context, c testgrpc.TestServiceClient, in string, attempt string) (string, error) {
+func call(ctx context.Context, c testgrpc.TestServiceClient, in string, attempt string, opts ...grpc.CallOption) (string, error) {
 	if attempt != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, hedgegrpc.PreviousAttemptsKey, attempt)
 	}
-	out, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: []byte(in)}})
+	out, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: []byte(in)}}, opts...)
 	return out.GetUsername(), err
+}
+
+// reported returns the load in a trailer's ORCA report, and its
+// application utilization; the test fails if there is none.
+func reported(t *testing.T, trailer metadata.MD) (hedge.Load, float64) {
+	t.Helper()
+	vs := trailer.Get(hedgegrpc.LoadReportKey)
+	if len(vs) != 1 {
+		t.Fatalf("trailer %v: want one load report", trailer)
+	}
+	r := new(v3orcapb.OrcaLoadReport)
+	if err := proto.Unmarshal([]byte(vs[0]), r); err != nil {
+		t.Fatal(err)
+	}
+	m := r.GetNamedMetrics()
+	return hedge.Load{
+		Running: int(m[hedgegrpc.RunningMetric]),
+		Queued:  int(m[hedgegrpc.QueuedMetric]),
+		Workers: int(m[hedgegrpc.WorkersMetric]),
+		Done:    int64(m[hedgegrpc.DoneMetric]),
+	}, r.GetApplicationUtilization()
+}
+
+// Every answer reports the Limiter's load, less the call answered: the
+// calls holding a worker and waiting, the workers, and the workers
+// released before.
+func TestLoadReports(t *testing.T) {
+	l, err := spare.New(spare.Config{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, hold := make(chan struct{}), make(chan struct{})
+	cc, stop := serve(t, l, func(ctx context.Context, in string) (string, error) {
+		if in == "hold" {
+			close(started)
+			<-hold
+		}
+		return in, nil
+	})
+	defer stop()
+	ctx := context.Background()
+	var held metadata.MD
+	done := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, cc, "hold", "", grpc.Trailer(&held))
+		done <- err
+	}()
+	<-started
+
+	var trailer metadata.MD
+	if _, err := call(ctx, cc, "x", "", grpc.Trailer(&trailer)); err != nil {
+		t.Fatal(err)
+	}
+	if got, u := reported(t, trailer); got != (hedge.Load{Running: 1, Workers: 2}) || u != 0.5 {
+		t.Errorf("beside a held call: %+v, utilization %v; want 1 of 2 running, 0.5", got, u)
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, u := reported(t, held); got != (hedge.Load{Workers: 2, Done: 1}) || u != 0 {
+		t.Errorf("the held call: %+v, utilization %v; want idle, 1 done", got, u)
+	}
+
+	// A stream reports when it ends, here with the test service's
+	// Unimplemented.
+	s, err := cc.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("stream: %v, want Unimplemented", err)
+	}
+	if got, _ := reported(t, s.Trailer()); got != (hedge.Load{Workers: 2, Done: 2}) {
+		t.Errorf("stream: %+v, want idle, 2 done", got)
+	}
 }
 
 // A unary copy that holds the only worker is preempted by a primary and
@@ -126,8 +205,12 @@ func TestFullQueueIsResourceExhausted(t *testing.T) {
 		call(context.Background(), cc, "hold", "")
 	}()
 	<-started
-	if _, err := call(context.Background(), cc, "other", ""); status.Code(err) != codes.ResourceExhausted {
+	var trailer metadata.MD
+	if _, err := call(context.Background(), cc, "other", "", grpc.Trailer(&trailer)); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a call with no worker and no queue: %v, want ResourceExhausted", err)
+	}
+	if got, _ := reported(t, trailer); got != (hedge.Load{Running: 1, Workers: 1}) {
+		t.Errorf("the refusal reported %+v, want the one worker busy", got)
 	}
 	close(hold)
 	<-done

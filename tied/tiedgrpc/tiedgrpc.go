@@ -11,12 +11,31 @@
 //
 //	sender := tiedgrpc.NewSender(grpc.WithTransportCredentials(creds))
 //	ts, err := tied.NewServer(tied.Config{Workers: 8, Secret: secret, Peers: peers, Sender: sender})
-//	srv := grpc.NewServer(grpc.UnaryInterceptor(tiedgrpc.UnaryServerInterceptor(ts)))
+//	srv := grpc.NewServer(tiedgrpc.ServerOptions(ts)...)
 //	tiedgrpc.Register(srv, ts)
 //
 // Clients send tied calls with hedgegrpc.WithTied.
 //
 // Streaming calls are not queued.
+//
+// # Load reports
+//
+// Every unary call's answer carries the server's load, as an ORCA per-call
+// load report (gRFC A51) in its trailer: the tied.Server's Load, less the
+// call answered, with hedgegrpc.RecordLoad (named metrics hedge_running,
+// hedge_queued, hedge_workers, hedge_done, and application_utilization
+// (running+queued)/workers). A call refused for a full queue, or a tied
+// copy dropped for its sibling, reports the load it found; claims report
+// nothing. A hedgegrpc.Interceptor with WithReplicas reads the reports
+// and passes them to its Hedgers (hedge.Load); gRPC's
+// weighted_round_robin balancer reads the utilization.
+//
+// gRPC sends the report only when the server is built with
+// orca.CallMetricsServerOption(nil) and UnaryServerInterceptor runs after
+// that option's own: install it with grpc.ChainUnaryInterceptor after the
+// option, not with grpc.UnaryInterceptor, which always runs first.
+// ServerOptions returns the two in that order. Without the option the
+// interceptor works as before and reports nothing.
 package tiedgrpc
 
 import (
@@ -29,9 +48,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/orca"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/tailcut/hedge/hedgegrpc"
 	"github.com/tailcut/hedge/tied"
 )
 
@@ -69,6 +90,9 @@ func IsClaimMethod(fullMethod string) bool {
 // (which clients such as hedgegrpc.WithTied tell from the service's own
 // Aborted). Claims (ClaimMethod, CancelMethod) bypass the queue. A tied copy's
 // claim is sent from within the interceptor, on the call's goroutine.
+// Every answer but a claim's carries s's load as an ORCA report, when the
+// server has orca.CallMetricsServerOption before this interceptor (see
+// the package doc, "Load reports").
 func UnaryServerInterceptor(s *tied.Server) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if IsClaimMethod(info.FullMethod) {
@@ -80,6 +104,9 @@ func UnaryServerInterceptor(s *tied.Server) grpc.UnaryServerInterceptor {
 			s.CountBadTie()
 		}
 		release, err := s.Admit(ctx, t)
+		if err != nil {
+			hedgegrpc.RecordLoad(ctx, s.Load())
+		}
 		switch {
 		case errors.Is(err, tied.ErrQueueFull):
 			_ = grpc.SetTrailer(ctx, metadata.Pairs("tied-refused", "queue-full"))
@@ -91,7 +118,24 @@ func UnaryServerInterceptor(s *tied.Server) grpc.UnaryServerInterceptor {
 			return nil, status.FromContextError(err).Err()
 		}
 		defer release()
-		return handler(ctx, req)
+		resp, err := handler(ctx, req)
+		ld := s.Load() // while the call holds its worker: of the others
+		ld.Running = max(0, ld.Running-1)
+		hedgegrpc.RecordLoad(ctx, ld)
+		return resp, err
+	}
+}
+
+// ServerOptions returns the server options that run a server's unary
+// calls through s and send its load with every answer (see the package
+// doc, "Load reports"): orca.CallMetricsServerOption(nil), then
+// UnaryServerInterceptor(s), chained after it. Interceptors of options
+// given after these run inside s's queue, on a worker. Register the claim
+// service with Register as well.
+func ServerOptions(s *tied.Server) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		orca.CallMetricsServerOption(nil),
+		grpc.ChainUnaryInterceptor(UnaryServerInterceptor(s)),
 	}
 }
 

@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/tailcut/hedge"
@@ -110,7 +112,7 @@ func startServers(t *testing.T, n int, cfg tied.Config, handle func(i int) func(
 			}
 			return resp, err
 		}
-		g := grpc.NewServer(grpc.ChainUnaryInterceptor(observe, tiedgrpc.UnaryServerInterceptor(ts)))
+		g := grpc.NewServer(append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(observe)}, tiedgrpc.ServerOptions(ts)...)...)
 		g.RegisterService(echoDesc(handle(i)), nil)
 		tiedgrpc.Register(g, ts)
 		srvs = append(srvs, g)
@@ -240,9 +242,13 @@ func TestRefusals(t *testing.T) {
 	cc := dial(t, servers[0].addr)
 	ctx := context.Background()
 	busy := occupy(cc, started)
-	err := cc.Invoke(ctx, echoMethod, wrapperspb.String("x"), new(wrapperspb.StringValue))
+	var refusal metadata.MD
+	err := cc.Invoke(ctx, echoMethod, wrapperspb.String("x"), new(wrapperspb.StringValue), grpc.Trailer(&refusal))
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("over the bound: %v, want ResourceExhausted", err)
+	}
+	if got, _ := reported(t, refusal); got != (hedge.Load{Running: 1, Workers: 1}) {
+		t.Errorf("the refusal reported %+v, want the one worker busy", got)
 	}
 	close(block)
 	if err := <-busy; err != nil {
@@ -267,9 +273,63 @@ func TestRefusals(t *testing.T) {
 	if !tiedgrpc.IsDropped(err, trailer) {
 		t.Errorf("copy after its sibling's claim: %v %v, want Aborted with %s", err, trailer, tied.DroppedKey)
 	}
+	if got, _ := reported(t, trailer); got != (hedge.Load{Workers: 1, Done: 1}) {
+		t.Errorf("the dropped copy reported %+v, want idle, 1 done", got)
+	}
 	s := servers[0].ts.Stats()
 	if s.Refused != 1 || s.ClaimsRejected != 1 || s.Dropped != 1 || s.ClaimsEarly != 1 {
 		t.Errorf("%+v", s)
+	}
+}
+
+// reported returns the load in a trailer's ORCA report, and its
+// application utilization; the test fails if there is none.
+func reported(t *testing.T, trailer metadata.MD) (hedge.Load, float64) {
+	t.Helper()
+	vs := trailer.Get(hedgegrpc.LoadReportKey)
+	if len(vs) != 1 {
+		t.Fatalf("trailer %v: want one load report", trailer)
+	}
+	r := new(v3orcapb.OrcaLoadReport)
+	if err := proto.Unmarshal([]byte(vs[0]), r); err != nil {
+		t.Fatal(err)
+	}
+	m := r.GetNamedMetrics()
+	return hedge.Load{
+		Running: int(m[hedgegrpc.RunningMetric]),
+		Queued:  int(m[hedgegrpc.QueuedMetric]),
+		Workers: int(m[hedgegrpc.WorkersMetric]),
+		Done:    int64(m[hedgegrpc.DoneMetric]),
+	}, r.GetApplicationUtilization()
+}
+
+// Every answer but a claim's reports the server's load, less the call
+// answered.
+func TestLoadReports(t *testing.T) {
+	block := make(chan struct{})
+	started := make(chan struct{}, 1)
+	servers := startServers(t, 1, tied.Config{Workers: 2}, blocking(started, block))
+	cc := dial(t, servers[0].addr)
+	ctx := context.Background()
+	busy := occupy(cc, started)
+	var trailer metadata.MD
+	if err := cc.Invoke(ctx, echoMethod, wrapperspb.String("x"), new(wrapperspb.StringValue), grpc.Trailer(&trailer)); err != nil {
+		t.Fatal(err)
+	}
+	if got, u := reported(t, trailer); got != (hedge.Load{Running: 1, Workers: 2}) || u != 0.5 {
+		t.Errorf("beside a busy call: %+v, utilization %v; want 1 of 2 running, 0.5", got, u)
+	}
+	close(block)
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	trailer = nil
+	msg := tied.Claim{ID: tied.NewID(), Ticket: 1, Sent: time.Now()}.Sign(secret)
+	if err := cc.Invoke(ctx, tiedgrpc.ClaimMethod, wrapperspb.String(msg), new(wrapperspb.StringValue), grpc.Trailer(&trailer)); err != nil {
+		t.Fatal(err)
+	}
+	if vs := trailer.Get(hedgegrpc.LoadReportKey); len(vs) != 0 {
+		t.Errorf("a claim's answer carries a load report")
 	}
 }
 
