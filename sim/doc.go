@@ -130,7 +130,7 @@
 // before clients existed (a test runs both ways and finds the same
 // results, bit for bit). What the model leaves out: a client sees its
 // own answers at once (no network), and clients share nothing but the
-// servers (no load reports from the servers, no probes).
+// servers (no probes; load reports only with Config.LoadReports).
 //
 // # Low-priority copies
 //
@@ -142,6 +142,22 @@
 // preemptive-repeat priority). A primary never waits for a copy, which
 // the package's tests check at every start of a copy. RunResult.Preempted
 // counts the preemptions.
+//
+// # Load reports
+//
+// Config.LoadReports models servers that report their load with every
+// answer (hedge.Load): when a queue completes a client's copy, that
+// client's view of the queue takes the queue's count of copies after the
+// answer left and its count of answers, stamped with the time; each copy
+// the client places there since is counted on top. A report is thus as
+// old as the client's last answer from that queue, which with many
+// clients is seldom fresh, and a stalled queue's last report ages while
+// it is stalled. The client's Policy reads it as the live engine does
+// (decide.Policy.ReportedLoad for the spare-capacity rule, decide.Reported
+// for the primary's evidence); routing keeps to the client's own view.
+// With one client a fresh report plus the copies sent since is the
+// queue's own count, but for copies cancelled since, which leave without
+// an answer to carry a report (TestLoadReportsOneClientExact).
 //
 // # Choices where the spec is open
 //

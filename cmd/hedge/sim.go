@@ -74,7 +74,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.c.Clients, "clients", 1, "clients sharing the servers, each with its own Hedger (its own delay, budget and view of its own requests in flight)")
 	fs.Float64Var(&f.c.ClientSkew, "client-skew", 0, "how requests split among the clients: 0 evenly, s > 0 client i's share proportional to 1/(i+1)^s")
 	fs.BoolVar(&f.c.IdleOnlyCopies, "idle-only-copies", false, "servers admit a hedge only when idle, and refuse it at once otherwise (it is not sent elsewhere); the simpler form of --low-priority-copies")
-	fs.BoolVar(&f.c.LoadReports, "load-reports", false, "servers report their load (copies waiting and in service, answers so far) with every answer, and each client reads a server's last report while it is fresh, in place of its own view (the default strategy)")
+	fs.BoolVar(&f.c.LoadReports, "load-reports", false, "servers report their load (copies waiting and in service, answers so far) with every answer, and each client's spare-capacity rule reads a server's last report while it is fresh (a hedge delay), in place of its own view (the default strategy)")
 	fs.BoolVar(&f.c.LowPriorityCopies, "low-priority-copies", false, "servers run hedges only on capacity no primary wants: a copy waits behind every primary, and an arriving primary takes the server from a running copy, which starts over later (fcfs servers, not tied)")
 	fs.Uint64Var(&f.c.Seed, "seed", 1, "seed of the first run; later runs derive theirs from it")
 	fs.BoolVar(&f.json, "json", false, "print the measures as a JSON object")
