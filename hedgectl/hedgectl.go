@@ -412,6 +412,8 @@ type OpState struct {
 	RefusedHead     int64    `json:"head_waits"`
 	RefusedDeadline int64    `json:"deadline_skipped"`
 	RefusedReplicas int64    `json:"no_replica"`
+	LoadByReport    int64    `json:"load_by_report"`
+	LoadByOwnView   int64    `json:"load_by_own_view"`
 	ShadowHedges    int64    `json:"shadow_hedges"`
 	Unhedgeable     int64    `json:"unhedgeable"`
 	WastedSeconds   float64  `json:"wasted_seconds"`
@@ -444,7 +446,7 @@ func (h *Handler) Snapshot() State {
 				Op: st.Op, Requests: st.Requests, Hedges: st.Hedges, HedgeRate: st.HedgeRate(),
 				HedgeWins: st.HedgeWins, WinRate: st.WinRate(), PrimaryWins: st.PrimaryWins, Failures: st.Failures,
 				RefusedBudget: st.RefusedBudget, RefusedInFlight: st.RefusedInFlight, RefusedBusy: st.RefusedBusy, RefusedPayoff: st.RefusedPayoff, RefusedFanOut: st.RefusedFanOut, RefusedHead: st.RefusedHead, RefusedDeadline: st.RefusedDeadline,
-				RefusedReplicas: st.RefusedReplicas, ShadowHedges: st.ShadowHedges, Unhedgeable: st.Unhedgeable,
+				RefusedReplicas: st.RefusedReplicas, LoadByReport: st.LoadByReport, LoadByOwnView: st.LoadByOwnView, ShadowHedges: st.ShadowHedges, Unhedgeable: st.Unhedgeable,
 				WastedSeconds: st.WastedWork.Seconds(), LatencyP99: st.Latency.P99.Seconds(),
 				PrimaryP99: st.Primary.P99.Seconds(), PrimaryCensored: st.PrimaryCensored, HedgePathP99: st.HedgePath.P99.Seconds(),
 				HoldoutCount: st.Holdout.Count, HoldoutP99: st.Holdout.P99.Seconds(), Rescued: st.Rescued, SavedAtLeast: st.SavedAtLeast.Seconds(),
