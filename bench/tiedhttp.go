@@ -140,9 +140,10 @@ func (b *TiedHTTPBackend) Stall(ctx context.Context, i int, d time.Duration) err
 	return b.gates[i].Stall(ctx, d)
 }
 
-// NewCaller returns a caller for config "none", DefaultStrategy or "tied".
+// NewCaller returns a caller for config "none", DefaultStrategy,
+// SpareConfig, "tied" or TiedSymmetricConfig.
 func (b *TiedHTTPBackend) NewCaller(config string, gap time.Duration) (func(context.Context, int, time.Duration) error, func(), error) {
-	hc, tc, err := tiedClientConfig(config, len(b.urls))
+	hc, form, err := tiedClientConfig(config, len(b.urls))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -151,8 +152,8 @@ func (b *TiedHTTPBackend) NewCaller(config string, gap time.Duration) (func(cont
 		return nil, nil, err
 	}
 	cfg := hedgehttp.Config{Replicas: b.urls}
-	if tc {
-		cfg.Tied = &hedgehttp.TiedConfig{Gap: gap}
+	if form != nil {
+		cfg.Tied = &hedgehttp.TiedConfig{Gap: gap, Form: *form}
 	}
 	base, _ := NewCountingTransport()
 	t, err := hedgehttp.New(base, h, cfg)
@@ -165,22 +166,30 @@ func (b *TiedHTTPBackend) NewCaller(config string, gap time.Duration) (func(cont
 	return call, t.CloseIdleConnections, nil
 }
 
+// TiedSymmetricConfig is the tied comparison's configuration of tied
+// requests in their symmetric form (tied.FormSymmetric); "tied" is the
+// default form, tied.FormSpare.
+const TiedSymmetricConfig = "tied-symmetric"
+
 // tiedClientConfig returns the hedge.Config of a tied comparison's
-// configuration, and whether it is tied.
-func tiedClientConfig(config string, replicas int) (hedge.Config, bool, error) {
+// configuration, and its tied form (nil: not tied).
+func tiedClientConfig(config string, replicas int) (hedge.Config, *tied.Form, error) {
+	form := func(f tied.Form) *tied.Form { return &f }
 	switch config {
 	case "none":
-		return hedge.Config{Replicas: replicas, MaxAttempts: 1}, false, nil
+		return hedge.Config{Replicas: replicas, MaxAttempts: 1}, nil, nil
 	case DefaultStrategy, SpareConfig:
-		return hedge.Config{Replicas: replicas}, false, nil
+		return hedge.Config{Replicas: replicas}, nil, nil
 	case "tied":
-		return hedge.Config{Replicas: replicas, MaxAttempts: 1}, true, nil
+		return hedge.Config{Replicas: replicas, MaxAttempts: 1}, form(tied.FormSpare), nil
+	case TiedSymmetricConfig:
+		return hedge.Config{Replicas: replicas, MaxAttempts: 1}, form(tied.FormSymmetric), nil
 	}
-	return hedge.Config{}, false, fmt.Errorf("bench: tied comparison: unknown configuration %q: use none, %s, %s or tied", config, DefaultStrategy, SpareConfig)
+	return hedge.Config{}, nil, fmt.Errorf("bench: tied comparison: unknown configuration %q: use none, %s, %s, tied or %s", config, DefaultStrategy, SpareConfig, TiedSymmetricConfig)
 }
 
 // TiedClientConfig is tiedClientConfig for other packages' backends.
-func TiedClientConfig(config string, replicas int) (hedge.Config, bool, error) {
+func TiedClientConfig(config string, replicas int) (hedge.Config, *tied.Form, error) {
 	return tiedClientConfig(config, replicas)
 }
 

@@ -20,6 +20,11 @@ type TiedConfig struct {
 	// Gap is the time between a call's two copies. Zero means
 	// tied.DefaultGap; negative sends both at once.
 	Gap time.Duration
+	// Form is how the two copies share the work: tied.FormSpare (the
+	// zero value: the second copy runs only on a worker free when it
+	// arrives, in place of a first copy still queued) or
+	// tied.FormSymmetric (both queue; the first to start claims).
+	Form tied.Form
 	// Picker chooses the two conns of a call by the Interceptor's tied
 	// copies in flight on each (two choices by default).
 	Picker hedge.Picker
@@ -33,12 +38,17 @@ type TiedConfig struct {
 // WithTied makes the Interceptor send tied calls instead of hedging: each
 // unary call of a method it would hedge goes as two copies to two distinct
 // conns of WithReplicas (which it needs), the second Gap after the first,
-// with tied.IDKey and tied.SiblingKey metadata, to servers that run
-// tiedgrpc.UnaryServerInterceptor. The first server ready to start its
-// copy claims the tie at the other, which drops its copy, so that a call
-// runs once while the servers reach each other; the first successful
-// answer wins and the other copy is cancelled. A copy answered Aborted with a
-// tied.DroppedKey trailer is not a failure of the call.
+// with tied.IDKey, tied.SiblingKey and tied.RoleKey metadata, to servers
+// that run tiedgrpc.UnaryServerInterceptor. In the default form
+// (tied.FormSpare) the first copy queues as any call and the second runs
+// only on a worker free when it arrives, after claiming the tie at the
+// first's server, which drops its copy if still queued; in
+// tied.FormSymmetric both queue and the first server ready to start its
+// copy claims. Either way a call runs once while the servers reach each
+// other; the first successful answer wins and the other copy is
+// cancelled. A copy answered Aborted with a tied.DroppedKey trailer (for
+// its sibling, or for want of a free worker) is not a failure of the
+// call.
 //
 // Tied calls bypass the Hedger's delay, budget and spare-capacity rules:
 // the servers, which see their queues, decide which copy runs.
@@ -76,7 +86,7 @@ func newTiedState(o options) (*tiedState, error) {
 		}
 		st.addrs = append(st.addrs, n)
 	}
-	c, err := tied.NewClient(tied.ClientConfig{Replicas: len(o.conns), Picker: cfg.Picker, Gap: cfg.Gap})
+	c, err := tied.NewClient(tied.ClientConfig{Replicas: len(o.conns), Picker: cfg.Picker, Gap: cfg.Gap, Form: cfg.Form})
 	if err != nil {
 		return nil, fmt.Errorf("hedgegrpc: WithTied: %w", err)
 	}
@@ -98,9 +108,18 @@ func (c *call) tiedCall(ctx context.Context) error {
 	st := c.ic.tied
 	attempt := func(ctx context.Context, cp tied.Copy) (int, error) {
 		ctx = metadata.AppendToOutgoingContext(ctx, tied.IDKey, cp.ID, tied.SiblingKey, st.addrs[cp.Sibling])
+		if r := cp.Role.String(); r != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, tied.RoleKey, r)
+		}
 		i, err := c.attempt(ctx, hedge.Attempt{Index: cp.Index, Replica: cp.Replica})
-		if err != nil && status.Code(err) == codes.Aborted && len(c.copies[cp.Index].trailer.Get(tied.DroppedKey)) > 0 {
-			return i, fmt.Errorf("hedgegrpc: copy %d: %w", cp.Index, tied.ErrDropped)
+		if err != nil && status.Code(err) == codes.Aborted {
+			if why := c.copies[cp.Index].trailer.Get(tied.DroppedKey); len(why) > 0 {
+				derr := tied.ErrDropped
+				if why[0] == tied.DroppedNoSpare {
+					derr = tied.ErrNoSpare
+				}
+				return i, fmt.Errorf("hedgegrpc: copy %d: %w", cp.Index, derr)
+			}
 		}
 		return i, err
 	}

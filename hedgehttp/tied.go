@@ -17,12 +17,17 @@ import (
 
 // TiedConfig makes a Transport send tied requests (Config.Tied): each
 // eligible request goes as two copies to two distinct Replicas, the second
-// Gap after the first, carrying tied.IDHeader and tied.SiblingHeader, to
-// servers that run tied.Server's middleware. The first server ready to
-// start its copy claims the tie at the other, which drops its copy, so
-// that a call runs once while the servers reach each other; the first
-// successful answer wins and the other copy is cancelled, as for hedges. A copy answered
-// "dropped by its sibling" (409 with tied.DroppedHeader) is not a failure,
+// Gap after the first, carrying tied.IDHeader, tied.SiblingHeader and
+// tied.RoleHeader, to servers that run tied.Server's middleware. In the
+// default form (tied.FormSpare) the first copy queues as any request and
+// the second runs only on a worker free when it arrives, after claiming
+// the tie at the first's server, which drops its copy if still queued; in
+// tied.FormSymmetric both queue and the first server ready to start its
+// copy claims. Either way a call runs once while the servers reach each
+// other; the first successful answer wins and the other copy is
+// cancelled, as for hedges. A copy answered "dropped" (409 with
+// tied.DroppedHeader: for its sibling, or for want of a free worker) is
+// not a failure,
 // nor is a copy that provably never reached its server: one whose dial
 // failed (connection refused, no route, a name that did not resolve)
 // before the base transport reported any connection for it (an
@@ -39,6 +44,11 @@ type TiedConfig struct {
 	// Gap is the time between the two copies. Zero means tied.DefaultGap;
 	// negative sends both at once.
 	Gap time.Duration
+	// Form is how the two copies share the work: tied.FormSpare (the
+	// zero value: the second copy runs only on a worker free when it
+	// arrives, in place of a first copy still queued) or
+	// tied.FormSymmetric (both queue; the first to start claims).
+	Form tied.Form
 	// Picker chooses the two replicas by this Transport's tied copies in
 	// flight on each (two choices by default).
 	Picker hedge.Picker
@@ -85,7 +95,7 @@ func newTied(cfg Config, replicas []replica) (*tiedState, []error) {
 		}
 		st.addrs = append(st.addrs, n)
 	}
-	c, err := tied.NewClient(tied.ClientConfig{Replicas: len(cfg.Replicas), Picker: tc.Picker, Gap: tc.Gap})
+	c, err := tied.NewClient(tied.ClientConfig{Replicas: len(cfg.Replicas), Picker: tc.Picker, Gap: tc.Gap, Form: tc.Form})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("hedgehttp: Config.Tied: %w", err))
 	}
@@ -121,6 +131,9 @@ func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body i
 		}
 		out.Header.Set(tied.IDHeader, cp.ID)
 		out.Header.Set(tied.SiblingHeader, t.tied.addrs[cp.Sibling])
+		if r := cp.Role.String(); r != "" {
+			out.Header.Set(tied.RoleHeader, r)
+		}
 		rt := t.base
 		if cp.Index > 0 {
 			rt = t.hedgeRT
@@ -136,10 +149,10 @@ func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body i
 			return nil, err
 		}
 		t.reportLoad(cp.Replica, resp)
-		if tied.IsDropped(resp) {
+		if derr := tied.DroppedError(resp); derr != nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 			resp.Body.Close()
-			return nil, fmt.Errorf("hedgehttp: copy %d to replica %d: %w", cp.Index, cp.Replica, tied.ErrDropped)
+			return nil, fmt.Errorf("hedgehttp: copy %d to replica %d: %w", cp.Index, cp.Replica, derr)
 		}
 		return resp, nil
 	}

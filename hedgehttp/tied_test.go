@@ -57,10 +57,19 @@ func tiedPair(t *testing.T, app func(i int) http.Handler) (urls [2]string, serve
 	return urls, servers, onDrop
 }
 
-// Two real servers with one worker each, A busy: the tied call's copy on
-// the idle B claims the tie, which drops the copy queued at A without
-// running it; the call answers with B's response.
+// Two real servers with one worker each, A busy: in the symmetric form
+// the tied call's copy on the idle B claims the tie, which drops the copy
+// queued at A without running it; in the spare form either the spare on
+// B does the same to the primary queued at A, or the primary runs on B
+// and the spare is refused at A. Either way the call answers with B's
+// response, and A runs nothing of it.
 func TestTiedEndToEnd(t *testing.T) {
+	for _, form := range []tied.Form{tied.FormSymmetric, tied.FormSpare} {
+		t.Run(form.String(), func(t *testing.T) { testTiedEndToEnd(t, form) })
+	}
+}
+
+func testTiedEndToEnd(t *testing.T, form tied.Form) {
 	blockA := make(chan struct{})
 	startedA := make(chan struct{})
 	var onDrop [2]chan struct{}
@@ -103,7 +112,7 @@ func TestTiedEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := hedgehttp.New(base, h, hedgehttp.Config{Replicas: urls[:], Tied: &hedgehttp.TiedConfig{Gap: time.Millisecond}})
+	tr, err := hedgehttp.New(base, h, hedgehttp.Config{Replicas: urls[:], Tied: &hedgehttp.TiedConfig{Gap: time.Millisecond, Form: form}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +136,15 @@ func TestTiedEndToEnd(t *testing.T) {
 		t.Error("the copy on the busy server ran")
 	}
 	sa, sb := servers[0].Stats(), servers[1].Stats()
-	if sa.Dropped != 1 || sa.TiedStarted != 0 {
-		t.Errorf("A: %+v, want its copy dropped", sa)
+	if sa.Dropped+sa.NoSpare != 1 || sa.TiedStarted != 0 {
+		t.Errorf("A: %+v, want its copy dropped or refused", sa)
 	}
-	if sb.TiedStarted != 1 || sb.ClaimsWon != 1 {
-		t.Errorf("B: %+v, want 1 tied start and 1 claim won", sb)
+	// B's copy claimed, unless it was the spare form's primary.
+	if sb.TiedStarted != 1 || sb.ClaimsWon != 1-sa.NoSpare {
+		t.Errorf("B: %+v, want 1 tied start and %d claim won", sb, 1-sa.NoSpare)
+	}
+	if form == tied.FormSymmetric && sa.NoSpare != 0 {
+		t.Errorf("A refused a spare of the symmetric form: %+v", sa)
 	}
 	if cs := tr.TiedClient().Stats(); cs.Calls != 1 || cs.Failures != 0 {
 		t.Errorf("client: %+v", cs)

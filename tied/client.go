@@ -20,6 +20,35 @@ import (
 // a call once either way.
 const DefaultGap = time.Millisecond
 
+// Form is how the two copies of a tied call share the work (see the
+// package documentation, "Two forms").
+type Form int
+
+const (
+	// FormSpare, the default: the first copy queues as an untied request
+	// does and starts without claiming (RolePrimary); the second
+	// (RoleSpare) runs only on a worker free when it arrives, claiming
+	// the tie first, so that it takes the call only from a first copy
+	// still queued, and is refused at once (ErrNoSpare) by a server with
+	// no free worker. No copy waits in a queue it would lengthen, and no
+	// primary waits for a claim.
+	FormSpare Form = iota
+	// FormSymmetric: both copies queue, and the first ready to start
+	// claims the tie at the other's server (The Tail at Scale's tied
+	// requests). Every copy that starts waits for a claim's round trip,
+	// and both copies lengthen queues: near capacity it loses to sending
+	// one copy (BENCHMARKS.md).
+	FormSymmetric
+)
+
+// String returns the form's name: "spare" or "symmetric".
+func (f Form) String() string {
+	if f == FormSymmetric {
+		return "symmetric"
+	}
+	return "spare"
+}
+
 // ClientConfig configures a Client.
 type ClientConfig struct {
 	// Replicas is the number of replicas, at least 2. Copies go to two
@@ -32,6 +61,9 @@ type ClientConfig struct {
 	// Gap is the time between the first copy and the second. Zero means
 	// DefaultGap; a negative value sends both at once.
 	Gap time.Duration
+	// Form is how the copies share the work: FormSpare (the zero value)
+	// or FormSymmetric.
+	Form Form
 }
 
 // Client sends tied calls: two copies of each to two distinct replicas,
@@ -44,10 +76,11 @@ type Client struct {
 	n      int
 	picker hedge.Picker
 	gap    time.Duration
+	form   Form
 	load   []atomic.Int64
 	loadFn func(int) int
 
-	calls, seconds, drops, secondWins, failures, notSent atomic.Int64
+	calls, seconds, drops, noSpare, secondWins, failures, notSent atomic.Int64
 }
 
 // ErrNotSent marks the error of a copy whose request provably never
@@ -70,13 +103,16 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Replicas < 2 {
 		errs = append(errs, fmt.Errorf("Replicas is %d: a tied call needs two replicas; list at least two", cfg.Replicas))
 	}
+	if cfg.Form != FormSpare && cfg.Form != FormSymmetric {
+		errs = append(errs, fmt.Errorf("Form is %d: use tied.FormSpare (the zero value) or tied.FormSymmetric", cfg.Form))
+	}
 	if cfg.Picker.Zones != nil && len(cfg.Picker.Zones) != cfg.Replicas {
 		errs = append(errs, fmt.Errorf("Picker.Zones has %d entries for %d replicas: give one zone per replica", len(cfg.Picker.Zones), cfg.Replicas))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 	}
-	c := &Client{n: cfg.Replicas, picker: cfg.Picker, gap: cfg.Gap, load: make([]atomic.Int64, cfg.Replicas)}
+	c := &Client{n: cfg.Replicas, picker: cfg.Picker, gap: cfg.Gap, form: cfg.Form, load: make([]atomic.Int64, cfg.Replicas)}
 	if c.gap == 0 {
 		c.gap = DefaultGap
 	}
@@ -88,6 +124,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // Gap returns the time between a call's two copies.
 func (c *Client) Gap() time.Duration { return c.gap }
 
+// Form returns how a call's copies share the work.
+func (c *Client) Form() Form { return c.form }
+
 // Copy tells an attempt function which copy of a tied call it sends.
 type Copy struct {
 	// Index is 0 for the first copy, 1 for the second.
@@ -97,6 +136,10 @@ type Copy struct {
 	Replica, Sibling int
 	// ID is the tie identifier, shared by both copies (NewID).
 	ID string
+	// Role is the copy's part, sent in RoleHeader (RoleKey): RolePrimary
+	// or RoleSpare in FormSpare, RoleEither (no header) in
+	// FormSymmetric.
+	Role Role
 }
 
 // ClientStats are a Client's counters; they only grow.
@@ -109,6 +152,9 @@ type ClientStats struct {
 	// Dropped counts copies answered "dropped by the sibling"
 	// (ErrDropped): the other copy had started.
 	Dropped int64
+	// NoSpare counts spare copies answered "no spare capacity"
+	// (ErrNoSpare): no worker was free at their server when they came.
+	NoSpare int64
 	// SecondWins counts calls won by the second copy.
 	SecondWins int64
 	// Failures counts calls that returned an error.
@@ -121,7 +167,7 @@ type ClientStats struct {
 
 // Stats returns a snapshot of the Client's counters.
 func (c *Client) Stats() ClientStats {
-	return ClientStats{Calls: c.calls.Load(), Seconds: c.seconds.Load(), Dropped: c.drops.Load(), SecondWins: c.secondWins.Load(), Failures: c.failures.Load(), NotSent: c.notSent.Load()}
+	return ClientStats{Calls: c.calls.Load(), Seconds: c.seconds.Load(), Dropped: c.drops.Load(), NoSpare: c.noSpare.Load(), SecondWins: c.secondWins.Load(), Failures: c.failures.Load(), NotSent: c.notSent.Load()}
 }
 
 type result[T any] struct {
@@ -134,9 +180,18 @@ type result[T any] struct {
 // Run sends a tied call through c: copy 0 at once, copy 1 Gap later
 // (unless copy 0 has answered by then), each by attempt on its own
 // goroutine with its own context, derived from ctx. attempt must send the
-// copy to Copy.Replica with the tie (Copy.ID and the address of
-// Copy.Sibling), and return an error matching ErrDropped when the server
-// answered that it dropped the copy for its sibling.
+// copy to Copy.Replica with the tie (Copy.ID, the address of
+// Copy.Sibling and Copy.Role), and return an error matching ErrDropped
+// when the server answered that it dropped the copy for its sibling, and
+// ErrNoSpare (which matches ErrDropped too) when it refused a spare copy
+// for want of a free worker (DroppedError reads both from an HTTP
+// answer).
+//
+// In FormSpare copy 0 is the primary and copy 1 the spare. A spare
+// refused is no failure: the primary has the call. When the primary
+// never reached its server (ErrNotSent), copy 1 goes as a primary
+// instead, or, if it went as a spare and was refused, goes again as a
+// primary, so that the call is not left to nobody.
 //
 // The first copy to succeed wins: the other's context is cancelled, Run
 // waits for it to return, and passes its value, if it succeeded too, to
@@ -168,11 +223,13 @@ func Run[T any](ctx context.Context, c *Client, attempt func(ctx context.Context
 	results := make(chan result[T], 2)
 	var cancels [2]context.CancelFunc
 	var wg sync.WaitGroup
-	launch := func(i int) {
+	launch := func(i int, role Role) {
 		rep, sib := r0, r1
 		if i == 1 {
 			rep, sib = r1, r0
-			c.seconds.Add(1)
+		}
+		if cancels[i] != nil { // copy 1 sent again as a primary
+			cancels[i]()
 		}
 		cctx, cancel := context.WithCancel(ctx)
 		cancels[i] = cancel
@@ -188,15 +245,33 @@ func Run[T any](ctx context.Context, c *Client, attempt func(ctx context.Context
 				}
 				results <- res
 			}()
-			res.v, res.err = attempt(cctx, Copy{Index: i, Replica: rep, Sibling: sib, ID: id})
+			res.v, res.err = attempt(cctx, Copy{Index: i, Replica: rep, Sibling: sib, ID: id, Role: role})
 		}()
 	}
-	launch(0)
+	// The roles of the spare form; the symmetric form's are RoleEither.
+	first, second := RoleEither, RoleEither
+	if c.form == FormSpare {
+		first, second = RolePrimary, RoleSpare
+	}
+	// primaryGone: copy 0 is out of the call without having run (it
+	// never reached its server, or was dropped). Copy 1 then goes, or
+	// goes again, as a primary: a spare would leave the call to nobody
+	// when no worker is free.
+	primaryGone, spareRefused, again := false, false, false
+	launch(0, first)
 	sent, pending := 1, 1
+	sendSecond := func() {
+		role := second
+		if primaryGone && c.form == FormSpare {
+			role = RolePrimary
+		}
+		c.seconds.Add(1)
+		launch(1, role)
+		sent, pending = 2, pending+1
+	}
 	var timer <-chan time.Time
 	if c.gap == 0 {
-		launch(1)
-		sent, pending = 2, 2
+		sendSecond()
 	} else {
 		t := time.NewTimer(c.gap)
 		defer t.Stop()
@@ -213,8 +288,7 @@ loop:
 		case <-timer:
 			timer = nil
 			if winner < 0 && sent == 1 {
-				launch(1)
-				sent, pending = 2, pending+1
+				sendSecond()
 			}
 		case <-ctx.Done():
 			break loop
@@ -230,19 +304,35 @@ loop:
 				winner, v = res.i, res.v
 				break loop
 			case errors.Is(res.err, ErrDropped), errors.Is(res.err, ErrNotSent):
-				if errors.Is(res.err, ErrDropped) {
+				switch {
+				case errors.Is(res.err, ErrNoSpare):
+					c.noSpare.Add(1)
+					dropped++
+				case errors.Is(res.err, ErrDropped):
 					c.drops.Add(1)
 					dropped++
-				} else {
+				default:
 					c.notSent.Add(1)
 					errs = append(errs, fmt.Errorf("tied copy %d: %w", res.i, res.err))
 				}
-				if sent == 1 {
+				if res.i == 0 {
+					primaryGone = true
+				} else if errors.Is(res.err, ErrNoSpare) {
+					spareRefused = true
+				}
+				switch {
+				case sent == 1:
 					// Copy 0 dropped, or never sent, before copy 1
 					// left: send it now.
 					timer = nil
-					launch(1)
-					sent, pending = 2, pending+1
+					sendSecond()
+				case primaryGone && spareRefused && !again:
+					// The spare found no free worker, and the
+					// primary never ran: the call is copy 1's, queued
+					// as a primary.
+					again = true
+					launch(1, RolePrimary)
+					pending++
 				}
 			default:
 				errs = append(errs, fmt.Errorf("tied copy %d: %w", res.i, res.err))

@@ -21,12 +21,13 @@ import (
 // the two is a claim, so that peers of earlier versions, which post to
 // DefaultCancelPath, are answered.
 //
-// A request with a malformed IDHeader or SiblingHeader runs untied
-// (counted in Stats.BadTie). A request refused because the queue is full
-// is answered 503 Service Unavailable with RefusedHeader "queue-full"; a
-// tied copy dropped because its sibling had the right to start, 409 Conflict with
-// DroppedHeader "sibling"; a request whose client went away while it
-// waited, nothing.
+// A request with a malformed IDHeader, SiblingHeader or RoleHeader runs
+// untied (counted in Stats.BadTie). A request refused because the queue
+// is full is answered 503 Service Unavailable with RefusedHeader
+// "queue-full"; a tied copy dropped because its sibling had the right to
+// start, 409 Conflict with DroppedHeader "sibling"; a spare copy that
+// found no free worker, 409 with DroppedHeader "no-spare"; a request
+// whose client went away while it waited, nothing.
 //
 // Every response, claims' answers included, carries the Server's load
 // report (loadreport.Header, "Endpoint-Load-Metrics"), set just before
@@ -53,7 +54,7 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 			claims.ServeHTTP(w, r)
 			return
 		}
-		t, err := ParseTie(r.Header.Get(IDHeader), r.Header.Get(SiblingHeader))
+		t, err := ParseTieRole(r.Header.Get(IDHeader), r.Header.Get(SiblingHeader), r.Header.Get(RoleHeader))
 		if err != nil {
 			s.CountBadTie()
 		}
@@ -63,8 +64,12 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 			w.Header().Set(RefusedHeader, "queue-full")
 			http.Error(w, "server busy: its queue is full; retry later or elsewhere", http.StatusServiceUnavailable)
 			return
+		case errors.Is(err, ErrNoSpare):
+			w.Header().Set(DroppedHeader, DroppedNoSpare)
+			http.Error(w, "no spare capacity: no worker was free for this spare copy; its primary has the call", http.StatusConflict)
+			return
 		case errors.Is(err, ErrDropped):
-			w.Header().Set(DroppedHeader, "sibling")
+			w.Header().Set(DroppedHeader, DroppedSibling)
 			http.Error(w, "dropped: the sibling copy of this tied request started first", http.StatusConflict)
 			return
 		case err != nil:
@@ -194,7 +199,27 @@ func (s *HTTPSender) CloseIdleConnections() {
 }
 
 // IsDropped reports whether resp is the answer to a tied copy dropped by
-// its sibling: 409 with DroppedHeader.
+// its sibling, or a spare copy refused for want of a free worker: 409
+// with DroppedHeader.
 func IsDropped(resp *http.Response) bool {
 	return resp != nil && resp.StatusCode == http.StatusConflict && resp.Header.Get(DroppedHeader) != ""
+}
+
+// DroppedError returns the error that the answer resp stands for when it
+// is a dropped copy's (see IsDropped): ErrNoSpare for a spare copy that
+// found no free worker, ErrDropped otherwise; nil when resp is no such
+// answer.
+func DroppedError(resp *http.Response) error {
+	if !IsDropped(resp) {
+		return nil
+	}
+	return droppedErr(resp.Header.Get(DroppedHeader))
+}
+
+// droppedErr maps a DroppedHeader value to its error.
+func droppedErr(v string) error {
+	if v == DroppedNoSpare {
+		return ErrNoSpare
+	}
+	return ErrDropped
 }

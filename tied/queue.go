@@ -40,7 +40,7 @@ func (s *Server) lookaheadLocked() {
 	i := 0
 	for e := s.queue.Front(); e != nil && i < s.claimAhead; e = e.Next() {
 		w := e.Value.(*waiter)
-		if w.t != nil && w.t.state == tieQueued {
+		if w.t != nil && w.t.state == tieQueued && w.tie.Role != RolePrimary {
 			s.claimingLocked(w.t)
 			close(w.claimNow)
 		}
@@ -75,6 +75,8 @@ func (s *Server) release() {
 		switch {
 		case w.t == nil:
 			s.c.started.Add(1)
+		case w.tie.Role == RolePrimary:
+			s.startPrimaryLocked(w.t, s.now())
 		case w.t.state == tieQueued:
 			s.claimingLocked(w.t) // it claims holding the worker
 		}

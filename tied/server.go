@@ -36,6 +36,13 @@ var (
 	// 409 with DroppedHeader, gRPC Aborted with a DroppedKey trailer. A
 	// client treats it as "the other copy has it", not as a failure.
 	ErrDropped = errors.New("tied: dropped because the sibling copy started first")
+	// ErrNoSpare: a spare copy (RoleSpare) found no free worker, and was
+	// refused at once rather than queued behind other requests. It
+	// matches ErrDropped too (errors.Is), for a client treats it alike:
+	// the other copy, the primary, has the call. HTTP answers 409 with
+	// DroppedHeader "no-spare", gRPC Aborted with a DroppedKey trailer
+	// "no-spare".
+	ErrNoSpare = fmt.Errorf("%w (no spare capacity: no worker was free for the spare copy)", ErrDropped)
 	// ErrInvalidConfig is wrapped by NewServer's and NewClient's errors for
 	// a mistaken configuration.
 	ErrInvalidConfig = errors.New("tied: invalid configuration")
@@ -312,8 +319,15 @@ func (s *Server) Close() error {
 // if ctx ends while the request waits or claims (it then leaves the
 // queue, or frees its worker).
 func (s *Server) Admit(ctx context.Context, t Tie) (release func(), err error) {
+	spare := t.Tied() && t.Role == RoleSpare
 	if t.Tied() && (len(s.secret) == 0 || s.peers[t.Sibling] == nil) {
 		s.c.unknownSibling.Add(1)
+		if spare {
+			// It cannot claim its tie here; run untied, it could
+			// run twice.
+			s.c.noSpare.Add(1)
+			return nil, ErrNoSpare
+		}
 		t = Tie{}
 	}
 	s.mu.Lock()
@@ -329,16 +343,32 @@ func (s *Server) Admit(ctx context.Context, t Tie) (release func(), err error) {
 			s.mu.Unlock()
 			s.dropped()
 			return nil, ErrDropped
+		case spare:
+			s.mu.Unlock()
+			s.c.noSpare.Add(1)
+			return nil, ErrNoSpare
 		default:
 			// Both copies here, or an identifier used twice: run it
 			// untied rather than let one copy cancel the other.
-			t = Tie{}
+			t, tt = Tie{}, nil
 		}
 	}
-	if s.running < s.workers && s.queue.Len() == 0 {
+	free := s.running < s.workers && s.queue.Len() == 0
+	if spare && !free {
+		s.mu.Unlock()
+		s.c.noSpare.Add(1)
+		return nil, ErrNoSpare
+	}
+	if free {
 		s.running++
 		if tt == nil {
 			s.c.started.Add(1)
+			s.mu.Unlock()
+			return s.release, nil
+		}
+		if t.Role == RolePrimary {
+			s.ties[tt.id] = tt
+			s.startPrimaryLocked(tt, now)
 			s.mu.Unlock()
 			return s.release, nil
 		}
@@ -357,7 +387,9 @@ func (s *Server) Admit(ctx context.Context, t Tie) (release func(), err error) {
 	w := &waiter{ready: make(chan struct{}), t: tt, tie: t}
 	w.elem = s.queue.PushBack(w)
 	if tt != nil {
-		w.claimNow = make(chan struct{})
+		if t.Role != RolePrimary { // a primary never claims
+			w.claimNow = make(chan struct{})
+		}
 		tt.w = w
 		s.ties[t.ID] = tt
 	}
@@ -369,7 +401,7 @@ func (s *Server) Admit(ctx context.Context, t Tie) (release func(), err error) {
 		if w.dropped {
 			return nil, ErrDropped
 		}
-		if tt == nil {
+		if tt == nil || t.Role == RolePrimary { // started by release
 			return s.release, nil
 		}
 		return s.claim(ctx, w) // granted a worker before claiming ahead
@@ -407,6 +439,15 @@ func (s *Server) Admit(ctx context.Context, t Tie) (release func(), err error) {
 		}
 		return nil, ctx.Err()
 	}
+}
+
+// startPrimaryLocked starts the primary copy of tt, given a worker: its
+// tie is resolved as started, so that its spare's claim, if it comes, is
+// answered lost. s.mu is held.
+func (s *Server) startPrimaryLocked(tt *tie, now time.Time) {
+	s.resolveLocked(tt, tieStarted, now)
+	s.c.started.Add(1)
+	s.c.tiedStarted.Add(1)
 }
 
 func (s *Server) event(e string) {

@@ -11,6 +11,7 @@ type counters struct {
 	received, granted, early, repeated, refusedClaims, rejected               atomic.Int64
 	latSum, latMax                                                            atomic.Int64
 	done                                                                      atomic.Int64 // workers released: requests answered (Load)
+	noSpare                                                                   atomic.Int64
 }
 
 // dropped counts a dropped copy.
@@ -59,6 +60,11 @@ type Stats struct {
 	// peer's claim, refused on arrival after it, or lost their own claim
 	// (ClaimsLost).
 	Dropped int64
+	// NoSpare counts spare copies (RoleSpare) refused because no worker
+	// was free when they came (ErrNoSpare), or because they could not
+	// claim their tie (their sibling unknown, or their tie seen here
+	// already). They are not in Dropped.
+	NoSpare int64
 	// UnknownSibling counts tied requests whose sibling was not among
 	// Config.Peers (or which came while the server had no Secret): they
 	// ran untied.
@@ -105,7 +111,7 @@ func (s *Server) Stats() Stats {
 	return Stats{
 		Running: running, Queued: queued,
 		Started: c.started.Load(), TiedStarted: c.tiedStarted.Load(),
-		Refused: c.refused.Load(), Abandoned: c.abandoned.Load(), Dropped: c.dropped.Load(),
+		Refused: c.refused.Load(), Abandoned: c.abandoned.Load(), Dropped: c.dropped.Load(), NoSpare: c.noSpare.Load(),
 		UnknownSibling: c.unknownSibling.Load(), BadTie: c.badTie.Load(),
 		ClaimsWon: c.won.Load(), ClaimsLost: c.lost.Load(), ClaimsFailed: c.failed.Load(), ClaimsSkipped: c.skipped.Load(),
 		ClaimsReceived: c.received.Load(), ClaimsEarly: c.early.Load(), ClaimsCrossed: c.granted.Load(),

@@ -34,13 +34,76 @@ const DroppedHeader = "Tied-Dropped"
 // request refused because the server's queue was full.
 const RefusedHeader = "Tied-Refused"
 
-// IDKey, SiblingKey and DroppedKey are the gRPC metadata keys of IDHeader,
-// SiblingHeader and DroppedHeader (gRPC metadata keys are lower case).
+// RoleHeader is the request header that gives a tied copy its role in
+// the spare form (see Role): "primary" or "spare". Without it a tied copy
+// takes part in the symmetric form.
+const RoleHeader = "Tied-Role"
+
+// IDKey, SiblingKey, RoleKey and DroppedKey are the gRPC metadata keys of
+// IDHeader, SiblingHeader, RoleHeader and DroppedHeader (gRPC metadata
+// keys are lower case).
 const (
 	IDKey      = "tied-id"
 	SiblingKey = "tied-sibling"
+	RoleKey    = "tied-role"
 	DroppedKey = "tied-dropped"
 )
+
+// The values of DroppedHeader (and DroppedKey): why a copy did not run.
+const (
+	// DroppedSibling: the sibling copy had the right to start.
+	DroppedSibling = "sibling"
+	// DroppedNoSpare: a spare copy found no free worker (ErrNoSpare).
+	DroppedNoSpare = "no-spare"
+)
+
+// Role is a tied copy's part in the spare form of tied requests (see the
+// package documentation, "Two forms"). The zero Role, RoleEither, is the
+// symmetric form: the copy queues, and claims its tie before it starts.
+type Role int
+
+const (
+	// RoleEither is a copy of the symmetric form.
+	RoleEither Role = iota
+	// RolePrimary is the first copy of the spare form: it queues as an
+	// untied request does and starts without claiming; while it is
+	// queued, its spare's claim drops it.
+	RolePrimary
+	// RoleSpare is the second copy of the spare form: it runs only on a
+	// worker free when it arrives (otherwise it is refused at once,
+	// ErrNoSpare), and claims its tie, holding that worker, before it
+	// starts, so that it runs only in place of a primary still queued.
+	RoleSpare
+)
+
+// String returns the role's wire name: "", "primary" or "spare".
+func (r Role) String() string {
+	switch r {
+	case RolePrimary:
+		return "primary"
+	case RoleSpare:
+		return "spare"
+	}
+	return ""
+}
+
+// ParseRole parses the value of RoleHeader: "" is RoleEither, "primary"
+// RolePrimary and "spare" RoleSpare. Anything else is an error wrapping
+// ErrBadTie.
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "":
+		return RoleEither, nil
+	case "primary":
+		return RolePrimary, nil
+	case "spare":
+		return RoleSpare, nil
+	}
+	if len(s) > 16 {
+		s = s[:16]
+	}
+	return RoleEither, fmt.Errorf("%w: %s %q: want primary or spare", ErrBadTie, RoleHeader, s)
+}
 
 // DefaultClaimPath is where Server.Handler serves claims from peers (see
 // Claim), and where HTTPSender posts them, unless Config.ClaimPath names
@@ -85,6 +148,9 @@ type Tie struct {
 	ID string
 	// Sibling is the address of the sibling's server.
 	Sibling string
+	// Role is the copy's part in the spare form; RoleEither for the
+	// symmetric form.
+	Role Role
 }
 
 // Tied reports whether t names a tie.
@@ -106,6 +172,9 @@ func NewID() string {
 // or an address that is empty, longer than 256 bytes or holds spaces or
 // control characters, is an error wrapping ErrBadTie. The address is
 // returned in normal form (see NormalizeAddr).
+//
+// The copy's Role is parsed apart, by ParseRole: ParseTie leaves it
+// RoleEither.
 func ParseTie(id, sibling string) (Tie, error) {
 	if id == "" && sibling == "" {
 		return Tie{}, nil
@@ -118,6 +187,25 @@ func ParseTie(id, sibling string) (Tie, error) {
 		return Tie{}, fmt.Errorf("%w: %s: %v", ErrBadTie, SiblingHeader, err)
 	}
 	return Tie{ID: id, Sibling: a}, nil
+}
+
+// ParseTieRole parses the values of IDHeader, SiblingHeader and
+// RoleHeader: ParseTie's Tie with ParseRole's Role. A role without a tie
+// is an error wrapping ErrBadTie.
+func ParseTieRole(id, sibling, role string) (Tie, error) {
+	t, err := ParseTie(id, sibling)
+	if err != nil {
+		return Tie{}, err
+	}
+	r, err := ParseRole(role)
+	if err != nil {
+		return Tie{}, err
+	}
+	if r != RoleEither && !t.Tied() {
+		return Tie{}, fmt.Errorf("%w: %s %q without %s", ErrBadTie, RoleHeader, role, IDHeader)
+	}
+	t.Role = r
+	return t, nil
 }
 
 // checkID reports what is wrong with a tie identifier, or nil.

@@ -133,10 +133,11 @@ func (b *TiedBackend) Stall(ctx context.Context, i int, d time.Duration) error {
 	return b.gates[i].Stall(ctx, d)
 }
 
-// NewCaller returns a caller for config "none", bench.DefaultStrategy or
-// "tied", with one ClientConn per replica.
+// NewCaller returns a caller for config "none", bench.DefaultStrategy,
+// bench.SpareConfig, "tied" or bench.TiedSymmetricConfig, with one
+// ClientConn per replica.
 func (b *TiedBackend) NewCaller(config string, gap time.Duration) (func(context.Context, int, time.Duration) error, func(), error) {
-	hc, isTied, err := bench.TiedClientConfig(config, len(b.addrs))
+	hc, form, err := bench.TiedClientConfig(config, len(b.addrs))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -159,8 +160,8 @@ func (b *TiedBackend) NewCaller(config string, gap time.Duration) (func(context.
 		conns = append(conns, c)
 	}
 	opts := []hedgegrpc.Option{hedgegrpc.WithReplicas(conns...)}
-	if isTied {
-		opts = append(opts, hedgegrpc.WithTied(hedgegrpc.TiedConfig{Gap: gap}))
+	if form != nil {
+		opts = append(opts, hedgegrpc.WithTied(hedgegrpc.TiedConfig{Gap: gap, Form: *form}))
 	}
 	ic, err := hedgegrpc.New(h, opts...)
 	if err != nil {

@@ -22,7 +22,7 @@ func runBenchTied(args []string, stdout, stderr io.Writer) int {
 	backends := fs.String("backend", "http,grpc", "backends, comma-separated: http, grpc")
 	loads := fs.String("loads", "0.5,0.85", "offered loads, fractions of the servers' capacity, comma-separated")
 	worlds := fs.String("worlds", "plain,stalls,bigjobs", "worlds, comma-separated: plain, stalls (2% stalled, 50 ms stalls), bigjobs (3% of requests 30x larger)")
-	configs := fs.String("configs", strings.Join(bench.TiedConfigs, ","), "configurations: none, default, tied, and "+bench.SpareConfig+" (the default client against servers that run its copies only on capacity no primary wants: package spare)")
+	configs := fs.String("configs", strings.Join(bench.TiedConfigs, ","), "configurations: none, default, tied (the spare form: the second copy runs only on a free worker), "+bench.TiedSymmetricConfig+" (both copies queue; the first to start claims), and "+bench.SpareConfig+" (the default client against servers that run its copies only on capacity no primary wants: package spare)")
 	fs.IntVar(&o.Replicas, "replicas", 3, "replicas")
 	fs.IntVar(&o.Workers, "workers", 2, "requests each replica runs at once (the rest queue)")
 	fs.IntVar(&o.MaxQueue, "queue", 4096, "queue bound of each replica")
@@ -79,9 +79,9 @@ func runBenchTied(args []string, stdout, stderr io.Writer) int {
 	for _, c := range strings.Split(*configs, ",") {
 		c = strings.TrimSpace(c)
 		switch c {
-		case "none", bench.DefaultStrategy, "tied", bench.SpareConfig:
+		case "none", bench.DefaultStrategy, "tied", bench.TiedSymmetricConfig, bench.SpareConfig:
 		default:
-			return usageError(stderr, "bench tied", fmt.Errorf("--configs: unknown configuration %q: use none, %s, tied or %s", c, bench.DefaultStrategy, bench.SpareConfig))
+			return usageError(stderr, "bench tied", fmt.Errorf("--configs: unknown configuration %q: use none, %s, tied, %s or %s", c, bench.DefaultStrategy, bench.TiedSymmetricConfig, bench.SpareConfig))
 		}
 		o.Configs = append(o.Configs, c)
 	}

@@ -82,13 +82,14 @@ func IsClaimMethod(fullMethod string) bool {
 }
 
 // UnaryServerInterceptor runs each unary call through s.Admit before the
-// handler, with the tie read from the tied.IDKey and tied.SiblingKey
-// metadata (malformed: untied, counted in tied.Stats.BadTie). A call
-// refused because the queue is full fails with ResourceExhausted and a
-// tied.RefusedHeader ("tied-refused") trailer; a tied copy dropped for its
-// sibling fails with Aborted and a tied.DroppedKey trailer "sibling"
-// (which clients such as hedgegrpc.WithTied tell from the service's own
-// Aborted). Claims (ClaimMethod, CancelMethod) bypass the queue. A tied copy's
+// handler, with the tie read from the tied.IDKey, tied.SiblingKey and
+// tied.RoleKey metadata (malformed: untied, counted in
+// tied.Stats.BadTie). A call refused because the queue is full fails with
+// ResourceExhausted and a tied.RefusedHeader ("tied-refused") trailer; a
+// tied copy dropped for its sibling fails with Aborted and a
+// tied.DroppedKey trailer "sibling", a spare copy that found no free
+// worker with Aborted and "no-spare" (which clients such as
+// hedgegrpc.WithTied tell from the service's own Aborted). Claims (ClaimMethod, CancelMethod) bypass the queue. A tied copy's
 // claim is sent from within the interceptor, on the call's goroutine.
 // Every answer but a claim's carries s's load as an ORCA report, when the
 // server has orca.CallMetricsServerOption before this interceptor (see
@@ -99,7 +100,7 @@ func UnaryServerInterceptor(s *tied.Server) grpc.UnaryServerInterceptor {
 			return handler(ctx, req)
 		}
 		md, _ := metadata.FromIncomingContext(ctx)
-		t, err := tied.ParseTie(first(md, tied.IDKey), first(md, tied.SiblingKey))
+		t, err := tied.ParseTieRole(first(md, tied.IDKey), first(md, tied.SiblingKey), first(md, tied.RoleKey))
 		if err != nil {
 			s.CountBadTie()
 		}
@@ -111,8 +112,11 @@ func UnaryServerInterceptor(s *tied.Server) grpc.UnaryServerInterceptor {
 		case errors.Is(err, tied.ErrQueueFull):
 			_ = grpc.SetTrailer(ctx, metadata.Pairs("tied-refused", "queue-full"))
 			return nil, status.Error(codes.ResourceExhausted, "server busy: its queue is full; retry later or elsewhere")
+		case errors.Is(err, tied.ErrNoSpare):
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(tied.DroppedKey, tied.DroppedNoSpare))
+			return nil, status.Error(codes.Aborted, "no spare capacity: no worker was free for this spare copy; its primary has the call")
 		case errors.Is(err, tied.ErrDropped):
-			_ = grpc.SetTrailer(ctx, metadata.Pairs(tied.DroppedKey, "sibling"))
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(tied.DroppedKey, tied.DroppedSibling))
 			return nil, status.Error(codes.Aborted, "dropped: the sibling copy of this tied call started first")
 		case err != nil:
 			return nil, status.FromContextError(err).Err()
@@ -152,6 +156,20 @@ func first(md metadata.MD, key string) string {
 // tied.DroppedKey trailer.
 func IsDropped(err error, trailer metadata.MD) bool {
 	return status.Code(err) == codes.Aborted && len(trailer.Get(tied.DroppedKey)) > 0
+}
+
+// DroppedError returns the error that a call's err and trailer stand for
+// when they are a dropped copy's answer (see IsDropped): tied.ErrNoSpare
+// for a spare copy that found no free worker, tied.ErrDropped otherwise;
+// nil when they are no such answer.
+func DroppedError(err error, trailer metadata.MD) error {
+	if !IsDropped(err, trailer) {
+		return nil
+	}
+	if first(trailer, tied.DroppedKey) == tied.DroppedNoSpare {
+		return tied.ErrNoSpare
+	}
+	return tied.ErrDropped
 }
 
 // claimServer is the claim service's implementation.

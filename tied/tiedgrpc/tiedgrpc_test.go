@@ -139,8 +139,15 @@ func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 
 // Two real gRPC servers with one worker each, A busy: the tied call's
 // copy on the idle B claims the tie, which drops the copy queued at A
-// without running; the call returns B's answer.
+// without running (in the spare form, unless B has the primary, which
+// runs, and A refuses the spare); the call returns B's answer.
 func TestTiedCallEndToEnd(t *testing.T) {
+	for _, form := range []tied.Form{tied.FormSymmetric, tied.FormSpare} {
+		t.Run(form.String(), func(t *testing.T) { testTiedCallEndToEnd(t, form) })
+	}
+}
+
+func testTiedCallEndToEnd(t *testing.T, form tied.Form) {
 	blockA := make(chan struct{})
 	startedA := make(chan struct{})
 	var ranTiedOnA atomic.Bool
@@ -175,7 +182,7 @@ func TestTiedCallEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ic, err := hedgegrpc.New(h, hedgegrpc.WithReplicas(ccA, ccB), hedgegrpc.WithTied(hedgegrpc.TiedConfig{Gap: time.Millisecond}))
+	ic, err := hedgegrpc.New(h, hedgegrpc.WithReplicas(ccA, ccB), hedgegrpc.WithTied(hedgegrpc.TiedConfig{Gap: time.Millisecond, Form: form}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,11 +204,12 @@ func TestTiedCallEndToEnd(t *testing.T) {
 		t.Error("the copy on the busy server ran")
 	}
 	servers[1].ts.Close()
-	if s := servers[0].ts.Stats(); s.Dropped != 1 || s.TiedStarted != 0 {
-		t.Errorf("A: %+v, want its copy dropped", s)
+	sa := servers[0].ts.Stats()
+	if sa.Dropped+sa.NoSpare != 1 || sa.TiedStarted != 0 || form == tied.FormSymmetric && sa.NoSpare != 0 {
+		t.Errorf("A: %+v, want its copy dropped (or, spare form, refused)", sa)
 	}
-	if s := servers[1].ts.Stats(); s.TiedStarted != 1 || s.ClaimsWon != 1 {
-		t.Errorf("B: %+v, want 1 tied start, 1 claim won", s)
+	if s := servers[1].ts.Stats(); s.TiedStarted != 1 || s.ClaimsWon != 1-sa.NoSpare {
+		t.Errorf("B: %+v, want 1 tied start, %d claim won", s, 1-sa.NoSpare)
 	}
 }
 
