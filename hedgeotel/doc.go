@@ -80,6 +80,7 @@
 //	hedge.tied.client.calls{client}                 counter  {request}  tied calls
 //	hedge.tied.client.second_copies{client}         counter  {copy}     second copies sent
 //	hedge.tied.client.copies.dropped{client}        counter  {copy}     copies dropped for their sibling
+//	hedge.tied.client.copies.no_spare{client}       counter  {copy}     spare copies refused: no free worker
 //	hedge.tied.client.second_wins{client}           counter  {request}  calls won by the second copy
 //	hedge.tied.client.failures{client}              counter  {request}  tied calls that returned an error
 //	hedge.tied.client.copies.not_sent{client}       counter  {copy}     copies that never reached a server
@@ -93,6 +94,7 @@
 //	hedge.tied.server.refused{server}               counter  {request}  requests refused, the queue full
 //	hedge.tied.server.abandoned{server}             counter  {request}  requests whose context ended first
 //	hedge.tied.server.dropped{server}               counter  {copy}     tied copies dropped for their sibling
+//	hedge.tied.server.no_spare{server}              counter  {copy}     spare copies refused: no free worker
 //	hedge.tied.server.unknown_sibling{server}       counter  {request}  tied requests run untied: sibling not a peer
 //	hedge.tied.server.bad_tie{server}               counter  {request}  requests with malformed tie headers
 //	hedge.tied.server.claims.sent{server,outcome}   counter  {claim}    outcome: won, lost, failed

@@ -80,6 +80,7 @@
 //	hedge_tied_client_calls_total{client}                   counter  tied calls
 //	hedge_tied_client_second_copies_total{client}           counter  second copies sent
 //	hedge_tied_client_copies_dropped_total{client}          counter  copies dropped for their sibling
+//	hedge_tied_client_copies_no_spare_total{client}         counter  spare copies refused: no free worker
 //	hedge_tied_client_second_wins_total{client}             counter  calls won by the second copy
 //	hedge_tied_client_failures_total{client}                counter  tied calls that returned an error
 //	hedge_tied_client_copies_not_sent_total{client}         counter  copies that never reached a server
@@ -93,6 +94,7 @@
 //	hedge_tied_server_refused_total{server}                 counter  requests refused, the queue full
 //	hedge_tied_server_abandoned_total{server}               counter  requests whose context ended first
 //	hedge_tied_server_dropped_total{server}                 counter  tied copies dropped for their sibling
+//	hedge_tied_server_no_spare_total{server}                counter  spare copies refused: no free worker
 //	hedge_tied_server_unknown_sibling_total{server}         counter  tied requests run untied: sibling not a peer
 //	hedge_tied_server_bad_tie_total{server}                 counter  requests with malformed tie headers
 //	hedge_tied_server_claims_sent_total{server,outcome}     counter  outcome: won, lost, failed

@@ -86,7 +86,9 @@
 // chosen percentile as its delay; live is hedge-p95-live; budget is
 // hedge-quiet-budget; default is sim's default, the library's zero
 // hedge.Config (what hedge.New runs with nothing set); tied=true is tied,
-// whatever the strategy. The hedging ones are presets of a hedge.Config
+// whatever the strategy, and tied=true with help=idle-only is tied-spare
+// (the spare form of package tied: the second copy runs only on an idle
+// server). The hedging ones are presets of a hedge.Config
 // (sim.Config.HedgeConfig), so the page measures the library's own
 // decisions. For the live estimates (live, default) the delay shown is the
 // mean delay in force.

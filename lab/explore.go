@@ -89,8 +89,9 @@ type ExploreParams struct {
 	// it like any request, the default), "idle-only" (refuse it unless
 	// idle: sim.Config.IdleOnlyCopies) or "low-priority" (run it only on
 	// capacity no primary wants: sim.Config.LowPriorityCopies). Either
-	// form needs a queue per server (not pool routing) and no tied
-	// requests.
+	// form needs a queue per server (not pool routing). With tied
+	// requests only idle-only may be chosen: it runs their spare form
+	// (sim.TiedSpare), whose second copy runs only on an idle server.
 	Help string `json:"help"`
 	// Width (width, 1 to 100, default 1) is how many sub-requests
 	// (leaves) each request fans out to (sim.Config.Fanout); each leaf
@@ -206,8 +207,8 @@ func (s *Server) parseExplore(raw string) (ExploreParams, []ParamError) {
 		Seed:        f.uint("seed", d.Seed),
 	}
 	f.unknown()
-	if len(f.errs) == 0 && p.Help != "none" && (p.Routing == sim.Pool.String() || p.Tied) {
-		f.bad("help", "the servers' help needs a queue per server and untied copies: choose two-choice, random or least-loaded routing, and no tied requests")
+	if len(f.errs) == 0 && p.Help != "none" && (p.Routing == sim.Pool.String() || p.Tied && p.Help != "idle-only") {
+		f.bad("help", "the servers' help needs a queue per server, and with tied requests it can only be idle-only (their spare form): choose two-choice, random or least-loaded routing, and idle-only or no tied requests")
 	}
 	if len(f.errs) == 0 && p.Need > p.Width {
 		f.bad("need", "%d is more leaves than the width (%d): use 0 (all of them) to %d", p.Need, p.Width, p.Width)

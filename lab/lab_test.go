@@ -121,7 +121,7 @@ func TestExploreStrategies(t *testing.T) {
 	_, ts := newTestServer(t, Options{})
 	for _, q := range []string{
 		"strategy=none", "strategy=fixed&delay=0", "strategy=live&livep=90", "strategy=budget&budget=5",
-		"strategy=percentile&p=99.9&calib=load", "strategy=default", "tied=true", "world=stalls&routing=two-choice",
+		"strategy=percentile&p=99.9&calib=load", "strategy=default", "tied=true", "tied=true&help=idle-only&routing=two-choice", "world=stalls&routing=two-choice",
 		"world=bigjobs&routing=random", "world=mixed&routing=least-loaded&load=0.3", "world=noise&sigma=0",
 	} {
 		r := explore(t, ts, small+"&"+q)
@@ -141,6 +141,10 @@ func TestExploreStrategies(t *testing.T) {
 		case "tied=true":
 			if r.ExtraAttempts != 1 || !strings.Contains(r.Config, "strategy=tied") {
 				t.Errorf("tied: extra attempts %v, config %s", r.ExtraAttempts, r.Config)
+			}
+		case "tied=true&help=idle-only&routing=two-choice":
+			if r.ExtraAttempts != 0 || r.ExtraWork != 0 || !strings.Contains(r.Config, "strategy=tied-spare") || !strings.Contains(r.Label, "spare form") {
+				t.Errorf("tied, spare form: extra attempts %v, work %v, config %s, label %q", r.ExtraAttempts, r.ExtraWork, r.Config, r.Label)
 			}
 		case "world=stalls&routing=two-choice":
 			if r.Headline != "p999" {
@@ -220,7 +224,7 @@ func TestExploreInvalid(t *testing.T) {
 		{"clients=101", "clients", "1 to 100"},
 		{"help=maybe", "help", "low-priority"},
 		{"help=low-priority&routing=pool", "help", "queue per server"},
-		{"help=idle-only&routing=two-choice&tied=true", "help", "tied"},
+		{"help=low-priority&routing=two-choice&tied=true", "help", "idle-only"},
 		{"width=0", "width", "1 to 100"},
 		{"width=101", "width", "out of range"},
 		{"width=4.5", "width", "whole number"},

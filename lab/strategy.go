@@ -72,6 +72,7 @@ var choices = []choice{
 			return "the library's default: " + libraryDefault + "; delay " + num(delay) + " on average"
 		}},
 	{name: "tied", strategy: sim.Tied, label: constLabel("tied requests")},
+	{name: "tied-spare", strategy: sim.TiedSpare, label: constLabel("tied requests in the spare form")},
 }
 
 // libraryDefault describes the zero hedge.Config, read from the library
@@ -85,11 +86,12 @@ var libraryDefault = func() string {
 }()
 
 // exploreStrategies are the API's strategy values: the names of choices,
-// tied excepted (tied=true selects it).
+// tied and tied-spare excepted (tied=true selects them, with help=idle-only
+// for the spare form).
 var exploreStrategies = func() []string {
 	var names []string
 	for _, ch := range choices {
-		if ch.name != "tied" && !slices.Contains(names, ch.name) {
+		if ch.name != "tied" && ch.name != "tied-spare" && !slices.Contains(names, ch.name) {
 			names = append(names, ch.name)
 		}
 	}
@@ -100,7 +102,10 @@ var exploreStrategies = func() []string {
 // only strategies and calibrations that have one.
 func (p ExploreParams) choice() choice {
 	name := p.Strategy
-	if p.Tied {
+	switch {
+	case p.Tied && p.Help == "idle-only":
+		name = "tied-spare" // the second copy runs only on an idle server
+	case p.Tied:
 		name = "tied"
 	}
 	for _, ch := range choices {
@@ -131,7 +136,7 @@ func (p ExploreParams) config() (sim.Config, choice) {
 	c.Strategy = ch.strategy
 	if ch.strategy != sim.None {
 		c.NoCancel = !p.Cancel
-		c.IdleOnlyCopies = p.Help == "idle-only"
+		c.IdleOnlyCopies = p.Help == "idle-only" && !p.Tied // tied: the choice is the spare form
 		c.LowPriorityCopies = p.Help == "low-priority"
 		// The call's budget, cap and trigger are for delayed copies;
 		// without canaries it changes nothing for tied requests.

@@ -47,6 +47,10 @@ func TestChoices(t *testing.T) {
 		if c, ch := p.config(); c.Strategy != sim.Tied || ch.name != "tied" {
 			t.Errorf("strategy=%s&tied=true runs %v, want tied", tc.strategy, c.Strategy)
 		}
+		p.Help = "idle-only"
+		if c, ch := p.config(); c.Strategy != sim.TiedSpare || ch.name != "tied-spare" || c.IdleOnlyCopies || c.Validate() != nil {
+			t.Errorf("strategy=%s&tied=true&help=idle-only runs %v (idle-only copies %v, %v), want tied-spare", tc.strategy, c.Strategy, c.IdleOnlyCopies, c.Validate())
+		}
 	}
 	seen := map[string]bool{}
 	for _, s := range exploreStrategies {
@@ -62,11 +66,14 @@ func TestChoices(t *testing.T) {
 			}
 		}
 	}
+	p := DefaultExploreParams()
+	p.Tied, p.Help, p.Routing = true, "idle-only", sim.TwoChoice.String()
+	seen[p.choice().name+"|"] = true
 	for _, ch := range choices {
 		if !seen[ch.name+"|"+ch.calib] {
 			t.Errorf("choice %q (calib %q) is never selected", ch.name, ch.calib)
 		}
-		if ch.label == nil || (ch.note == nil) != (ch.strategy == sim.None || ch.strategy == sim.Tied) {
+		if ch.label == nil || (ch.note == nil) != (ch.strategy == sim.None || ch.strategy == sim.Tied || ch.strategy == sim.TiedSpare) {
 			t.Errorf("choice %q: label or note missing", ch.name)
 		}
 	}

@@ -186,9 +186,18 @@ const (
 	// source's tied by 3 to 15% at high load, and is kept as a variant so
 	// that the study's tied compares like with like.
 	TiedTwoChoice
+	// TiedSpare is the spare form of tied requests (package tied's
+	// default, tied.FormSpare): the primary goes where the routing puts
+	// it; when it must wait there, its spare, sent to a second replica
+	// the routing picks, runs in its place if that replica's server is
+	// idle, and is refused otherwise. Claims are answered at once and
+	// the spare leaves with its primary (no gap): the model is of the
+	// moves, not of the messages, which cost no service time here. One
+	// copy of each request runs, so it is never more work than none.
+	TiedSpare
 )
 
-var strategyNames = []string{"none", "hedge-fixed", "hedge-p95-per-load", "hedge-p95-quiet", "hedge-p95-live", "hedge-quiet-budget", "tied", "default", "tied-two-choice"}
+var strategyNames = []string{"none", "hedge-fixed", "hedge-p95-per-load", "hedge-p95-quiet", "hedge-p95-live", "hedge-quiet-budget", "tied", "default", "tied-two-choice", "tied-spare"}
 
 // String returns the strategy's name.
 func (s Strategy) String() string { return name(strategyNames, int(s)) }
@@ -553,6 +562,9 @@ func (c Config) Validate() error {
 		if c.Strategy.IsTied() {
 			bad("strategy %s with processor sharing: a tied copy is cancelled when another starts service, and under processor sharing every copy starts at once; use fcfs servers", c.Strategy)
 		}
+		if c.Strategy == TiedSpare {
+			bad("strategy %s with processor sharing: a spare runs in place of a primary that waits, and under processor sharing no copy waits; use fcfs servers", c.Strategy)
+		}
 		if c.Routing == Pool {
 			bad("pool routing with processor sharing: use fcfs servers, or another routing")
 		}
@@ -576,6 +588,9 @@ func (c Config) Validate() error {
 	}
 	if c.LowPriorityCopies && c.IdleOnlyCopies {
 		bad("low-priority copies and idle-only copies are two forms of the same server help: choose one")
+	}
+	if c.Strategy == TiedSpare && c.Routing == Pool {
+		bad("strategy %s with pool routing: the pool's one queue gives every idle server its next copy already; use two-choice, random or least-loaded routing", c.Strategy)
 	}
 	if c.LowPriorityCopies || c.IdleOnlyCopies {
 		switch {
@@ -791,7 +806,7 @@ func (c Config) String() string {
 		fmt.Fprintf(&b, " live-feed=%s", c.LiveFeed)
 	}
 	switch c.Strategy {
-	case None:
+	case None, TiedSpare:
 	case Default:
 		fmt.Fprintf(&b, " cancel=%v", !c.NoCancel)
 	default:

@@ -122,6 +122,7 @@ type engine struct {
 	ghosts      bool // count cancelled losers as load until progress (the library's picker)
 	tied        bool
 	tiedSample  bool // Tied with two-choice routing: copies on two-choice's sampled pair
+	tiedSpare   bool // TiedSpare: a waiting primary moves to an idle second pick
 	cancel      bool
 	pol         *decide.Policy            // client 0's decision (pols[0]), for hedging strategies; nil for others
 	est         decide.Estimator          // client 0's estimator (ests[0])
@@ -167,6 +168,7 @@ type engine struct {
 	preempted          int64 // copies of measured units a primary preempted
 	idleOnly           bool  // Config.IdleOnlyCopies
 	refusedByServer    int64 // copies of measured units a busy server refused
+	spareMoves         int64 // TiedSpare: measured units their spare ran
 	busyInt, stallInt  float64
 
 	lat, unitLat      []float64
@@ -256,6 +258,7 @@ func (e *engine) init(c Config) {
 	e.hedges = c.Strategy.Hedges() && c.MaxAttempts > 1
 	e.tied = c.Strategy.IsTied()
 	e.tiedSample = c.Strategy == Tied && c.Routing == TwoChoice
+	e.tiedSpare = c.Strategy == TiedSpare
 	e.cancel = !c.NoCancel
 	e.maxAtt = uint8(c.MaxAttempts)
 	e.pol, e.est, e.live = nil, nil, nil
@@ -304,6 +307,7 @@ func (e *engine) init(c Config) {
 	}
 
 	e.idleOnly, e.refusedByServer = c.IdleOnlyCopies, 0
+	e.spareMoves = 0
 	e.need = int32(c.Fanout)
 	if c.FanoutNeed > 0 {
 		e.need = int32(c.FanoutNeed)
@@ -554,7 +558,13 @@ func (e *engine) newUnit(parent, idx int32, client uint16, measured bool) int32 
 			e.kick(q)
 		}
 	default:
-		q := e.addCopy(slot, r)
+		var q int32
+		if e.tiedSpare {
+			q = e.spareRoute(r)
+			e.addCopyAt(slot, r, q)
+		} else {
+			q = e.addCopy(slot, r)
+		}
 		if e.pol != nil {
 			pol := e.polOf(client)
 			var together bool // every copy there is a leaf of r's fan-out

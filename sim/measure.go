@@ -69,6 +69,10 @@ type RunResult struct {
 	// RefusedByServer counts, with Config.IdleOnlyCopies, the copies of
 	// measured units that a busy server refused.
 	RefusedByServer int64
+	// SpareMoved counts, with strategy TiedSpare, the measured units that
+	// their spare ran, on an idle server, in place of a primary that
+	// would have waited.
+	SpareMoved int64
 	// Tail, with Config.Tail, holds the latency at each tail probability
 	// of TailLevels: Tail[i] is the nearest-rank quantile 1 - TailLevels[i].
 	Tail []float64
@@ -208,6 +212,7 @@ func (e *engine) result() RunResult {
 	r.ShadowHedges = e.shadow
 	r.Preempted = e.preempted
 	r.RefusedByServer = e.refusedByServer
+	r.SpareMoved = e.spareMoves
 	if e.fanReqs > 0 {
 		r.FanExtra = float64(e.fanExtra) / float64(e.fanReqs)
 	}
@@ -402,8 +407,9 @@ type Summary struct {
 	Utilisation                        Estimate
 	StalledFraction                    Estimate
 	Delay                              Estimate
-	// Preempted and RefusedByServer are RunResult's per measured request.
-	Preempted, RefusedByServer Estimate
+	// Preempted, RefusedByServer and SpareMoved are RunResult's per
+	// measured request.
+	Preempted, RefusedByServer, SpareMoved Estimate
 	// FanExtra is RunResult.FanExtra, FanRefused the copies refused by
 	// the fan-out requests' own budget or cap per measured request, and
 	// FanMost and FanPeak the largest of RunResult's over the runs
@@ -443,6 +449,7 @@ func Summarize(c Config, runs []RunResult) Summary {
 	s.Delay = col(func(r *RunResult) float64 { return r.Delay })
 	s.Preempted = col(func(r *RunResult) float64 { return float64(r.Preempted) / float64(max(1, r.Requests)) })
 	s.RefusedByServer = col(func(r *RunResult) float64 { return float64(r.RefusedByServer) / float64(max(1, r.Requests)) })
+	s.SpareMoved = col(func(r *RunResult) float64 { return float64(r.SpareMoved) / float64(max(1, r.Requests)) })
 	s.FanExtra = col(func(r *RunResult) float64 { return r.FanExtra })
 	s.FanRefused = col(func(r *RunResult) float64 {
 		return float64(r.Refused[decide.RefusedFanOut]) / float64(max(1, r.Requests))

@@ -39,6 +39,9 @@ type PointResult struct {
 	// copies busy servers refused then, per measured request.
 	IdleOnlyCopies  bool    `json:"idle_only_copies,omitempty"`
 	RefusedByServer float64 `json:"refused_by_server,omitempty"`
+	// SpareMoved is, with strategy tied-spare, the share of measured
+	// requests that their spare ran in their primary's place.
+	SpareMoved float64 `json:"spare_moved,omitempty"`
 	// Fanout and FanoutNeed, present with fan-out requests, are Config's;
 	// with Config.FanCall, FanExtra is the extra copies per request,
 	// FanRefused the copies its budget or cap held back per request, and
@@ -163,6 +166,7 @@ func (s Summary) Result() PointResult {
 		Headline:          Headline(c.World),
 		LowPriorityCopies: c.LowPriorityCopies, Preempted: s.Preempted.Value,
 		IdleOnlyCopies: c.IdleOnlyCopies, RefusedByServer: s.RefusedByServer.Value,
+		SpareMoved: s.SpareMoved.Value,
 	}
 	if c.Strategy.NeedsCalibration() || c.Strategy == HedgeFixed {
 		r.Delay, r.DelaySE = c.Delay, 0

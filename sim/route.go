@@ -43,6 +43,29 @@ func (e *engine) place(r *request) int32 {
 
 var randomPicker = decide.Picker{Random: true}
 
+// spareRoute returns the queue that runs request r under TiedSpare: the
+// routing's pick for the primary, unless a copy would wait there and the
+// routing's second pick, the spare's replica, has an idle server (no copy
+// waiting or in service), which then runs it in the primary's place.
+func (e *engine) spareRoute(r *request) int32 {
+	q := e.place(r)
+	if e.qs[q].busy == 0 {
+		return q
+	}
+	if e.leastLoaded {
+		return q // it picked the least busy server: none is idle
+	}
+	held := [1]int{int(q)}
+	s := int32(e.picker.Pick(e.serversN, held[:], e.load, e.rM.Uint64()))
+	if s >= 0 && e.qs[s].busy == 0 {
+		if r.measured {
+			e.spareMoves++
+		}
+		return s
+	}
+	return q
+}
+
 // hedgePlacement, when a test sets it, places a request's second copy in
 // place of the Picker for runs whose Config.placement is not zero: the
 // other placements TestDefaultAlternatives measures against the

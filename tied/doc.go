@@ -11,9 +11,10 @@
 // the first copy is slow, and costs a second execution whenever both run.
 // A tied request sends both copies up front, to two distinct replicas,
 // each tagged with a tie identifier and the address of the other's
-// server. Each server queues its copy; the first server ready to start
-// its copy claims the tie at the other server, which drops the sibling
-// from its queue. The copy that waits least runs, and only one copy runs.
+// server. A copy about to start claims the tie at the other server, which
+// drops the sibling from its queue: only one copy runs. (In the default,
+// spare, form only the second copy claims, and only when it finds a free
+// worker: see "Two forms".)
 // Only a server knows when a copy leaves its queue, so only servers can do
 // this: the client cannot tell a queued copy from a running one.
 //
@@ -21,6 +22,47 @@
 // rest, FIFO, up to Config.MaxQueue (then refuses: 503, or
 // ResourceExhausted). Requests without tie headers are queued and run as
 // usual.
+//
+// # Two forms
+//
+// The symmetric form (FormSymmetric, the paper's) queues both copies,
+// and the first ready to start claims. Near capacity it loses to
+// sending one copy: every copy that starts waits for a claim's round
+// trip, a claim ahead commits a call to a server that may stall, and
+// both copies lengthen the queues they join (BENCHMARKS.md, "Tied
+// requests on real servers").
+//
+// The spare form (FormSpare, the default) gives the copies roles, sent in
+// RoleHeader (gRPC: RoleKey):
+//
+//   - the primary (copy 0, RolePrimary) queues as an untied request does
+//     and starts, when given a worker, without claiming: no primary
+//     waits for a round trip. Its tie is only remembered, so that a
+//     claim can drop it while it is queued;
+//   - the spare (copy 1, RoleSpare), sent Gap later to another replica,
+//     runs only on a worker free when it arrives: a server with none
+//     refuses it at once (ErrNoSpare; HTTP 409 with DroppedHeader
+//     "no-spare", gRPC Aborted with a DroppedKey trailer "no-spare";
+//     Stats.NoSpare), without queueing it behind anyone. Given the free
+//     worker, it claims its tie at the primary's server, holding that
+//     worker for the round trip: if the primary is still queued there it
+//     is dropped and the spare runs; if it started, the spare is dropped
+//     and frees the worker.
+//
+// So a spare only ever runs in place of a primary that waits, on a worker
+// nobody wanted when it came: the work of a call is done once, as without
+// tying, and moved from a queue to an idle worker. The spare's price is
+// a message per call (two more, a claim and its answer, when it finds a
+// free worker) and a free worker held for a claim's round trip; a
+// request arriving within that round trip waits for it. What it cannot
+// do is help a primary that started and then stalls: that is a hedge's
+// work, and a hedge runs twice.
+//
+// A spare whose sibling is not among Config.Peers, or whose tie the
+// server has seen already, is refused too: it could not claim, and would
+// run twice. When the primary never reached its server (ErrNotSent), the
+// client sends its twin as a primary instead, so that one replica down
+// fails no call (see Run).
 //
 // # Claim before start
 //
@@ -175,12 +217,14 @@
 //
 // Stats: requests started (TiedStarted of them tied copies), refused
 // (queue full), abandoned (their client left while queued or claiming),
-// dropped before start; claims sent and won, lost, failed (started
+// dropped before start, spare copies refused for want of a free worker
+// (NoSpare); claims sent and won, lost, failed (started
 // anyway) or skipped; claims received, of which early (tombstones),
 // crossed, repeated, refused (answered lost) and rejected (forged, stale,
 // malformed); and the round trip of each answered claim. ClientStats:
-// calls, second copies sent, copies answered dropped, copies that never
-// reached a server, calls won by the second copy, failures.
+// calls, second copies sent, copies answered dropped, spare copies
+// refused, copies that never reached a server, calls won by the second
+// copy, failures.
 //
 // # What it is not
 //

@@ -221,7 +221,9 @@ func printSummary(w io.Writer, s sim.Summary, el time.Duration) {
 	case c.Strategy.Hedges():
 		row("delay", sim.Estimate{Value: c.Delay}, false)
 	}
-	if c.Strategy != sim.None {
+	if c.Strategy == sim.TiedSpare {
+		row("run by the spare", s.SpareMoved, true)
+	} else if c.Strategy != sim.None {
 		row("both copies ran", s.MultiStarted, true)
 	}
 	if c.LowPriorityCopies && c.Strategy != sim.None {

@@ -14,7 +14,7 @@ for path in sys.argv[1:]:
         runs[(be,w,load)].setdefault(rep,{})[cfg]=(dur(p50),dur(p99),dur(p999),float(extra),int(pre))
     print(path)
     for k,reps in runs.items():
-        for cfg in ['default','default-spare']:
+        for cfg in sorted({c for v in reps.values() for c in v}-{'none'}):
             out=[]
             for qi,q in enumerate(['p50','p99','p99.9']):
                 xs=[math.log(v[cfg][qi]/v['none'][qi]) for v in reps.values() if cfg in v and 'none' in v]
@@ -23,4 +23,4 @@ for path in sys.argv[1:]:
                 out.append('%s %.2f (%.2f-%.2f)'%(q,math.exp(m),math.exp(m-2*sd/n**.5),math.exp(m+2*sd/n**.5)))
             ex=sorted(v[cfg][3] for v in reps.values() if cfg in v)
             pre=sum(v[cfg][4] for v in reps.values() if cfg in v)
-            print(' ',k[0],k[1],k[2],cfg.ljust(14),' | '.join(out),'| extra %.1f%%'%(ex[len(ex)//2] if ex else -1),'| preempted',pre)
+            print(' ',k[0],k[1],k[2],cfg.ljust(15),' | '.join(out),'| extra %.1f%%'%(ex[len(ex)//2] if ex else -1),'| preempted',pre)
