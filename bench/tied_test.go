@@ -16,27 +16,34 @@ func TestRunTiedSmoke(t *testing.T) {
 	}
 	o := bench.TiedOptions{
 		Replicas: 2, Workers: 1, MaxQueue: 1024, Service: 2 * time.Millisecond,
-		Loads: []float64{0.3}, Worlds: []bench.TiedWorld{{Name: "plain"}}, Configs: []string{"none", "tied"},
+		Loads: []float64{0.3}, Worlds: []bench.TiedWorld{{Name: "plain"}}, Configs: []string{"none", "tied", bench.TiedSymmetricConfig},
 		Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond, Seed: 1, Timeout: time.Minute,
 	}
 	rs, err := bench.RunTied(context.Background(), o, bench.StartTiedHTTP, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 2 {
-		t.Fatalf("%d results, want 2", len(rs))
+	if len(rs) != 3 {
+		t.Fatalf("%d results, want 3", len(rs))
 	}
 	for _, r := range rs {
 		if r.Calls == 0 || r.Errors != 0 {
 			t.Errorf("%s: %d calls, %d errors", r.Config, r.Calls, r.Errors)
 		}
 	}
-	if tr := rs[1]; tr.Extra < 0.5 {
-		t.Errorf("tied: extra on the wire %.2f, want about 1 (both copies are sent)", tr.Extra)
+	// The symmetric form sends both copies; the spare form its spare
+	// only when the servers' reports do not say it cannot help.
+	if sym := rs[2]; sym.Extra < 0.5 {
+		t.Errorf("tied-symmetric: extra on the wire %.2f, want about 1 (both copies are sent)", sym.Extra)
+	}
+	if tr := rs[1]; tr.Extra > 1 {
+		t.Errorf("tied: extra on the wire %.2f, want at most one spare a call", tr.Extra)
 	}
 	// Only a copy that started without its claim answered can run twice.
-	if tr := rs[1]; tr.Unclaimed == 0 && tr.Duplicated > 0 {
-		t.Errorf("tied: %.2f%% duplicated with every claim answered", 100*tr.Duplicated)
+	for _, tr := range rs[1:] {
+		if tr.Unclaimed == 0 && tr.Duplicated > 0 {
+			t.Errorf("%s: %.2f%% duplicated with every claim answered", tr.Config, 100*tr.Duplicated)
+		}
 	}
 }
 

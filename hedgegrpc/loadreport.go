@@ -210,6 +210,9 @@ func (ic *Interceptor) readLoad(replica int, trailer metadata.MD) {
 	for _, h := range ic.hedgers {
 		h.ReportLoad(replica, l)
 	}
+	if ic.tied != nil {
+		ic.tied.c.ReportLoad(replica, l)
+	}
 }
 
 // parseLoadReport reads the values of a LoadReportKey trailer: none is no

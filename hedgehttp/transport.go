@@ -382,6 +382,9 @@ func (t *Transport) reportLoad(replica int, resp *http.Response) {
 	}
 	t.loadReports.Add(1)
 	t.h.ReportLoad(replica, l)
+	if t.tied != nil {
+		t.tied.c.ReportLoad(replica, l)
+	}
 }
 
 // CloseIdleConnections closes the idle connections of the base transport

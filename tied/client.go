@@ -81,6 +81,14 @@ type Client struct {
 	loadFn func(int) int
 
 	calls, seconds, drops, noSpare, secondWins, failures, notSent atomic.Int64
+	sparesSkipped                                                 atomic.Int64
+
+	// reports holds each replica's last load report (ReportLoad), nil
+	// before the first; latency is the mean latency of recent calls, an
+	// exponentially weighted average in nanoseconds, which says how long
+	// a report stays fresh.
+	reports []atomic.Pointer[report]
+	latency atomic.Int64
 }
 
 // ErrNotSent marks the error of a copy whose request provably never
@@ -112,7 +120,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 	}
-	c := &Client{n: cfg.Replicas, picker: cfg.Picker, gap: cfg.Gap, form: cfg.Form, load: make([]atomic.Int64, cfg.Replicas)}
+	c := &Client{n: cfg.Replicas, picker: cfg.Picker, gap: cfg.Gap, form: cfg.Form, load: make([]atomic.Int64, cfg.Replicas), reports: make([]atomic.Pointer[report], cfg.Replicas)}
 	if c.gap == 0 {
 		c.gap = DefaultGap
 	}
@@ -126,6 +134,69 @@ func (c *Client) Gap() time.Duration { return c.gap }
 
 // Form returns how a call's copies share the work.
 func (c *Client) Form() Form { return c.form }
+
+// report is a replica's load as its server last reported it.
+type report struct {
+	ld hedge.Load
+	at time.Time
+}
+
+// ReportLoad records the load that replica's server reported with an
+// answer (hedge.Load: requests running and queued there, besides the one
+// answered, and its workers), as hedgehttp and hedgegrpc do for every
+// answer that carries a report. In FormSpare a spare copy is not sent
+// when fresh reports say it cannot help: its replica has no free worker
+// (the spare would be refused), or the primary's replica had one (the
+// primary has started). A report is fresh for the mean latency of recent
+// calls (at least Gap): about the time in which the load it tells of
+// turns over. Without fresh reports the spare is sent (ClientStats.
+// SparesSkipped counts those not sent). Reports without Workers are
+// ignored; replica out of range is ignored.
+func (c *Client) ReportLoad(replica int, ld hedge.Load) {
+	if replica < 0 || replica >= c.n || ld.Workers <= 0 {
+		return
+	}
+	c.reports[replica].Store(&report{ld: ld, at: time.Now()})
+}
+
+// freeWorker reports whether replica's last report is fresh at now, and
+// whether it told of a free worker.
+func (c *Client) freeWorker(replica int, now time.Time) (free, fresh bool) {
+	r := c.reports[replica].Load()
+	if r == nil {
+		return false, false
+	}
+	horizon := max(time.Duration(c.latency.Load()), c.gap)
+	if now.Sub(r.at) > horizon {
+		return false, false
+	}
+	return r.ld.Running+r.ld.Queued < r.ld.Workers, true
+}
+
+// spareUseless reports whether fresh reports say that a spare copy to
+// spare, for a primary on primary, cannot run in the primary's place.
+func (c *Client) spareUseless(primary, spare int) bool {
+	now := time.Now()
+	if free, fresh := c.freeWorker(spare, now); fresh && !free {
+		return true // it would be refused
+	}
+	free, fresh := c.freeWorker(primary, now)
+	return fresh && free // the primary found a worker
+}
+
+// observe folds a call's latency into the mean that sizes freshness.
+func (c *Client) observe(d time.Duration) {
+	for {
+		old := c.latency.Load()
+		nw := int64(d)
+		if old != 0 {
+			nw = old + (int64(d)-old)/16
+		}
+		if c.latency.CompareAndSwap(old, nw) {
+			return
+		}
+	}
+}
 
 // Copy tells an attempt function which copy of a tied call it sends.
 type Copy struct {
@@ -159,6 +230,9 @@ type ClientStats struct {
 	SecondWins int64
 	// Failures counts calls that returned an error.
 	Failures int64
+	// SparesSkipped counts spare copies not sent because fresh load
+	// reports said they could not help (see Client.ReportLoad).
+	SparesSkipped int64
 	// NotSent counts copies that failed before their request reached a
 	// server (errors matching ErrNotSent, such as a refused connection):
 	// they end no call and keep no twin from being sent.
@@ -167,7 +241,7 @@ type ClientStats struct {
 
 // Stats returns a snapshot of the Client's counters.
 func (c *Client) Stats() ClientStats {
-	return ClientStats{Calls: c.calls.Load(), Seconds: c.seconds.Load(), Dropped: c.drops.Load(), NoSpare: c.noSpare.Load(), SecondWins: c.secondWins.Load(), Failures: c.failures.Load(), NotSent: c.notSent.Load()}
+	return ClientStats{Calls: c.calls.Load(), Seconds: c.seconds.Load(), Dropped: c.drops.Load(), NoSpare: c.noSpare.Load(), SparesSkipped: c.sparesSkipped.Load(), SecondWins: c.secondWins.Load(), Failures: c.failures.Load(), NotSent: c.notSent.Load()}
 }
 
 type result[T any] struct {
@@ -187,8 +261,9 @@ type result[T any] struct {
 // for want of a free worker (DroppedError reads both from an HTTP
 // answer).
 //
-// In FormSpare copy 0 is the primary and copy 1 the spare. A spare
-// refused is no failure: the primary has the call. When the primary
+// In FormSpare copy 0 is the primary and copy 1 the spare, which is not
+// sent when fresh load reports say it cannot help (see ReportLoad). A
+// spare refused is no failure: the primary has the call. When the primary
 // never reached its server (ErrNotSent), copy 1 goes as a primary
 // instead, or, if it went as a spare and was refused, goes again as a
 // primary, so that the call is not left to nobody.
@@ -269,9 +344,19 @@ func Run[T any](ctx context.Context, c *Client, attempt func(ctx context.Context
 		launch(1, role)
 		sent, pending = 2, pending+1
 	}
+	// trySecond sends copy 1 when its time comes, unless it would be a
+	// spare that fresh reports say cannot help.
+	trySecond := func() {
+		if second == RoleSpare && !primaryGone && c.spareUseless(r0, r1) {
+			c.sparesSkipped.Add(1)
+			return
+		}
+		sendSecond()
+	}
+	start := time.Now()
 	var timer <-chan time.Time
 	if c.gap == 0 {
-		sendSecond()
+		trySecond()
 	} else {
 		t := time.NewTimer(c.gap)
 		defer t.Stop()
@@ -288,7 +373,7 @@ loop:
 		case <-timer:
 			timer = nil
 			if winner < 0 && sent == 1 {
-				sendSecond()
+				trySecond()
 			}
 		case <-ctx.Done():
 			break loop
@@ -375,6 +460,7 @@ loop:
 		if winner == 1 {
 			c.secondWins.Add(1)
 		}
+		c.observe(time.Since(start))
 		return v, release, nil
 	}
 	c.failures.Add(1)

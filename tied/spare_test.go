@@ -3,6 +3,7 @@ package tied
 import (
 	"context"
 	"errors"
+	"github.com/tailcut/hedge"
 	"io"
 	"net/http"
 	"strings"
@@ -310,5 +311,80 @@ func TestRunSpareForm(t *testing.T) {
 		if _, err := NewClient(ClientConfig{Replicas: 2, Form: 7}); err == nil || !strings.Contains(err.Error(), "Form") {
 			t.Errorf("Form 7: %v", err)
 		}
+	})
+}
+
+// Fresh load reports keep a spare home when it cannot help: its replica
+// has no free worker, or the primary's had one. Stale reports, or none,
+// send it.
+func TestSpareSkippedByReports(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := NewClient(ClientConfig{Replicas: 2, Gap: time.Millisecond, Picker: hedge.Picker{Random: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// call runs one call whose primary answers after 5 ms, and
+		// reports whether its spare was sent.
+		call := func() bool {
+			spare := false
+			_, release, err := Run(context.Background(), c, func(ctx context.Context, cp Copy) (string, error) {
+				if cp.Role == RoleSpare {
+					spare = true
+					return "", ErrNoSpare
+				}
+				time.Sleep(5 * time.Millisecond)
+				return "ok", nil
+			}, nil)
+			release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return spare
+		}
+		if !call() {
+			t.Fatal("no reports: the spare was not sent")
+		}
+		busy := hedge.Load{Running: 2, Queued: 1, Workers: 2}
+		free := hedge.Load{Running: 1, Workers: 2}
+		for _, tc := range []struct {
+			name       string
+			r0, r1     hedge.Load
+			wantSpares bool
+		}{
+			{"both busy", busy, busy, false}, // the spare would be refused
+			{"both free", free, free, false}, // the primary started
+			{"primary's busy, spare's free", busy, free, true},
+		} {
+			c.ReportLoad(0, tc.r0)
+			c.ReportLoad(1, tc.r1)
+			before := c.Stats().SparesSkipped
+			// The picker is random: both orders, so that each replica
+			// has the primary.
+			sent := 0
+			for range 20 {
+				c.ReportLoad(0, tc.r0)
+				c.ReportLoad(1, tc.r1)
+				if call() {
+					sent++
+				}
+			}
+			skipped := c.Stats().SparesSkipped - before
+			switch {
+			case tc.wantSpares && (sent == 0 || sent == 20):
+				// busy/free differ by replica: sent when the busy one has the primary
+				t.Errorf("%s: %d of 20 spares sent, want those whose primary is on the busy replica", tc.name, sent)
+			case !tc.wantSpares && (sent != 0 || skipped != 20):
+				t.Errorf("%s: %d spares sent, %d skipped; want none sent", tc.name, sent, skipped)
+			}
+		}
+		// Stale reports send it again: the mean latency is 5 ms.
+		c.ReportLoad(0, busy)
+		c.ReportLoad(1, busy)
+		time.Sleep(time.Second)
+		if !call() {
+			t.Error("stale reports kept the spare home")
+		}
+		c.ReportLoad(5, busy)                   // out of range: ignored
+		c.ReportLoad(0, hedge.Load{Running: 3}) // no workers: ignored
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/orca"
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/bench"
@@ -100,7 +101,9 @@ func StartTied(o bench.TiedBackendOptions) (bench.TiedBackend, error) {
 			chain = append(chain, sparegrpc.UnaryServerInterceptor(lim))
 		}
 		chain = append(chain, tiedgrpc.UnaryServerInterceptor(ts))
-		srv := grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))
+		// The ORCA recorder lets the servers' load reports reach the
+		// clients (tied clients skip spares the reports say cannot help).
+		srv := grpc.NewServer(orca.CallMetricsServerOption(nil), grpc.ChainUnaryInterceptor(chain...))
 		testgrpc.RegisterTestServiceServer(srv, &workService{gate: g})
 		tiedgrpc.Register(srv, ts)
 		b.tieds = append(b.tieds, ts)
