@@ -1,0 +1,48 @@
+package try
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// The target parsers read files a user hands over: whatever the bytes,
+// they return targets or an error matching ErrTargets, never panic, and
+// every target they return is a path on the replicas with a method the
+// options may send.
+func FuzzParseTargets(f *testing.F) {
+	replicas := []string{"http://127.0.0.1:8080", "http://127.0.0.1:8081"}
+	for _, s := range []string{
+		"GET /a\n\nHEAD /b\nX-Name: v\n",
+		"GET http://127.0.0.1:8080/x?y=1\n",
+		"GET http://example.com/x\n",
+		`{"method":"GET","url":"/a","header":{"X":["1"]}}` + "\n",
+		`{"method":"GET","url":"http://user:pw@127.0.0.1:8080/a"}`,
+		"",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if strings.Contains(s, "@") {
+			// A body line names a file to read: the fuzzer could name
+			// one that never ends (a device, a pipe).
+			return
+		}
+		check := func(ts []Target, err error) {
+			if err != nil {
+				if !errors.Is(err, ErrTargets) && !errors.Is(err, ErrForeignHost) {
+					t.Fatalf("error %v matches neither ErrTargets nor ErrForeignHost", err)
+				}
+				return
+			}
+			for _, tg := range ts {
+				if !strings.HasPrefix(tg.Path, "/") {
+					t.Fatalf("target path %q is not a path on the replicas", tg.Path)
+				}
+			}
+		}
+		check(ParseHTTPTargets(strings.NewReader(s), "", replicas))
+		check(ParseJSONTargets(bytes.NewReader([]byte(s)), replicas))
+	})
+}

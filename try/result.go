@@ -1,0 +1,458 @@
+package try
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	mrand "math/rand/v2"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/tailcut/hedge/bench"
+	"github.com/tailcut/hedge/drill"
+	"github.com/tailcut/hedge/quantile"
+)
+
+// NotSignificant is the verdict of an arm whose measured difference from
+// the baseline could be chance: the confidence interval of its p99 ratio
+// holds both 1 and a cut of Options.MinCut. The other verdicts are the
+// drill's: drill.Baseline, drill.TailCut, drill.NoTailGain and
+// drill.ExcessLoad.
+const NotSignificant drill.Outcome = "NOT SIGNIFICANT"
+
+// Confidence is the level of every confidence interval.
+const Confidence = 0.95
+
+// minVerdictRequests is the fewest measured requests per arm for a verdict
+// on the p99.
+const minVerdictRequests = 200
+
+// quantiles are the percentiles reported, as fractions.
+var quantiles = []float64{0.5, 0.9, 0.99, 0.999}
+
+// Estimate is one percentile of an arm's latency, with its confidence
+// interval from the block bootstrap, and its ratio to the baseline's (with
+// the interval of the ratio from the same, paired, resamples).
+type Estimate struct {
+	Value time.Duration `json:"value_ns"`
+	Lo    time.Duration `json:"lo_ns"`
+	Hi    time.Duration `json:"hi_ns"`
+	// Ratio is Value over the baseline's; RatioLo and RatioHi bound it.
+	Ratio   float64 `json:"ratio"`
+	RatioLo float64 `json:"ratio_lo"`
+	RatioHi float64 `json:"ratio_hi"`
+	// Few marks a percentile with fewer than ten latencies above it: its
+	// value is one of the slowest few and its interval rough.
+	Few bool `json:"few,omitempty"`
+}
+
+// ArmReplica is what one arm sent to one replica.
+type ArmReplica struct {
+	Replica string `json:"replica"`
+	// Copies counts copies sent to it, Hedges those that were hedges.
+	Copies int `json:"copies"`
+	Hedges int `json:"hedges"`
+	// Answers counts requests it answered; HedgeWins those answered by a
+	// hedge copy.
+	Answers   int `json:"answers"`
+	HedgeWins int `json:"hedge_wins"`
+	// LoserTime is the time its losing copies ran before they were
+	// cancelled or answered too late: work spent for nothing.
+	LoserTime time.Duration `json:"loser_time_ns"`
+}
+
+// ArmResult is one arm's measurements and verdict.
+type ArmResult struct {
+	Name string `json:"name"`
+	Doc  string `json:"doc"`
+	// Requests counts measured requests; Latencies those with a latency
+	// (answered with any status, or timed out); Errors those that failed
+	// (by kind in ErrorKinds); Statuses counts answers by status code.
+	Requests   int            `json:"requests"`
+	Latencies  int            `json:"latencies"`
+	Errors     int            `json:"errors"`
+	ErrorKinds map[string]int `json:"error_kinds,omitempty"`
+	Statuses   map[string]int `json:"statuses,omitempty"`
+
+	P50  Estimate `json:"p50"`
+	P90  Estimate `json:"p90"`
+	P99  Estimate `json:"p99"`
+	P999 Estimate `json:"p999"`
+
+	// Hedged counts requests that sent at least one hedge; Hedges the
+	// hedge copies sent; HedgeWins requests a hedge answered.
+	Hedged    int `json:"hedged"`
+	Hedges    int `json:"hedges"`
+	HedgeWins int `json:"hedge_wins"`
+	// ExtraLoad is Hedges per request.
+	ExtraLoad float64 `json:"extra_load"`
+	// LoserTime is the time losing copies ran, over all replicas.
+	LoserTime time.Duration `json:"loser_time_ns"`
+	Replicas  []ArmReplica  `json:"replicas"`
+
+	// Verdict is drill.Baseline for the baseline, else drill.TailCut,
+	// drill.NoTailGain, drill.ExcessLoad or NotSignificant; Why says
+	// what decided it and how sure it is.
+	Verdict drill.Outcome `json:"verdict"`
+	Why     string        `json:"why"`
+
+	hedges bool
+	lat    []int64 // measured latencies, in send order
+	sent   []time.Duration
+	winner []int
+	blocks []int
+}
+
+// ReplicaResult is what one replica did for every arm.
+type ReplicaResult struct {
+	Replica string `json:"replica"`
+	// Copies counts completed copies (answered, not cancelled); P50 and
+	// P99 are their times to response headers.
+	Copies int           `json:"copies"`
+	P50    time.Duration `json:"p50_ns"`
+	P99    time.Duration `json:"p99_ns"`
+
+	dur []int64
+}
+
+// Result is what Run measured.
+type Result struct {
+	Started  time.Time     `json:"started"`
+	Elapsed  time.Duration `json:"elapsed_ns"`
+	Replicas []string      `json:"replicas"`
+	// Headers lists the common headers with sensitive values redacted.
+	Headers   []string       `json:"headers,omitempty"`
+	Targets   int            `json:"targets"`
+	Methods   map[string]int `json:"methods"`
+	Rate      float64        `json:"rate"`
+	Ramp      time.Duration  `json:"ramp_ns"`
+	Warmup    time.Duration  `json:"warmup_ns"`
+	Duration  time.Duration  `json:"duration_ns"`
+	Measured  time.Duration  `json:"measured_ns"`
+	Sent      int            `json:"sent"`
+	Seed      uint64         `json:"seed"`
+	Blocks    int            `json:"blocks"`
+	Resamples int            `json:"resamples"`
+	MinCut    float64        `json:"min_cut"`
+	LoadLimit float64        `json:"load_limit"`
+	// Baseline names the arm the others are compared with.
+	Baseline string           `json:"baseline"`
+	Arms     []*ArmResult     `json:"arms"`
+	Replica  []*ReplicaResult `json:"per_replica"`
+	Backoff  []BackoffEvent   `json:"backoff,omitempty"`
+	Pushback int              `json:"pushback_responses"`
+	Stopped  string           `json:"stopped,omitempty"`
+	Notes    []string         `json:"notes,omitempty"`
+	// Interrupted is set when the run was cut short (Ctrl-C).
+	Interrupted bool `json:"interrupted,omitempty"`
+
+	start time.Time
+}
+
+// result assembles the Result of a finished run.
+func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) *Result {
+	o := r.o
+	res := &Result{
+		Started: r.start, start: r.start, Elapsed: elapsed, Replicas: slices.Clone(o.Replicas),
+		Targets: len(o.Targets), Methods: map[string]int{}, Rate: o.Rate, Ramp: o.Ramp, Warmup: o.Warmup,
+		Duration: o.Duration, Sent: int(r.sent.Load()), Seed: o.Seed, Resamples: o.Resamples,
+		MinCut: o.MinCut, LoadLimit: o.LoadLimit, Interrupted: interrupted,
+	}
+	for _, t := range o.Targets {
+		res.Methods[t.method()]++
+	}
+	res.Headers = redactHeaders(o.Header, r.secret)
+	r.bo.mu.Lock()
+	res.Backoff = slices.Clone(r.bo.events)
+	res.Pushback = r.bo.pushbackRequests
+	r.bo.mu.Unlock()
+	if stopErr != nil {
+		res.Stopped = stopErr.Error()
+	}
+
+	r.mu.Lock()
+	recs := r.records
+	r.mu.Unlock()
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].intended < recs[j].intended })
+	end := r.total
+	if interrupted || stopErr != nil {
+		end = r.measure
+		if n := len(recs); n > 0 {
+			end = max(end, recs[n-1].intended)
+		}
+	}
+	res.Measured = max(end-r.measure, 0)
+	res.Blocks = o.Blocks
+	if res.Blocks == 0 {
+		res.Blocks = min(max(int(res.Measured/time.Second), 10), 60)
+	}
+	blockLen := max(res.Measured/time.Duration(res.Blocks), 1)
+
+	for _, a := range r.arms {
+		ar := &ArmResult{Name: a.arm.Name, Doc: a.arm.Doc, ErrorKinds: map[string]int{}, Statuses: map[string]int{}, hedges: a.arm.hedges()}
+		for j := range r.hosts {
+			ar.Replicas = append(ar.Replicas, ArmReplica{Replica: o.Replicas[j]})
+		}
+		res.Arms = append(res.Arms, ar)
+	}
+	for j := range r.hosts {
+		res.Replica = append(res.Replica, &ReplicaResult{Replica: o.Replicas[j]})
+	}
+	for k := range recs {
+		rec := &recs[k]
+		if rec.intended < r.measure || rec.intended >= end {
+			continue
+		}
+		ar := res.Arms[rec.arm]
+		ar.Requests++
+		if rec.status > 0 {
+			ar.Statuses[strconv.Itoa(rec.status)]++
+		}
+		if rec.kind != kindOK {
+			ar.Errors++
+			ar.ErrorKinds[rec.kind]++
+		}
+		switch rec.kind {
+		case kindOK, kindTimeout, kindStatus5xx, kindStatus429:
+			ar.lat = append(ar.lat, int64(rec.latency))
+			ar.sent = append(ar.sent, rec.intended)
+			ar.winner = append(ar.winner, rec.winner)
+			ar.blocks = append(ar.blocks, min(int((rec.intended-r.measure)/blockLen), res.Blocks-1))
+		}
+		if rec.hedges > 0 {
+			ar.Hedged++
+			ar.Hedges += rec.hedges
+		}
+		if rec.hedgeWon {
+			ar.HedgeWins++
+		}
+		for _, c := range rec.copies {
+			if c.replica < 0 {
+				continue
+			}
+			rep := &ar.Replicas[c.replica]
+			rep.Copies++
+			if c.index > 0 {
+				rep.Hedges++
+			}
+			won := rec.winner == c.replica && !c.failed && ((c.index > 0) == rec.hedgeWon)
+			if won {
+				rep.Answers++
+				if rec.hedgeWon {
+					rep.HedgeWins++
+				}
+			} else if len(rec.copies) > 1 {
+				rep.LoserTime += c.dur
+				ar.LoserTime += c.dur
+			}
+			if !c.failed {
+				rr := res.Replica[c.replica]
+				rr.Copies++
+				rr.dur = append(rr.dur, int64(c.dur))
+			}
+		}
+	}
+	for _, rr := range res.Replica {
+		slices.Sort(rr.dur)
+		rr.P50 = time.Duration(bench.Quantile(rr.dur, 0.5))
+		rr.P99 = time.Duration(bench.Quantile(rr.dur, 0.99))
+	}
+	base := 0
+	for i, ar := range res.Arms {
+		if !ar.hedges {
+			base = i
+			break
+		}
+	}
+	res.Baseline = res.Arms[base].Name
+	r.bootstrap(res, base)
+	for i, ar := range res.Arms {
+		if ar.Requests > 0 {
+			ar.ExtraLoad = float64(ar.Hedges) / float64(ar.Requests)
+		}
+		ar.Verdict, ar.Why = verdict(res, ar, i == base, res.Arms[base])
+	}
+	if res.Arms[base].hedges {
+		res.Notes = append(res.Notes, "No arm is unhedged: the first arm is the baseline. Add none to --arms for a comparison with no hedging.")
+	}
+	return res
+}
+
+// bootstrap sets every arm's estimates: point values from all its
+// latencies, intervals from resampling the time blocks with replacement,
+// the same blocks for every arm in each resample (paired), so that the
+// ratios' intervals carry what the arms shared (a slow second hits
+// both).
+func (r *runner) bootstrap(res *Result, base int) {
+	type sortedArm struct {
+		lat    []int64
+		block  []int
+		counts []int
+	}
+	arms := make([]sortedArm, len(res.Arms))
+	for i, ar := range res.Arms {
+		idx := make([]int, len(ar.lat))
+		for k := range idx {
+			idx[k] = k
+		}
+		sort.Slice(idx, func(a, b int) bool { return ar.lat[idx[a]] < ar.lat[idx[b]] })
+		sa := sortedArm{lat: make([]int64, len(idx)), block: make([]int, len(idx)), counts: make([]int, res.Blocks)}
+		for k, j := range idx {
+			sa.lat[k] = ar.lat[j]
+			sa.block[k] = ar.blocks[j]
+			sa.counts[ar.blocks[j]]++
+		}
+		arms[i] = sa
+	}
+	nq := len(quantiles)
+	// vals[arm][q][resample]
+	vals := make([][][]float64, len(arms))
+	for i := range vals {
+		vals[i] = make([][]float64, nq)
+	}
+	rng := mrand.New(mrand.NewPCG(res.Seed, 0x626f6f74))
+	mult := make([]int, res.Blocks)
+	for range res.Resamples {
+		clear(mult)
+		for range res.Blocks {
+			mult[rng.IntN(res.Blocks)]++
+		}
+		for i, sa := range arms {
+			w := 0
+			for b, c := range sa.counts {
+				w += c * mult[b]
+			}
+			for qi, q := range quantiles {
+				v := math.NaN()
+				if w > 0 {
+					v = float64(weightedQuantile(sa.lat, sa.block, mult, w, q))
+				}
+				vals[i][qi] = append(vals[i][qi], v)
+			}
+		}
+	}
+	for i, ar := range res.Arms {
+		ests := []*Estimate{&ar.P50, &ar.P90, &ar.P99, &ar.P999}
+		for qi, q := range quantiles {
+			e := ests[qi]
+			e.Value = time.Duration(bench.Quantile(arms[i].lat, q))
+			n := len(arms[i].lat)
+			e.Few = n == 0 || float64(n)*(1-q) < 10
+			lo, hi := interval(vals[i][qi])
+			e.Lo, e.Hi = time.Duration(lo), time.Duration(hi)
+			bv := float64(bench.Quantile(arms[base].lat, q))
+			if bv > 0 {
+				e.Ratio = float64(e.Value) / bv
+			}
+			ratios := make([]float64, res.Resamples)
+			for s := range ratios {
+				ratios[s] = vals[i][qi][s] / vals[base][qi][s]
+			}
+			e.RatioLo, e.RatioHi = interval(ratios)
+		}
+	}
+}
+
+// weightedQuantile returns the nearest-rank q-quantile of the sorted
+// latencies lat, each weighted by the multiplicity of its block, of total
+// weight w: from the top for the upper percentiles, where few need
+// visiting.
+func weightedQuantile(lat []int64, block, mult []int, w int, q float64) int64 {
+	k := quantile.Rank(q, w)
+	if q >= 0.5 {
+		need, cum := w-k+1, 0
+		for j := len(lat) - 1; j >= 0; j-- {
+			cum += mult[block[j]]
+			if cum >= need {
+				return lat[j]
+			}
+		}
+		return lat[0]
+	}
+	cum := 0
+	for j := range lat {
+		cum += mult[block[j]]
+		if cum >= k {
+			return lat[j]
+		}
+	}
+	return lat[len(lat)-1]
+}
+
+// interval returns the central Confidence interval of xs, NaN skipped
+// (resamples in which an arm had no latency).
+func interval(xs []float64) (lo, hi float64) {
+	v := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	slices.Sort(v)
+	a := (1 - Confidence) / 2
+	return v[int(math.Floor(a*float64(len(v)-1)))], v[int(math.Ceil((1-a)*float64(len(v)-1)))]
+}
+
+// verdict judges one arm against the baseline by its p99.
+func verdict(res *Result, ar *ArmResult, isBase bool, base *ArmResult) (drill.Outcome, string) {
+	if isBase {
+		return drill.Baseline, "the arm the others are compared with"
+	}
+	e := ar.P99
+	ci := fmt.Sprintf("p99 %s vs %s, ratio %.2f (%g%% CI %.2f to %.2f)", fmtDur(e.Value), fmtDur(base.P99.Value), e.Ratio, 100*Confidence, e.RatioLo, e.RatioHi)
+	if ar.ExtraLoad > res.LoadLimit {
+		return drill.ExcessLoad, fmt.Sprintf("hedges added %.0f%% requests, above the limit of %.0f%%; %s", 100*ar.ExtraLoad, 100*res.LoadLimit, ci)
+	}
+	n := min(len(ar.lat), len(base.lat))
+	if n < minVerdictRequests {
+		return NotSignificant, fmt.Sprintf("too few requests for a p99 (%d; at least %d an arm): run longer or at a higher rate", n, minVerdictRequests)
+	}
+	if math.IsNaN(e.RatioLo) {
+		return NotSignificant, "no interval: too few latencies in the blocks"
+	}
+	switch {
+	case e.RatioLo > 1 && ar.Hedges > 0:
+		return drill.ExcessLoad, "the tail got worse with hedging, beyond chance: " + ci
+	case e.RatioHi < 1 && e.Ratio <= 1-res.MinCut:
+		return drill.TailCut, fmt.Sprintf("%s: the whole interval is below 1, a cut of %.0f%%", ci, 100*(1-e.Ratio))
+	case e.RatioHi < 1:
+		return drill.NoTailGain, fmt.Sprintf("%s: a real but small cut, under the %.0f%% that counts", ci, 100*res.MinCut)
+	case e.RatioLo >= 1-res.MinCut:
+		return drill.NoTailGain, fmt.Sprintf("%s: a cut of %.0f%% or more is ruled out", ci, 100*res.MinCut)
+	}
+	return NotSignificant, fmt.Sprintf("%s: the interval holds both no change and a cut of %.0f%%; run longer to tell", ci, 100*res.MinCut)
+}
+
+// redactHeaders lists headers as "Name: value", with the values of
+// secret or sensitive headers replaced.
+func redactHeaders(h http.Header, secret map[string]bool) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		for _, v := range h[name] {
+			if secret[http.CanonicalHeaderKey(name)] || Sensitive(name) {
+				v = "<redacted>"
+			}
+			out = append(out, name+": "+v)
+		}
+	}
+	return out
+}
+
+// fmtDur writes a latency with three significant digits.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
+	case d >= 10*time.Millisecond:
+		return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) + "ms"
+	case d >= time.Millisecond:
+		return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms"
+	}
+	return strconv.FormatFloat(float64(d)/1e3, 'f', 0, 64) + "µs"
+}

@@ -1,0 +1,442 @@
+package try
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/drill"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// replica is a loopback HTTP server for the tests: it answers at once,
+// except every stallEvery-th request it receives, which it holds for
+// stall, and it may burn CPU on every request.
+type replica struct {
+	srv        *httptest.Server
+	stallEvery int64
+	stall      time.Duration
+	cpu        time.Duration
+	n          atomic.Int64
+	mu         sync.Mutex
+	headers    []http.Header
+}
+
+func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	n := r.n.Add(1)
+	r.mu.Lock()
+	if len(r.headers) < 10 {
+		r.headers = append(r.headers, req.Header.Clone())
+	}
+	r.mu.Unlock()
+	if r.cpu > 0 {
+		burn(r.cpu)
+	}
+	if r.stallEvery > 0 && n%r.stallEvery == 0 {
+		t := time.NewTimer(r.stall)
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			t.Stop()
+		}
+	}
+	w.Write([]byte("ok\n"))
+}
+
+// burn spends about d of CPU.
+func burn(d time.Duration) {
+	start := time.Now()
+	h := sha256.New()
+	buf := make([]byte, 4096)
+	for time.Since(start) < d {
+		h.Write(buf)
+	}
+}
+
+// startReplicas starts n replicas, stopped when the test ends.
+func startReplicas(t *testing.T, n int, set func(i int, r *replica)) ([]*replica, []string) {
+	t.Helper()
+	var reps []*replica
+	var urls []string
+	for i := range n {
+		r := &replica{}
+		if set != nil {
+			set(i, r)
+		}
+		r.srv = httptest.NewServer(r)
+		t.Cleanup(r.srv.Close)
+		reps = append(reps, r)
+		urls = append(urls, r.srv.URL)
+	}
+	return reps, urls
+}
+
+func gets(paths ...string) []Target {
+	var out []Target
+	for _, p := range paths {
+		out = append(out, Target{Method: http.MethodGet, Path: p})
+	}
+	return out
+}
+
+func arms(t *testing.T, list string) []Arm {
+	t.Helper()
+	a, err := ParseArms(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// loadOptions is a run of about 4.5 s at 200 requests/s: 2 s of ramp and
+// warm-up, so that the default delay has its 100 latencies an arm, then
+// 2.5 s measured.
+func loadOptions(urls []string, a []Arm) Options {
+	return Options{
+		Replicas: urls, Targets: gets("/a", "/b", "/c"), Arms: a,
+		Rate: 200, Ramp: 500 * time.Millisecond, Warmup: 1500 * time.Millisecond, Duration: 2500 * time.Millisecond,
+		Timeout: 5 * time.Second, Seed: 1, Resamples: 1000,
+	}
+}
+
+func armByName(t *testing.T, res *Result, name string) *ArmResult {
+	t.Helper()
+	for _, a := range res.Arms {
+		if a.Name == name {
+			return a
+		}
+	}
+	t.Fatalf("no arm %s", name)
+	return nil
+}
+
+func logSummary(t *testing.T, res *Result) {
+	t.Helper()
+	var b strings.Builder
+	res.WriteSummary(&b)
+	t.Log("\n" + b.String())
+}
+
+// One replica of three holds every 8th of its requests for 80 ms: a p99
+// the unhedged arm cannot escape, and that a hedge after a few
+// milliseconds cuts by an order of magnitude. The fixed delay hedges from
+// the first request, so its verdict must be TAIL CUT on any machine; the
+// default learns its delay and the worth of its hedges first, and in a
+// few seconds on a loaded machine may not have shown enough to tell, but
+// must never be judged harmful.
+func TestStallsOnOneReplicaTailCut(t *testing.T) {
+	_, urls := startReplicas(t, 3, func(i int, r *replica) {
+		if i == 2 {
+			r.stallEvery, r.stall = 8, 80*time.Millisecond
+		}
+	})
+	o := loadOptions(urls, arms(t, "none,fixed:10ms,default"))
+	o.Rate, o.MaxRate, o.AllowHighRate, o.Duration = 400, 400, true, 4*time.Second // 500 requests an arm
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logSummary(t, res)
+	none, fixed, def := armByName(t, res, "none"), armByName(t, res, "fixed:10ms"), armByName(t, res, "default")
+	if none.Verdict != drill.Baseline {
+		t.Errorf("none: verdict %s, want %s", none.Verdict, drill.Baseline)
+	}
+	if fixed.Verdict != drill.TailCut || fixed.P99.RatioHi >= 1 {
+		t.Errorf("fixed: verdict %s (%s), p99 ratio interval %.2f-%.2f; want %s, below 1", fixed.Verdict, fixed.Why, fixed.P99.RatioLo, fixed.P99.RatioHi, drill.TailCut)
+	}
+	if fixed.Hedges == 0 || fixed.HedgeWins == 0 {
+		t.Errorf("fixed: %d hedges, %d wins; want some of each", fixed.Hedges, fixed.HedgeWins)
+	}
+	if def.Verdict != drill.TailCut && def.Verdict != NotSignificant {
+		t.Errorf("default: verdict %s (%s), want %s or %s", def.Verdict, def.Why, drill.TailCut, NotSignificant)
+	}
+	if none.Hedges != 0 {
+		t.Errorf("none: %d hedges, want none", none.Hedges)
+	}
+	if res.Replica[2].P99 < 50*time.Millisecond {
+		t.Errorf("the stalling replica's copy p99 is %v, want its stalls to show", res.Replica[2].P99)
+	}
+}
+
+func TestNoStallsNoTailCut(t *testing.T) {
+	_, urls := startReplicas(t, 3, nil)
+	res, err := Run(context.Background(), loadOptions(urls, arms(t, "none,default")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logSummary(t, res)
+	def := armByName(t, res, "default")
+	if def.Verdict != drill.NoTailGain && def.Verdict != NotSignificant {
+		t.Errorf("default: verdict %s (%s), want %s or %s", def.Verdict, def.Why, drill.NoTailGain, NotSignificant)
+	}
+}
+
+// Every request costs 3 ms of CPU on this small machine, so a copy takes
+// as long as its primary: hedges only add load. Plain hedging at 1 ms,
+// without a budget, doubles the requests: EXCESS LOAD; the default stops
+// hedging by itself (the payoff rule), and cuts nothing either.
+func TestBigRequestsNoGain(t *testing.T) {
+	_, urls := startReplicas(t, 3, func(_ int, r *replica) { r.cpu = 3 * time.Millisecond })
+	a := arms(t, "none,default")
+	a = append(a, Arm{Name: "plain-1ms", Doc: "fixed 1 ms, no budget, no rules", Config: constantConfig(hedge.Config{
+		Delay: hedge.Fixed(time.Millisecond), NoBudget: true, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1,
+	})})
+	o := loadOptions(urls, a)
+	o.Rate = 100
+	o.Warmup = 2500 * time.Millisecond
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logSummary(t, res)
+	for _, name := range []string{"default", "plain-1ms"} {
+		if v := armByName(t, res, name).Verdict; v == drill.TailCut {
+			t.Errorf("%s: verdict %s, want no tail cut", name, v)
+		}
+	}
+	if p := armByName(t, res, "plain-1ms"); p.Verdict != drill.ExcessLoad {
+		t.Errorf("plain-1ms: verdict %s (%s), want %s", p.Verdict, p.Why, drill.ExcessLoad)
+	}
+}
+
+func TestWritesRefused(t *testing.T) {
+	_, urls := startReplicas(t, 2, nil)
+	post := []Target{{Method: http.MethodPost, Path: "/x"}}
+	for _, o := range []Options{
+		{Replicas: urls, Targets: post, Arms: arms(t, "none,default")},
+		{Replicas: urls, Targets: post, Arms: arms(t, "none,default"), AllowWrites: true},
+		{Replicas: urls, Targets: post, Arms: arms(t, "none,default"), IdempotencyHeader: "Idempotency-Key"},
+	} {
+		_, err := Run(context.Background(), o)
+		if !errors.Is(err, ErrWritesRefused) && !errors.Is(err, ErrInvalid) {
+			t.Errorf("AllowWrites %v, IdempotencyHeader %q: error %v, want ErrWritesRefused", o.AllowWrites, o.IdempotencyHeader, err)
+		}
+	}
+	_, err := Run(context.Background(), Options{Replicas: urls, Targets: post, Arms: arms(t, "none,default")})
+	if !errors.Is(err, ErrWritesRefused) {
+		t.Errorf("error %v, want ErrWritesRefused", err)
+	}
+}
+
+// A redirect to a host that is not a replica is not followed: the request
+// fails with ErrRedirectRefused, and the other host sees nothing.
+func TestRedirectToAnotherHostRefused(t *testing.T) {
+	var foreign atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { foreign.Add(1) }))
+	defer other.Close()
+	redirect := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/stolen", http.StatusFound)
+	})
+	a, b := httptest.NewServer(redirect), httptest.NewServer(redirect)
+	defer a.Close()
+	defer b.Close()
+	o := Options{Replicas: []string{a.URL, b.URL}, Targets: gets("/r"), Arms: arms(t, "none,default"), Rate: 50, Duration: 200 * time.Millisecond, Seed: 2}
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ar := range res.Arms {
+		n += ar.ErrorKinds[kindRedirect]
+	}
+	if n == 0 || foreign.Load() != 0 {
+		t.Errorf("%d redirects refused, the other host got %d requests; want some refused and none sent", n, foreign.Load())
+	}
+	// A target naming another host is refused before anything is sent.
+	_, err = ParseHTTPTargets(strings.NewReader("GET "+other.URL+"/x\n"), "", []string{a.URL, b.URL})
+	if !errors.Is(err, ErrForeignHost) {
+		t.Errorf("target on another host: error %v, want ErrForeignHost", err)
+	}
+}
+
+// Credentials reach the replicas but no output file.
+func TestCredentialsNeverWritten(t *testing.T) {
+	const secret = "s3cr3t-token-value"
+	reps, urls := startReplicas(t, 2, nil)
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+secret)
+	h.Set("X-From-Env", secret)
+	h.Set("X-Plain", "visible")
+	o := Options{Replicas: urls, Targets: gets("/p"), Arms: arms(t, "none,default"), Header: h, SecretHeaders: []string{"X-From-Env"},
+		Rate: 100, Duration: 300 * time.Millisecond, Seed: 3}
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	paths, err := res.WriteFiles(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum strings.Builder
+	res.WriteSummary(&sum)
+	files := map[string]string{"summary": sum.String()}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[filepath.Base(p)] = string(b)
+	}
+	for name, s := range files {
+		if strings.Contains(s, secret) {
+			t.Errorf("%s holds the secret", name)
+		}
+	}
+	if !strings.Contains(files["report.md"], "X-Plain: visible") || !strings.Contains(files["report.md"], "Authorization: <redacted>") {
+		t.Errorf("report.md does not list the headers, redacted:\n%s", files["report.md"])
+	}
+	got := ""
+	for _, r := range reps {
+		r.mu.Lock()
+		if len(r.headers) > 0 {
+			got = r.headers[0].Get("Authorization")
+		}
+		r.mu.Unlock()
+	}
+	if got != "Bearer "+secret {
+		t.Errorf("the replicas got Authorization %q, want the credential", got)
+	}
+}
+
+func TestInterruptKeepsResults(t *testing.T) {
+	_, urls := startReplicas(t, 2, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	o := Options{Replicas: urls, Targets: gets("/i"), Arms: arms(t, "none,default"), Rate: 100, Duration: time.Minute, Seed: 4}
+	var prog strings.Builder
+	var pmu sync.Mutex
+	o.Progress = writerFunc(func(p []byte) (int, error) {
+		pmu.Lock()
+		defer pmu.Unlock()
+		prog.Write(p)
+		if strings.Count(prog.String(), "\n") == 2 {
+			cancel()
+		}
+		return len(p), nil
+	})
+	o.ProgressEvery = 100 * time.Millisecond
+	res, err := Run(ctx, o)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	if res == nil || !res.Interrupted || res.Arms[0].Requests == 0 {
+		t.Fatalf("result %+v: want the requests measured before the interruption", res)
+	}
+	pmu.Lock()
+	defer pmu.Unlock()
+	if !strings.Contains(prog.String(), "p99 (last 5s): none") {
+		t.Errorf("progress %q lacks the per-arm p99", prog.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A service that answers 429 makes the load back off, never pushes on.
+func TestPushbackBacksOff(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	a, b := httptest.NewServer(h), httptest.NewServer(h)
+	defer a.Close()
+	defer b.Close()
+	o := Options{Replicas: []string{a.URL, b.URL}, Targets: gets("/"), Arms: arms(t, "none,default"), Rate: 100, Duration: 2 * time.Second, Seed: 5}
+	res, err := Run(context.Background(), o)
+	if err != nil && !errors.Is(err, ErrServiceFailing) {
+		t.Fatal(err)
+	}
+	if len(res.Backoff) == 0 || res.Pushback == 0 {
+		t.Fatalf("no back-off recorded (%d pushbacks)", res.Pushback)
+	}
+	if res.Sent > 100 {
+		t.Errorf("%d requests sent in 2 s at 100/s under constant pushback; want the rate halved each second", res.Sent)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	two := []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}
+	ok := Options{Replicas: two, Targets: gets("/"), Arms: arms(t, "none,default")}.Defaults()
+	for _, tc := range []struct {
+		name string
+		edit func(o *Options)
+		want error
+	}{
+		{"one replica", func(o *Options) { o.Replicas = two[:1] }, ErrInvalid},
+		{"duplicate replica", func(o *Options) { o.Replicas = []string{two[0], two[0] + "/"} }, ErrInvalid},
+		{"replica with a path", func(o *Options) { o.Replicas = []string{two[0] + "/x", two[1]} }, ErrInvalid},
+		{"replica with credentials", func(o *Options) { o.Replicas = []string{"http://u:p@127.0.0.1:3", two[1]} }, ErrInvalid},
+		{"rate above ceiling", func(o *Options) { o.Rate = 300 }, ErrRateCeiling},
+		{"ceiling raised without consent", func(o *Options) { o.MaxRate = 1000; o.Rate = 500 }, ErrRateCeiling},
+		{"other idempotency header", func(o *Options) { o.IdempotencyHeader = "X-Req" }, ErrInvalid},
+		{"no targets", func(o *Options) { o.Targets = nil }, ErrInvalid},
+	} {
+		o := ok
+		tc.edit(&o)
+		if err := o.Validate(); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("valid options: %v", err)
+	}
+	o := ok
+	o.MaxRate, o.Rate, o.AllowHighRate = 1000, 500, true
+	if err := o.Validate(); err != nil {
+		t.Errorf("high rate with consent: %v", err)
+	}
+}
+
+func TestParseTargets(t *testing.T) {
+	reps := []string{"http://10.0.0.1:8080", "http://10.0.0.2:8080"}
+	in := "# comment\nGET /a?x=1\nX-Trace: 1\n\nHEAD http://10.0.0.2:8080/b\n\n"
+	ts, err := ParseHTTPTargets(strings.NewReader(in), "", reps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 2 || ts[0].Path != "/a?x=1" || ts[0].Header.Get("X-Trace") != "1" || ts[1].Method != "HEAD" || ts[1].Path != "/b" {
+		t.Errorf("targets %+v", ts)
+	}
+	js := `{"method":"GET","url":"/j","header":{"Accept":["text/plain"]}}` + "\n" + `{"method":"GET","url":"http://10.0.0.1:8080/k"}`
+	ts, err = ParseJSONTargets(strings.NewReader(js), reps)
+	if err != nil || len(ts) != 2 || ts[0].Header.Get("Accept") != "text/plain" || ts[1].Path != "/k" {
+		t.Errorf("json targets %+v, %v", ts, err)
+	}
+	if _, err := ParseJSONTargets(strings.NewReader(`{"url":"http://evil.example/x"}`), reps); !errors.Is(err, ErrForeignHost) {
+		t.Errorf("foreign host: %v", err)
+	}
+	ts, err = TemplateTargets("GET", "/items/{key}?v={key}", []string{"a b", "c/d"})
+	if err != nil || ts[0].Path != "/items/a%20b?v=a%20b" || ts[1].Path != "/items/c%2Fd?v=c%2Fd" {
+		t.Errorf("template targets %+v, %v", ts, err)
+	}
+	for _, bad := range []string{"get /x\n", "GET\n", "GET /x\nnot a header\n"} {
+		if _, err := ParseHTTPTargets(strings.NewReader(bad), "", reps); !errors.Is(err, ErrTargets) {
+			t.Errorf("%q: %v, want ErrTargets", bad, err)
+		}
+	}
+}
+
+func TestParseArms(t *testing.T) {
+	a, err := ParseArms("none, default, fixed:20ms, p99, hedge-live-budget5")
+	if err != nil || len(a) != 5 {
+		t.Fatalf("%v, %v", a, err)
+	}
+	for _, bad := range []string{"none", "none,none", "none,fixed:0", "none,p20", "none,bogus", "none,hedge-fixed", "none,default-fan"} {
+		if _, err := ParseArms(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
