@@ -24,6 +24,13 @@
 // Options.StopTimeout; on Linux the postmaster also dies with the process
 // that started it.
 //
+// Replication: StartReplicaSet (StartReplicated in a test) starts a
+// primary and hot standbys that follow it by streaming replication, each
+// a Cluster of its own on loopback, made by pg_basebackup -R. A standby's
+// replay can be paused and resumed (PauseReplay, ResumeReplay), and any
+// cluster can be frozen for clients (Stall: SIGSTOP to the postmaster and
+// the client backends, Linux only) while replication goes on underneath.
+//
 // What it is not: a PostgreSQL client (tests bring pgx), or a way to run
 // a production database.
 package pgtest
@@ -85,6 +92,9 @@ type Cluster struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	stallMu sync.Mutex
+	stall   *Stall // held by Stall, until Release or Stop
 }
 
 // DSN returns a connection string for database db ("postgres" when
@@ -169,10 +179,28 @@ func Start(tb redistest.TB) *Cluster {
 // postgres on a free loopback port, returning once it accepts
 // connections. The caller must Stop it.
 func StartCluster(opt Options) (*Cluster, error) {
+	opt, err := opt.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return startWith(opt, func(dir, data string, cred *runAs) error {
+		initdb := exec.Command(filepath.Join(opt.BinDir, "initdb"),
+			"-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+		initdb.Dir = dir
+		initdb.SysProcAttr = sysProcAttr(cred)
+		if out, err := initdb.CombinedOutput(); err != nil {
+			return fmt.Errorf("pgtest: initdb: %w; its output:\n%s", err, out)
+		}
+		return nil
+	})
+}
+
+// withDefaults returns opt with its zero fields set to their defaults.
+func (opt Options) withDefaults() (Options, error) {
 	if opt.BinDir == "" {
 		d, err := FindBinDir()
 		if err != nil {
-			return nil, err
+			return opt, err
 		}
 		opt.BinDir = d
 	}
@@ -182,6 +210,13 @@ func StartCluster(opt Options) (*Cluster, error) {
 	if opt.StopTimeout == 0 {
 		opt.StopTimeout = 10 * time.Second
 	}
+	return opt, nil
+}
+
+// startWith makes a temporary directory for the postgres user, fills its
+// data directory with makeData (initdb, or a base backup), and starts
+// postgres on it, trying a few free ports. opt's defaults are set.
+func startWith(opt Options, makeData func(dir, data string, cred *runAs) error) (*Cluster, error) {
 	cred, err := credential()
 	if err != nil {
 		return nil, err
@@ -197,13 +232,9 @@ func StartCluster(opt Options) (*Cluster, error) {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(opt.BinDir, "initdb"),
-		"-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
-	initdb.Dir = dir
-	initdb.SysProcAttr = sysProcAttr(cred)
-	if out, err := initdb.CombinedOutput(); err != nil {
+	if err := makeData(dir, data, cred); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("pgtest: initdb: %w; its output:\n%s", err, out)
+		return nil, err
 	}
 	var errs []error
 	for range 5 {
@@ -316,7 +347,7 @@ func (c *Cluster) Stop() error {
 func (c *Cluster) stop() error {
 	defer os.RemoveAll(c.Dir)
 	defer c.log.Close()
-	return c.proc.Stop("pgtest", os.Interrupt, c.stopTimeout, nil)
+	return c.proc.Stop("pgtest", os.Interrupt, c.stopTimeout, c.releaseStall)
 }
 
 // Exited reports whether the postmaster has exited and was reaped.

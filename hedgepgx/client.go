@@ -1,0 +1,206 @@
+package hedgepgx
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/tailcut/hedge"
+)
+
+var (
+	// ErrClosed is the error of a call made after Close, and of a copy
+	// that would have started after it.
+	ErrClosed = errors.New("hedgepgx: client is closed")
+	// ErrNoPrimary is the error of a write, or of PrimaryLSN, on a Client
+	// made with Config.NoPrimary.
+	ErrNoPrimary = errors.New("hedgepgx: no primary (Config.NoPrimary): send writes through a pool of the primary")
+	// ErrNotCaughtUp is the error of a read, on a Client without a
+	// primary, that no replica is known to serve at its minimum position
+	// (WithMinLSN). Retry it later, once a replica has replayed that far.
+	ErrNotCaughtUp = errors.New("hedgepgx: no replica is known to have replayed up to the read's minimum position")
+)
+
+// Client hedges reads across the pools of a PostgreSQL primary and its
+// read replicas, and sends writes to the primary alone, once. It is safe
+// for concurrent use. Make one with New or NewFromConfigs, and Close it.
+type Client struct {
+	pools   []*pgxpool.Pool
+	primary int // -1 with Config.NoPrimary
+	h       *hedge.Hedger
+	owned   bool // Close closes the pools
+	maxLag  uint64
+	reps    []replica
+
+	// mu orders the start of copies (wg.Add) before Close's wg.Wait.
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup // running copies and writes
+
+	stopPoll context.CancelFunc
+	pollWG   sync.WaitGroup
+}
+
+// replica holds one pool's counters and its last known WAL position.
+type replica struct {
+	copies     atomic.Int64
+	wins       atomic.Int64
+	failed     atomic.Int64
+	cancelled  atomic.Int64
+	redirected atomic.Int64
+	writes     atomic.Int64
+	inFlight   atomic.Int64
+	polls      atomic.Int64
+	pollErrors atomic.Int64
+	lsn        atomic.Uint64 // 0: never read
+	_          [24]byte
+}
+
+// New returns a Client over pools, one per server of the same data:
+// pools[cfg.Primary] is the primary, the others its streaming replicas.
+// The Client does not own the pools: Close stops its goroutines and waits
+// for the copies it started, and leaves the pools open.
+//
+// Make the pools with KeepConnsOnCancel applied to their configs, or
+// every lost hedge will cost a new connection (see "Cancellation" in the
+// package doc); NewFromConfigs does it for you.
+//
+// The error, if any, lists every mistake at once and matches
+// ErrInvalidConfig with errors.Is.
+func New(pools []*pgxpool.Pool, cfg Config) (*Client, error) {
+	pools = slices.Clone(pools)
+	h, err := validate("pools", pools, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(pools, cfg, h, false), nil
+}
+
+// NewFromConfigs makes one pool per config, configs[i] becoming pool i,
+// after KeepConnsOnCancel on a copy of each (the caller's configs are not
+// changed), and returns a Client that owns them: Close closes them. No
+// connection is made before the first query, as with
+// pgxpool.NewWithConfig. On error no pool is left open.
+func NewFromConfigs(configs []*pgxpool.Config, cfg Config) (*Client, error) {
+	pools := make([]*pgxpool.Pool, len(configs))
+	var errs []error
+	for i, pc := range configs {
+		if pc == nil {
+			continue // reported by validate
+		}
+		pc = pc.Copy()
+		KeepConnsOnCancel(pc)
+		p, err := pgxpool.NewWithConfig(context.Background(), pc)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		pools[i] = p
+	}
+	if len(errs) == 0 {
+		h, err := validate("configs", pools, cfg)
+		if err == nil {
+			return newClient(pools, cfg, h, true), nil
+		}
+		errs = append(errs, err)
+	}
+	for _, p := range pools {
+		if p != nil {
+			p.Close()
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+func newClient(pools []*pgxpool.Pool, cfg Config, h *hedge.Hedger, owned bool) *Client {
+	c := &Client{
+		pools:   pools,
+		primary: cfg.Primary,
+		h:       h,
+		owned:   owned,
+		maxLag:  cfg.MaxLag,
+		reps:    make([]replica, len(pools)),
+	}
+	if cfg.NoPrimary {
+		c.primary = -1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopPoll = cancel
+	if cfg.LagInterval >= 0 {
+		every := cfg.LagInterval
+		if every == 0 {
+			every = DefaultLagInterval
+		}
+		for i := range pools {
+			c.pollWG.Add(1)
+			go c.poll(ctx, i, every)
+		}
+	}
+	return c
+}
+
+// enter registers a copy or a write about to use a pool, or reports false
+// after Close.
+func (c *Client) enter() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
+func (c *Client) leave() { c.wg.Done() }
+
+func (c *Client) isClosed() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.closed
+}
+
+// Close stops new calls (they fail with ErrClosed) and the reading of WAL
+// positions, waits for every copy and write the Client started, losing
+// copies still being cancelled included, and then, for a Client made by
+// NewFromConfigs, closes the pools. It is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.stopPoll()
+	c.pollWG.Wait()
+	c.wg.Wait()
+	if c.owned {
+		for _, p := range c.pools {
+			p.Close()
+		}
+	}
+	return nil
+}
+
+// Hedger returns the Client's Hedger, for SetMode, SetRollout and its own
+// Stats. Do not use it with other servers.
+func (c *Client) Hedger() *hedge.Hedger { return c.h }
+
+// Primary returns the primary's pool, or nil with Config.NoPrimary. Use it
+// for transactions, COPY, LISTEN and anything else the Client does not
+// route; nothing sent through it is hedged or counted.
+func (c *Client) Primary() *pgxpool.Pool {
+	if c.primary < 0 {
+		return nil
+	}
+	return c.pools[c.primary]
+}
+
+// Pool returns pool i (0 <= i < Len()).
+func (c *Client) Pool(i int) *pgxpool.Pool { return c.pools[i] }
+
+// Len returns the number of pools, the primary's included.
+func (c *Client) Len() int { return len(c.pools) }

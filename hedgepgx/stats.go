@@ -1,0 +1,92 @@
+package hedgepgx
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/tailcut/hedge"
+)
+
+// Stats is a snapshot of a Client: the Hedger's per-class stats and each
+// server's counters, position and pool. Counters are read one by one,
+// each exactly; a snapshot taken while calls run may see one updated and
+// a related one not yet.
+type Stats struct {
+	// Ops has one entry per read class used so far (the SQL text, or
+	// Read's op), sorted: requests, hedges, wins, refusals, latency
+	// distributions, the delay in force (see hedge.Stats). Reads that one
+	// server only could serve count in Unhedgeable. Writes are not in it.
+	Ops []hedge.Stats
+	// Servers has one entry per pool, in pool order.
+	Servers []ServerStats
+}
+
+// ServerStats is one server's share of a Client's work.
+type ServerStats struct {
+	// Index is the pool's position.
+	Index int
+	// Primary is true for the primary.
+	Primary bool
+	// Copies counts read copies run here: primaries and hedges.
+	Copies int64
+	// Wins counts reads answered by this server.
+	Wins int64
+	// Failed counts copies that failed (a connection error, a SQLSTATE
+	// that says the server cannot serve now) while still wanted.
+	Failed int64
+	// Cancelled counts copies that ended with an error after their
+	// context ended: losers, or reads whose caller gave up.
+	Cancelled int64
+	// Redirected counts copies run here although the Hedger had picked
+	// another server, which was not fresh enough for the read (WithMinLSN,
+	// MaxLag) or already held a copy of it.
+	Redirected int64
+	// Writes counts Exec and ExecLSN calls. Zero but on the primary.
+	Writes int64
+	// InFlight is the number of copies running here now, losers being
+	// cancelled included. Each holds one connection of the pool.
+	InFlight int64
+	// LSN is the last WAL position read from the server (replayed, on a
+	// standby; inserted, on the primary), 0 if none was read yet.
+	LSN LSN
+	// Polls and PollErrors count the reads of the position, and those
+	// that failed.
+	Polls, PollErrors int64
+	// Pool is the pool's own snapshot: connections acquired and idle,
+	// and NewConnsCount, the connections made since the pool was, which
+	// grows by one per lost copy unless the pool keeps its connections
+	// on cancel (KeepConnsOnCancel).
+	Pool *pgxpool.Stat
+}
+
+// Stats returns a snapshot of the Client.
+func (c *Client) Stats() Stats {
+	s := Stats{Ops: c.h.Stats(), Servers: make([]ServerStats, len(c.pools))}
+	for i, p := range c.pools {
+		r := &c.reps[i]
+		s.Servers[i] = ServerStats{
+			Index:      i,
+			Primary:    i == c.primary,
+			Copies:     r.copies.Load(),
+			Wins:       r.wins.Load(),
+			Failed:     r.failed.Load(),
+			Cancelled:  r.cancelled.Load(),
+			Redirected: r.redirected.Load(),
+			Writes:     r.writes.Load(),
+			InFlight:   r.inFlight.Load(),
+			LSN:        LSN(r.lsn.Load()),
+			Polls:      r.polls.Load(),
+			PollErrors: r.pollErrors.Load(),
+			Pool:       p.Stat(),
+		}
+	}
+	return s
+}
+
+// Op returns the entry of Ops for op, or zero counts if it was never used.
+func (s Stats) Op(op string) hedge.Stats {
+	for _, st := range s.Ops {
+		if st.Op == op {
+			return st
+		}
+	}
+	return hedge.Stats{Op: op, Delay: hedge.Never}
+}
