@@ -143,6 +143,11 @@ type reply struct {
 // send makes a request to url with the tie headers (id "" for none) and
 // a X-Name header, and delivers the reply on the returned channel.
 func send(ctx context.Context, client *http.Client, url, name, id, sibling string) <-chan reply {
+	return sendRole(ctx, client, url, name, id, sibling, RoleEither)
+}
+
+// sendRole is send with a RoleHeader, unless role is RoleEither.
+func sendRole(ctx context.Context, client *http.Client, url, name, id, sibling string, role Role) <-chan reply {
 	ch := make(chan reply, 1)
 	go func() {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/work", nil)
@@ -150,6 +155,9 @@ func send(ctx context.Context, client *http.Client, url, name, id, sibling strin
 		if id != "" {
 			req.Header.Set(IDHeader, id)
 			req.Header.Set(SiblingHeader, sibling)
+		}
+		if role != RoleEither {
+			req.Header.Set(RoleHeader, role.String())
 		}
 		resp, err := client.Do(req)
 		if err != nil {

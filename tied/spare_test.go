@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"github.com/tailcut/hedge"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -12,27 +11,6 @@ import (
 	"testing/synctest"
 	"time"
 )
-
-// sendRole is send with a RoleHeader.
-func sendRole(ctx context.Context, client *http.Client, url, name, id, sibling string, role Role) <-chan reply {
-	ch := make(chan reply, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/work", nil)
-		req.Header.Set("X-Name", name)
-		req.Header.Set(IDHeader, id)
-		req.Header.Set(SiblingHeader, sibling)
-		req.Header.Set(RoleHeader, role.String())
-		resp, err := client.Do(req)
-		if err != nil {
-			ch <- reply{err: err}
-			return
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		ch <- reply{code: resp.StatusCode, body: string(b), dropped: resp.Header.Get(DroppedHeader)}
-	}()
-	return ch
-}
 
 // A spare copy that finds every worker busy is refused at once, 409 with
 // DroppedHeader "no-spare", without queueing or claiming; one that names
