@@ -22,6 +22,7 @@ type options struct {
 //	hedge.tied.client.second_copies{client}    counter  {copy}     second copies sent
 //	hedge.tied.client.copies.dropped{client}   counter  {copy}     copies dropped for their sibling
 //	hedge.tied.client.copies.no_spare{client}  counter  {copy}     spare copies refused: no free worker
+//	hedge.tied.client.copies.spares_skipped{client} counter {copy} spare copies not sent: reports said useless
 //	hedge.tied.client.second_wins{client}      counter  {request}  calls won by the second copy
 //	hedge.tied.client.failures{client}         counter  {request}  tied calls that returned an error
 //	hedge.tied.client.copies.not_sent{client}  counter  {copy}     copies that never reached a server

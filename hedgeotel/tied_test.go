@@ -62,13 +62,14 @@ func TestTiedPoints(t *testing.T) {
 		cl, sv := "client=front", "server=items"
 		c := func(v int64, unit string) point { return point{float64(v), unit, "counter"} }
 		want := points{
-			key("hedge.tied.client.calls", cl):           c(cs.Calls, "{request}"),
-			key("hedge.tied.client.second_copies", cl):   c(cs.Seconds, "{copy}"),
-			key("hedge.tied.client.copies.dropped", cl):  c(cs.Dropped, "{copy}"),
-			key("hedge.tied.client.copies.no_spare", cl): c(cs.NoSpare, "{copy}"),
-			key("hedge.tied.client.second_wins", cl):     c(cs.SecondWins, "{request}"),
-			key("hedge.tied.client.failures", cl):        c(cs.Failures, "{request}"),
-			key("hedge.tied.client.copies.not_sent", cl): c(cs.NotSent, "{copy}"),
+			key("hedge.tied.client.calls", cl):                 c(cs.Calls, "{request}"),
+			key("hedge.tied.client.second_copies", cl):         c(cs.Seconds, "{copy}"),
+			key("hedge.tied.client.copies.dropped", cl):        c(cs.Dropped, "{copy}"),
+			key("hedge.tied.client.copies.no_spare", cl):       c(cs.NoSpare, "{copy}"),
+			key("hedge.tied.client.copies.spares_skipped", cl): c(cs.SparesSkipped, "{copy}"),
+			key("hedge.tied.client.second_wins", cl):           c(cs.SecondWins, "{request}"),
+			key("hedge.tied.client.failures", cl):              c(cs.Failures, "{request}"),
+			key("hedge.tied.client.copies.not_sent", cl):       c(cs.NotSent, "{copy}"),
 
 			key("hedge.tied.server.running", sv):                       {float64(ss.Running), "{request}", "gauge"},
 			key("hedge.tied.server.queued", sv):                        {float64(ss.Queued), "{request}", "gauge"},

@@ -15,6 +15,7 @@ import (
 //	hedge_tied_client_second_copies_total{client}    counter  second copies sent
 //	hedge_tied_client_copies_dropped_total{client}   counter  copies dropped for their sibling
 //	hedge_tied_client_copies_no_spare_total{client}  counter  spare copies refused: no free worker
+//	hedge_tied_client_copies_spares_skipped_total{client}  counter  spare copies not sent: reports said useless
 //	hedge_tied_client_second_wins_total{client}      counter  calls won by the second copy
 //	hedge_tied_client_failures_total{client}         counter  tied calls that returned an error
 //	hedge_tied_client_copies_not_sent_total{client}  counter  copies that never reached a server

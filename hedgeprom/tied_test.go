@@ -118,13 +118,14 @@ func TestTiedSeries(t *testing.T) {
 		cs, ss := tt.Client.Stats(), tt.Server.Stats()
 		cl, sv := "client=front", "server=items"
 		want := map[string]float64{
-			key("hedge_tied_client_calls_total", cl):           float64(cs.Calls),
-			key("hedge_tied_client_second_copies_total", cl):   float64(cs.Seconds),
-			key("hedge_tied_client_copies_dropped_total", cl):  float64(cs.Dropped),
-			key("hedge_tied_client_copies_no_spare_total", cl): float64(cs.NoSpare),
-			key("hedge_tied_client_second_wins_total", cl):     float64(cs.SecondWins),
-			key("hedge_tied_client_failures_total", cl):        float64(cs.Failures),
-			key("hedge_tied_client_copies_not_sent_total", cl): float64(cs.NotSent),
+			key("hedge_tied_client_calls_total", cl):                 float64(cs.Calls),
+			key("hedge_tied_client_second_copies_total", cl):         float64(cs.Seconds),
+			key("hedge_tied_client_copies_dropped_total", cl):        float64(cs.Dropped),
+			key("hedge_tied_client_copies_no_spare_total", cl):       float64(cs.NoSpare),
+			key("hedge_tied_client_copies_spares_skipped_total", cl): float64(cs.SparesSkipped),
+			key("hedge_tied_client_second_wins_total", cl):           float64(cs.SecondWins),
+			key("hedge_tied_client_failures_total", cl):              float64(cs.Failures),
+			key("hedge_tied_client_copies_not_sent_total", cl):       float64(cs.NotSent),
 
 			key("hedge_tied_server_running", sv):                             float64(ss.Running),
 			key("hedge_tied_server_queued", sv):                              float64(ss.Queued),

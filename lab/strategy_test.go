@@ -47,7 +47,7 @@ func TestChoices(t *testing.T) {
 		if c, ch := p.config(); c.Strategy != sim.Tied || ch.name != "tied" {
 			t.Errorf("strategy=%s&tied=true runs %v, want tied", tc.strategy, c.Strategy)
 		}
-		p.Help = "idle-only"
+		p.Help, p.Routing = "idle-only", sim.TwoChoice.String() // the servers' help needs a queue per server
 		if c, ch := p.config(); c.Strategy != sim.TiedSpare || ch.name != "tied-spare" || c.IdleOnlyCopies || c.Validate() != nil {
 			t.Errorf("strategy=%s&tied=true&help=idle-only runs %v (idle-only copies %v, %v), want tied-spare", tc.strategy, c.Strategy, c.IdleOnlyCopies, c.Validate())
 		}

@@ -29,6 +29,11 @@ func TestPostgresSnippet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The snippet's last read may go to any server: let the standbys
+	// replay the table before it runs.
+	if err := set.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var cfgs []*pgxpool.Config
 	for _, cl := range set.All() {
 		pc, err := pgxpool.ParseConfig(cl.DSN(""))
