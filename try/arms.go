@@ -11,7 +11,8 @@ import (
 )
 
 // Arm is one hedging configuration under test: the requests assigned to it
-// go through a hedgehttp.Transport with a Hedger of its own, made from
+// go through a client of its own (a hedgehttp.Transport, a hedgegrpc
+// Interceptor or a hedgeredis.Client) with a Hedger of its own, made from
 // Config.
 type Arm struct {
 	// Name is how --arms names it ("none", "default", "fixed:20ms").

@@ -1,5 +1,6 @@
 // Package try is the engine of "hedge try": an A/B test of hedging against
-// a user's own HTTP replicas, with real traffic.
+// a user's own replicas, with real traffic: HTTP servers, gRPC servers
+// (Options.GRPC) or Redis servers (Options.Redis).
 //
 // Run sends an open-loop load at a constant rate (after a linear ramp and
 // a warm-up, neither measured) to the replicas given, and nowhere else.
@@ -8,7 +9,9 @@
 // hedgehttp.Transport with a Hedger and a connection pool of its own, so
 // the hedging measured is the library's own. The unhedged arm, "none", goes
 // through the same transport with MaxAttempts 1, so the arms differ in
-// hedging alone.
+// hedging alone. gRPC and Redis runs differ in the client alone (see
+// below): the pacing, the assignment, the timing, the back-off and the
+// verdicts are the same for every protocol.
 //
 // Why random assignment rather than alternating blocks: the service's own
 // moments (a stall, a garbage collection, a deploy, the back-off below)
@@ -21,7 +24,7 @@
 // Latency is timed from each request's intended start (so a request that
 // waited for a slot under Options.MaxInFlight, or behind a late
 // dispatcher, carries that wait: no coordinated omission) to the end of its
-// body. Answers of any status count, and timeouts count at their time;
+// body (for gRPC and Redis, to its reply). Answers of any status count, and timeouts count at their time;
 // failures without an answer (refused connections, refused redirects) are
 // counted as errors only.
 //
@@ -58,6 +61,55 @@
 // (Options.SecretHeaders, and names such as Authorization or X-Api-Key:
 // see Sensitive) and request bodies are never written to any output.
 //
+// # gRPC
+//
+// With Options.GRPC the replicas are gRPC servers, host:port, and every
+// request is a call of one unary method (GRPCOptions.Method,
+// "package.Service/Method"), its request messages given in protobuf JSON
+// and sent in turn. The method's descriptors come from a descriptor set
+// (GRPCOptions.Protoset, as protoc --include_imports -o writes it) or, by
+// default, from the first replica's server reflection (grpc.reflection.v1,
+// or v1alpha); the messages are built with dynamicpb. Each arm has its own
+// Hedger and one ClientConn per replica, all with the arm's
+// hedgegrpc.Interceptor (hedgegrpc.WithReplicas), so that every copy goes
+// to a replica the Hedger picked; an arm whose Config leaves Retryable nil
+// gets hedgegrpc.NonFatal(codes.Unavailable), as hedgegrpc's doc advises:
+// another status is the service's answer, not a reason for a copy at
+// once. Options.Header is sent as metadata, the names in lower case.
+//
+// gRPC has no mark of a method's safety on the wire (nothing like GET), and
+// a hedge calls the method a second time, on another replica: so a run is
+// refused (ErrNotIdempotent) unless GRPCOptions.Idempotent says that two
+// calls have the effect of one. Streaming methods are refused
+// (ErrStreaming): hedgegrpc hedges unary calls only. Finding the
+// descriptors is the only thing sent before the load (a reflection
+// stream to the first replica); nothing is sent when they cannot be found
+// (ErrDescriptors) or a message does not parse (ErrTargets).
+//
+// The status codes of a service failing (UNKNOWN, DEADLINE_EXCEEDED from
+// the server, RESOURCE_EXHAUSTED, ABORTED, UNIMPLEMENTED, INTERNAL,
+// UNAVAILABLE, DATA_LOSS) count as errors with a latency, like 5xx; the
+// others are answers, like 4xx. RESOURCE_EXHAUSTED is pushback, as 429,
+// and so is UNAVAILABLE with a grpc-retry-pushback-ms trailer, as a 5xx
+// with Retry-After (its milliseconds honoured up to 5 s).
+//
+// # Redis
+//
+// With Options.Redis the replicas are Redis servers holding the same data
+// (redis://host:port[/db], rediss://host:port[/db] for TLS, or host:port),
+// and every request reads keys (RedisOptions.Keys, in turn): GET of one,
+// or MGET of RedisOptions.MGet. Each arm has its own hedgeredis.Client
+// over one go-redis client per replica, the first replica its primary;
+// reads are hedged across all of them. try never writes to Redis: GET and
+// MGET are all it sends (and what go-redis sends to set up a
+// connection). go-redis's own retries are off (hedging sends a read
+// again) and the request's deadline bounds each read. A key's absence
+// (nil) and error replies are answers; hedgeredis reaps losing copies in
+// the background, so a loser still running when its request returned is
+// counted until then. Credentials in a replica's URL are refused: give
+// RedisOptions.Password, which is never written.
+//
 // What it is not: a load tester for capacity (the ceiling is low on
-// purpose), nor a client for gRPC or Redis (yet).
+// purpose), nor a client for streaming gRPC, Redis writes, or other
+// protocols.
 package try

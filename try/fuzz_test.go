@@ -46,3 +46,33 @@ func FuzzParseTargets(f *testing.F) {
 		check(ParseJSONTargets(bytes.NewReader([]byte(s)), replicas))
 	})
 }
+
+// The address parsers of gRPC and Redis replicas read what a user types:
+// whatever the string, they return an address or an error, never panic,
+// and an error never echoes a password given in the address.
+func FuzzParseAddrs(f *testing.F) {
+	for _, s := range []string{
+		"127.0.0.1:6379", "redis://10.0.0.1:6379/2", "rediss://host:6380", "redis://u:hunter2@h:1",
+		"u:hunter2@h:1", "[::1]:50051", "http://h:1", "h", "redis://h", "redis://h:1/x", "h:0", "h:99999",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		const pw = "hunter2"
+		a, err := parseRedisAddr(s)
+		if err == nil && a.addr == "" {
+			t.Errorf("parseRedisAddr(%q): no address and no error", s)
+		}
+		if err != nil && strings.Contains(s, "@") && strings.Contains(s, pw) && strings.Contains(err.Error(), pw) && !strings.Contains(s[strings.LastIndexByte(s, '@'):], pw) {
+			t.Errorf("parseRedisAddr(%q): the error echoes the password: %v", s, err)
+		}
+		g, err := parseGRPCAddr(s)
+		if err == nil && g == "" {
+			t.Errorf("parseGRPCAddr(%q): no address and no error", s)
+		}
+		if err != nil && strings.Contains(s, "@") && strings.Contains(err.Error(), pw) && !strings.Contains(s[strings.LastIndexByte(s, '@'):], pw) {
+			t.Errorf("parseGRPCAddr(%q): the error echoes the password: %v", s, err)
+		}
+		_, _, _ = splitMethod(s)
+	})
+}

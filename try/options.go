@@ -28,6 +28,17 @@ var (
 	// ErrRedirectRefused is the error of a request redirected to a host
 	// other than the replicas: the redirect is not followed.
 	ErrRedirectRefused = errors.New("try: redirect to a host outside the replicas refused")
+	// ErrNotIdempotent marks a gRPC run whose method was not declared
+	// idempotent (GRPCOptions.Idempotent): gRPC carries no mark of a
+	// method's safety, so try hedges a method only on the user's word.
+	ErrNotIdempotent = errors.New("try: gRPC method not declared idempotent")
+	// ErrStreaming marks a gRPC method that streams: try sends unary
+	// calls only.
+	ErrStreaming = errors.New("try: streaming gRPC method refused")
+	// ErrDescriptors marks a gRPC method whose descriptors could not be
+	// had: no such service or method, a descriptor set that lacks it, or
+	// a replica without server reflection.
+	ErrDescriptors = errors.New("try: gRPC method descriptors not found")
 	// ErrServiceFailing ends a run whose requests kept failing (or being
 	// pushed back) at the lowest rate the back-off reaches: try stops
 	// rather than push through.
@@ -50,12 +61,22 @@ const (
 // Options configures Run. Fields left zero take the defaults of
 // Defaults.
 type Options struct {
-	// Replicas are the base URLs of the replicas ("http://10.0.0.1:8080"),
-	// at least two. Every request, and every copy, goes to one of them.
+	// Replicas are the replicas, at least two: base URLs
+	// ("http://10.0.0.1:8080"); with GRPC, host:port; with Redis,
+	// redis://host:port[/db], rediss://host:port[/db] or host:port.
+	// Every request, and every copy, goes to one of them.
 	Replicas []string
-	// Targets are the requests, sent in turn (round robin).
+	// Targets are the HTTP requests, sent in turn (round robin). Empty
+	// with GRPC or Redis.
 	Targets []Target
-	// Header holds headers sent with every request.
+	// GRPC, if set, makes the run a gRPC one: the replicas are gRPC
+	// servers, and the requests calls of one unary method.
+	GRPC *GRPCOptions
+	// Redis, if set, makes the run a Redis one: the replicas are Redis
+	// servers holding the same data, and the requests reads of keys.
+	Redis *RedisOptions
+	// Header holds headers sent with every request; with GRPC, metadata
+	// sent with every call (the names in lower case). None with Redis.
 	Header http.Header
 	// SecretHeaders names headers (in Header) whose values are secret
 	// whatever their name, such as those read from the environment:
@@ -163,20 +184,27 @@ func (o Options) Validate() error {
 	case n > MaxReplicas:
 		bad("%d replicas: give at most %d", n, MaxReplicas)
 	}
-	seen := map[origin]string{}
-	for _, r := range o.Replicas {
-		or, err := parseOrigin(r)
-		if err != nil {
-			bad("--replica %v", err)
-			continue
+	switch {
+	case o.GRPC != nil && o.Redis != nil:
+		bad("gRPC and Redis at once: choose one (--grpc or --redis)")
+	case o.GRPC != nil || o.Redis != nil:
+		errs = append(errs, o.validateOther()...)
+	default:
+		seen := map[origin]string{}
+		for _, r := range o.Replicas {
+			or, err := parseOrigin(r)
+			if err != nil {
+				bad("--replica %v", err)
+				continue
+			}
+			if prev, dup := seen[or]; dup {
+				bad("--replica %q repeats %q: list each replica once", r, prev)
+			}
+			seen[or] = r
 		}
-		if prev, dup := seen[or]; dup {
-			bad("--replica %q repeats %q: list each replica once", r, prev)
+		if len(o.Targets) == 0 {
+			bad("no targets: give --targets FILE, or --url TEMPLATE with --values FILE")
 		}
-		seen[or] = r
-	}
-	if len(o.Targets) == 0 {
-		bad("no targets: give --targets FILE, or --url TEMPLATE with --values FILE")
 	}
 	if len(o.Arms) < 2 {
 		bad("%d arms: compare at least two, such as --arms none,default", len(o.Arms))
@@ -231,6 +259,50 @@ func (o Options) Validate() error {
 		bad("--allow-writes needs --idempotency-header NAME: writes are hedged only with a key the service deduplicates by")
 	}
 	return errors.Join(errs...)
+}
+
+// validateOther checks the options of a gRPC or Redis run.
+func (o Options) validateOther() []error {
+	var errs []error
+	bad := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, a...)...))
+	}
+	what, flag := "gRPC", "--grpc"
+	if o.Redis != nil {
+		what, flag = "Redis", "--redis"
+	}
+	if len(o.Targets) > 0 || o.AllowWrites || o.IdempotencyHeader != "" {
+		bad("targets, --allow-writes and --idempotency-header are for HTTP: a %s run (%s) takes none", what, flag)
+	}
+	seen := map[string]string{}
+	for _, r := range o.Replicas {
+		var key string
+		var err error
+		if o.GRPC != nil {
+			key, err = parseGRPCAddr(r)
+		} else {
+			var a redisAddr
+			a, err = parseRedisAddr(r)
+			key = a.addr
+		}
+		if err != nil {
+			bad("--replica %v", err)
+			continue
+		}
+		if prev, dup := seen[key]; dup {
+			bad("--replica %q repeats %q: list each replica once", r, prev)
+		}
+		seen[key] = r
+	}
+	if o.GRPC != nil {
+		errs = append(errs, o.GRPC.validate(o.Header)...)
+	} else {
+		if len(o.Header) > 0 {
+			bad("headers are for HTTP and gRPC: a Redis run sends none (give a password with --redis-password-env)")
+		}
+		errs = append(errs, o.Redis.validate()...)
+	}
+	return errs
 }
 
 func contains(list []string, s string) bool {

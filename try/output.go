@@ -164,7 +164,7 @@ func (r *Result) WriteFiles(dir string, latencies bool) ([]string, error) {
 		for _, rr := range r.Replica {
 			series = append(series, bench.Series{Name: shortHost(rr.Replica), Points: bench.CCDF(rr.dur, 200)})
 		}
-		return bench.WriteCCDFSVG(w, "hedge try: copy time to headers by replica (all arms)", series)
+		return bench.WriteCCDFSVG(w, "hedge try: "+r.words().copyTime+" by replica (all arms)", series)
 	})
 	write("timeline.svg", r.writeTimeline)
 	if latencies {
@@ -203,7 +203,43 @@ func (r *Result) baseline() *ArmResult {
 }
 
 func shortHost(u string) string {
-	return strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://")
+	for _, p := range []string{"http://", "https://", "redis://", "rediss://"} {
+		u = strings.TrimPrefix(u, p)
+	}
+	return u
+}
+
+// words are the phrases of the report that differ by protocol.
+type words struct {
+	end      string // where a request's latency ends
+	clients  string // what each arm's client is
+	pushback string // what counts as pushback
+	copyTime string // what a copy's time is
+}
+
+func (r *Result) words() words {
+	switch r.Protocol {
+	case ProtocolGRPC:
+		return words{
+			end:      "to its reply",
+			clients:  "hedgegrpc over one ClientConn per replica",
+			pushback: "RESOURCE_EXHAUSTED, or UNAVAILABLE with grpc-retry-pushback-ms",
+			copyTime: "copy time to reply",
+		}
+	case ProtocolRedis:
+		return words{
+			end:      "to its reply",
+			clients:  "hedgeredis over one go-redis client per replica, the first the primary; reads only",
+			pushback: "Redis has none",
+			copyTime: "copy time to reply",
+		}
+	}
+	return words{
+		end:      "to the end of its body",
+		clients:  "hedgehttp over net/http",
+		pushback: "429, or a 5xx with Retry-After",
+		copyTime: "copy time to headers",
+	}
 }
 
 func (r *Result) writeMarkdown(w *bufio.Writer) error {
@@ -233,7 +269,7 @@ func (r *Result) writeMarkdown(w *bufio.Writer) error {
 	for _, a := range r.Arms {
 		fmt.Fprintf(w, "- **%s**: %s. %s\n", a.Name, a.Verdict, a.Why)
 	}
-	fmt.Fprintf(w, "\n## Latency\n\nFrom each request's intended start (no coordinated omission) to the end of its body; timeouts count at their time, other failures not. Intervals %g%%; * marks fewer than ten latencies above the percentile.\n\n", 100*Confidence)
+	fmt.Fprintf(w, "\n## Latency\n\nFrom each request's intended start (no coordinated omission) %s; timeouts count at their time, other failures not. Intervals %g%%; * marks fewer than ten latencies above the percentile.\n\n", r.words().end, 100*Confidence)
 	fmt.Fprintf(w, "| arm | requests | errors | p50 | p90 | p99 | p99.9 | p99 ratio | p99.9 ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, a := range r.Arms {
 		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", a.Name, a.Requests, a.Errors, estText(a.P50), estText(a.P90), estText(a.P99), estText(a.P999), ratioText(a.P99), ratioText(a.P999))
@@ -257,7 +293,7 @@ func (r *Result) writeMarkdown(w *bufio.Writer) error {
 	}
 	fmt.Fprintf(w, "\n![replicas](replicas.svg)\n\n## Load\n\n")
 	if len(r.Backoff) == 0 {
-		fmt.Fprintf(w, "No back-off: the service never pushed back (429, or a 5xx with Retry-After) nor failed a fifth of a second's requests.\n")
+		fmt.Fprintf(w, "No back-off: the service never pushed back (%s) nor failed a fifth of a second's requests.\n", r.words().pushback)
 	} else {
 		fmt.Fprintf(w, "The load backed off %d times (%d pushback responses):\n\n", len(r.Backoff), r.Pushback)
 		for _, e := range r.Backoff {
@@ -268,7 +304,7 @@ func (r *Result) writeMarkdown(w *bufio.Writer) error {
 	for _, a := range r.Arms {
 		fmt.Fprintf(w, "- `%s`: %s\n", a.Name, a.Doc)
 	}
-	fmt.Fprintf(w, "\nEvery arm has its own Hedger and connection pool (hedgehttp over net/http); the arms share the replicas, so the hedged arms' extra copies load the replicas for every arm alike, and a gain measured here is, if anything, understated.\n")
+	fmt.Fprintf(w, "\nEvery arm has its own Hedger and connection pool (%s); the arms share the replicas, so the hedged arms' extra copies load the replicas for every arm alike, and a gain measured here is, if anything, understated.\n", r.words().clients)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\nNote: %s\n", n)
 	}

@@ -110,7 +110,7 @@ type ArmResult struct {
 type ReplicaResult struct {
 	Replica string `json:"replica"`
 	// Copies counts completed copies (answered, not cancelled); P50 and
-	// P99 are their times to response headers.
+	// P99 are their times to an answer (to response headers, for HTTP).
 	Copies int           `json:"copies"`
 	P50    time.Duration `json:"p50_ns"`
 	P99    time.Duration `json:"p99_ns"`
@@ -120,11 +120,17 @@ type ReplicaResult struct {
 
 // Result is what Run measured.
 type Result struct {
+	// Protocol is ProtocolHTTP, ProtocolGRPC or ProtocolRedis.
+	Protocol string        `json:"protocol"`
 	Started  time.Time     `json:"started"`
 	Elapsed  time.Duration `json:"elapsed_ns"`
 	Replicas []string      `json:"replicas"`
-	// Headers lists the common headers with sensitive values redacted.
-	Headers   []string       `json:"headers,omitempty"`
+	// Headers lists the common headers (gRPC metadata) with sensitive
+	// values redacted.
+	Headers []string `json:"headers,omitempty"`
+	// Targets counts the distinct requests, sent in turn: HTTP targets,
+	// gRPC request messages, or Redis keys; Methods counts them by HTTP
+	// method, gRPC method, or Redis command.
 	Targets   int            `json:"targets"`
 	Methods   map[string]int `json:"methods"`
 	Rate      float64        `json:"rate"`
@@ -156,14 +162,12 @@ type Result struct {
 func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) *Result {
 	o := r.o
 	res := &Result{
-		Started: r.start, start: r.start, Elapsed: elapsed, Replicas: slices.Clone(o.Replicas),
-		Targets: len(o.Targets), Methods: map[string]int{}, Rate: o.Rate, Ramp: o.Ramp, Warmup: o.Warmup,
+		Protocol: r.kind, Started: r.start, start: r.start, Elapsed: elapsed, Replicas: slices.Clone(o.Replicas),
+		Rate: o.Rate, Ramp: o.Ramp, Warmup: o.Warmup,
 		Duration: o.Duration, Sent: int(r.sent.Load()), Seed: o.Seed, Resamples: o.Resamples,
 		MinCut: o.MinCut, LoadLimit: o.LoadLimit, Interrupted: interrupted,
 	}
-	for _, t := range o.Targets {
-		res.Methods[t.method()]++
-	}
+	res.Targets, res.Methods = r.proto.requests()
 	res.Headers = redactHeaders(o.Header, r.secret)
 	r.bo.mu.Lock()
 	res.Backoff = slices.Clone(r.bo.events)
@@ -193,12 +197,12 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 
 	for _, a := range r.arms {
 		ar := &ArmResult{Name: a.arm.Name, Doc: a.arm.Doc, ErrorKinds: map[string]int{}, Statuses: map[string]int{}, hedges: a.arm.hedges()}
-		for j := range r.hosts {
+		for j := range o.Replicas {
 			ar.Replicas = append(ar.Replicas, ArmReplica{Replica: o.Replicas[j]})
 		}
 		res.Arms = append(res.Arms, ar)
 	}
-	for j := range r.hosts {
+	for j := range o.Replicas {
 		res.Replica = append(res.Replica, &ReplicaResult{Replica: o.Replicas[j]})
 	}
 	for k := range recs {
@@ -208,15 +212,14 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 		}
 		ar := res.Arms[rec.arm]
 		ar.Requests++
-		if rec.status > 0 {
-			ar.Statuses[strconv.Itoa(rec.status)]++
+		if rec.status != "" {
+			ar.Statuses[rec.status]++
 		}
 		if rec.kind != kindOK {
 			ar.Errors++
 			ar.ErrorKinds[rec.kind]++
 		}
-		switch rec.kind {
-		case kindOK, kindTimeout, kindStatus5xx, kindStatus429:
+		if rec.answered {
 			ar.lat = append(ar.lat, int64(rec.latency))
 			ar.sent = append(ar.sent, rec.intended)
 			ar.winner = append(ar.winner, rec.winner)

@@ -1,13 +1,11 @@
 package try
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	mrand "math/rand/v2"
 	"net"
@@ -20,9 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/bench"
-	"github.com/tailcut/hedge/hedgehttp"
 )
 
 // maxResponseBody is how much of a response body is read (and dropped)
@@ -41,78 +37,22 @@ const (
 	kindOther     = "other"
 )
 
-// record is what one request did.
-type record struct {
-	arm      int
-	intended time.Duration // since the start
-	latency  time.Duration // from the intended start to the end of the body
-	status   int
-	kind     string
-	hedges   int  // hedge copies sent
-	hedgeWon bool // a hedge copy answered first
-	winner   int  // replica of the copy that answered, -1 if none
-	copies   []copyRec
-}
-
-// copyRec is one copy of a request, as the transport under hedgehttp saw
-// it.
-type copyRec struct {
-	replica, index int
-	dur            time.Duration // until its response headers, or its error
-	resp           *http.Response
-	failed         bool
-}
-
-// trace collects the copies of one request.
-type trace struct {
-	mu     sync.Mutex
-	copies []copyRec
-}
-
-type traceKey struct{}
-
-// countingTransport records each copy of a request in the request's trace
-// and passes it on.
-type countingTransport struct {
-	base     http.RoundTripper
-	replicas map[string]int // host:port in normal form: index
-}
-
-// RoundTrip sends one copy through the base transport and records it.
-func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	start := time.Now()
-	resp, err := c.base.RoundTrip(req)
-	if tr, ok := req.Context().Value(traceKey{}).(*trace); ok {
-		idx, known := c.replicas[originOf(req.URL).hostport]
-		if !known {
-			idx = -1
-		}
-		tr.mu.Lock()
-		tr.copies = append(tr.copies, copyRec{replica: idx, index: hedgehttp.AttemptIndex(req), dur: time.Since(start), resp: resp, failed: err != nil})
-		tr.mu.Unlock()
-	}
-	return resp, err
-}
-
 // armClient is the client of one arm.
 type armClient struct {
 	arm    Arm
-	client *http.Client
-	base   *http.Transport
-	hedger *hedge.Hedger
+	client sender
 }
 
 // runner is one Run.
 type runner struct {
-	o        Options
-	origins  map[origin]bool
-	hosts    []string // host:port of each replica, in normal form
-	firstURL string   // the base URL requests are addressed to
-	arms     []armClient
-	secret   map[string]bool
-	start    time.Time
-	total    time.Duration // ramp + warmup + duration
-	measure  time.Duration // ramp + warmup: where measuring starts
+	o       Options
+	proto   protocol
+	kind    string // ProtocolHTTP, ProtocolGRPC or ProtocolRedis
+	arms    []armClient
+	secret  map[string]bool
+	start   time.Time
+	total   time.Duration // ramp + warmup + duration
+	measure time.Duration // ramp + warmup: where measuring starts
 
 	mu      sync.Mutex
 	records []record
@@ -130,35 +70,40 @@ type runner struct {
 // error is ctx's. A run stopped because the service kept failing returns
 // its result and an error matching ErrServiceFailing. Options mistakes
 // return nil and an error matching ErrInvalid (or a more precise error of
-// the package) before anything is sent.
+// the package) before anything is sent; for gRPC, so do a method whose
+// descriptors cannot be had (ErrDescriptors: nothing but the reflection
+// stream was sent), a streaming method (ErrStreaming) and a request
+// message that does not parse (ErrTargets).
 func Run(ctx context.Context, o Options) (*Result, error) {
 	o = o.Defaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{o: o, origins: map[origin]bool{}, secret: map[string]bool{}}
+	r := &runner{o: o, secret: map[string]bool{}}
 	r.measure = o.Ramp + o.Warmup
 	r.total = r.measure + o.Duration
 	for _, s := range o.SecretHeaders {
 		r.secret[http.CanonicalHeaderKey(s)] = true
 	}
-	replicaIdx := map[string]int{}
-	for i, s := range o.Replicas {
-		or, _ := parseOrigin(s) // Validate checked
-		r.origins[or] = true
-		r.hosts = append(r.hosts, or.hostport)
-		replicaIdx[or.hostport] = i
+	var err error
+	if r.proto, r.kind, err = newProtocol(ctx, &r.o); err != nil {
+		return nil, err
 	}
-	r.firstURL = strings.TrimSuffix(o.Replicas[0], "/")
+	defer r.proto.close()
 	for _, a := range o.Arms {
-		ac, err := r.newArmClient(a, replicaIdx)
+		cfg, err := a.Config()
+		var c sender
+		if err == nil {
+			c, err = r.proto.newClient(cfg)
+		}
 		if err != nil {
 			r.closeClients()
-			return nil, err
+			return nil, fmt.Errorf("%w: arm %s: %v", ErrInvalid, a.Name, err)
 		}
-		r.arms = append(r.arms, ac)
+		r.arms = append(r.arms, armClient{arm: a, client: c})
 	}
 	defer r.closeClients()
+	r.bo.pushbackReason = pushbackReasons[r.kind]
 	r.bo.factor = 1
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -175,55 +120,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, stopErr
 }
 
-// newArmClient builds the hedged client of one arm: its own Hedger and
-// connection pool, hedgehttp over a counting transport.
-func (r *runner) newArmClient(a Arm, replicaIdx map[string]int) (armClient, error) {
-	cfg, err := a.Config()
-	if err != nil {
-		return armClient{}, fmt.Errorf("%w: arm %s: %v", ErrInvalid, a.Name, err)
+// newProtocol returns the protocol of the options, checked: for gRPC,
+// with the method's descriptors found (from the descriptor set, or by
+// reflection from the first replica) and the request messages parsed.
+func newProtocol(ctx context.Context, o *Options) (protocol, string, error) {
+	switch {
+	case o.GRPC != nil:
+		p, err := newGRPC(ctx, o)
+		return p, ProtocolGRPC, err
+	case o.Redis != nil:
+		p, err := newRedis(o)
+		return p, ProtocolRedis, err
 	}
-	cfg.Replicas = len(r.o.Replicas)
-	h, err := hedge.New(cfg)
-	if err != nil {
-		return armClient{}, fmt.Errorf("%w: arm %s: %v", ErrInvalid, a.Name, err)
-	}
-	base := &http.Transport{
-		Proxy:                 nil, // only the replicas, never a proxy from the environment
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConnsPerHost:   min(r.o.MaxInFlight, 512),
-		IdleConnTimeout:       30 * time.Second,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
-	ht, err := hedgehttp.New(&countingTransport{base: base, replicas: replicaIdx}, h, hedgehttp.Config{
-		Replicas:         r.o.Replicas,
-		HedgeKeyedWrites: r.o.AllowWrites,
-	})
-	if err != nil {
-		base.CloseIdleConnections()
-		return armClient{}, fmt.Errorf("%w: arm %s: %v", ErrInvalid, a.Name, err)
-	}
-	client := &http.Client{Transport: ht, CheckRedirect: r.checkRedirect}
-	return armClient{arm: a, client: client, base: base, hedger: h}, nil
+	return newHTTP(o), ProtocolHTTP, nil
 }
 
 func (r *runner) closeClients() {
 	for _, a := range r.arms {
-		a.base.CloseIdleConnections()
+		a.client.close()
 	}
-}
-
-// checkRedirect follows a redirect only to one of the replicas, and at
-// most 5.
-func (r *runner) checkRedirect(req *http.Request, via []*http.Request) error {
-	if !r.origins[originOf(req.URL)] {
-		return fmt.Errorf("%w: to %s://%s", ErrRedirectRefused, req.URL.Scheme, req.URL.Host)
-	}
-	if len(via) >= 5 {
-		return errors.New("try: stopped after 5 redirects")
-	}
-	return nil
 }
 
 // dispatch paces the arrivals until the end, ctx's end, or a failing
@@ -253,14 +168,13 @@ func (r *runner) dispatch(ctx context.Context) error {
 			return nil
 		}
 		arm := rng.IntN(len(r.arms))
-		tgt := &r.o.Targets[i%len(r.o.Targets)]
 		wg.Add(1)
 		r.inFlight.Add(1)
 		r.sent.Add(1)
-		go func(arm int, tgt *Target, intended time.Duration) {
+		go func(arm, i int, intended time.Duration) {
 			defer func() { <-sem; r.inFlight.Add(-1); wg.Done() }()
-			r.one(ctx, arm, tgt, intended)
-		}(arm, tgt, at)
+			r.one(ctx, arm, i, intended)
+		}(arm, i, at)
 		at += r.gap(at, factor)
 	}
 }
@@ -300,80 +214,28 @@ func (r *runner) gap(t time.Duration, factor float64) time.Duration {
 }
 
 // one sends one request through an arm's client and records it.
-func (r *runner) one(runCtx context.Context, arm int, tgt *Target, intended time.Duration) {
+func (r *runner) one(runCtx context.Context, arm, i int, intended time.Duration) {
 	ctx, cancel := context.WithDeadline(runCtx, r.start.Add(intended+r.o.Timeout))
 	defer cancel()
 	tr := &trace{}
 	ctx = context.WithValue(ctx, traceKey{}, tr)
-	var body io.Reader
-	if tgt.Body != nil {
-		body = bytes.NewReader(tgt.Body)
-	}
-	req, err := http.NewRequestWithContext(ctx, tgt.method(), r.firstURL+tgt.Path, body)
-	if err != nil {
-		r.add(record{arm: arm, intended: intended, latency: time.Since(r.start) - intended, kind: kindOther, winner: -1})
-		return
-	}
-	for name, vs := range r.o.Header {
-		req.Header[http.CanonicalHeaderKey(name)] = slices.Clone(vs)
-	}
-	for name, vs := range tgt.Header {
-		req.Header[http.CanonicalHeaderKey(name)] = slices.Clone(vs)
-	}
-	if !safeMethod(tgt.method()) && r.o.IdempotencyHeader != "" {
-		req.Header.Set(r.o.IdempotencyHeader, newKey())
-	}
-	resp, err := r.arms[arm].client.Do(req)
-	rec := record{arm: arm, intended: intended, winner: -1}
-	var retryAfter time.Duration
-	if err == nil {
-		rec.status = resp.StatusCode
-		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"))
-		_, berr := io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBody))
-		resp.Body.Close()
-		switch {
-		case berr != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-			rec.kind = kindTimeout
-		case berr != nil:
-			rec.kind = kindBody
-		case resp.StatusCode == http.StatusTooManyRequests:
-			rec.kind = kindStatus429
-		case resp.StatusCode >= 500:
-			rec.kind = kindStatus5xx
-		}
-	} else {
-		switch {
-		case errors.Is(err, ErrRedirectRefused):
-			rec.kind = kindRedirect
-		case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-			rec.kind = kindTimeout
-		case isConnErr(err):
-			rec.kind = kindConnect
-		default:
-			rec.kind = kindOther
-		}
-	}
+	out := r.arms[arm].client.send(ctx, i)
+	rec := record{arm: arm, intended: intended, winner: -1, status: out.status, kind: out.kind, answered: out.answered}
 	rec.latency = time.Since(r.start) - intended
 	if runCtx.Err() != nil {
 		return // interrupted: not a measurement
 	}
-	tr.mu.Lock()
-	rec.copies = tr.copies
-	tr.mu.Unlock()
+	rec.copies = tr.snapshot()
 	for _, c := range rec.copies {
 		if c.index > 0 {
 			rec.hedges++
 		}
-		if resp != nil && c.resp == resp {
+		if c.won {
 			rec.winner = c.replica
 			rec.hedgeWon = c.index > 0
 		}
 	}
-	for i := range rec.copies {
-		rec.copies[i].resp = nil // keep no response alive
-	}
-	pushback := rec.status == http.StatusTooManyRequests || (rec.status >= 500 && retryAfter > 0)
-	r.bo.observe(time.Since(r.start), rec.kind != kindOK, pushback, retryAfter)
+	r.bo.observe(time.Since(r.start), rec.kind != kindOK, out.pushback, out.retryAfter)
 	if rec.kind != kindOK {
 		r.failures.Add(1)
 	}
@@ -517,6 +379,14 @@ type backoff struct {
 	events           []BackoffEvent
 	failed           bool
 	pushbackRequests int
+	pushbackReason   string // what counts as pushback, for the events
+}
+
+// pushbackReasons say, per protocol, what counts as pushback.
+var pushbackReasons = map[string]string{
+	ProtocolHTTP:  "pushback (429, or a 5xx with Retry-After)",
+	ProtocolGRPC:  "pushback (RESOURCE_EXHAUSTED, or UNAVAILABLE with grpc-retry-pushback-ms)",
+	ProtocolRedis: "pushback",
 }
 
 func (b *backoff) observe(now time.Duration, failed, pushback bool, retryAfter time.Duration) {
@@ -530,7 +400,7 @@ func (b *backoff) observe(now time.Duration, failed, pushback bool, retryAfter t
 	if pushback {
 		b.pushes++
 		b.pushbackRequests++
-		reason := "pushback (429, or a 5xx with Retry-After)"
+		reason := b.pushbackReason
 		pause := min(retryAfter, maxPause)
 		if retryAfter > 0 {
 			reason += fmt.Sprintf("; Retry-After %v honoured", pause.Round(time.Millisecond))

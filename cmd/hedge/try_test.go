@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/tailcut/hedge/internal/redistest"
 )
 
 // tryServers starts two loopback replicas that count their requests.
@@ -143,5 +150,122 @@ func TestTryInterrupted(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "report.md")); err != nil {
 		t.Errorf("no report after the interruption: %v", err)
+	}
+}
+
+// tryGRPCServers starts two loopback gRPC replicas of grpc.testing's
+// TestService, with server reflection, that count the calls of the method.
+func tryGRPCServers(t *testing.T) ([]string, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	var addrs []string
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		grpc_testing.RegisterTestServiceServer(srv, &countingTestService{n: &n})
+		reflection.Register(srv)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = srv.Serve(l) }()
+		t.Cleanup(func() { srv.Stop(); <-done })
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, &n
+}
+
+type countingTestService struct {
+	grpc_testing.UnimplementedTestServiceServer
+	n *atomic.Int64
+}
+
+func (s *countingTestService) UnaryCall(ctx context.Context, req *grpc_testing.SimpleRequest) (*grpc_testing.SimpleResponse, error) {
+	s.n.Add(1)
+	return &grpc_testing.SimpleResponse{}, nil
+}
+
+// gRPC: a short run through the CLI, and the refusals, each exit 2 with
+// a message that says what to do and no call sent.
+func TestTryGRPC(t *testing.T) {
+	addrs, sent := tryGRPCServers(t)
+	dir := t.TempDir()
+	reqs := filepath.Join(dir, "requests.jsonl")
+	os.WriteFile(reqs, []byte("# comment\n{\"responseSize\": 4}\n{}\n"), 0o644)
+	r1, r2 := "--replica="+addrs[0], "--replica="+addrs[1]
+	const method = "grpc.testing.TestService/UnaryCall"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--grpc", r1, r2, "--method", method, "--requests", reqs}, "--idempotent"},
+		{[]string{"--grpc", r1, r2, "--method", "grpc.testing.TestService/StreamingOutputCall", "--data", "{}", "--idempotent"}, "unary calls only"},
+		{[]string{"--grpc", r1, r2, "--method", method, "--idempotent"}, "--requests FILE"},
+		{[]string{"--grpc", r1, r2, "--method", method, "--data", "{}", "--requests", reqs, "--idempotent"}, "one or the other"},
+		{[]string{"--grpc", r1, r2, "--data", "{}", "--idempotent"}, "--method package.Service/Method"},
+		{[]string{"--grpc", r1, r2, "--method", method, "--data", "{}", "--idempotent", "--url", "/x/{key}"}, "--url is for HTTP"},
+		{[]string{"--grpc", "--replica", "http://" + addrs[0], r2, "--method", method, "--data", "{}", "--idempotent"}, "host:port"},
+		{[]string{"--grpc", r1, r2, "--method", method, "--data", `{"nope": 1}`, "--idempotent"}, "request 1"},
+		{[]string{"--grpc", "--redis", r1, r2}, "give one"},
+		{[]string{r1, r2, "--requests", reqs}, "add --grpc"},
+		{[]string{"--grpc", r1, r2, "--method", method, "--data", "{}", "--idempotent", "--protoset", filepath.Join(dir, "missing.pb")}, "--protoset"},
+	} {
+		code, _, stderr := runCLI(append([]string{"try", "--progress", "0"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
+	if n := sent.Load(); n != 0 {
+		t.Errorf("%d calls sent by refused invocations", n)
+	}
+	const secret = "grpc-tok-81c3"
+	t.Setenv("HEDGE_TRY_GRPC_TOKEN", secret)
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runCLI("try", "--grpc", r1, r2, "--method", method, "--requests", reqs, "--idempotent",
+		"--header-env", "authorization=HEDGE_TRY_GRPC_TOKEN", "--rate", "100", "--ramp", "0s", "--warmup", "0s", "--duration", "500ms",
+		"--progress", "0", "--out", out, "--arms", "none,fixed:5ms")
+	if code != exitOK || !strings.Contains(stdout, "BASELINE") || sent.Load() == 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil || !strings.Contains(string(b), "/grpc.testing.TestService/UnaryCall") || strings.Contains(string(b)+stdout+stderr, secret) {
+		t.Errorf("report.md (%v):\n%s", err, b)
+	}
+}
+
+// Redis: a short run through the CLI, and the refusals.
+func TestTryRedis(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys.txt")
+	os.WriteFile(keys, []byte("a\nb\nc\n"), 0o644)
+	r1, r2 := "--replica=redis://"+servers[0].Addr, "--replica="+servers[1].Addr
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--redis", r1, r2}, "--keys FILE"},
+		{[]string{"--redis", r1, r2, "--keys", keys, "--header", "X-A: 1"}, "a Redis run sends none"},
+		{[]string{"--redis", "--replica", "redis://u:hunter2@" + servers[0].Addr, r2, "--keys", keys}, "--redis-password-env"},
+		{[]string{"--redis", r1, r2, "--keys", keys, "--redis-password-env", "HEDGE_TRY_UNSET_VAR"}, "unset or empty"},
+		{[]string{"--redis", r1, r2, "--keys", keys, "--mget", "5000"}, "--mget"},
+		{[]string{r1, r2, "--keys", keys}, "add --redis"},
+	} {
+		code, _, stderr := runCLI(append([]string{"try", "--progress", "0"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+		if strings.Contains(stderr, "hunter2") {
+			t.Errorf("%q: stderr echoes a credential: %q", tc.args, stderr)
+		}
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runCLI("try", "--redis", r1, r2, "--keys", keys, "--mget", "2", "--rate", "100", "--ramp", "0s", "--warmup", "0s",
+		"--duration", "500ms", "--progress", "0", "--out", out)
+	if code != exitOK || !strings.Contains(stdout, "BASELINE") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "results.json")); err != nil || !strings.Contains(string(b), `"MGET": 3`) {
+		t.Errorf("results.json (%v):\n%s", err, b)
 	}
 }
