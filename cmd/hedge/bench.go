@@ -17,6 +17,7 @@ import (
 
 	"github.com/tailcut/hedge/bench"
 	"github.com/tailcut/hedge/bench/grpcbench"
+	"github.com/tailcut/hedge/bench/pgbench"
 	"github.com/tailcut/hedge/bench/redisbench"
 )
 
@@ -32,10 +33,16 @@ var benchCommand = &command{
 // runs them.
 var benchBackends = []string{"redis", "http", "grpc"}
 
+// benchOnlyBackends are the backends --backend accepts by name only:
+// "all" leaves them out. PostgreSQL takes several seconds to start a
+// primary and its standbys, and is not installed wherever the others run.
+var benchOnlyBackends = []string{"postgres"}
+
 // benchFlags are the flags of "hedge bench".
 type benchFlags struct {
 	backend, configs, out, precise, redisServer string
-	redisClient                                 string
+	redisClient, pgStall                        string
+	pgPool                                      int
 	cpuprofile                                  string
 	replicas, redisPool                         int
 	quick, requestsOnly, h2c                    bool
@@ -53,16 +60,16 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "fanout" {
 		return runBenchFanOut(args[1:], stdout, stderr)
 	}
-	fs := newFlags("bench", "[--backend http|redis|grpc|all] [--quick] [flags]  (also: hedge bench tied, hedge bench recovery, hedge bench fanout)", stderr)
+	fs := newFlags("bench", "[--backend http|redis|grpc|postgres|all] [--quick] [flags]  (also: hedge bench tied, hedge bench recovery, hedge bench fanout)", stderr)
 	d := bench.Scenario{}.Defaults()
 	f := benchFlags{s: d}
 	f.s.StallShare = 0.02
-	fs.StringVar(&f.backend, "backend", "all", "backends to run, comma-separated: http, redis, grpc, or all")
+	fs.StringVar(&f.backend, "backend", "all", "backends to run, comma-separated: http, redis, grpc, postgres, or all (http, redis and grpc; postgres only when named)")
 	fs.IntVar(&f.replicas, "replicas", 3, "replicas of each backend")
 	fs.IntVar(&f.s.Clients, "clients", 1, fmt.Sprintf("independent clients of each configuration sharing the replicas, each with a Hedger and connections of its own, the requests split evenly among them (1 to %d)", bench.MaxClients))
 	fs.IntVar(&f.s.FanOut, "fanout", 1, fmt.Sprintf("leaves each request reads at once, waiting for all (hedge.WithFanOut); --rate then counts requests, and its default is the backend's divided by the fan-out (1 to %d)", bench.MaxFanOut))
 	fs.BoolVar(&f.h2c, "h2c", false, "the HTTP backend serves and sends HTTP/2 without TLS instead of HTTP/1.1 (a cancelled copy resets a stream instead of closing a connection)")
-	fs.Float64Var(&f.s.Rate, "rate", 0, "open-loop arrival rate, requests per second (0: 10000 for redis, 5000 for http and grpc)")
+	fs.Float64Var(&f.s.Rate, "rate", 0, "open-loop arrival rate, requests per second (0: 10000 for redis, 5000 for http and grpc, 2000 for postgres)")
 	fs.DurationVar(&f.s.Duration, "duration", d.Duration, "measured span of each run")
 	fs.IntVar(&f.s.Requests, "requests", 0, "cap on measured requests per run (0: rate x duration)")
 	fs.DurationVar(&f.s.Warmup, "warmup", d.Warmup, "warm-up before each measured span: same load, no stalls, not recorded")
@@ -85,6 +92,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.redisPool, "redis-pool", 0, "go-redis pool size per replica (0: go-redis's default, 10 x GOMAXPROCS); go-redis only")
 	fs.StringVar(&f.redisClient, "redis-client", redisbench.ClientGoRedis, "Redis client the reads go through: go-redis (hedgeredis: each copy, the primary included, on a goroutine of its own, as go-redis cannot stop a command once sent) or rueidis (hedgerueidis: the primary on the caller's goroutine, pipelined connections, a cancelled copy returns at once)")
 	fs.StringVar(&f.redisServer, "redis-server", redistestBinary, "redis-server executable")
+	fs.StringVar(&f.pgStall, "pg-stall", pgbench.StallOne, "PostgreSQL servers that stall: one (the last standby; the others never do) or all (each on its own schedule, as the other backends)")
+	fs.IntVar(&f.pgPool, "pg-pool", 0, fmt.Sprintf("PostgreSQL connections per server of each client, all opened before the run (0: %d)", pgbench.DefaultPoolSize))
 	fs.DurationVar(&f.s.SpinWindow, "spin-window", bench.DefaultSpinWindow, "the pacer sleeps until this long before each intended start, then spins (1ns: never spins)")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole invocation to this file")
 	latencies := fs.Bool("latencies", false, "also write each configuration's measured latencies, one duration per line, to latencies-<backend>-<config>.txt in --out (for hedge advise --in), and each request's latency and send time, as JSON lines, to requests-<backend>-<config>.jsonl (for hedge advise --in ... --time-field sent)")
@@ -206,10 +215,10 @@ func (f *benchFlags) validate(stderr io.Writer) ([]string, func(backend string) 
 		switch {
 		case b == "all":
 			backends = append(backends, benchBackends...)
-		case contains(benchBackends, b):
+		case contains(benchBackends, b), contains(benchOnlyBackends, b):
 			backends = append(backends, b)
 		default:
-			errs = append(errs, fmt.Errorf("--backend %q: use http, redis, grpc or all", b))
+			errs = append(errs, fmt.Errorf("--backend %q: use http, redis, grpc or all, or postgres (which all leaves out)", b))
 		}
 	}
 	if f.s.Clients < 0 {
@@ -237,6 +246,15 @@ func (f *benchFlags) validate(stderr io.Writer) ([]string, func(backend string) 
 		errs = append(errs, fmt.Errorf("--redis-client %q: use %s", f.redisClient, strings.Join(redisbench.Clients(), " or ")))
 	case f.redisClient == redisbench.ClientRueidis && f.redisPool != 0:
 		errs = append(errs, fmt.Errorf("--redis-pool %d applies to go-redis only: rueidis pipelines reads over shared connections and has no pool of that kind; leave it out with --redis-client rueidis", f.redisPool))
+	}
+	if f.pgStall == "" {
+		f.pgStall = pgbench.StallOne // as pgbench.Options
+	}
+	if !contains(pgbench.Stalls(), f.pgStall) {
+		errs = append(errs, fmt.Errorf("--pg-stall %q: use %s", f.pgStall, strings.Join(pgbench.Stalls(), " or ")))
+	}
+	if f.pgPool < 0 || f.pgPool > 64 {
+		errs = append(errs, fmt.Errorf("--pg-pool %d: use 1 to 64 connections per server, or 0 for %d", f.pgPool, pgbench.DefaultPoolSize))
 	}
 	var strategies []bench.Strategy
 	seen := map[string]bool{}
@@ -288,7 +306,10 @@ func (f *benchFlags) validate(stderr io.Writer) ([]string, func(backend string) 
 // 2-vCPU machine running the load generator, the client and the servers
 // kept the dispatch lag p99 near 1 ms with 2% stalls (HTTP at 10,000/s
 // needed all of both CPUs and fell behind; see BENCHMARKS.md).
-var defaultRates = map[string]float64{"redis": 10000, "http": 5000, "grpc": 5000}
+// PostgreSQL's point reads cost the most CPU per request (a backend
+// process per connection, the extended protocol): 2,000/s leaves room on
+// two cores (see pgbench's package doc).
+var defaultRates = map[string]float64{"redis": 10000, "http": 5000, "grpc": 5000, "postgres": 2000}
 
 // scenario returns the scenario of one backend: its default rate unless
 // --rate was given, and with --requests alone the span those requests
@@ -333,6 +354,20 @@ func benchOne(ctx context.Context, name string, f *benchFlags, contenders []benc
 	case "grpc":
 		b, err = grpcbench.Start(grpcbench.Options{Replicas: f.replicas})
 		notes = append(notes, "In-process grpc-go servers (grpc.testing.TestService), one per 127.0.0.1 port; client: hedgegrpc.Interceptor with one ClientConn per replica (WithReplicas); no pool to wait for (HTTP/2 multiplexing).")
+	case "postgres":
+		var pb *pgbench.Backend
+		pb, err = pgbench.Start(pgbench.Options{Replicas: f.replicas, PoolSize: f.pgPool, Stall: f.pgStall})
+		if err != nil {
+			break
+		}
+		b = pb
+		stalled := "only the last standby stalls (--pg-stall one): the schedules of the other servers are refused, and counted as stall errors in results.json, not as stalls"
+		if f.pgStall == pgbench.StallAll {
+			stalled = "every server stalls on its own schedule (--pg-stall all), the primary included"
+		}
+		notes = append(notes, fmt.Sprintf("PostgreSQL child processes (internal/pgtest: a primary and %d hot standbys streaming from it, fsync off), stalled with SIGSTOP/SIGCONT of the postmaster and its client backends; %s. "+
+			"Client: hedgepgx.Client over one pgxpool per server (%d connections each, opened before each run; losers cancelled with a cancel request, connections kept), every server serving reads of %q on a table of %d rows; "+
+			"the servers' processes count as this bench's CPU (child), not as other processes'; dials are connections made.", f.replicas-1, stalled, pb.PoolSize(), pgbench.Query, bench.Keys))
 	}
 	if err != nil {
 		return nil, err
@@ -348,7 +383,7 @@ func benchOne(ctx context.Context, name string, f *benchFlags, contenders []benc
 	} else {
 		notes = append(notes, "hedge.Config.PreciseTimers is off: hedge timers use the runtime timer, which fires up to about 1 ms late.")
 	}
-	notes = append(notes, fmt.Sprintf("The load generator, the client and (except for Redis) the servers share one process with GOMAXPROCS %d on %d CPUs.", runtime.GOMAXPROCS(0), runtime.NumCPU()))
+	notes = append(notes, fmt.Sprintf("The load generator, the client and (except for Redis and PostgreSQL) the servers share one process with GOMAXPROCS %d on %d CPUs.", runtime.GOMAXPROCS(0), runtime.NumCPU()))
 	res, err := bench.Run(ctx, b, f.scenario(name), contenders, stderr)
 	if res != nil {
 		res.Notes = append(notes, res.Notes...)

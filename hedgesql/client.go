@@ -1,0 +1,217 @@
+package hedgesql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tailcut/hedge"
+)
+
+var (
+	// ErrClosed is the error of a call made after Close, and of a copy
+	// that would have started after it.
+	ErrClosed = errors.New("hedgesql: client is closed")
+	// ErrNoPrimary is the error of Exec on a Client made with
+	// Config.NoPrimary.
+	ErrNoPrimary = errors.New("hedgesql: no primary (Config.NoPrimary): send writes through the primary's *sql.DB")
+)
+
+// Client hedges reads across the databases of a primary and its read
+// replicas, and sends writes to the primary alone, once. It is safe for
+// concurrent use. Make one with New, and Close it.
+type Client struct {
+	dbs         []*sql.DB
+	primary     int // -1 with Config.NoPrimary
+	h           *hedge.Hedger
+	unavailable func(error) bool
+	servers     []server
+
+	// mu orders the start of copies (wg.Add) before Close's wg.Wait.
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup // running copies and writes
+}
+
+// server holds one database's counters.
+type server struct {
+	copies    atomic.Int64
+	wins      atomic.Int64
+	failed    atomic.Int64
+	cancelled atomic.Int64
+	writes    atomic.Int64
+	inFlight  atomic.Int64
+	_         [16]byte
+}
+
+// New returns a Client over dbs, one per server of the same data:
+// dbs[cfg.Primary] is the primary, the others its read replicas. The
+// Client does not own the databases: Close waits for the copies it
+// started and leaves them open.
+//
+// Open the databases so that a cancelled query costs as little as the
+// driver allows (see "Cancellation, by driver" in the package doc).
+//
+// The error, if any, lists every mistake at once and matches
+// ErrInvalidConfig with errors.Is.
+func New(dbs []*sql.DB, cfg Config) (*Client, error) {
+	dbs = slices.Clone(dbs)
+	h, err := validate(dbs, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		dbs:         dbs,
+		primary:     cfg.Primary,
+		h:           h,
+		unavailable: cfg.Unavailable,
+		servers:     make([]server, len(dbs)),
+	}
+	if cfg.NoPrimary {
+		c.primary = -1
+	}
+	if c.unavailable == nil {
+		c.unavailable = DefaultUnavailable
+	}
+	return c, nil
+}
+
+// enter registers a copy or a write about to use a database, or reports
+// false after Close.
+func (c *Client) enter() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
+func (c *Client) leave() { c.wg.Done() }
+
+func (c *Client) isClosed() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.closed
+}
+
+// Close stops new calls (they fail with ErrClosed) and waits for every
+// copy and write the Client started, losing copies still being cancelled
+// included. It leaves the databases open. It is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}
+
+// Hedger returns the Client's Hedger, for SetMode, SetRollout and its own
+// Stats. Do not use it with other servers.
+func (c *Client) Hedger() *hedge.Hedger { return c.h }
+
+// Primary returns the primary's database, or nil with Config.NoPrimary.
+// Use it for transactions and anything else the Client does not route;
+// nothing sent through it is hedged or counted.
+func (c *Client) Primary() *sql.DB {
+	if c.primary < 0 {
+		return nil
+	}
+	return c.dbs[c.primary]
+}
+
+// DB returns database i (0 <= i < Len()).
+func (c *Client) DB(i int) *sql.DB { return c.dbs[i] }
+
+// Len returns the number of databases, the primary's included.
+func (c *Client) Len() int { return len(c.dbs) }
+
+// Exec runs query with args on the primary, once, on the caller's
+// goroutine, as sql.DB.ExecContext does: never hedged, never sent to a
+// replica, never seen by the Hedger, whatever the context carries, and
+// counted in the primary's ServerStats.Writes. It fails with ErrNoPrimary
+// with Config.NoPrimary.
+func (c *Client) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if c.primary < 0 {
+		return nil, ErrNoPrimary
+	}
+	if !c.enter() {
+		return nil, ErrClosed
+	}
+	defer c.leave()
+	c.servers[c.primary].writes.Add(1)
+	return c.dbs[c.primary].ExecContext(ctx, query, args...)
+}
+
+// Stats is a snapshot of a Client: the Hedger's per-class stats and each
+// server's counters and pool. Counters are read one by one, each exactly;
+// a snapshot taken while calls run may see one updated and a related one
+// not yet.
+type Stats struct {
+	// Ops has one entry per read class used so far (the SQL text, or
+	// Read's op), sorted (see hedge.Stats). Writes are not in it.
+	Ops []hedge.Stats
+	// Servers has one entry per database, in order.
+	Servers []ServerStats
+}
+
+// ServerStats is one server's share of a Client's work.
+type ServerStats struct {
+	// Index is the database's position.
+	Index int
+	// Primary is true for the primary.
+	Primary bool
+	// Copies counts read copies run here: primaries and hedges.
+	Copies int64
+	// Wins counts reads answered by this server.
+	Wins int64
+	// Failed counts copies that failed (see "Reads" in the package doc)
+	// while still wanted.
+	Failed int64
+	// Cancelled counts copies that ended with an error after their
+	// context ended: losers, or reads whose caller gave up.
+	Cancelled int64
+	// Writes counts Exec calls. Zero but on the primary.
+	Writes int64
+	// InFlight is the number of copies running here now, losers being
+	// cancelled included.
+	InFlight int64
+	// DB is database/sql's own snapshot: connections open and in use,
+	// waits for a connection, and connections closed.
+	DB sql.DBStats
+}
+
+// Stats returns a snapshot of the Client.
+func (c *Client) Stats() Stats {
+	s := Stats{Ops: c.h.Stats(), Servers: make([]ServerStats, len(c.dbs))}
+	for i, db := range c.dbs {
+		r := &c.servers[i]
+		s.Servers[i] = ServerStats{
+			Index:     i,
+			Primary:   i == c.primary,
+			Copies:    r.copies.Load(),
+			Wins:      r.wins.Load(),
+			Failed:    r.failed.Load(),
+			Cancelled: r.cancelled.Load(),
+			Writes:    r.writes.Load(),
+			InFlight:  r.inFlight.Load(),
+			DB:        db.Stats(),
+		}
+	}
+	return s
+}
+
+// Op returns the entry of Ops for op, or zero counts if it was never
+// used.
+func (s Stats) Op(op string) hedge.Stats {
+	for _, st := range s.Ops {
+		if st.Op == op {
+			return st
+		}
+	}
+	return hedge.Stats{Op: op, Delay: hedge.Never}
+}
