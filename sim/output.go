@@ -575,8 +575,9 @@ func DefaultTable(res []PointResult) string {
 			w.Ratio, w.SE, w.Percentile, w.Scenario, w.Load)
 	}
 	b.WriteString("`default` is the zero hedge.Config. Its cells are the ratios to `none` of p50 / p99 / p99.9, " +
-		"then the extra work and the share of requests hedged. `live p95` (the study's hedge-p95-live, no budget) and `tied` " +
-		"show the headline percentile's ratio and extra work. Processor-sharing worlds have no tied column: every copy starts at once there.\n\n")
+		"then the extra work and the share of requests hedged. `live p95` (the study's hedge-p95-live, no budget), `tied` and `tied-spare` " +
+		"(tied requests in their spare form: a primary that would wait runs instead on an idle second replica) " +
+		"show the headline percentile's ratio and extra work. Processor-sharing worlds have no tied columns: every copy starts at once there.\n\n")
 	for _, sc := range DefaultScenarios {
 		rows := loadsOf(res, func(r *PointResult) bool {
 			return r.Scenario() == sc.Name && slices.Contains(r.Groups, GroupDefault)
@@ -587,7 +588,7 @@ func DefaultTable(res []PointResult) string {
 		c := DefaultConfig()
 		sc.Apply(&c)
 		_, _, label := headlineOf(&PointResult{Headline: Headline(c.World)})
-		fmt.Fprintf(&b, "### %s\n\n| load | none p50 / p99 / p99.9 | default p50 / p99 / p99.9 | default extra work, hedged | live p95 %s | tied %s |\n|---:|---:|---:|---:|---:|---:|\n", sc.Name, label, label)
+		fmt.Fprintf(&b, "### %s\n\n| load | none p50 / p99 / p99.9 | default p50 / p99 / p99.9 | default extra work, hedged | live p95 %s | tied %s | tied-spare %s |\n|---:|---:|---:|---:|---:|---:|---:|\n", sc.Name, label, label, label)
 		for _, l := range rows {
 			none, def := ix.at(sc, None, l), ix.at(sc, Default, l)
 			fmt.Fprintf(&b, "| %g |", l)
@@ -603,9 +604,9 @@ func DefaultTable(res []PointResult) string {
 			}
 			fmt.Fprintf(&b, " %s |", cell(ix.at(sc, HedgeP95Live, l)))
 			if sc.Disc == PS {
-				b.WriteString(" n/a |\n")
+				b.WriteString(" n/a | n/a |\n")
 			} else {
-				fmt.Fprintf(&b, " %s |\n", cell(ix.at(sc, Tied, l)))
+				fmt.Fprintf(&b, " %s | %s |\n", cell(ix.at(sc, Tied, l)), cell(ix.at(sc, TiedSpare, l)))
 			}
 		}
 		b.WriteString("\n")

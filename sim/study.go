@@ -95,13 +95,13 @@ var DefaultScenarios = []DefaultScenario{
 }
 
 // DefaultGroupStrategies are the strategies of the default group: none,
-// the library default, the study's live p95 and tied (not under
-// processor sharing, where it does not apply). Under processor sharing the
+// the library default, the study's live p95, tied and tied in its spare
+// form (neither under processor sharing, where they do not apply). Under processor sharing the
 // live p95, unbudgeted, runs to load 0.7 only: from 0.8 its copies push
 // the servers past their capacity, every server then holds ever more
 // requests at once, and a run of a million requests no longer ends in
 // reasonable time (at 0.8, runs of 200,000 show p99 100 times none's).
-var DefaultGroupStrategies = []Strategy{None, Default, HedgeP95Live, Tied}
+var DefaultGroupStrategies = []Strategy{None, Default, HedgeP95Live, Tied, TiedSpare}
 
 // StudyOptions configures RunStudy. The zero value runs the full study with
 // seed 0 on GOMAXPROCS workers and writes nothing.
@@ -326,7 +326,7 @@ func planStudy(o StudyOptions) *studyPlan {
 	// The library default in every world of DefaultScenarios.
 	for _, sc := range DefaultScenarios {
 		for _, s := range DefaultGroupStrategies {
-			if s.IsTied() && sc.Disc == PS {
+			if (s.IsTied() || s == TiedSpare) && sc.Disc == PS {
 				continue
 			}
 			for _, l := range loads {
