@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/adapterstats"
+	"github.com/tailcut/hedge/internal/callgate"
 )
 
 var (
@@ -35,10 +37,7 @@ type Client struct {
 	maxLag  uint64
 	reps    []replica
 
-	// mu orders the start of copies (wg.Add) before Close's wg.Wait.
-	mu     sync.RWMutex
-	closed bool
-	wg     sync.WaitGroup // running copies and writes
+	gate callgate.Gate // running copies and writes; closed by Close
 
 	stopPoll context.CancelFunc
 	pollWG   sync.WaitGroup
@@ -46,13 +45,8 @@ type Client struct {
 
 // replica holds one pool's counters and its last known WAL position.
 type replica struct {
-	copies     atomic.Int64
-	wins       atomic.Int64
-	failed     atomic.Int64
-	cancelled  atomic.Int64
+	adapterstats.Counters
 	redirected atomic.Int64
-	writes     atomic.Int64
-	inFlight   atomic.Int64
 	polls      atomic.Int64
 	pollErrors atomic.Int64
 	lsn        atomic.Uint64 // 0: never read
@@ -142,41 +136,17 @@ func newClient(pools []*pgxpool.Pool, cfg Config, h *hedge.Hedger, owned bool) *
 	return c
 }
 
-// enter registers a copy or a write about to use a pool, or reports false
-// after Close.
-func (c *Client) enter() bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
-		return false
-	}
-	c.wg.Add(1)
-	return true
-}
-
-func (c *Client) leave() { c.wg.Done() }
-
-func (c *Client) isClosed() bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.closed
-}
-
 // Close stops new calls (they fail with ErrClosed) and the reading of WAL
 // positions, waits for every copy and write the Client started, losing
 // copies still being cancelled included, and then, for a Client made by
 // NewFromConfigs, closes the pools. It is idempotent.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.gate.Close() {
 		return nil
 	}
-	c.closed = true
-	c.mu.Unlock()
 	c.stopPoll()
 	c.pollWG.Wait()
-	c.wg.Wait()
+	c.gate.Wait()
 	if c.owned {
 		for _, p := range c.pools {
 			p.Close()

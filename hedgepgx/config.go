@@ -3,12 +3,12 @@ package hedgepgx
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/cfgerr"
 )
 
 // ErrInvalidConfig is matched (errors.Is) by every error New and
@@ -61,41 +61,6 @@ type Config struct {
 	// NoPrimary, to every replica as if MaxLag were 0).
 	MaxLag uint64
 }
-
-// configError is the error of New and NewFromConfigs: every mistake
-// found, one per line.
-type configError struct {
-	errs  []error
-	hedge error // hedge.New's own error, if any, for errors.Is
-}
-
-func (e *configError) Error() string { return errors.Join(e.errs...).Error() }
-
-// Unwrap returns the mistakes, so that errors.Is and errors.As see each,
-// and through them the errors of hedge.New.
-func (e *configError) Unwrap() []error {
-	if e.hedge == nil {
-		return e.errs
-	}
-	return append(slices.Clone(e.errs), e.hedge)
-}
-
-// Is reports whether target is ErrInvalidConfig.
-func (e *configError) Is(target error) bool { return target == ErrInvalidConfig }
-
-// hedgeError is a mistake hedge.New found, with its field path told from
-// Config ("Config.Hedge.MaxAttempts"). It wraps hedge.New's error.
-type hedgeError struct{ err error }
-
-func (e *hedgeError) Error() string {
-	msg := strings.TrimPrefix(e.err.Error(), "hedge: ")
-	if rest, ok := strings.CutPrefix(msg, "Config."); ok {
-		return "hedgepgx: Config.Hedge." + rest
-	}
-	return "hedgepgx: Config.Hedge: " + msg
-}
-
-func (e *hedgeError) Unwrap() error { return e.err }
 
 // validate checks pools (named arg in messages) and cfg, and makes the
 // Hedger, reporting every mistake at once.
@@ -150,12 +115,10 @@ func validate(arg string, pools []*pgxpool.Pool, cfg Config) (*hedge.Hedger, err
 	}
 	h, err := hedge.New(hc)
 	if err != nil {
-		for _, e := range leaves(err, nil) {
-			errs = append(errs, &hedgeError{err: e})
-		}
+		errs = append(errs, cfgerr.FromHedge("hedgepgx", err)...)
 	}
 	if len(errs) > 0 {
-		return nil, &configError{errs: errs, hedge: err}
+		return nil, &cfgerr.Error{Errs: errs, Hedge: err, Sentinel: ErrInvalidConfig}
 	}
 	return h, nil
 }
@@ -166,17 +129,4 @@ func serverKey(cfg *pgxpool.Config) string {
 	c := cfg.ConnConfig
 	host := strings.TrimSuffix(strings.ToLower(c.Host), ".")
 	return fmt.Sprintf("%s:%d", host, c.Port)
-}
-
-// leaves appends to dst the errors joined in err, at any depth, or err
-// itself.
-func leaves(err error, dst []error) []error {
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return append(dst, err)
-	}
-	for _, e := range j.Unwrap() {
-		dst = leaves(e, dst)
-	}
-	return dst
 }

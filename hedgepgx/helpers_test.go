@@ -2,9 +2,7 @@ package hedgepgx
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,38 +16,16 @@ import (
 // that no test left a goroutine behind: not the Client's copies or
 // pollers, not pgx's, not pgtest's reapers.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.set != nil {
-		if err := shared.set.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Run(m, func() error { return goleak.Find() }))
 }
 
 // shared is a primary with two standbys, started by the first test that
 // needs it and stopped by TestMain: starting one takes seconds.
-var shared struct {
-	once sync.Once
-	set  *pgtest.ReplicaSet
-	err  error
-}
+var shared pgtest.Shared
 
 func replicaSet(t *testing.T) *pgtest.ReplicaSet {
 	t.Helper()
-	pgtest.Need(t)
-	shared.once.Do(func() { shared.set, shared.err = pgtest.StartReplicaSet(pgtest.Options{}, 2) })
-	if shared.err != nil {
-		t.Fatal(shared.err)
-	}
-	return shared.set
+	return shared.Get(t, 2, nil)
 }
 
 // hedgeNow is a Config that hedges every read still running after d,

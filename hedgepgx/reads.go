@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/dialerr"
+	"github.com/tailcut/hedge/internal/rowscan"
 )
 
 // errNowhere is the error of a copy that had no eligible server left to
@@ -36,7 +37,7 @@ var errNowhere = errors.New("hedgepgx: no other server may serve this read (With
 // ExecRead check the SQL's first keyword too.
 func Read[T any](ctx context.Context, c *Client, op string, fn func(ctx context.Context, pool *pgxpool.Pool) (T, error)) (T, error) {
 	var zero T
-	if c.isClosed() {
+	if c.gate.Closed() {
 		return zero, ErrClosed
 	}
 	set, err := c.eligible(MinLSN(ctx))
@@ -55,7 +56,7 @@ func Read[T any](ctx context.Context, c *Client, op string, fn func(ctx context.
 	if err != nil {
 		return zero, err
 	}
-	c.reps[ans.replica].wins.Add(1)
+	c.reps[ans.replica].Wins.Add(1)
 	return ans.v, ans.err
 }
 
@@ -92,7 +93,7 @@ func (cs *call) take(c *Client, want int) int {
 		for free != 0 {
 			j := bits.TrailingZeros64(free)
 			free &^= 1 << j
-			if i < 0 || c.reps[j].inFlight.Load() < c.reps[i].inFlight.Load() {
+			if i < 0 || c.reps[j].InFlight.Load() < c.reps[i].InFlight.Load() {
 				i = j
 			}
 		}
@@ -137,10 +138,10 @@ func (cs *call) whenIdle() <-chan struct{} {
 // with nowhere to go sends nothing: it waits until the read ends or its
 // other copies have all ended, and fails then.
 func runCopy[T any](ctx context.Context, c *Client, cs *call, a hedge.Attempt, fn func(context.Context, *pgxpool.Pool) (T, error)) (answer[T], error) {
-	if !c.enter() {
+	if !c.gate.Enter() {
 		return answer[T]{}, hedge.Permanent(ErrClosed)
 	}
-	defer c.leave()
+	defer c.gate.Leave()
 	i := cs.take(c, a.Replica)
 	if i < 0 {
 		select {
@@ -152,20 +153,20 @@ func runCopy[T any](ctx context.Context, c *Client, cs *call, a hedge.Attempt, f
 	}
 	defer cs.done()
 	rs := &c.reps[i]
-	rs.copies.Add(1)
+	rs.Copies.Add(1)
 	if i != a.Replica {
 		rs.redirected.Add(1)
 	}
-	rs.inFlight.Add(1)
-	defer rs.inFlight.Add(-1)
+	rs.InFlight.Add(1)
+	defer rs.InFlight.Add(-1)
 	v, err := fn(ctx, c.pools[i])
 	if err == nil || isAnswer(err) {
 		return answer[T]{v: v, err: err, replica: i}, nil
 	}
 	if ctx.Err() != nil {
-		rs.cancelled.Add(1)
+		rs.Cancelled.Add(1)
 	} else {
-		rs.failed.Add(1)
+		rs.Failed.Add(1)
 	}
 	return answer[T]{replica: i}, dialerr.Mark(err)
 }
@@ -284,35 +285,21 @@ func (r Row) Scan(dest ...any) error {
 	if err := checkRead(r.sql); err != nil {
 		return err
 	}
-	types := make([]reflect.Type, len(dest))
+	types := make(rowscan.Types, len(dest))
 	for i, d := range dest {
-		if d == nil {
-			continue
-		}
-		v := reflect.ValueOf(d)
-		if v.Kind() != reflect.Pointer || v.IsNil() {
+		t, ok := rowscan.ElemType(d)
+		if !ok {
 			return fmt.Errorf("%w: dest[%d] is a %T", errBadDest, i, d)
 		}
-		types[i] = v.Type().Elem()
+		types[i] = t
 	}
 	vals, err := Read(r.ctx, r.c, r.sql, func(ctx context.Context, p *pgxpool.Pool) ([]reflect.Value, error) {
-		ptrs := make([]reflect.Value, len(types))
-		tmp := make([]any, len(types))
-		for i, t := range types {
-			if t != nil {
-				ptrs[i] = reflect.New(t)
-				tmp[i] = ptrs[i].Interface()
-			}
-		}
+		ptrs, tmp := types.New()
 		return ptrs, p.QueryRow(ctx, r.sql, r.args...).Scan(tmp...)
 	})
 	if err != nil {
 		return err
 	}
-	for i, p := range vals {
-		if p.IsValid() {
-			reflect.ValueOf(dest[i]).Elem().Set(p.Elem())
-		}
-	}
+	rowscan.Set(dest, vals)
 	return nil
 }

@@ -3,6 +3,7 @@ package hedgepgx
 import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/adapterstats"
 )
 
 // Stats is a snapshot of a Client: the Hedger's per-class stats and each
@@ -65,13 +66,13 @@ func (c *Client) Stats() Stats {
 		s.Servers[i] = ServerStats{
 			Index:      i,
 			Primary:    i == c.primary,
-			Copies:     r.copies.Load(),
-			Wins:       r.wins.Load(),
-			Failed:     r.failed.Load(),
-			Cancelled:  r.cancelled.Load(),
+			Copies:     r.Copies.Load(),
+			Wins:       r.Wins.Load(),
+			Failed:     r.Failed.Load(),
+			Cancelled:  r.Cancelled.Load(),
 			Redirected: r.redirected.Load(),
-			Writes:     r.writes.Load(),
-			InFlight:   r.inFlight.Load(),
+			Writes:     r.Writes.Load(),
+			InFlight:   r.InFlight.Load(),
 			LSN:        LSN(r.lsn.Load()),
 			Polls:      r.polls.Load(),
 			PollErrors: r.pollErrors.Load(),
@@ -82,11 +83,4 @@ func (c *Client) Stats() Stats {
 }
 
 // Op returns the entry of Ops for op, or zero counts if it was never used.
-func (s Stats) Op(op string) hedge.Stats {
-	for _, st := range s.Ops {
-		if st.Op == op {
-			return st
-		}
-	}
-	return hedge.Stats{Op: op, Delay: hedge.Never}
-}
+func (s Stats) Op(op string) hedge.Stats { return adapterstats.Op(s.Ops, op) }

@@ -15,11 +15,11 @@ func (c *Client) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	if c.primary < 0 {
 		return pgconn.CommandTag{}, ErrNoPrimary
 	}
-	if !c.enter() {
+	if !c.gate.Enter() {
 		return pgconn.CommandTag{}, ErrClosed
 	}
-	defer c.leave()
-	c.reps[c.primary].writes.Add(1)
+	defer c.gate.Leave()
+	c.reps[c.primary].Writes.Add(1)
 	return c.pools[c.primary].Exec(ctx, sql, args...)
 }
 
@@ -32,11 +32,11 @@ func (c *Client) ExecLSN(ctx context.Context, sql string, args ...any) (pgconn.C
 	if c.primary < 0 {
 		return pgconn.CommandTag{}, 0, ErrNoPrimary
 	}
-	if !c.enter() {
+	if !c.gate.Enter() {
 		return pgconn.CommandTag{}, 0, ErrClosed
 	}
-	defer c.leave()
-	c.reps[c.primary].writes.Add(1)
+	defer c.gate.Leave()
+	c.reps[c.primary].Writes.Add(1)
 	conn, err := c.pools[c.primary].Acquire(ctx)
 	if err != nil {
 		return pgconn.CommandTag{}, 0, err
@@ -68,10 +68,10 @@ func (c *Client) PrimaryLSN(ctx context.Context) (LSN, error) {
 	if c.primary < 0 {
 		return 0, ErrNoPrimary
 	}
-	if !c.enter() {
+	if !c.gate.Enter() {
 		return 0, ErrClosed
 	}
-	defer c.leave()
+	defer c.gate.Leave()
 	var s string
 	if err := c.pools[c.primary].QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
 		return 0, err

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/adapterstats"
+	"github.com/tailcut/hedge/internal/callgate"
 	"github.com/tailcut/hedge/internal/dialerr"
 )
 
@@ -49,22 +49,14 @@ type Client struct {
 	owned   bool // Close closes the clients
 	reps    []replica
 
-	// mu orders the start of copies (wg.Add) before Close's wg.Wait.
-	mu     sync.RWMutex
-	closed bool
-	wg     sync.WaitGroup // running copies and writes
+	gate callgate.Gate // running copies and writes; closed by Close
 }
 
 // replica holds the per-replica counters, padded to 64 bytes so that
 // neighbouring replicas' counters seldom share a cache line.
 type replica struct {
-	copies    atomic.Int64
-	wins      atomic.Int64
-	failed    atomic.Int64
-	cancelled atomic.Int64
-	writes    atomic.Int64
-	inFlight  atomic.Int64
-	_         [16]byte
+	adapterstats.Counters
+	_ [16]byte
 }
 
 // New returns a Client over clients, which must be connected to replicas
@@ -121,26 +113,6 @@ func newClient(clients []*redis.Client, cfg Config, h *hedge.Hedger, owned bool)
 	}
 }
 
-// enter registers a copy or a write about to use a client, or reports
-// false after Close.
-func (c *Client) enter() bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
-		return false
-	}
-	c.wg.Add(1)
-	return true
-}
-
-func (c *Client) leave() { c.wg.Done() }
-
-func (c *Client) isClosed() bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.closed
-}
-
 // Close stops new calls (they fail with ErrClosed), then, for a Client
 // made by NewFromOptions, closes its clients, which also ends the reads of
 // losing copies still waiting for a stalled server (and fails calls still
@@ -149,20 +121,16 @@ func (c *Client) isClosed() bool {
 // still blocked on a stalled server is waited for until the server answers
 // or the client's ReadTimeout ends the read. Close is idempotent.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.gate.Close() {
 		return nil
 	}
-	c.closed = true
-	c.mu.Unlock()
 	var errs []error
 	if c.owned {
 		for _, rc := range c.clients {
 			errs = append(errs, rc.Close())
 		}
 	}
-	c.wg.Wait()
+	c.gate.Wait()
 	return errors.Join(errs...)
 }
 
@@ -217,7 +185,7 @@ type reply[C redis.Cmder] struct {
 // picked. The result is the winning copy's command; when every copy
 // failed, a command carrying Do's error.
 func read[C redis.Cmder](ctx context.Context, c *Client, op string, newCmd func(context.Context, ...any) C, args ...any) C {
-	if c.isClosed() {
+	if c.gate.Closed() {
 		cmd := newCmd(ctx, args...)
 		cmd.SetErr(ErrClosed)
 		return cmd
@@ -230,7 +198,7 @@ func read[C redis.Cmder](ctx context.Context, c *Client, op string, newCmd func(
 		cmd.SetErr(err)
 		return cmd
 	}
-	c.reps[r.replica].wins.Add(1)
+	c.reps[r.replica].Wins.Add(1)
 	return r.cmd
 }
 
@@ -241,15 +209,15 @@ func read[C redis.Cmder](ctx context.Context, c *Client, op string, newCmd func(
 // exhausted pool) are returned to hedge.Do, which then sends the next copy
 // at once.
 func runCopy[C redis.Cmder](ctx context.Context, c *Client, a hedge.Attempt, newCmd func(context.Context, ...any) C, args []any) (reply[C], error) {
-	if !c.enter() {
+	if !c.gate.Enter() {
 		return reply[C]{}, hedge.Permanent(ErrClosed)
 	}
 	rs := &c.reps[a.Replica]
-	rs.copies.Add(1)
-	rs.inFlight.Add(1)
+	rs.Copies.Add(1)
+	rs.InFlight.Add(1)
 	defer func() {
-		rs.inFlight.Add(-1)
-		c.leave()
+		rs.InFlight.Add(-1)
+		c.gate.Leave()
 	}()
 	if a.IsHedge() {
 		// Copies run at the same time; none shares the caller's slice.
@@ -264,9 +232,9 @@ func runCopy[C redis.Cmder](ctx context.Context, c *Client, a hedge.Attempt, new
 	if ctx.Err() != nil {
 		// A loser, or the caller gave up: go-redis returns early only
 		// while waiting for a connection (see the package doc).
-		rs.cancelled.Add(1)
+		rs.Cancelled.Add(1)
 	} else {
-		rs.failed.Add(1)
+		rs.Failed.Add(1)
 	}
 	// A connection that could not be made sent nothing: the Hedger sends
 	// the read to another replica at once.

@@ -12,25 +12,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/cfgerr"
 )
 
 // ErrInvalidConfig is matched (errors.Is) by every error New and
 // NewFromOptions return. The error itself lists each mistake on a line of
 // its own, with the path of the argument or field at fault and what to do.
 var ErrInvalidConfig = errors.New("hedgeredis: invalid configuration")
-
-// configError is the error of New and NewFromOptions: every mistake found,
-// one per line.
-type configError struct{ errs []error }
-
-func (e *configError) Error() string { return errors.Join(e.errs...).Error() }
-
-// Unwrap returns the mistakes, so that errors.Is and errors.As see each,
-// and through them the errors of hedge.New.
-func (e *configError) Unwrap() []error { return e.errs }
-
-// Is reports whether target is ErrInvalidConfig.
-func (e *configError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // defaultPort is the port go-redis and Redis use when none is given.
 const defaultPort = "6379"
@@ -75,7 +63,7 @@ func validate(arg string, clients []*redis.Client, cfg Config) (*hedge.Hedger, e
 		errs = append(errs, fromHedge(err, cfg.Hedge.Delay)...)
 	}
 	if len(errs) > 0 {
-		return nil, &configError{errs: errs}
+		return nil, &cfgerr.Error{Errs: errs, Sentinel: ErrInvalidConfig}
 	}
 	return h, nil
 }
@@ -156,7 +144,7 @@ func (e *hedgeFieldError) Unwrap() error { return e.err }
 // Config.Hedge.Delay.
 func fromHedge(err error, delay hedge.Delay) []error {
 	var out []error
-	for _, e := range leaves(err, nil) {
+	for _, e := range cfgerr.Leaves(err, nil) {
 		msg := qualify(strings.TrimPrefix(e.Error(), "hedge: "))
 		switch {
 		case strings.HasPrefix(msg, "Config.Hedge"):
@@ -168,19 +156,6 @@ func fromHedge(err error, delay hedge.Delay) []error {
 		out = append(out, &hedgeFieldError{msg: "hedgeredis: " + msg, err: e})
 	}
 	return out
-}
-
-// leaves appends to dst the errors joined in err (errors.Join, at any
-// depth: a Delay's Validate joins its own), or err itself.
-func leaves(err error, dst []error) []error {
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return append(dst, err)
-	}
-	for _, e := range j.Unwrap() {
-		dst = leaves(e, dst)
-	}
-	return dst
 }
 
 // qualify rewrites each path that starts at hedge.Config ("Config.X", or

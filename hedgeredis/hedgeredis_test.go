@@ -434,7 +434,7 @@ func TestCloseWaitsForLosers(t *testing.T) {
 				}
 				release(t, st)
 			} else {
-				waitFor(t, "Close to begin", c.isClosed)
+				waitFor(t, "Close to begin", c.gate.Closed)
 				select {
 				case err := <-closed:
 					t.Fatalf("Close returned (%v) while a loser was held by the stalled replica", err)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/adapterstats"
 )
 
 // Stats is a snapshot of a Client: the Hedger's per-command stats and each
@@ -24,14 +25,7 @@ type Stats struct {
 
 // Op returns the entry of Ops for op (an upper-case command name), or
 // zero counts if it was never used.
-func (s Stats) Op(op string) hedge.Stats {
-	for _, st := range s.Ops {
-		if st.Op == op {
-			return st
-		}
-	}
-	return hedge.Stats{Op: op, Delay: hedge.Never}
-}
+func (s Stats) Op(op string) hedge.Stats { return adapterstats.Op(s.Ops, op) }
 
 // ReplicaStats is one replica's share of a Client's work, and its go-redis
 // connection pool.
@@ -89,12 +83,12 @@ func (c *Client) Stats() Stats {
 			Index:     i,
 			Addr:      rc.Options().Addr,
 			Primary:   i == c.primary,
-			Copies:    rs.copies.Load(),
-			Wins:      rs.wins.Load(),
-			Failed:    rs.failed.Load(),
-			Cancelled: rs.cancelled.Load(),
-			Writes:    rs.writes.Load(),
-			InFlight:  rs.inFlight.Load(),
+			Copies:    rs.Copies.Load(),
+			Wins:      rs.Wins.Load(),
+			Failed:    rs.Failed.Load(),
+			Cancelled: rs.Cancelled.Load(),
+			Writes:    rs.Writes.Load(),
+			InFlight:  rs.InFlight.Load(),
 			Pool:      *rc.PoolStats(),
 		}
 	}

@@ -46,12 +46,12 @@ func (c *Client) Del(ctx context.Context, keys ...string) *redis.IntCmd {
 // issues it on the primary's client. After Close it sends nothing and
 // returns the command made by closed, failed with ErrClosed.
 func write[C redis.Cmder](c *Client, send func(*redis.Client) C, closed func() C) C {
-	if !c.enter() {
+	if !c.gate.Enter() {
 		cmd := closed()
 		cmd.SetErr(ErrClosed)
 		return cmd
 	}
-	defer c.leave()
-	c.reps[c.primary].writes.Add(1)
+	defer c.gate.Leave()
+	c.reps[c.primary].Writes.Add(1)
 	return send(c.clients[c.primary])
 }

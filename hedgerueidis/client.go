@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/adapterstats"
 	"github.com/tailcut/hedge/internal/dialerr"
 	"github.com/tailcut/hedge/internal/rediscmd"
 )
@@ -63,9 +64,9 @@ type Client struct {
 // replica holds one replica's counters, on cache lines of their own: the
 // calls sent to one replica do not slow down those sent to another.
 type replica struct {
-	copies, wins, failed, cancelled, writes atomic.Int64
-	inFlight, writing                       atomic.Int64 // read copies and writes running
-	_                                       [128 - 7*8]byte
+	adapterstats.Counters              // InFlight: read copies running
+	writing               atomic.Int64 // writes running
+	_                     [128 - 7*8]byte
 }
 
 // New returns a Client over clients (replica i is clients[i]; at least
@@ -159,7 +160,7 @@ func (c *Client) leave(n *atomic.Int64) {
 // quiet reports whether no copy or write is in flight.
 func (c *Client) quiet() bool {
 	for i := range c.reps {
-		if c.reps[i].inFlight.Load() != 0 || c.reps[i].writing.Load() != 0 {
+		if c.reps[i].InFlight.Load() != 0 || c.reps[i].writing.Load() != 0 {
 			return false
 		}
 	}
@@ -288,18 +289,18 @@ func (c *Client) read(ctx context.Context, op string, r *readOp) rueidis.RedisRe
 	if err != nil {
 		return rueidis.NewErrorResult(err)
 	}
-	c.reps[rp.replica].wins.Add(1)
+	c.reps[rp.replica].Wins.Add(1)
 	return rp.res
 }
 
 // runCopy sends one copy of a read to replica a.Replica.
 func (c *Client) runCopy(ctx context.Context, a hedge.Attempt, r *readOp) (reply, error) {
 	rs := &c.reps[a.Replica]
-	if !c.enter(&rs.inFlight) {
+	if !c.enter(&rs.InFlight) {
 		return reply{}, hedge.Permanent(ErrClosed)
 	}
-	defer c.leave(&rs.inFlight)
-	rs.copies.Add(1)
+	defer c.leave(&rs.InFlight)
+	rs.Copies.Add(1)
 	rc := c.clients[a.Replica]
 	res := rc.Do(pipelined(ctx), r.build(rc))
 	err := res.Error()
@@ -307,9 +308,9 @@ func (c *Client) runCopy(ctx context.Context, a hedge.Attempt, r *readOp) (reply
 		return reply{res: res, replica: a.Replica}, nil
 	}
 	if ctx.Err() != nil {
-		rs.cancelled.Add(1)
+		rs.Cancelled.Add(1)
 	} else {
-		rs.failed.Add(1)
+		rs.Failed.Add(1)
 	}
 	// A connection that could not be made sent nothing: the Hedger sends
 	// the read to another replica at once.
@@ -341,7 +342,7 @@ func (c *Client) write(ctx context.Context, cmd rueidis.Completed) rueidis.Redis
 		return rueidis.NewErrorResult(ErrClosed)
 	}
 	defer c.leave(&rs.writing)
-	rs.writes.Add(1)
+	rs.Writes.Add(1)
 	return c.clients[c.primary].Do(ctx, cmd)
 }
 

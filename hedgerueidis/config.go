@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/cfgerr"
 )
 
 // ErrInvalidConfig is matched (errors.Is) by every error New and
@@ -19,17 +20,6 @@ import (
 // and what to do. Mistakes hedge.New finds in Config.Hedge are wrapped, so
 // errors.Is(err, hedge.ErrInvalidConfig) holds for them too.
 var ErrInvalidConfig = errors.New("hedgerueidis: invalid configuration")
-
-// configError is the error of New and NewFromOptions: every mistake found.
-type configError struct{ errs []error }
-
-func (e *configError) Error() string { return errors.Join(e.errs...).Error() }
-
-// Unwrap returns the mistakes, so that errors.Is and errors.As see each.
-func (e *configError) Unwrap() []error { return e.errs }
-
-// Is reports whether target is ErrInvalidConfig.
-func (e *configError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // validate checks the clients (named arg in messages) and cfg, and makes
 // the Hedger. It returns each client's address, for stats and errors.
@@ -67,7 +57,7 @@ func validate(arg string, clients []rueidis.Client, cfg Config) (*hedge.Hedger, 
 		errs = append(errs, fmt.Errorf("hedgerueidis: Config.Hedge: %w", err))
 	}
 	if len(errs) > 0 {
-		return nil, nil, &configError{errs: errs}
+		return nil, nil, &cfgerr.Error{Errs: errs, Sentinel: ErrInvalidConfig}
 	}
 	return h, addrs, nil
 }

@@ -1,6 +1,9 @@
 package hedgerueidis
 
-import "github.com/tailcut/hedge"
+import (
+	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/adapterstats"
+)
 
 // Stats is a snapshot of a Client: the Hedger's per-command stats and each
 // replica's counters. Counters are read one by one, each exactly; a
@@ -17,14 +20,7 @@ type Stats struct {
 
 // Op returns the entry of Ops for op (an upper-case command name), or
 // zero counts if it was never used.
-func (s Stats) Op(op string) hedge.Stats {
-	for _, st := range s.Ops {
-		if st.Op == op {
-			return st
-		}
-	}
-	return hedge.Stats{Op: op, Delay: hedge.Never}
-}
+func (s Stats) Op(op string) hedge.Stats { return adapterstats.Op(s.Ops, op) }
 
 // ReplicaStats is one replica's share of a Client's work.
 type ReplicaStats struct {
@@ -61,12 +57,12 @@ func (c *Client) Stats() Stats {
 			Index:     i,
 			Addr:      c.addrs[i],
 			Primary:   i == c.primary,
-			Copies:    rs.copies.Load(),
-			Wins:      rs.wins.Load(),
-			Failed:    rs.failed.Load(),
-			Cancelled: rs.cancelled.Load(),
-			Writes:    rs.writes.Load(),
-			InFlight:  rs.inFlight.Load(),
+			Copies:    rs.Copies.Load(),
+			Wins:      rs.Wins.Load(),
+			Failed:    rs.Failed.Load(),
+			Cancelled: rs.Cancelled.Load(),
+			Writes:    rs.Writes.Load(),
+			InFlight:  rs.InFlight.Load(),
 		}
 	}
 	return s

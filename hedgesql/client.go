@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/adapterstats"
+	"github.com/tailcut/hedge/internal/callgate"
 )
 
 var (
@@ -30,21 +30,13 @@ type Client struct {
 	unavailable func(error) bool
 	servers     []server
 
-	// mu orders the start of copies (wg.Add) before Close's wg.Wait.
-	mu     sync.RWMutex
-	closed bool
-	wg     sync.WaitGroup // running copies and writes
+	gate callgate.Gate // running copies and writes; closed by Close
 }
 
 // server holds one database's counters.
 type server struct {
-	copies    atomic.Int64
-	wins      atomic.Int64
-	failed    atomic.Int64
-	cancelled atomic.Int64
-	writes    atomic.Int64
-	inFlight  atomic.Int64
-	_         [16]byte
+	adapterstats.Counters
+	_ [16]byte
 }
 
 // New returns a Client over dbs, one per server of the same data:
@@ -79,34 +71,12 @@ func New(dbs []*sql.DB, cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// enter registers a copy or a write about to use a database, or reports
-// false after Close.
-func (c *Client) enter() bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
-		return false
-	}
-	c.wg.Add(1)
-	return true
-}
-
-func (c *Client) leave() { c.wg.Done() }
-
-func (c *Client) isClosed() bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.closed
-}
-
 // Close stops new calls (they fail with ErrClosed) and waits for every
 // copy and write the Client started, losing copies still being cancelled
 // included. It leaves the databases open. It is idempotent.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.wg.Wait()
+	c.gate.Close()
+	c.gate.Wait()
 	return nil
 }
 
@@ -139,11 +109,11 @@ func (c *Client) Exec(ctx context.Context, query string, args ...any) (sql.Resul
 	if c.primary < 0 {
 		return nil, ErrNoPrimary
 	}
-	if !c.enter() {
+	if !c.gate.Enter() {
 		return nil, ErrClosed
 	}
-	defer c.leave()
-	c.servers[c.primary].writes.Add(1)
+	defer c.gate.Leave()
+	c.servers[c.primary].Writes.Add(1)
 	return c.dbs[c.primary].ExecContext(ctx, query, args...)
 }
 
@@ -193,12 +163,12 @@ func (c *Client) Stats() Stats {
 		s.Servers[i] = ServerStats{
 			Index:     i,
 			Primary:   i == c.primary,
-			Copies:    r.copies.Load(),
-			Wins:      r.wins.Load(),
-			Failed:    r.failed.Load(),
-			Cancelled: r.cancelled.Load(),
-			Writes:    r.writes.Load(),
-			InFlight:  r.inFlight.Load(),
+			Copies:    r.Copies.Load(),
+			Wins:      r.Wins.Load(),
+			Failed:    r.Failed.Load(),
+			Cancelled: r.Cancelled.Load(),
+			Writes:    r.Writes.Load(),
+			InFlight:  r.InFlight.Load(),
 			DB:        db.Stats(),
 		}
 	}
@@ -207,11 +177,4 @@ func (c *Client) Stats() Stats {
 
 // Op returns the entry of Ops for op, or zero counts if it was never
 // used.
-func (s Stats) Op(op string) hedge.Stats {
-	for _, st := range s.Ops {
-		if st.Op == op {
-			return st
-		}
-	}
-	return hedge.Stats{Op: op, Delay: hedge.Never}
-}
+func (s Stats) Op(op string) hedge.Stats { return adapterstats.Op(s.Ops, op) }

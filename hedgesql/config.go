@@ -4,10 +4,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/cfgerr"
 )
 
 // ErrInvalidConfig is matched (errors.Is) by every error New returns for
@@ -44,26 +43,6 @@ type Config struct {
 	// asked.
 	Unavailable func(err error) bool
 }
-
-// configError is the error of New: every mistake found, one per line.
-type configError struct {
-	errs  []error
-	hedge error // hedge.New's own error, if any, for errors.Is
-}
-
-func (e *configError) Error() string { return errors.Join(e.errs...).Error() }
-
-// Unwrap returns the mistakes and hedge.New's error, for errors.Is and
-// errors.As.
-func (e *configError) Unwrap() []error {
-	if e.hedge == nil {
-		return e.errs
-	}
-	return append(slices.Clone(e.errs), e.hedge)
-}
-
-// Is reports whether target is ErrInvalidConfig.
-func (e *configError) Is(target error) bool { return target == ErrInvalidConfig }
 
 // validate checks dbs and cfg and makes the Hedger, reporting every
 // mistake at once.
@@ -108,39 +87,10 @@ func validate(dbs []*sql.DB, cfg Config) (*hedge.Hedger, error) {
 	}
 	h, err := hedge.New(hc)
 	if err != nil {
-		for _, e := range leaves(err, nil) {
-			errs = append(errs, &hedgeError{err: e})
-		}
+		errs = append(errs, cfgerr.FromHedge("hedgesql", err)...)
 	}
 	if len(errs) > 0 {
-		return nil, &configError{errs: errs, hedge: err}
+		return nil, &cfgerr.Error{Errs: errs, Hedge: err, Sentinel: ErrInvalidConfig}
 	}
 	return h, nil
-}
-
-// hedgeError is a mistake hedge.New found, named from Config
-// ("Config.Hedge.MaxAttempts"). It wraps hedge.New's error.
-type hedgeError struct{ err error }
-
-func (e *hedgeError) Error() string {
-	msg := strings.TrimPrefix(e.err.Error(), "hedge: ")
-	if rest, ok := strings.CutPrefix(msg, "Config."); ok {
-		return "hedgesql: Config.Hedge." + rest
-	}
-	return "hedgesql: Config.Hedge: " + msg
-}
-
-func (e *hedgeError) Unwrap() error { return e.err }
-
-// leaves appends to dst the errors joined in err, at any depth, or err
-// itself.
-func leaves(err error, dst []error) []error {
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return append(dst, err)
-	}
-	for _, e := range j.Unwrap() {
-		dst = leaves(e, dst)
-	}
-	return dst
 }

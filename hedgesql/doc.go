@@ -82,7 +82,14 @@
 //     BuildContextWatcherHandler returns a
 //     pgconn.CancelRequestContextWatcherHandler (what
 //     hedgepgx.KeepConnsOnCancel sets on a pool's config): pgx then sends
-//     a cancel request and keeps the connection once the server answers.
+//     a cancel request and keeps the connection once the server answers
+//     (within the handler's DeadlineDelay; a server stalled for longer
+//     loses it). Pass stdlib.OptionShouldPing with a func that returns
+//     false too: by default stdlib pings a connection idle for over a
+//     second before reusing it, and a ping cancelled with its copy (on a
+//     stalled server, say) breaks the connection just the same. Without
+//     the ping a dead connection fails its copy, and the next copy goes
+//     at once (see "Reads").
 //   - lib/pq (github.com/lib/pq): sends a cancel request, so the server
 //     stops the query, but marks the connection bad, and database/sql
 //     dials a new one: each lost hedge costs a connection.

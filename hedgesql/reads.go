@@ -13,6 +13,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/dialerr"
+	"github.com/tailcut/hedge/internal/rowscan"
 )
 
 // Read runs fn as a hedged read: fn is called once per copy, each with
@@ -30,7 +31,7 @@ import (
 // SQL's first keyword too.
 func Read[T any](ctx context.Context, c *Client, op string, fn func(ctx context.Context, db *sql.DB) (T, error)) (T, error) {
 	var zero T
-	if c.isClosed() {
+	if c.gate.Closed() {
 		return zero, ErrClosed
 	}
 	ans, err := hedge.Do(ctx, c.h, op, func(ctx context.Context, a hedge.Attempt) (answer[T], error) {
@@ -39,7 +40,7 @@ func Read[T any](ctx context.Context, c *Client, op string, fn func(ctx context.
 	if err != nil {
 		return zero, err
 	}
-	c.servers[ans.server].wins.Add(1)
+	c.servers[ans.server].Wins.Add(1)
 	return ans.v, ans.err
 }
 
@@ -53,22 +54,22 @@ type answer[T any] struct {
 
 // runCopy runs one copy of a read on server i.
 func runCopy[T any](ctx context.Context, c *Client, i int, fn func(context.Context, *sql.DB) (T, error)) (answer[T], error) {
-	if !c.enter() {
+	if !c.gate.Enter() {
 		return answer[T]{}, hedge.Permanent(ErrClosed)
 	}
-	defer c.leave()
+	defer c.gate.Leave()
 	rs := &c.servers[i]
-	rs.copies.Add(1)
-	rs.inFlight.Add(1)
-	defer rs.inFlight.Add(-1)
+	rs.Copies.Add(1)
+	rs.InFlight.Add(1)
+	defer rs.InFlight.Add(-1)
 	v, err := fn(ctx, c.dbs[i])
 	if err == nil || ctx.Err() == nil && c.isAnswer(err) {
 		return answer[T]{v: v, err: err, server: i}, nil
 	}
 	if ctx.Err() != nil {
-		rs.cancelled.Add(1)
+		rs.Cancelled.Add(1)
 	} else {
-		rs.failed.Add(1)
+		rs.Failed.Add(1)
 	}
 	return answer[T]{server: i}, dialerr.Mark(err)
 }
@@ -189,31 +190,24 @@ func (r Row) Scan(dest ...any) error {
 	if err := checkRead(r.query); err != nil {
 		return err
 	}
-	types := make([]reflect.Type, len(dest))
+	types := make(rowscan.Types, len(dest))
 	for i, d := range dest {
-		v := reflect.ValueOf(d)
-		if d == nil || v.Kind() != reflect.Pointer || v.IsNil() {
+		t, ok := rowscan.ElemType(d)
+		if d == nil || !ok {
 			return fmt.Errorf("%w: dest[%d] is a %T", errBadDest, i, d)
 		}
 		if _, raw := d.(*sql.RawBytes); raw {
 			return fmt.Errorf("%w: dest[%d] is a *sql.RawBytes, which holds the driver's memory only until the rows close; scan into a *[]byte", errBadDest, i)
 		}
-		types[i] = v.Type().Elem()
+		types[i] = t
 	}
 	vals, err := Read(r.ctx, r.c, r.query, func(ctx context.Context, db *sql.DB) ([]reflect.Value, error) {
-		ptrs := make([]reflect.Value, len(types))
-		tmp := make([]any, len(types))
-		for i, t := range types {
-			ptrs[i] = reflect.New(t)
-			tmp[i] = ptrs[i].Interface()
-		}
+		ptrs, tmp := types.New()
 		return ptrs, db.QueryRowContext(ctx, r.query, r.args...).Scan(tmp...)
 	})
 	if err != nil {
 		return err
 	}
-	for i, p := range vals {
-		reflect.ValueOf(dest[i]).Elem().Set(p.Elem())
-	}
+	rowscan.Set(dest, vals)
 	return nil
 }
