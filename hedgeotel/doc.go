@@ -43,6 +43,7 @@
 //	hedge.failures{hedger,op}                      counter  {request}  calls that returned an error
 //	hedge.hedges.refused{hedger,op,reason}         counter  {hedge}    reason: budget, in_flight, busy, payoff, deadline, replicas
 //	hedge.failovers{hedger,op}                     counter  {copy}     copies sent in place of one that never reached its server
+//	hedge.load.views{hedger,op,view}               counter  {decision} hedge decisions by the view of the replica's load read: report, own_view
 //	hedge.shadow.hedges{hedger,op}                 counter  {hedge}    hedges Shadow mode would have sent
 //	hedge.unhedgeable.requests{hedger,op}          counter  {request}  NotIdempotent calls without a key
 //	hedge.primaries.censored{hedger,op}            counter  {request}  primaries cancelled because a hedge won

@@ -27,6 +27,13 @@ const (
 	ReasonReplicas = hedgeset.ReasonReplicas // Stats.RefusedReplicas
 )
 
+// Views of a replica's load, the values of the "view" attribute of
+// hedge.load.views.
+const (
+	ViewReport  = hedgeset.ViewReport  // Stats.LoadByReport
+	ViewOwnView = hedgeset.ViewOwnView // Stats.LoadByOwnView
+)
+
 // Latency paths, the values of the "path" attribute of hedge.latency.
 const (
 	PathCaller  = hedgeset.PathCaller  // Stats.Latency
@@ -50,6 +57,7 @@ var ErrInvalid = errors.New("hedgeotel: invalid registration")
 type instruments struct {
 	requests, hedges, hedgeWins, primaryWins, failures metric.Int64ObservableCounter
 	refused, shadow, unhedgeable, censored, rescued    metric.Int64ObservableCounter
+	loadViews                                          metric.Int64ObservableCounter
 	failovers                                          metric.Int64ObservableCounter
 	wasted, saved                                      metric.Float64ObservableCounter
 	delay, tokens, latency, timerLag, replicaLatency   metric.Float64ObservableGauge
@@ -110,6 +118,7 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger, opts ...Opti
 	ins.refused = i64("hedge.hedges.refused", "{hedge}",
 		"Hedges due but not sent, by reason: "+hedgeset.ReasonsHelp+". Copies not due because MaxAttempts was reached are not counted.")
 	ins.failovers = i64("hedge.failovers", "{copy}", hedgeset.FailoversHelp)
+	ins.loadViews = i64("hedge.load.views", "{decision}", hedgeset.LoadViewsHelp)
 	ins.shadow = i64("hedge.shadow.hedges", "{hedge}",
 		"Hedges Shadow mode would have sent; none was sent.")
 	ins.unhedgeable = i64("hedge.unhedgeable.requests", "{request}",
@@ -140,7 +149,7 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger, opts ...Opti
 		hedgeset.FanLatencyHelp+" Quantiles p50, p90, p99 and p999; absent for an operation class with no fan-out yet.")
 	all := []metric.Observable{
 		ins.requests, ins.hedges, ins.hedgeWins, ins.primaryWins, ins.failures,
-		ins.refused, ins.shadow, ins.unhedgeable, ins.censored, ins.wasted,
+		ins.refused, ins.shadow, ins.unhedgeable, ins.censored, ins.wasted, ins.loadViews,
 		ins.delay, ins.tokens, ins.latency, ins.timerLag, ins.rescued, ins.saved,
 		ins.failovers, ins.replicaLatency, ins.fanLatency,
 	}
@@ -211,6 +220,9 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 				o.ObserveInt64(ins.failures, s.Failures, attrs)
 				for _, r := range hedgeset.Refusals(s) {
 					o.ObserveInt64(ins.refused, r.N, metric.WithAttributes(hedger, op, attribute.String("reason", r.Label)))
+				}
+				for _, v := range hedgeset.LoadViews(s) {
+					o.ObserveInt64(ins.loadViews, v.N, metric.WithAttributes(hedger, op, attribute.String("view", v.Label)))
 				}
 				o.ObserveInt64(ins.shadow, s.ShadowHedges, attrs)
 				o.ObserveInt64(ins.failovers, s.Failovers, attrs)

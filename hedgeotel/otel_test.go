@@ -76,6 +76,12 @@ func workload(t *testing.T) map[string]*hedge.Hedger {
 	}
 	wg.Wait()
 
+	// e: the spare-capacity rule reads a replica's load, once from its
+	// fresh report, once from e's own view.
+	e := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2, MinWinRate: -1})
+	hedge.Do(ctx, e, "get", hedgetest.Reporting(e, 5*ms, 40*ms, 1*ms))
+	hedge.Do(ctx, e, "get", hedgetest.Sleeper(40*ms, 1*ms))
+
 	// c: warming up, never hedges.
 	hedge.Do(ctx, c, "get", hedgetest.Sleeper(7*ms))
 
@@ -85,7 +91,7 @@ func workload(t *testing.T) map[string]*hedge.Hedger {
 	d := hedgetest.Rescuing(t)
 
 	time.Sleep(time.Second) // let the Hedgers' timer goroutines exit
-	return map[string]*hedge.Hedger{"a": a, "b": b, "c": c, "d": d}
+	return map[string]*hedge.Hedger{"a": a, "b": b, "c": c, "d": d, "e": e}
 }
 
 // point is one collected data point.
@@ -194,6 +200,8 @@ func TestRegisterMatchesStats(t *testing.T) {
 				counter("hedge.hedges.refused", "{hedge}", s.RefusedHead, "reason=head")
 				counter("hedge.hedges.refused", "{hedge}", s.RefusedDeadline, "reason=deadline")
 				counter("hedge.hedges.refused", "{hedge}", s.RefusedReplicas, "reason=replicas")
+				counter("hedge.load.views", "{decision}", s.LoadByReport, "view=report")
+				counter("hedge.load.views", "{decision}", s.LoadByOwnView, "view=own_view")
 				counter("hedge.shadow.hedges", "{hedge}", s.ShadowHedges)
 				counter("hedge.failovers", "{copy}", s.Failovers)
 				counter("hedge.unhedgeable.requests", "{request}", s.Unhedgeable)
@@ -230,6 +238,8 @@ func TestRegisterMatchesStats(t *testing.T) {
 				total.RefusedDeadline += s.RefusedDeadline
 				total.RefusedReplicas += s.RefusedReplicas
 				total.ShadowHedges += s.ShadowHedges
+				total.LoadByReport += s.LoadByReport
+				total.LoadByOwnView += s.LoadByOwnView
 				total.Unhedgeable += s.Unhedgeable
 				total.PrimaryCensored += s.PrimaryCensored
 				total.WastedWork += s.WastedWork
@@ -266,6 +276,7 @@ func TestRegisterMatchesStats(t *testing.T) {
 			"RefusedBudget": total.RefusedBudget, "RefusedInFlight": total.RefusedInFlight,
 			"RefusedDeadline": total.RefusedDeadline, "RefusedReplicas": total.RefusedReplicas,
 			"ShadowHedges": total.ShadowHedges, "Unhedgeable": total.Unhedgeable,
+			"LoadByReport": total.LoadByReport, "LoadByOwnView": total.LoadByOwnView,
 			"PrimaryCensored": total.PrimaryCensored, "WastedWork": int64(total.WastedWork),
 			"HedgePath.Count": total.HedgePath.Count, "Holdout.Count": total.Holdout.Count, "TimerLag.Count": total.TimerLag.Count,
 			"Rescued": total.Rescued, "SavedAtLeast": int64(total.SavedAtLeast),

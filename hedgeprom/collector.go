@@ -23,6 +23,7 @@ type Collector struct {
 
 	requests, hedges, hedgeWins, primaryWins, failures *prometheus.Desc
 	refused, shadow, unhedgeable, censored, wasted     *prometheus.Desc
+	loadViews                                          *prometheus.Desc
 	delay, tokens, latency, timerLag                   *prometheus.Desc
 	rescued, saved, histogram, failovers               *prometheus.Desc
 
@@ -46,6 +47,13 @@ type namedWatcher struct {
 	name string
 	w    Watcher
 }
+
+// Views of a replica's load, the values of the "view" label of
+// load_views_total.
+const (
+	ViewReport  = hedgeset.ViewReport  // Stats.LoadByReport
+	ViewOwnView = hedgeset.ViewOwnView // Stats.LoadByOwnView
+)
 
 // Refusal reasons, the values of the "reason" label.
 const (
@@ -134,6 +142,7 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 		"Hedges due but not sent, by reason: "+hedgeset.ReasonsHelp+". Copies not due because MaxAttempts was reached are not counted.",
 		"hedger", "op", "reason")
 	c.failovers = desc("failovers_total", hedgeset.FailoversHelp, op...)
+	c.loadViews = desc("load_views_total", hedgeset.LoadViewsHelp, "hedger", "op", "view")
 	c.shadow = desc("shadow_hedges_total",
 		"Hedges Shadow mode would have sent, after the budget and caps; none was sent. The hedge rate to expect when switching to On.", op...)
 	c.unhedgeable = desc("unhedgeable_requests_total",
@@ -177,7 +186,7 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.requests, c.hedges, c.hedgeWins, c.primaryWins, c.failures,
-		c.refused, c.shadow, c.unhedgeable, c.censored, c.wasted,
+		c.refused, c.shadow, c.unhedgeable, c.censored, c.wasted, c.loadViews,
 		c.delay, c.tokens, c.latency, c.timerLag,
 		c.rescued, c.saved, c.histogram, c.failovers, c.replicaLatency, c.fanLatency,
 	} {
@@ -223,6 +232,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.failures, float64(s.Failures))
 			for _, r := range hedgeset.Refusals(s) {
 				counter(c.refused, float64(r.N), r.Label)
+			}
+			for _, v := range hedgeset.LoadViews(s) {
+				counter(c.loadViews, float64(v.N), v.Label)
 			}
 			counter(c.shadow, float64(s.ShadowHedges))
 			counter(c.failovers, float64(s.Failovers))

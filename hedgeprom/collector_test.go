@@ -76,12 +76,18 @@ func workload(t *testing.T) map[string]*hedge.Hedger {
 	}
 	wg.Wait()
 
+	// d: the spare-capacity rule reads a replica's load, once from its
+	// fresh report, once from d's own view.
+	d := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2, MinWinRate: -1})
+	hedge.Do(ctx, d, "get", hedgetest.Reporting(d, 5*ms, 40*ms, 1*ms))
+	hedge.Do(ctx, d, "get", hedgetest.Sleeper(40*ms, 1*ms))
+
 	// c: a rollout of one half keeps a control group (the holdout); the
 	// other calls are hedged, and their primaries, deaf to cancellation,
 	// run on to success after the hedge won: rescued, and time saved.
 	c := hedgetest.Rescuing(t)
 	time.Sleep(time.Second) // let the Hedgers' timer goroutines and the deaf primaries exit
-	return map[string]*hedge.Hedger{"a": a, "b": b, "c": c}
+	return map[string]*hedge.Hedger{"a": a, "b": b, "c": c, "d": d}
 }
 
 // nativeBuckets decodes the positive buckets of a native histogram: count
@@ -183,6 +189,8 @@ func TestCollectorMatchesStats(t *testing.T) {
 				counter("hedge_hedges_refused_total", s.RefusedHead, "reason=head")
 				counter("hedge_hedges_refused_total", s.RefusedDeadline, "reason=deadline")
 				counter("hedge_hedges_refused_total", s.RefusedReplicas, "reason=replicas")
+				counter("hedge_load_views_total", s.LoadByReport, "view=report")
+				counter("hedge_load_views_total", s.LoadByOwnView, "view=own_view")
 				counter("hedge_shadow_hedges_total", s.ShadowHedges)
 				counter("hedge_failovers_total", s.Failovers)
 				counter("hedge_unhedgeable_requests_total", s.Unhedgeable)
@@ -273,6 +281,8 @@ func TestCollectorMatchesStats(t *testing.T) {
 				total.RefusedDeadline += s.RefusedDeadline
 				total.RefusedReplicas += s.RefusedReplicas
 				total.ShadowHedges += s.ShadowHedges
+				total.LoadByReport += s.LoadByReport
+				total.LoadByOwnView += s.LoadByOwnView
 				total.Unhedgeable += s.Unhedgeable
 				total.PrimaryCensored += s.PrimaryCensored
 				total.Failures += s.Failures
@@ -283,10 +293,11 @@ func TestCollectorMatchesStats(t *testing.T) {
 				total.TimerLag.Count += s.TimerLag.Count
 			}
 		}
-		if total.Requests != 10+hedgers["c"].OpStats("get").Requests || total.Rescued == 0 || total.SavedAtLeast == 0 || total.Holdout.Count == 0 || total.TimerLag.Count == 0 || total.HedgeWins == 0 || total.RefusedBudget == 0 || total.RefusedInFlight == 0 ||
+		if total.Requests != 12+hedgers["c"].OpStats("get").Requests || total.Rescued == 0 || total.SavedAtLeast == 0 || total.Holdout.Count == 0 || total.TimerLag.Count == 0 || total.HedgeWins == 0 || total.RefusedBudget == 0 || total.RefusedInFlight == 0 ||
 			total.RefusedDeadline == 0 || total.RefusedReplicas == 0 || total.ShadowHedges == 0 || total.Unhedgeable == 0 ||
+			total.LoadByReport == 0 || total.LoadByOwnView == 0 ||
 			total.PrimaryCensored == 0 || total.Failures == 0 || total.WastedWork == 0 {
-			t.Errorf("workload missed a counter: %+v", total)
+			t.Errorf("workload missed a counter: %+v (load by report %d, by own view %d)", total, total.LoadByReport, total.LoadByOwnView)
 		}
 		if _, ok := got[key("hedge_requests_total", "hedger=a", "op="+hedge.OtherOp)]; !ok {
 			t.Errorf("op beyond MaxOps not exported as %q", hedge.OtherOp)
@@ -298,9 +309,12 @@ func TestCollectorMatchesStats(t *testing.T) {
 		if _, ok := got[key("hedge_budget_tokens", "hedger=b")]; ok {
 			t.Error("unlimited budget exported")
 		}
-		ops := len(hedgers["a"].Stats()) + len(hedgers["b"].Stats()) + len(hedgers["c"].Stats())
-		if n != 19*ops {
-			t.Errorf("checked %d counter series, want 19 per op, %d", n, 19*ops)
+		ops := 0
+		for _, h := range hedgers {
+			ops += len(h.Stats())
+		}
+		if n != 21*ops {
+			t.Errorf("checked %d counter series, want 21 per op, %d", n, 21*ops)
 		}
 		if got := testutil.CollectAndCount(c, "hedge_requests_total"); got != ops {
 			t.Errorf("CollectAndCount(requests) = %d, want %d", got, ops)

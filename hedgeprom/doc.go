@@ -39,6 +39,7 @@
 //	hedge_failures_total{hedger,op}                    counter   calls that returned an error
 //	hedge_hedges_refused_total{hedger,op,reason}       counter   reason: budget, in_flight, busy, payoff, deadline, replicas
 //	hedge_failovers_total{hedger,op}                   counter   copies sent in place of one that never reached its server
+//	hedge_load_views_total{hedger,op,view}             counter   hedge decisions by the view of the replica's load read: report, own_view
 //	hedge_shadow_hedges_total{hedger,op}               counter   hedges Shadow mode would have sent
 //	hedge_unhedgeable_requests_total{hedger,op}        counter   NotIdempotent calls without a key
 //	hedge_primaries_censored_total{hedger,op}          counter   primaries cancelled because a hedge won

@@ -112,6 +112,18 @@ func Refusals(s hedge.Stats) [8]Count {
 	}
 }
 
+// Views of a replica's load, as label values.
+const (
+	ViewReport  = "report"   // Stats.LoadByReport
+	ViewOwnView = "own_view" // Stats.LoadByOwnView
+)
+
+// LoadViews returns s's counts of hedge decisions by the view of the
+// replica's load they read.
+func LoadViews(s hedge.Stats) [2]Count {
+	return [2]Count{{ViewReport, s.LoadByReport}, {ViewOwnView, s.LoadByOwnView}}
+}
+
 // Latency paths, as label values.
 const (
 	PathCaller  = "caller"  // Stats.Latency

@@ -109,6 +109,10 @@ var ReplicaSeries = []Series[hedge.ReplicaStats]{
 		})},
 }
 
+// LoadViewsHelp describes the counter of hedge decisions by the view of
+// a replica's load they read (Stats.LoadByReport, Stats.LoadByOwnView).
+const LoadViewsHelp = "Hedge decisions that read the load of the replica the copy would go to, by the view they read: report, that replica's own fresh report (ORCA over gRPC, endpoint-load-metrics over HTTP, Hedger.ReportLoad); own_view, this Hedger's own requests in flight there, for want of a fresh report. Zero for a Hedger without Replicas. Replicas that report and a report share near zero mean the reports are stale by the time a hedge is decided."
+
 // FailoversHelp describes the failover counter (Stats.Failovers).
 const FailoversHelp = "Copies sent at once in place of one that never reached its server (hedge.ErrNotSent: a refused connection, a name that did not resolve), outside the budget and the caps. They are not hedges and are not in hedges sent."
 

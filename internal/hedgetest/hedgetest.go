@@ -24,6 +24,33 @@ func Sleeper(after ...time.Duration) func(context.Context, hedge.Attempt) (int, 
 	}
 }
 
+// Reporting returns a call for h (made with Replicas 2 and a delay
+// longer than report) whose primary, report into its run, hands h a
+// fresh report of the other replica's load (one of four workers busy)
+// and then sleeps primary; the copies after it sleep copy. The hedge
+// decision, due at h's delay, reads that replica's load from the
+// report (Stats.LoadByReport). Call it inside a synctest bubble.
+func Reporting(h *hedge.Hedger, report, primary, copy time.Duration) func(context.Context, hedge.Attempt) (int, error) {
+	return func(ctx context.Context, a hedge.Attempt) (int, error) {
+		d := copy
+		if a.Index == 0 {
+			select {
+			case <-time.After(report):
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+			h.ReportLoad(1-a.Replica, hedge.Load{Running: 1, Workers: 4})
+			d = primary - report
+		}
+		select {
+		case <-time.After(d):
+			return a.Index, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
 // Rescuing returns a Hedger whose operation "get" has both a holdout and
 // rescues: a rollout of one half keeps a control group, and the other
 // calls are hedged after 10 ms, their primaries, deaf to cancellation,
