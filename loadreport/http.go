@@ -2,6 +2,7 @@ package loadreport
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"sync/atomic"
 
@@ -74,7 +75,9 @@ func (c *counter) load() hedge.Load {
 // that the load is read as the answer leaves, not when the request
 // arrived.
 //
-// It implements http.Flusher and Unwrap, so that http.ResponseController
+// It implements http.Flusher, io.ReaderFrom and Unwrap, so that
+// http.ServeContent and io.Copy keep net/http's sendfile path and
+// http.ResponseController
 // reaches the writer it wraps for Flush, Hijack, SetReadDeadline,
 // SetWriteDeadline and EnableFullDuplex. Like any ResponseWriter, it is
 // not safe for concurrent use.
@@ -114,6 +117,18 @@ func (w *Writer) WriteHeader(code int) {
 func (w *Writer) Write(p []byte) (int, error) {
 	w.report()
 	return w.w.Write(p)
+}
+
+// ReadFrom sets the report if the status is not yet written, and copies
+// r to the writer it wraps, through that writer's own ReadFrom when it
+// has one: net/http's sends a file with sendfile, which a wrapper
+// without ReadFrom would turn into a copy through a buffer.
+func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
+	w.report()
+	if rf, ok := w.w.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(w.w, r)
 }
 
 // Flush sets the report if the status is not yet written, and flushes

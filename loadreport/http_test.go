@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -201,6 +203,76 @@ func TestWriterReadsTheLoadOnce(t *testing.T) {
 	if err != nil || l != (hedge.Load{Running: 1, Workers: 1}) {
 		t.Fatalf("the recorded report: %+v, %v", l, err)
 	}
+}
+
+// A file served through the Handler reaches net/http's ReadFrom (its
+// sendfile path) with the report set, and arrives whole.
+func TestWriterReadFrom(t *testing.T) {
+	var _ io.ReaderFrom = (*loadreport.Writer)(nil)
+	body := strings.Repeat("0123456789abcdef", 64<<10) // 1 MiB
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var usedReadFrom bool
+	h, err := loadreport.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer f.Close()
+		_, usedReadFrom = w.(io.ReaderFrom)
+		if _, err := io.Copy(w, f); err != nil {
+			t.Error(err)
+		}
+	}), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || string(got) != body {
+		t.Fatalf("read %d bytes of %d, %v", len(got), len(body), err)
+	}
+	if !usedReadFrom {
+		t.Error("the handler's writer is not an io.ReaderFrom")
+	}
+	if l, err := loadreport.Parse(resp.Header.Get(loadreport.Header)); err != nil || l.Workers != 2 {
+		t.Fatalf("report %q: %+v, %v", resp.Header.Get(loadreport.Header), l, err)
+	}
+	// With a ReaderFrom below it, the Writer hands the copy to it.
+	rf := &readerFromRecorder{ResponseRecorder: httptest.NewRecorder()}
+	if n, err := loadreport.NewWriter(rf, func() hedge.Load { return hedge.Load{Workers: 1} }).ReadFrom(strings.NewReader("xyz")); n != 3 || err != nil || !rf.called || rf.Body.String() != "xyz" {
+		t.Fatalf("ReadFrom into a ReaderFrom: %d, %v, called %v, %q", n, err, rf.called, rf.Body.String())
+	}
+	// Without a ReaderFrom below it, the Writer copies.
+	rec := httptest.NewRecorder()
+	w := loadreport.NewWriter(struct{ http.ResponseWriter }{rec}, func() hedge.Load { return hedge.Load{Workers: 3} })
+	if n, err := w.ReadFrom(strings.NewReader("abc")); n != 3 || err != nil || rec.Body.String() != "abc" {
+		t.Fatalf("ReadFrom into a plain writer: %d, %v, %q", n, err, rec.Body.String())
+	}
+	if l, _ := loadreport.Parse(rec.Header().Get(loadreport.Header)); l.Workers != 3 {
+		t.Fatalf("no report on a plain writer: %q", rec.Header().Get(loadreport.Header))
+	}
+}
+
+// readerFromRecorder is a ResponseRecorder with a ReadFrom of its own,
+// which records that it was called.
+type readerFromRecorder struct {
+	*httptest.ResponseRecorder
+	called bool
+}
+
+func (r *readerFromRecorder) ReadFrom(src io.Reader) (int64, error) {
+	r.called = true
+	return io.Copy(r.ResponseRecorder, src)
 }
 
 func BenchmarkHandler(b *testing.B) {
