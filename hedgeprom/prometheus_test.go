@@ -341,6 +341,8 @@ func TestPrometheusScrapesWhatClientsCounted(t *testing.T) {
 			// minute.
 			{`histogram_fraction(1e-6, 60, hedge_latency_distribution_seconds{path="caller",hedger="` + name + `"})`, 1},
 			{fmt.Sprintf(`sum(hedge_failovers_total{hedger=%q})`, name), float64(s.Failovers)},
+			{"sum(hedge_load_views_total" + sel + ")", float64(s.LoadByReport + s.LoadByOwnView)},
+			{`hedge_load_views_total{view="own_view",hedger="` + name + `"}`, float64(s.LoadByOwnView)},
 		})
 	}
 	// Each replica, as the Hedgers counted it.
