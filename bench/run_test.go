@@ -167,8 +167,11 @@ func TestRunHTTP(t *testing.T) {
 				t.Errorf("hedged run sent no hedge (stalls %d)", r.Stalls)
 			}
 		}
-		if r.Dials <= 0 {
-			t.Errorf("%s: %d dials counted", r.Config, r.Dials)
+		// Known, not necessarily positive: the warm-up may have opened
+		// every connection the measured span needs (h2c_test counts
+		// them).
+		if r.Dials < 0 {
+			t.Errorf("%s: dials not counted (%d)", r.Config, r.Dials)
 		}
 	}
 	if !strings.Contains(progress.String(), "hedge-fixed-nobudget") {
