@@ -57,8 +57,10 @@ func TestContenders(t *testing.T) {
 		if r.Requests == 0 || r.Errors > 0 || r.Stalls == 0 || r.Aborted != "" {
 			t.Errorf("%s: %d requests, %d errors (%s), %d stalls, aborted %q", r.Config, r.Requests, r.Errors, r.FirstError, r.Stalls, r.Aborted)
 		}
-		if r.Dials <= 0 {
-			t.Errorf("%s: no dial counted", r.Config)
+		// Known, not necessarily positive: the warm-up may have opened
+		// every connection the measured span needs.
+		if r.Dials < 0 {
+			t.Errorf("%s: dials not counted (%d)", r.Config, r.Dials)
 		}
 		if name == "none-random" {
 			arrivals = copies
