@@ -311,8 +311,12 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 				return nil, err
 			}
 			loc.Default = &def
+			spread := fmt.Sprintf("spread at random over %d replicas as the library's picker spreads them (a copy drawing from its moment's requests on every replica)", r)
+			if replicaNames(s, r) != nil {
+				spread = fmt.Sprintf("each on the replica of %d it was sent to (a copy drawing from its moment's requests on the replica it goes to)", r)
+			}
 			loc.Assumes = append(loc.Assumes,
-				fmt.Sprintf("The default line replays the sample's requests in the order they were sent, spread at random over %d replicas as the library's picker spreads them, and lets the library's own decision (decide.Policy, driven as Do drives it) rule on every copy: the sample's p95 for delay (where the live p95 of primaries settles), the spare-capacity rule on the occupancy the replay records (a copy only to an idle replica, asked for again a delay later; none while fewer than a quarter of primaries find their replica idle), the payoff rule (hedges classed by what the client saw of the primary's replica, held back while they neither win nor lose cheaply, learning from the replay's own outcomes) and the default budget.", r),
+				fmt.Sprintf("The default line replays the sample's requests in the order they were sent, %s, and lets the library's own decision (decide.Policy, driven as Do drives it) rule on every copy: the sample's p95 for delay (where the live p95 of primaries settles), the spare-capacity rule on the occupancy the replay records (a copy only to an idle replica, asked for again a delay later; none while fewer than a quarter of primaries find their replica idle), the payoff rule (hedges classed by what the client saw of the primary's replica, held back while they neither win nor lose cheaply, learning from the replay's own outcomes) and the default budget.", spread),
 				"Approximations of the default line: the delay is the sample's p95 throughout, where the library's follows the latencies as they move; the primaries' latencies are the sample's whatever the copies do (a copy adds no load to the servers), and a copy's latency is drawn from its moment's requests, one draw deciding the replay's course (which copy answers first, what the rules learn) while the percentiles and work average over the whole pool.",
 				heldBack(held))
 		} else {

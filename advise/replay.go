@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,8 +48,16 @@ import (
 //     order they happen);
 //   - the default budget.
 //
-// The replicas are picked as the library picks them (decide.Picker, hedge.Picker's code, the
-// less busy of two at random), busy meaning this client's copies in
+// When the sample names each request's replica (and names replicas
+// replicas), each primary stays on the replica it was sent to, and a copy
+// draws its latency from its moment's requests on the replica the copy
+// goes to: a replica that stalled shows as slow primaries there, and its
+// copies elsewhere are as fast as the other replicas were at that moment.
+// Otherwise primaries are spread as the library's picker spreads them,
+// and copies draw from the moment's requests on every replica. Copies'
+// replicas are picked as the library picks them (decide.Picker,
+// hedge.Picker's code, the less busy of two at random), busy meaning this
+// client's copies in
 // flight there, as the library counts them: primaries until they answer
 // or are cancelled, copies likewise, and a copy cancelled because the
 // other won counted for a while longer (decide.Policy.Ghost). A copy that
@@ -100,6 +109,14 @@ type replay struct {
 	order []int
 	lat   []float64
 
+	// rec, when the sample names each request's replica (as many as
+	// replicas), holds each position's replica: primaries stay where they
+	// were sent, and a copy draws from its moment's requests on its own
+	// replica (byRep), so that a stalled replica's copies elsewhere are as
+	// fast as the other replicas were then. Nil otherwise.
+	rec   []int
+	byRep []repRequests
+
 	reqs       []replayReq // by position in order
 	inFlight   []int       // per replica: this client's copies in flight
 	answered   []int64     // per replica: copies answered (for decide.Behind)
@@ -116,6 +133,51 @@ type replay struct {
 	paused   int     // busy refusals with an idle replica picked: the pause
 	delaySum float64 // over the requests with a delay
 	delayN   int
+}
+
+// repRequests are the sample's requests recorded on one replica, in the
+// order they were sent: their send times and their indices in the sample.
+type repRequests struct {
+	ts    []float64
+	order []int
+}
+
+// replicaNames returns the replicas s names, sorted, when every request
+// names one and they are replicas in all; nil otherwise.
+func replicaNames(s *Sample, replicas int) []string {
+	if len(s.Replicas) == 0 || s.replicaCount() != replicas {
+		return nil
+	}
+	names := make([]string, 0, replicas)
+	for _, r := range s.Replicas {
+		if r == "" {
+			return nil
+		}
+		if !slices.Contains(names, r) {
+			names = append(names, r)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// recordedReplicas returns each position's replica (by order) as an
+// index, and the requests of each replica, ts being the positions' send
+// times, when replicaNames has the replicas; nil otherwise.
+func recordedReplicas(s *Sample, order []int, ts []float64, replicas int) ([]int, []repRequests) {
+	names := replicaNames(s, replicas)
+	if names == nil {
+		return nil, nil
+	}
+	rec := make([]int, len(order))
+	by := make([]repRequests, replicas)
+	for k, i := range order {
+		q, _ := slices.BinarySearch(names, s.Replicas[i])
+		rec[k] = q
+		by[q].ts = append(by[q].ts, ts[k])
+		by[q].order = append(by[q].order, i)
+	}
+	return rec, by
 }
 
 // replayReq is one request of a replay.
@@ -207,6 +269,7 @@ func replayDefault(ctx context.Context, e *empirical, s *Sample, lat []float64, 
 		ghostUntil: make([]float64, replicas),
 		ev:         make(replayHeap, 0, 64),
 	}
+	rp.rec, rp.byRep = recordedReplicas(s, order, rp.ts, replicas)
 	next := 0 // the next request to send: sends are pushed one at a time
 	if len(order) > 0 {
 		rp.push(rp.ts[0], evSend, 0, 0)
@@ -253,7 +316,12 @@ func (rp *replay) addCopy(q int) { rp.inFlight[q]++ }
 func (rp *replay) send(k int, now float64) {
 	rp.clock = now
 	rq := &rp.reqs[k]
-	q := rp.picker.Pick(rp.replicas, nil, rp.load, rp.r.Uint64())
+	var q int
+	if rp.rec != nil {
+		q = rp.rec[k]
+	} else {
+		q = rp.picker.Pick(rp.replicas, nil, rp.load, rp.r.Uint64())
+	}
 	load := rp.load(q)
 	rq.ahead, rq.leftAt = int64(rp.inFlight[q]), rp.answered[q]
 	rp.addCopy(q)
@@ -359,7 +427,11 @@ func (rp *replay) Launch(now time.Duration, q int, g decide.Grant) bool {
 	}
 	at := float64(now)
 	x, dk := rp.lat[rp.order[k]], at-rp.ts[k]
-	pool := momentPool(rp.e, rp.ts, rp.order, rp.lat, at, float64(rq.plan.Delay)/2)
+	ts, order := rp.ts, rp.order
+	if rp.rec != nil {
+		ts, order = rp.byRep[q].ts, rp.byRep[q].order
+	}
+	pool := momentPool(rp.e, ts, order, rp.lat, at, float64(rq.plan.Delay)/2)
 	rp.hedged = append(rp.hedged, momentCopy{x, dk, pool})
 	rp.work += dk + 2*pool.meanMin(x-dk)
 	rq.hedged = true

@@ -164,3 +164,72 @@ func TestDefaultReplayPausesWithoutSpareCapacity(t *testing.T) {
 	}
 	t.Logf("1 ms requests hedged: two replicas %d (spare %.3f, %d asks paused), four replicas %d (spare %.3f)", n, two.pol.Spare(), two.paused, hedgedOf(four, time.Millisecond), four.pol.Spare())
 }
+
+// stalledReplica is a sample of n requests sent every 5 ms, round robin
+// over three named replicas, each answered in 300 to 600 µs, but for the
+// requests to replica "c" sent while it is stopped (30 ms in every
+// 250 ms), which wait for the stop to end: 4% of all requests, so that
+// the p95, the replay's delay, is of the answers that did not wait.
+func stalledReplica(n int) *Sample {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	s := &Sample{Source: "one replica stopped 30 ms in 250"}
+	for k := range n {
+		at := time.Duration(k) * 5 * time.Millisecond
+		x := 300*time.Microsecond + time.Duration(k*7919%301)*time.Microsecond
+		rep := []string{"a", "b", "c"}[k%3]
+		if phase := at % (250 * time.Millisecond); rep == "c" && phase < 30*time.Millisecond {
+			x += 30*time.Millisecond - phase
+		}
+		s.Latencies = append(s.Latencies, x)
+		s.Times = append(s.Times, t0.Add(at))
+		s.Replicas = append(s.Replicas, rep)
+	}
+	return s
+}
+
+// With each request's replica named, the replay keeps primaries where
+// they were sent and draws a copy from its moment's requests on the
+// copy's replica: a request stuck on the stopped replica hedges to one
+// that was answering at once then, and wins. Its hedge rate is about the
+// stuck share (4%; the budget's 10% allows it) and its p99 falls to
+// about the delay's three-delay head wait plus a fast answer. Without
+// the names (the primaries spread by the picker, a copy drawing from the
+// moment's requests on every replica, a third of them stuck), the
+// copies into the stop mostly draw from stuck requests, lose, and the
+// payoff rule stops them.
+func TestDefaultReplayOnRecordedReplicas(t *testing.T) {
+	s := stalledReplica(4000)
+	stuck := 0
+	for _, x := range s.Latencies {
+		if x > time.Millisecond {
+			stuck++
+		}
+	}
+	line := func(s *Sample, o Options) *Outcome {
+		t.Helper()
+		o.Percentiles, o.Sizes = []float64{95}, []Sizes{}
+		rep, err := Advise(context.Background(), s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range rep.Predictions {
+			if p.Kind == "independent-local" && p.Default != nil {
+				return p.Default
+			}
+		}
+		t.Fatal("no default line")
+		return nil
+	}
+	named := line(s, Options{})
+	share := float64(stuck) / float64(len(s.Latencies))
+	if named.HedgeRate < share/2 || named.HedgeRate > 2*share || named.P99Ratio > 0.3 {
+		t.Errorf("named replicas: hedged %.3f (stuck %.3f), p99 ratio %.2f; want about the stuck share hedged and the p99 cut below 0.3", named.HedgeRate, share, named.P99Ratio)
+	}
+	anon := *s
+	anon.Replicas = nil
+	spread := line(&anon, Options{Replicas: 3})
+	if spread.HedgeRate >= named.HedgeRate {
+		t.Errorf("unnamed replicas hedged %.3f, named %.3f: want fewer without the names", spread.HedgeRate, named.HedgeRate)
+	}
+	t.Logf("stuck %.3f; named: hedged %.3f, p99 ratio %.2f; spread by the picker: hedged %.3f, p99 ratio %.2f", share, named.HedgeRate, named.P99Ratio, spread.HedgeRate, spread.P99Ratio)
+}
