@@ -63,9 +63,10 @@
 // does not take part in the recommendation. Given the number of replicas
 // (Options.Replicas, or a replica field), it also has a line for the
 // library's default: the sample's requests replayed in the order they were
-// sent, on a virtual clock, each placed on the less busy of two replicas
-// (hedge.Picker), busy meaning this client's copies in flight there, and
-// every copy decided by the library's own decide.Policy for the zero
+// sent, on a virtual clock, each on the replica the sample names for it
+// (or, without a replica field, on the less busy of two replicas,
+// hedge.Picker's choice, busy meaning this client's copies in flight
+// there), and every copy decided by the library's own decide.Policy for the zero
 // Config, driven through its decide.Runtime interface as the live engine
 // and the simulator drive it. So every rule of the default applies as it
 // ships: a copy only to an idle replica, asked for again a delay later;
@@ -77,7 +78,10 @@
 // default budget. The delay is the sample's p95 (where the
 // library's live p95 settles; it does not follow the load as the live one
 // does). A copy's latency is drawn from its moment, as the estimate's
-// other copies are: one seeded draw sets the replay's course, and the
+// other copies are, and with a replica field from the moment's requests
+// on the copy's own replica, so that a copy escaping a stopped replica is
+// as fast as the others were then: one seeded draw sets the replay's
+// course, and the
 // percentiles average over the moment's requests; the primaries keep
 // their recorded latencies, a copy adding no load to the servers. A
 // request asks at most a thousand times, and with a p95 of 0 (a sample
