@@ -26,7 +26,11 @@
 // dispatcher, carries that wait: no coordinated omission) to the end of its
 // body (for gRPC and Redis, to its reply). Answers of any status count, and timeouts count at their time;
 // failures without an answer (refused connections, refused redirects) are
-// counted as errors only.
+// counted as errors only. How late the dispatcher itself started the
+// measured requests is reported (Result.LagP50, LagP99), and a run whose
+// lag p99 is above a millisecond and a tenth of the baseline's p99 says
+// so (Result.Overloaded, and a note): the client's machine, not the
+// service, may then have shaped the tail.
 //
 // # Verdicts
 //

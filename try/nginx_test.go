@@ -130,30 +130,33 @@ func TestNginxStalledReplica(t *testing.T) {
 	// The stall schedule: 50 ms stopped every 250 ms, so that even the
 	// short form meets about ten stalls.
 	stall, every := 50*time.Millisecond, 250*time.Millisecond
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
+	res := carried(t, []int{0, 1}, stall/4, func() *Result {
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+				}
+				_ = stalled.Signal(syscall.SIGSTOP)
+				time.Sleep(stall)
+				_ = stalled.Signal(syscall.SIGCONT)
 			}
-			_ = stalled.Signal(syscall.SIGSTOP)
-			time.Sleep(stall)
-			_ = stalled.Signal(syscall.SIGCONT)
+		}()
+		res, err := Run(context.Background(), o)
+		close(done)
+		wg.Wait()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	res, err := Run(context.Background(), o)
-	close(done)
-	wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
+		return res
+	})
 	logSummary(t, res)
 	def := armByName(t, res, "default")
 	t.Logf("nginx: default p99 ratio %.2f (%.2f-%.2f), p99.9 ratio %.2f (%.2f-%.2f)", def.P99.Ratio, def.P99.RatioLo, def.P99.RatioHi, def.P999.Ratio, def.P999.RatioLo, def.P999.RatioHi)

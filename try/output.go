@@ -74,6 +74,7 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", rr.Replica, fmtDur(rr.P50), fmtDur(rr.P99), strings.Join(parts, "  "))
 	}
 	tw.Flush()
+	fmt.Fprintf(bw, "\nload generator lag (start after intended start): p50 %s, p99 %s\n", fmtDur(r.LagP50), fmtDur(r.LagP99))
 	if len(r.Backoff) > 0 {
 		fmt.Fprintf(bw, "\nback-off: %d changes of the rate (%d pushback responses); lowest x%.3f\n", len(r.Backoff), r.Pushback, minBackoff(r.Backoff))
 	}

@@ -72,6 +72,7 @@ type record struct {
 	arm      int
 	intended time.Duration // since the start
 	latency  time.Duration // from the intended start to the end of the answer
+	lag      time.Duration // from the intended start to the request's start
 	status   string
 	kind     string
 	answered bool

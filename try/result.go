@@ -151,11 +151,31 @@ type Result struct {
 	Backoff  []BackoffEvent   `json:"backoff,omitempty"`
 	Pushback int              `json:"pushback_responses"`
 	Stopped  string           `json:"stopped,omitempty"`
-	Notes    []string         `json:"notes,omitempty"`
+	// LagP50 and LagP99 are how late the load generator started the
+	// measured requests, every arm's, after their intended starts: its
+	// own pacing and scheduling delays. Latencies are timed from the
+	// intended start, so the lag is in them; a lag far from zero says the
+	// client, not the service, shaped what was measured (see Overloaded).
+	LagP50 time.Duration `json:"lag_p50_ns"`
+	LagP99 time.Duration `json:"lag_p99_ns"`
+	Notes  []string      `json:"notes,omitempty"`
 	// Interrupted is set when the run was cut short (Ctrl-C).
 	Interrupted bool `json:"interrupted,omitempty"`
 
 	start time.Time
+}
+
+// Overloaded reports whether the load generator fell behind its own
+// schedule in the measured span by enough to shape the tail it measured:
+// a lag p99 (LagP99) above a millisecond and above a tenth of the
+// baseline arm's p99.
+func (r *Result) Overloaded() bool {
+	for _, a := range r.Arms {
+		if a.Name == r.Baseline {
+			return r.LagP99 > time.Millisecond && 10*r.LagP99 > a.P99.Value
+		}
+	}
+	return false
 }
 
 // result assembles the Result of a finished run.
@@ -205,11 +225,13 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 	for j := range o.Replicas {
 		res.Replica = append(res.Replica, &ReplicaResult{Replica: o.Replicas[j]})
 	}
+	var lags []int64
 	for k := range recs {
 		rec := &recs[k]
 		if rec.intended < r.measure || rec.intended >= end {
 			continue
 		}
+		lags = append(lags, int64(rec.lag))
 		ar := res.Arms[rec.arm]
 		ar.Requests++
 		if rec.status != "" {
@@ -258,6 +280,8 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 			}
 		}
 	}
+	slices.Sort(lags)
+	res.LagP50, res.LagP99 = time.Duration(bench.Quantile(lags, 0.5)), time.Duration(bench.Quantile(lags, 0.99))
 	for _, rr := range res.Replica {
 		slices.Sort(rr.dur)
 		rr.P50 = time.Duration(bench.Quantile(rr.dur, 0.5))
@@ -277,6 +301,9 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 			ar.ExtraLoad = float64(ar.Hedges) / float64(ar.Requests)
 		}
 		ar.Verdict, ar.Why = verdict(res, ar, i == base, res.Arms[base])
+	}
+	if res.Overloaded() {
+		res.Notes = append(res.Notes, fmt.Sprintf("The load generator fell behind: it started 1%% of the measured requests %v or more after their intended starts (p50 %v), over a tenth of %s's p99. Latencies are timed from the intended start, so every arm carries that lag: the client's CPU, not the service, may have shaped the tail. Run with a lower --rate, or on a machine with cores to spare.", res.LagP99.Round(10*time.Microsecond), res.LagP50.Round(10*time.Microsecond), res.Baseline))
 	}
 	if res.Arms[base].hedges {
 		res.Notes = append(res.Notes, "No arm is unhedged: the first arm is the baseline. Add none to --arms for a comparison with no hedging.")

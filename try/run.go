@@ -215,12 +215,13 @@ func (r *runner) gap(t time.Duration, factor float64) time.Duration {
 
 // one sends one request through an arm's client and records it.
 func (r *runner) one(runCtx context.Context, arm, i int, intended time.Duration) {
+	lag := time.Since(r.start) - intended
 	ctx, cancel := context.WithDeadline(runCtx, r.start.Add(intended+r.o.Timeout))
 	defer cancel()
 	tr := &trace{}
 	ctx = context.WithValue(ctx, traceKey{}, tr)
 	out := r.arms[arm].client.send(ctx, i)
-	rec := record{arm: arm, intended: intended, winner: -1, status: out.status, kind: out.kind, answered: out.answered}
+	rec := record{arm: arm, intended: intended, lag: lag, winner: -1, status: out.status, kind: out.kind, answered: out.answered}
 	rec.latency = time.Since(r.start) - intended
 	if runCtx.Err() != nil {
 		return // interrupted: not a measurement
