@@ -72,7 +72,7 @@ func TestBrowser(t *testing.T) {
 	if *screenshots {
 		size = 0
 	}
-	s, err := New(Options{DefaultRequests: size, MaxConcurrent: 2})
+	s, err := New(Options{DefaultRequests: size, MaxConcurrent: 2, QueueWait: browserWait, Timeout: browserWait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestBrowser(t *testing.T) {
 
 	// A second lab serves a study that ran the library default; the first
 	// serves the embedded one, which may not have run it.
-	s2, err := New(Options{DefaultRequests: size, MaxConcurrent: 2, Study: newerStudy(t)})
+	s2, err := New(Options{DefaultRequests: size, MaxConcurrent: 2, QueueWait: browserWait, Timeout: browserWait, Study: newerStudy(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +166,13 @@ func TestBrowser(t *testing.T) {
 	}
 	t.Logf("browser test took %v", time.Since(start).Round(time.Millisecond))
 }
+
+// browserWait is the browser test servers' wait for a slot and their
+// time limit per request: the test is of the page, not of the server's
+// load shedding (TestConcurrencyLimit, TestQueueWait and TestTimeout test
+// that), so that a machine busy with other tests does not turn a slow
+// simulation into a 503.
+const browserWait = 2 * time.Minute
 
 // do runs actions or fails the test.
 func (b *browser) do(actions ...chromedp.Action[chromedp.Void]) {
