@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -131,27 +130,14 @@ func TestNginxStalledReplica(t *testing.T) {
 	// short form meets about ten stalls.
 	stall, every := 50*time.Millisecond, 250*time.Millisecond
 	res := carried(t, []int{0, 1}, stall/4, func() *Result {
-		done := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-tick.C:
-				}
-				_ = stalled.Signal(syscall.SIGSTOP)
-				time.Sleep(stall)
-				_ = stalled.Signal(syscall.SIGCONT)
-			}
-		}()
+		stop := onSchedule(every, func() bool {
+			_ = stalled.Signal(syscall.SIGSTOP)
+			time.Sleep(stall) // the stall's length: the workload, not a wait for an outcome
+			_ = stalled.Signal(syscall.SIGCONT)
+			return true
+		})
 		res, err := Run(context.Background(), o)
-		close(done)
-		wg.Wait()
+		stop()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,26 +54,14 @@ func redisOptions(addrs, keys []string, a []Arm) Options {
 func stallOnSchedule(t *testing.T, srv *redistest.Server, stall, period time.Duration) (stop func()) {
 	t.Helper()
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, DisableIdentity: true, ReadTimeout: 5 * time.Second})
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(period)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			if err := rc.Do(context.Background(), "DEBUG", "SLEEP", fmt.Sprintf("%g", stall.Seconds())).Err(); err != nil {
-				t.Errorf("DEBUG SLEEP: %v", err)
-				return
-			}
+	stopTicks := onSchedule(period, func() bool {
+		if err := rc.Do(context.Background(), "DEBUG", "SLEEP", fmt.Sprintf("%g", stall.Seconds())).Err(); err != nil {
+			t.Errorf("DEBUG SLEEP: %v", err)
+			return false
 		}
-	}()
-	return func() { close(done); wg.Wait(); rc.Close() }
+		return true
+	})
+	return func() { stopTicks(); rc.Close() }
 }
 
 // One replica of three sleeps 120 ms every 250 ms. The default picker

@@ -177,6 +177,29 @@ func TestOverloaded(t *testing.T) {
 	}
 }
 
+// onSchedule calls stall every period, on a goroutine of its own, until
+// stall returns false or the returned function is called (which waits
+// for the goroutine to end): the stall schedules of the tests' replicas.
+func onSchedule(period time.Duration, stall func() bool) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if !stall() {
+				return
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
 func logSummary(t *testing.T, res *Result) {
 	t.Helper()
 	var b strings.Builder
