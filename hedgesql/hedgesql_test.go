@@ -89,6 +89,9 @@ var appSeq atomic.Int64
 // the server's pg_stat_activity tells them from others' (earlier tests'
 // included, whose server processes may still be ending).
 func appName(t *testing.T) string {
+	if v, ok := appNames.Load(t); ok {
+		return v.(string)
+	}
 	name := fmt.Sprintf("hedgesql %d %s", appSeq.Add(1), t.Name())
 	if len(name) > 63 {
 		name = name[:63]
