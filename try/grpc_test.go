@@ -130,7 +130,7 @@ func TestGRPCStallsTailCut(t *testing.T) {
 		}
 	})
 	o := grpcOptions(addrs, arms(t, "none,fixed:10ms"))
-	o.Rate, o.MaxRate, o.AllowHighRate, o.Duration = 250, 250, true, 4*time.Second // 500 calls an arm
+	o.Rate, o.MaxRate, o.AllowHighRate, o.Duration = 250, 250, true, 8*time.Second // 1,000 calls an arm: a p99 of ten, whose interval is sure of the cut
 	res := carried(t, []int{0, 1}, 20*time.Millisecond, func() *Result {
 		res, err := Run(context.Background(), o)
 		if err != nil {

@@ -74,7 +74,7 @@ func stallOnSchedule(t *testing.T, srv *redistest.Server, stall, period time.Dur
 func TestRedisStallsTailCut(t *testing.T) {
 	servers, addrs, keys := startRedis(t, 3)
 	o := redisOptions(addrs, keys, arms(t, "none,fixed:10ms"))
-	o.Rate, o.MaxRate, o.AllowHighRate, o.Duration = 250, 250, true, 4*time.Second // 500 reads an arm
+	o.Rate, o.MaxRate, o.AllowHighRate, o.Duration = 250, 250, true, 8*time.Second // 1,000 reads an arm: a p99 of ten, whose interval is sure of the cut
 	res := carried(t, []int{0, 1}, 30*time.Millisecond, func() *Result {
 		stop := stallOnSchedule(t, servers[2], 120*time.Millisecond, 250*time.Millisecond)
 		res, err := Run(context.Background(), o)

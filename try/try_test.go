@@ -221,7 +221,7 @@ func TestStallsOnOneReplicaTailCut(t *testing.T) {
 		}
 	})
 	o := loadOptions(urls, arms(t, "none,fixed:10ms,default"))
-	o.Rate, o.MaxRate, o.AllowHighRate, o.Duration = 400, 400, true, 4*time.Second // 500 requests an arm
+	o.Rate, o.MaxRate, o.AllowHighRate, o.Duration = 400, 400, true, 8*time.Second // about 1,000 requests an arm: a p99 of ten, whose interval is sure of the cut
 	res := carried(t, []int{0, 1}, 20*time.Millisecond, func() *Result {
 		res, err := Run(context.Background(), o)
 		if err != nil {
