@@ -437,8 +437,11 @@ func reflectV1alpha(ctx context.Context, conn *grpc.ClientConn) reflector {
 // records each copy.
 type grpcClient struct {
 	p     *grpcProto
+	h     *hedge.Hedger
 	conns []*grpc.ClientConn
 }
+
+func (c *grpcClient) hedger() *hedge.Hedger { return c.h }
 
 func (p *grpcProto) newClient(cfg hedge.Config) (sender, error) {
 	cfg.Replicas = len(p.o.Replicas)
@@ -455,7 +458,7 @@ func (p *grpcProto) newClient(cfg hedge.Config) (sender, error) {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		return ic.Unary(ctx, method, req, reply, cc, invoker, opts...)
 	}
-	c := &grpcClient{p: p}
+	c := &grpcClient{p: p, h: h}
 	for j, addr := range p.o.Replicas {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(p.creds), grpc.WithNoProxy(),
 			grpc.WithChainUnaryInterceptor(unary, countCopies(j)))

@@ -2,6 +2,7 @@ package try
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +62,11 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintln(bw)
 	for _, a := range r.Arms {
 		fmt.Fprintf(bw, "%-16s %s: %s\n", a.Name, a.Verdict, a.Why)
+	}
+	for _, a := range r.Arms {
+		if a.DelayAtEnd > 0 || len(a.NotSent) > 0 {
+			fmt.Fprintf(bw, "%-16s delay %s at the start of the measured span, %s at the end; hedges not sent: %s\n", a.Name, fmtDelay(a.DelayAtStart), fmtDelay(a.DelayAtEnd), notSentCell(a.NotSent))
+		}
 	}
 	fmt.Fprintln(bw)
 	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
@@ -275,9 +281,9 @@ func (r *Result) writeMarkdown(w *bufio.Writer) error {
 	for _, a := range r.Arms {
 		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", a.Name, a.Requests, a.Errors, estText(a.P50), estText(a.P90), estText(a.P99), estText(a.P999), ratioText(a.P99), ratioText(a.P999))
 	}
-	fmt.Fprintf(w, "\n![CCDF](ccdf.svg)\n\n![latency over time](timeline.svg)\n\n## Hedges\n\n| arm | hedged | hedges | hedge wins | extra requests | loser time | errors by kind | statuses |\n|---|---:|---:|---:|---:|---:|---|---|\n")
+	fmt.Fprintf(w, "\n![CCDF](ccdf.svg)\n\n![latency over time](timeline.svg)\n\n## Hedges\n\nHedges not sent are those that came due in the measured span and a rule of the arm kept back.\n\n| arm | hedged | hedges | hedge wins | extra requests | loser time | hedges not sent | errors by kind | statuses |\n|---|---:|---:|---:|---:|---:|---|---|---|\n")
 	for _, a := range r.Arms {
-		fmt.Fprintf(w, "| %s | %.1f%% | %d | %d | %.1f%% | %s | %s | %s |\n", a.Name, pct(a.Hedged, a.Requests), a.Hedges, a.HedgeWins, 100*a.ExtraLoad, fmtDur(a.LoserTime), countsText(a.ErrorKinds), countsText(a.Statuses))
+		fmt.Fprintf(w, "| %s | %.1f%% | %d | %d | %.1f%% | %s | %s | %s | %s |\n", a.Name, pct(a.Hedged, a.Requests), a.Hedges, a.HedgeWins, 100*a.ExtraLoad, fmtDur(a.LoserTime), notSentCell(a.NotSent), countsText(a.ErrorKinds), countsText(a.Statuses))
 	}
 	fmt.Fprintf(w, "\n## Replicas\n\nCopies per arm (hedges among them), requests answered, hedge wins, and time spent on losing copies.\n\n| replica | copies p50 | copies p99 |")
 	for _, a := range r.Arms {
@@ -405,4 +411,49 @@ func (r *Result) writeTimeline(w *bufio.Writer) error {
 	}
 	_, err := w.WriteString("</svg>\n")
 	return err
+}
+
+// notSentText lists the hedges an arm did not send by rule, most first.
+func notSentText(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(m[b], m[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", notSentNames[k], m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// notSentNames says what each key of ArmResult.NotSent means.
+var notSentNames = map[string]string{
+	"budget":    "budget spent",
+	"in_flight": "too many hedges in flight",
+	"busy":      "no spare capacity",
+	"payoff":    "not paying",
+	"head":      "held for the head wait",
+	"deadline":  "too close to the deadline",
+	"replicas":  "every replica had a copy",
+	"fan_out":   "fan-out budget spent",
+}
+
+func notSentCell(m map[string]int64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	return notSentText(m)
+}
+
+func fmtDelay(d time.Duration) string {
+	if d <= 0 {
+		return "none yet"
+	}
+	return fmtDur(d)
 }

@@ -49,6 +49,8 @@ type sender interface {
 	send(ctx context.Context, i int) outcome
 	// close releases the client's connections, once every send returned.
 	close()
+	// hedger is the arm's Hedger, whose Stats say why hedges were not sent.
+	hedger() *hedge.Hedger
 }
 
 // outcome is how one request went.
@@ -223,6 +225,7 @@ func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 // connection pool, over a counting transport.
 type httpClient struct {
 	p      *httpProto
+	h      *hedge.Hedger
 	client *http.Client
 	base   *http.Transport
 }
@@ -251,10 +254,12 @@ func (p *httpProto) newClient(cfg hedge.Config) (sender, error) {
 		return nil, err
 	}
 	client := &http.Client{Transport: ht, CheckRedirect: p.checkRedirect}
-	return &httpClient{p: p, client: client, base: base}, nil
+	return &httpClient{p: p, h: h, client: client, base: base}, nil
 }
 
 func (c *httpClient) close() { c.base.CloseIdleConnections() }
+
+func (c *httpClient) hedger() *hedge.Hedger { return c.h }
 
 // checkRedirect follows a redirect only to one of the replicas, and at
 // most 5.

@@ -170,6 +170,8 @@ func (p *redisProto) newClient(cfg hedge.Config) (sender, error) {
 
 func (c *redisClient) close() { _ = c.hc.Close() }
 
+func (c *redisClient) hedger() *hedge.Hedger { return c.hc.Hedger() }
+
 // send reads key i, or the MGet keys from key i*MGet on.
 func (c *redisClient) send(ctx context.Context, i int) outcome {
 	keys := c.p.o.Redis.Keys

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/bench"
 	"github.com/tailcut/hedge/drill"
 	"github.com/tailcut/hedge/quantile"
@@ -92,6 +93,19 @@ type ArmResult struct {
 	// LoserTime is the time losing copies ran, over all replicas.
 	LoserTime time.Duration `json:"loser_time_ns"`
 	Replicas  []ArmReplica  `json:"replicas"`
+	// NotSent counts the hedges that came due from the start of the
+	// measured span and were not sent, by the rule that kept them
+	// (the arm's hedge.Stats): "budget", "in_flight", "busy" (no spare
+	// capacity), "payoff" (the class's hedges were not paying), "head"
+	// (held until the primary has waited three delays, and asked for
+	// again then), "deadline", "replicas" (every replica had a copy).
+	// It says why an arm hedged less than its delay alone would.
+	NotSent map[string]int64 `json:"not_sent,omitempty"`
+	// DelayAtStart and DelayAtEnd are the hedge delay in force when the
+	// measured span began and when the run ended (hedge.Stats.Delay of
+	// the arm's busiest operation class; zero before it hedges at all).
+	DelayAtStart time.Duration `json:"delay_at_start_ns,omitempty"`
+	DelayAtEnd   time.Duration `json:"delay_at_end_ns,omitempty"`
 
 	// Verdict is drill.Baseline for the baseline, else drill.TailCut,
 	// drill.NoTailGain, drill.ExcessLoad or NotSignificant; Why says
@@ -297,6 +311,17 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 	res.Baseline = res.Arms[base].Name
 	r.bootstrap(res, base)
 	for i, ar := range res.Arms {
+		if ar.hedges {
+			var before map[string]int64
+			if i < len(r.notSent) {
+				before = r.notSent[i]
+			}
+			ar.NotSent = notSentSince(notSent(r.arms[i].client.hedger()), before)
+			if i < len(r.delays) {
+				ar.DelayAtStart = r.delays[i]
+			}
+			ar.DelayAtEnd = delayOf(r.arms[i].client.hedger())
+		}
 		if ar.Requests > 0 {
 			ar.ExtraLoad = float64(ar.Hedges) / float64(ar.Requests)
 		}
@@ -485,4 +510,51 @@ func fmtDur(d time.Duration) string {
 		return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms"
 	}
 	return strconv.FormatFloat(float64(d)/1e3, 'f', 0, 64) + "µs"
+}
+
+// notSent sums the refusal counters of a Hedger's operation classes.
+func notSent(h *hedge.Hedger) map[string]int64 {
+	m := map[string]int64{}
+	for _, s := range h.Stats() {
+		m["budget"] += s.RefusedBudget
+		m["in_flight"] += s.RefusedInFlight
+		m["busy"] += s.RefusedBusy
+		m["payoff"] += s.RefusedPayoff
+		m["head"] += s.RefusedHead
+		m["deadline"] += s.RefusedDeadline
+		m["replicas"] += s.RefusedReplicas
+		m["fan_out"] += s.RefusedFanOut
+	}
+	return m
+}
+
+// delayOf returns the delay in force in a Hedger's busiest operation
+// class, or zero when it has none yet (hedge.Never while it warms up).
+func delayOf(h *hedge.Hedger) time.Duration {
+	var d time.Duration
+	var most int64 = -1
+	for _, s := range h.Stats() {
+		if s.Requests > most {
+			most, d = s.Requests, s.Delay
+		}
+	}
+	if d == hedge.Never {
+		return 0
+	}
+	return d
+}
+
+// notSentSince returns the counts of now above those of before, without
+// zeros (nil when every count is zero).
+func notSentSince(now, before map[string]int64) map[string]int64 {
+	var d map[string]int64
+	for k, v := range now {
+		if v -= before[k]; v > 0 {
+			if d == nil {
+				d = map[string]int64{}
+			}
+			d[k] = v
+		}
+	}
+	return d
 }

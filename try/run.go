@@ -57,6 +57,11 @@ type runner struct {
 	mu      sync.Mutex
 	records []record
 
+	// notSent holds each arm's hedges not sent, by rule, when the
+	// measured span began (see ArmResult.NotSent).
+	notSent []map[string]int64
+	delays  []time.Duration
+
 	inFlight atomic.Int64
 	sent     atomic.Int64
 	failures atomic.Int64
@@ -158,6 +163,12 @@ func (r *runner) dispatch(ctx context.Context) error {
 		at = max(at, pause)
 		if at >= r.total {
 			return nil
+		}
+		if r.notSent == nil && at >= r.measure {
+			for _, a := range r.arms {
+				r.notSent = append(r.notSent, notSent(a.client.hedger()))
+				r.delays = append(r.delays, delayOf(a.client.hedger()))
+			}
 		}
 		if !r.sleepUntil(ctx, &pacer, at) {
 			return nil

@@ -1,6 +1,7 @@
 package try
 
 import (
+	"maps"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -127,10 +128,14 @@ func armByName(t *testing.T, res *Result, name string) *ArmResult {
 // around it) up to three times, until the machine carried the load: the
 // load generator kept to its schedule (Result.Overloaded is false) and
 // the replicas that do not stall answered well inside a stall (their
-// copies' p99 under limit). If no attempt did, it skips the test: a
+// copies' p99 under limit), and every hedging arm began the measured
+// span with a delay under limit. If no attempt did, it skips the test: a
 // verdict measured on a machine that could not drive the load, or whose
 // healthy replicas were as slow as the stalled one, judges the machine,
-// not hedging.
+// not hedging. So does one whose warm-up was: a live percentile delay is
+// learned from the last thousand latencies, so a start slow enough to put
+// a twentieth of them above limit leaves a delay that no stall outlasts
+// by the head wait (three delays) for the whole of a short run.
 func carried(t *testing.T, healthy []int, limit time.Duration, run func() *Result) *Result {
 	t.Helper()
 	var why string
@@ -143,6 +148,11 @@ func carried(t *testing.T, healthy []int, limit time.Duration, run func() *Resul
 		for _, j := range healthy {
 			if p := res.Replica[j].P99; p >= limit {
 				why = fmt.Sprintf("replica %d, which does not stall, answered copies in %v at p99 (limit %v)", j, p, limit)
+			}
+		}
+		for _, a := range res.Arms {
+			if a.hedges && (a.DelayAtStart <= 0 || a.DelayAtStart >= limit) {
+				why = fmt.Sprintf("arm %s began the measured span with a delay of %s (limit %v): its warm-up was as slow as a stall", a.Name, fmtDelay(a.DelayAtStart), limit)
 			}
 		}
 		if why == "" {
@@ -241,7 +251,7 @@ func TestStallsOnOneReplicaTailCut(t *testing.T) {
 		t.Errorf("fixed: %d hedges, %d wins; want some of each", fixed.Hedges, fixed.HedgeWins)
 	}
 	if def.Verdict != drill.TailCut && def.Verdict != NotSignificant {
-		t.Errorf("default: verdict %s (%s), want %s or %s", def.Verdict, def.Why, drill.TailCut, NotSignificant)
+		t.Errorf("default: verdict %s (%s), want %s or %s; hedges not sent: %v", def.Verdict, def.Why, drill.TailCut, NotSignificant, def.NotSent)
 	}
 	if none.Hedges != 0 {
 		t.Errorf("none: %d hedges, want none", none.Hedges)
@@ -289,6 +299,14 @@ func TestBigRequestsNoGain(t *testing.T) {
 	}
 	if p := armByName(t, res, "plain-1ms"); p.Verdict != drill.ExcessLoad {
 		t.Errorf("plain-1ms: verdict %s (%s), want %s", p.Verdict, p.Why, drill.ExcessLoad)
+	}
+	// The default's rules, not the lack of due hedges, kept it from
+	// hedging as plain-1ms did: its refusals are reported.
+	if d := armByName(t, res, "default"); d.NotSent["payoff"]+d.NotSent["busy"]+d.NotSent["head"] == 0 {
+		t.Errorf("default: hedges not sent %v, want the payoff, spare-capacity or head rules among them", d.NotSent)
+	}
+	if p := armByName(t, res, "plain-1ms"); len(p.NotSent) != 0 {
+		t.Errorf("plain-1ms: hedges not sent %v, want none: it has no rule that keeps one back", p.NotSent)
 	}
 }
 
@@ -519,5 +537,18 @@ func TestParseArms(t *testing.T) {
 		if _, err := ParseArms(bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q: %v, want ErrInvalid", bad, err)
 		}
+	}
+}
+
+func TestNotSentText(t *testing.T) {
+	got := notSentSince(map[string]int64{"head": 9, "payoff": 40, "busy": 3, "budget": 2}, map[string]int64{"head": 1, "busy": 3, "budget": 1})
+	if want := map[string]int64{"head": 8, "payoff": 40, "budget": 1}; !maps.Equal(got, want) {
+		t.Fatalf("notSentSince = %v, want %v", got, want)
+	}
+	if s, want := notSentText(got), "not paying 40, held for the head wait 8, budget spent 1"; s != want {
+		t.Errorf("notSentText = %q, want %q", s, want)
+	}
+	if notSentSince(map[string]int64{"head": 1}, map[string]int64{"head": 1}) != nil {
+		t.Error("no change: want nil")
 	}
 }
