@@ -1,11 +1,11 @@
 package try
 
 import (
-	"maps"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
