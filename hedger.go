@@ -86,7 +86,10 @@ type Config struct {
 	// 0.4 of a delay times one plus its win rate, or while at least
 	// MinWinRate of its hedges win, and is otherwise refused
 	// (RefusedPayoff), except for a probe now and then (one in 5,000
-	// requests) that tells when it pays again. A new class starts just
+	// requests) that tells when it pays again; a probe whose copy wins in
+	// under half the time its primary had waited starts the class over,
+	// so that a burst of slowness on every replica, whose copies all
+	// lost, does not keep it off after the burst. A new class starts just
 	// short of paying (a win rate of 1/4 and a waste of 0.6, weighed as
 	// four hedges), so that its first hedges go at about one in four and
 	// decide. So where copies take as long as their primaries (big

@@ -241,7 +241,8 @@ const (
 // of the two ratios)^8, so that an average that dips by chance recovers
 // at once, and on probe tokens credited by every request, so that a class
 // that stopped paying is measured again now and then and comes back by
-// itself when it pays.
+// itself when it pays; a probe that wins fast starts it over (see
+// outcome).
 type payoff struct {
 	rate  [numEvidence]atomic.Int64
 	waste [numEvidence]atomic.Int64
@@ -299,11 +300,11 @@ func (p *payoff) pays(e Evidence) bool {
 	return r >= p.min || p.waste[e].Load() <= allowed(r)
 }
 
-// try reports whether a hedge of class e may go, spending a probe token
-// when that is what lets it.
-func (p *payoff) try(e Evidence) bool {
+// try reports whether a hedge of class e may go, and whether a probe
+// token, spent, is what lets it.
+func (p *payoff) try(e Evidence) (ok, probe bool) {
 	if p.pays(e) {
-		return true
+		return true, false
 	}
 	r := p.rate[e].Load()
 	f := float64(r) / float64(p.min)
@@ -313,16 +314,16 @@ func (p *payoff) try(e Evidence) bool {
 	f *= f
 	f *= f
 	if unit(p.draw.Add(1)) < f*f {
-		return true
+		return true, false
 	}
 	b := &p.probe[e]
 	for {
 		t := b.Load()
 		if t < rateOne {
-			return false
+			return false, false
 		}
 		if b.CompareAndSwap(t, t-rateOne) {
-			return true
+			return true, true
 		}
 	}
 }
@@ -347,9 +348,30 @@ func (p *payoff) refund(e Evidence) {
 
 // outcome records whether a hedge of class e won and, if it lost, how long
 // it ran for nothing, as a share of its delay.
-func (p *payoff) outcome(e Evidence, won bool, waste float64) {
+//
+// restart, for a class that does not pay, first starts it over as a new
+// class, so that this outcome weighs as its first. Policy.Succeeded sets
+// it for a probe that won with its copy answering within half the time
+// its primary had waited: that primary was slowed by its server, not by
+// its size (a big request's copy takes as long as it), so the world that
+// stopped the class may be gone. A class's averages weigh outcomes, not
+// time: a burst of slowness on every replica at once (a shared host, the
+// client's own process starved) makes the copies it provokes lose and
+// run many delays, and can leave a class so far from paying that probes,
+// one in 5,000 requests each moving it by a thirty-second, would need
+// dozens of wins to bring it back, hours at a hundred requests a second
+// (TestStallHedgesComeBackAfterABurst). Where hedges truly do not pay, a
+// restart costs the one or two losing hedges that stop the class again,
+// and only after the rare probe that wins that fast (docs/default.md,
+// "After a burst").
+func (p *payoff) outcome(e Evidence, won bool, waste float64, restart bool) {
 	if p == nil {
 		return
+	}
+	if restart && !p.pays(e) {
+		p.rate[e].Store(startRate)
+		p.waste[e].Store(startWaste)
+		p.seen[e].Store(0)
 	}
 	v, w := int64(0), int64(0)
 	if won {

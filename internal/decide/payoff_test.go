@@ -20,8 +20,14 @@ import (
 //     weight of 1/6 the win rate goes to 419,430 - 419,430/6 = 349,525,
 //     the waste to 503,316 + (16*2^20 - 503,316)/6 = 3,215,632 > allowed
 //     = 559,239: it no longer pays;
-//   - its third hedge wins: with a weight of 1/7, 449,389 and 2,756,256
-//     > 599,185: it still does not pay.
+//   - its third hedge, a probe (the class does not pay, and the soft
+//     gate's odds are (559,239/3,215,632)^8, about 1e-6), wins a whole
+//     delay after it went: with a weight of 1/7, 449,389 and 2,756,256
+//     > 599,185: it still does not pay;
+//   - its fourth hedge, a probe too, wins at once: a copy that answers
+//     within half a delay shows the request was not big, its server
+//     was slow, and the class starts over as a new one with this win
+//     as its first outcome: 419,430 and 503,316 again, and it pays.
 //
 // MinWinRate 31/32 is never reached, so the win rate counts only through
 // allowed. The hedges go through the Policy as an engine's do (Check,
@@ -85,8 +91,10 @@ func TestPayoffBoundaryWinRate(t *testing.T) {
 	averages(419_430, 503_316, true)
 	hedge(false, 16*delay)
 	averages(349_525, 3_215_632, false)
-	hedge(true, 0)
+	hedge(true, delay)
 	averages(449_389, 2_756_256, false)
+	hedge(true, 0)
+	averages(419_430, 503_316, true)
 }
 
 // TestPayoffBoundaryWaste checks the rule's edges with averages set by
@@ -136,7 +144,7 @@ func TestPayoffPriorWeighsFourHedges(t *testing.T) {
 	p := newPayoff(0.35)
 	r0 := p.rate[EvidenceHead].Load()
 	for k := int64(1); k <= 40; k++ {
-		p.outcome(EvidenceHead, true, 0)
+		p.outcome(EvidenceHead, true, 0, false)
 		got := p.rate[EvidenceHead].Load()
 		if k <= 28 {
 			want := float64(rateOne) - float64(rateOne-r0)*4/float64(4+k)

@@ -275,6 +275,7 @@ type Plan struct {
 	retry   bool          // the copy being decided replaces one that failed
 	held    bool          // the next copy is due after a server's pushback (Hold): it replaces a copy that failed
 	checkAt time.Duration // when Check ran
+	probe   bool          // the first hedge went on a payoff probe token
 }
 
 // Single reports whether the request goes once, whatever happens.
@@ -315,6 +316,7 @@ func (pl *Plan) straggleAt() time.Duration {
 // copied (a write without an idempotency key).
 func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time.Duration, once bool, r *rand.Rand) {
 	pl.Start, pl.Deadline, pl.Copies, pl.Stopped, pl.Evidence, pl.HedgeAt, pl.Holdout, pl.held = now, deadline, 1, false, EvidenceNone, Never, false, false
+	pl.probe = false
 	if once || p.maxAttempts == 1 {
 		pl.Mode, pl.Delay = Off, Never
 		return
@@ -478,8 +480,12 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 	// judged by it.
 	judged := bet && pl.Delay > 0
 	g.paid = judged && pl.Mode == On && p.payoff != nil
-	if g.paid && !p.payoff.try(ev) {
-		return Grant{}, RefusedPayoff
+	probe := false
+	if g.paid {
+		var ok bool
+		if ok, probe = p.payoff.try(ev); !ok {
+			return Grant{}, RefusedPayoff
+		}
 	}
 	if judged && pl.Mode == Shadow && !p.payoff.pays(ev) {
 		return Grant{}, RefusedPayoff
@@ -509,8 +515,8 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 		return Grant{}, RefusedBudget
 	}
 	if bet && pl.Copies == 1 {
-		g.first, g.prevEv, g.prevAt = true, pl.Evidence, pl.HedgeAt
-		pl.Evidence, pl.HedgeAt = ev, pl.checkAt
+		g.first, g.prevEv, g.prevAt, g.prevProbe = true, pl.Evidence, pl.HedgeAt, pl.probe
+		pl.Evidence, pl.HedgeAt, pl.probe = ev, pl.checkAt, probe
 	}
 	pl.Copies++
 	g.counted = true
@@ -519,17 +525,18 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 
 // Grant is what Admit took for one copy. Its zero value took nothing.
 type Grant struct {
-	p       *Policy
-	pl      *Plan
-	bucket  Bucket // the budget a token came from, or nil
-	ev      Evidence
-	prevEv  Evidence      // the Plan's evidence before a first hedge set it
-	prevAt  time.Duration // and its HedgeAt
-	slot    bool          // an in-flight slot
-	fan     bool          // a token and a slot of the fan-out (Plan.Fan)
-	paid    bool          // a payoff probe token
-	first   bool          // the request's first hedge: it set the Plan's evidence
-	counted bool          // the copy is counted in the Plan
+	p         *Policy
+	pl        *Plan
+	bucket    Bucket // the budget a token came from, or nil
+	ev        Evidence
+	prevEv    Evidence      // the Plan's evidence before a first hedge set it
+	prevAt    time.Duration // and its HedgeAt
+	prevProbe bool          // and its probe
+	slot      bool          // an in-flight slot
+	fan       bool          // a token and a slot of the fan-out (Plan.Fan)
+	paid      bool          // a payoff probe token
+	first     bool          // the request's first hedge: it set the Plan's evidence
+	counted   bool          // the copy is counted in the Plan
 }
 
 // HoldsSlot reports whether the copy holds an in-flight slot
@@ -556,7 +563,7 @@ func (g Grant) Undo() {
 	if g.counted {
 		g.pl.Copies--
 		if g.first {
-			g.pl.Evidence, g.pl.HedgeAt = g.prevEv, g.prevAt
+			g.pl.Evidence, g.pl.HedgeAt, g.pl.probe = g.prevEv, g.prevAt, g.prevProbe
 		}
 	}
 }
@@ -632,14 +639,20 @@ func (p *Policy) Failed(pl *Plan) {
 
 // Succeeded records a request that succeeded at now, won by a hedge copy
 // or not: a throttle budget is credited for it, and the payoff rule learns
-// whether its hedge won and, if it lost, how long it ran for nothing.
+// whether its hedge won and, if it lost, how long it ran for nothing. A
+// probe that won with its copy answering within half the time its primary
+// had waited when it went starts a class that does not pay over (see
+// payoff.outcome).
 func (p *Policy) Succeeded(pl *Plan, now time.Duration, byHedge bool) {
 	if pl.Mode == On {
 		if p.budget != nil {
 			p.budget.OnSuccess()
 		}
 		if pl.Copies > 1 && pl.HedgeAt != Never && pl.Delay > 0 && pl.Delay != Never {
-			p.payoff.outcome(pl.Evidence, byHedge, float64(now-pl.HedgeAt)/float64(pl.Delay))
+			// The copy answered in under half the time its primary had
+			// waited: the primary's server was slow, not the request big.
+			quick := byHedge && 2*(now-pl.HedgeAt) <= pl.HedgeAt-pl.Start
+			p.payoff.outcome(pl.Evidence, byHedge, float64(now-pl.HedgeAt)/float64(pl.Delay), pl.probe && quick)
 		}
 	}
 }
