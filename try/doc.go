@@ -51,6 +51,13 @@
 //   - NOT SIGNIFICANT: the interval holds both no change and a cut of
 //     MinCut, or there were too few requests for a p99.
 //
+// A verdict says what an arm did, and ArmResult.NotSent says why it did
+// not do more: the hedges that came due in the measured span and a rule
+// of the arm's Hedger kept back (its budget, the spare-capacity and
+// payoff rules, the head wait), with its delay when measuring began and
+// at the end. A default arm that learnt from a starved warm-up shows it
+// there.
+//
 // # Safety
 //
 // Requests go only to the replicas; redirects are followed only among them
