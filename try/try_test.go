@@ -129,13 +129,16 @@ func armByName(t *testing.T, res *Result, name string) *ArmResult {
 // load generator kept to its schedule (Result.Overloaded is false) and
 // the replicas that do not stall answered well inside a stall (their
 // copies' p99 under limit), and every hedging arm began the measured
-// span with a delay under limit. If no attempt did, it skips the test: a
-// verdict measured on a machine that could not drive the load, or whose
-// healthy replicas were as slow as the stalled one, judges the machine,
-// not hedging. So does one whose warm-up was: a live percentile delay is
+// span with a delay under limit and sent at least as many hedges as its
+// payoff rule refused. If no attempt did, it skips the test: a verdict
+// measured on a machine that could not drive the load, or whose healthy
+// replicas were as slow as the stalled one, judges the machine, not
+// hedging. So does one whose warm-up was: a live percentile delay is
 // learned from the last thousand latencies, so a start slow enough to put
 // a twentieth of them above limit leaves a delay that no stall outlasts
-// by the head wait (three delays) for the whole of a short run.
+// by the head wait (three delays) for the whole of a short run; and a
+// warm-up whose copies lost leaves the payoff rule refusing stall hedges
+// until its first probe, 5,000 requests on.
 func carried(t *testing.T, healthy []int, limit time.Duration, run func() *Result) *Result {
 	t.Helper()
 	var why string
@@ -153,6 +156,9 @@ func carried(t *testing.T, healthy []int, limit time.Duration, run func() *Resul
 		for _, a := range res.Arms {
 			if a.hedges && (a.DelayAtStart <= 0 || a.DelayAtStart >= limit) {
 				why = fmt.Sprintf("arm %s began the measured span with a delay of %s (limit %v): its warm-up was as slow as a stall", a.Name, fmtDelay(a.DelayAtStart), limit)
+			}
+			if n := a.NotSent["payoff"]; n > int64(a.Hedges) {
+				why = fmt.Sprintf("arm %s's payoff rule refused %d hedges and let %d go: it learnt from copies that lost, which these replicas, one stalling and the others answering well inside a stall, make only when the machine starves them (docs/default.md, \"After a burst\")", a.Name, n, a.Hedges)
 			}
 		}
 		if why == "" {
