@@ -42,7 +42,9 @@
 // p99, in the vocabulary of package drill:
 //
 //   - EXCESS LOAD: hedges above Options.LoadLimit of requests, or the p99
-//     ratio's whole interval above 1 (hedging made the tail worse);
+//     ratio's whole interval above 1 (hedging made the tail worse) with
+//     hedges sent for at least as many requests as lie above the p99
+//     (fewer cannot have moved it: that is NOT SIGNIFICANT);
 //   - TAIL CUT: the whole interval below 1 and a cut of at least
 //     Options.MinCut (10%): a false TAIL CUT needs the interval to miss,
 //     which happens in about 2.5% of runs of a service hedging cannot help;
