@@ -46,7 +46,8 @@
 //     hedges sent for at least as many requests as lie above the p99
 //     (fewer cannot have moved it: that is NOT SIGNIFICANT);
 //   - TAIL CUT: the whole interval below 1 and a cut of at least
-//     Options.MinCut (10%): a false TAIL CUT needs the interval to miss,
+//     Options.MinCut (10%), with hedges sent for at least as many requests
+//     as lie above the p99: a false TAIL CUT needs the interval to miss,
 //     which happens in about 2.5% of runs of a service hedging cannot help;
 //   - NO TAIL GAIN: a cut of MinCut is ruled out (or the cut is real but
 //     smaller);

@@ -471,18 +471,25 @@ func verdict(res *Result, ar *ArmResult, isBase bool, base *ArmResult) (drill.Ou
 	if math.IsNaN(e.RatioLo) {
 		return NotSignificant, "no interval: too few latencies in the blocks"
 	}
+	// The p99 is decided by the slowest hundredth of the requests. A
+	// hedge changes the request it goes with, and adds one copy's work:
+	// when hedges went with fewer requests than lie above the p99, they
+	// cannot have moved it far either way, and an interval resampled from
+	// that handful of slowest latencies is too narrow to say they did.
+	above := int(math.Ceil(float64(n) / 100))
+	thin := func(way string) string {
+		return fmt.Sprintf("%s: %s, but hedges went with %d requests, fewer than the %d above the p99: the noise of a tail that thin, not hedging; run longer to tell", ci, way, ar.Hedged, above)
+	}
 	switch {
 	case e.RatioLo > 1 && ar.Hedges > 0:
-		// The p99 is decided by the slowest hundredth of the requests. A
-		// hedge changes the request it goes with, and adds one copy's
-		// work: when hedges went with fewer requests than lie above the
-		// p99, they cannot have made it this much worse, and the interval,
-		// resampled from that handful of slowest latencies, is too narrow.
-		if above := int(math.Ceil(float64(n) / 100)); ar.Hedged < above {
-			return NotSignificant, fmt.Sprintf("%s: worse, but hedges went with %d requests, fewer than the %d above the p99: the noise of a tail that thin, not hedging; run longer to tell", ci, ar.Hedged, above)
+		if ar.Hedged < above {
+			return NotSignificant, thin("worse")
 		}
 		return drill.ExcessLoad, "the tail got worse with hedging, beyond chance: " + ci
 	case e.RatioHi < 1 && e.Ratio <= 1-res.MinCut:
+		if ar.Hedged < above {
+			return NotSignificant, thin("better")
+		}
 		return drill.TailCut, fmt.Sprintf("%s: the whole interval is below 1, a cut of %.0f%%", ci, 100*(1-e.Ratio))
 	case e.RatioHi < 1:
 		return drill.NoTailGain, fmt.Sprintf("%s: a real but small cut, under the %.0f%% that counts", ci, 100*res.MinCut)

@@ -588,20 +588,30 @@ func TestNotSentText(t *testing.T) {
 	}
 }
 
-// A p99 worse beyond its interval is EXCESS LOAD only when hedges went
-// with at least as many requests as lie above the p99; fewer cannot have
-// moved it, and the verdict is NOT SIGNIFICANT.
-func TestVerdictWorseTail(t *testing.T) {
+// A p99 worse, or better, beyond its interval is put down to hedging
+// (EXCESS LOAD, TAIL CUT) only when hedges went with at least as many
+// requests as lie above the p99; fewer cannot have moved it, and the
+// verdict is NOT SIGNIFICANT.
+func TestVerdictThinTail(t *testing.T) {
 	res := &Result{LoadLimit: 0.25, MinCut: 0.1}
 	base := &ArmResult{Name: "none", lat: make([]int64, 250), P99: Estimate{Value: 3 * time.Millisecond}}
 	for _, c := range []struct {
 		hedged int
+		ratio  [3]float64
 		want   drill.Outcome
-	}{{0, NotSignificant}, {1, NotSignificant}, {2, NotSignificant}, {3, drill.ExcessLoad}, {10, drill.ExcessLoad}} {
-		ar := &ArmResult{Name: "default", lat: make([]int64, 250), Hedged: c.hedged, Hedges: max(c.hedged, 1), ExtraLoad: 0.004,
-			P99: Estimate{Value: 5 * time.Millisecond, Ratio: 1.5, RatioLo: 1.4, RatioHi: 1.7}}
+	}{
+		{1, [3]float64{1.5, 1.4, 1.7}, NotSignificant},
+		{2, [3]float64{1.5, 1.4, 1.7}, NotSignificant},
+		{3, [3]float64{1.5, 1.4, 1.7}, drill.ExcessLoad},
+		{10, [3]float64{1.5, 1.4, 1.7}, drill.ExcessLoad},
+		{0, [3]float64{0.57, 0.42, 0.63}, NotSignificant},
+		{2, [3]float64{0.57, 0.42, 0.63}, NotSignificant},
+		{3, [3]float64{0.57, 0.42, 0.63}, drill.TailCut},
+	} {
+		ar := &ArmResult{Name: "default", lat: make([]int64, 250), Hedged: c.hedged, Hedges: c.hedged, ExtraLoad: float64(c.hedged) / 250,
+			P99: Estimate{Value: 5 * time.Millisecond, Ratio: c.ratio[0], RatioLo: c.ratio[1], RatioHi: c.ratio[2]}}
 		if got, why := verdict(res, ar, false, base); got != c.want {
-			t.Errorf("%d requests hedged of 250, p99 ratio 1.5 (1.4-1.7): %s (%s), want %s", c.hedged, got, why, c.want)
+			t.Errorf("%d requests hedged of 250, p99 ratio %.2f (%.2f-%.2f): %s (%s), want %s", c.hedged, c.ratio[0], c.ratio[1], c.ratio[2], got, why, c.want)
 		}
 	}
 }
