@@ -85,7 +85,7 @@ http {
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	c := &http.Client{Timeout: time.Second}
 	defer c.CloseIdleConnections()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(30 * time.Second); ; { // bounds a hang; nginx starts in milliseconds
 		resp, err := c.Get(base + "/item.txt")
 		if err == nil {
 			resp.Body.Close()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge/bench"
+	"github.com/tailcut/hedge/internal/hedgeset"
 )
 
 // LatenciesFile is the name of the file WriteFiles writes, with
@@ -434,14 +435,14 @@ func notSentText(m map[string]int64) string {
 
 // notSentNames says what each key of ArmResult.NotSent means.
 var notSentNames = map[string]string{
-	"budget":    "budget spent",
-	"in_flight": "too many hedges in flight",
-	"busy":      "no spare capacity",
-	"payoff":    "not paying",
-	"head":      "held for the head wait",
-	"deadline":  "too close to the deadline",
-	"replicas":  "every replica had a copy",
-	"fan_out":   "fan-out budget spent",
+	hedgeset.ReasonBudget:   "budget spent",
+	hedgeset.ReasonInFlight: "too many hedges in flight",
+	hedgeset.ReasonBusy:     "no spare capacity",
+	hedgeset.ReasonPayoff:   "not paying",
+	hedgeset.ReasonHead:     "held for the head wait",
+	hedgeset.ReasonDeadline: "too close to the deadline",
+	hedgeset.ReasonReplicas: "every replica had a copy",
+	hedgeset.ReasonFanOut:   "fan-out budget spent",
 }
 
 func notSentCell(m map[string]int64) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/bench"
 	"github.com/tailcut/hedge/drill"
+	"github.com/tailcut/hedge/internal/hedgeset"
 	"github.com/tailcut/hedge/quantile"
 )
 
@@ -94,16 +95,18 @@ type ArmResult struct {
 	LoserTime time.Duration `json:"loser_time_ns"`
 	Replicas  []ArmReplica  `json:"replicas"`
 	// NotSent counts the hedges that came due from the start of the
-	// measured span and were not sent, by the rule that kept them
-	// (the arm's hedge.Stats): "budget", "in_flight", "busy" (no spare
-	// capacity), "payoff" (the class's hedges were not paying), "head"
-	// (held until the primary has waited three delays, and asked for
-	// again then), "deadline", "replicas" (every replica had a copy).
+	// measured span and were not sent, by the rule that kept them (the
+	// arm's hedge.Stats, under the reason labels of hedgeprom's
+	// hedge_hedges_refused_total): "budget", "in_flight", "busy" (no
+	// spare capacity), "payoff" (the class's hedges were not paying),
+	// "fan_out", "head" (held until the primary has waited three delays,
+	// and asked for again then), "deadline", "replicas" (every replica
+	// had a copy).
 	// It says why an arm hedged less than its delay alone would.
 	NotSent map[string]int64 `json:"not_sent,omitempty"`
 	// DelayAtStart and DelayAtEnd are the hedge delay in force when the
 	// measured span began and when the run ended (hedge.Stats.Delay of
-	// the arm's busiest operation class; zero before it hedges at all).
+	// the arm's busiest operation class; zero while it warms up).
 	DelayAtStart time.Duration `json:"delay_at_start_ns,omitempty"`
 	DelayAtEnd   time.Duration `json:"delay_at_end_ns,omitempty"`
 
@@ -312,15 +315,13 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 	r.bootstrap(res, base)
 	for i, ar := range res.Arms {
 		if ar.hedges {
-			var before map[string]int64
-			if i < len(r.notSent) {
-				before = r.notSent[i]
+			var before hedgerState
+			if i < len(r.atMeasure) {
+				before = r.atMeasure[i]
 			}
-			ar.NotSent = notSentSince(notSent(r.arms[i].client.hedger()), before)
-			if i < len(r.delays) {
-				ar.DelayAtStart = r.delays[i]
-			}
-			ar.DelayAtEnd = delayOf(r.arms[i].client.hedger())
+			now := stateOf(r.arms[i].client.hedger())
+			ar.NotSent = notSentSince(now.refused, before.refused)
+			ar.DelayAtStart, ar.DelayAtEnd = before.delay, now.delay
 		}
 		if ar.Requests > 0 {
 			ar.ExtraLoad = float64(ar.Hedges) / float64(ar.Requests)
@@ -527,36 +528,30 @@ func fmtDur(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/1e3, 'f', 0, 64) + "µs"
 }
 
-// notSent sums the refusal counters of a Hedger's operation classes.
-func notSent(h *hedge.Hedger) map[string]int64 {
-	m := map[string]int64{}
-	for _, s := range h.Stats() {
-		m["budget"] += s.RefusedBudget
-		m["in_flight"] += s.RefusedInFlight
-		m["busy"] += s.RefusedBusy
-		m["payoff"] += s.RefusedPayoff
-		m["head"] += s.RefusedHead
-		m["deadline"] += s.RefusedDeadline
-		m["replicas"] += s.RefusedReplicas
-		m["fan_out"] += s.RefusedFanOut
-	}
-	return m
+// hedgerState is what an arm's Hedger says at one moment: its refusals
+// summed over its operation classes, by reason (hedgeset's labels, those
+// of the metrics), and the delay in force in its busiest class, zero
+// while that class warms up (hedge.Never).
+type hedgerState struct {
+	refused map[string]int64
+	delay   time.Duration
 }
 
-// delayOf returns the delay in force in a Hedger's busiest operation
-// class, or zero when it has none yet (hedge.Never while it warms up).
-func delayOf(h *hedge.Hedger) time.Duration {
-	var d time.Duration
-	var most int64 = -1
+func stateOf(h *hedge.Hedger) hedgerState {
+	st := hedgerState{refused: map[string]int64{}}
+	most := int64(-1)
 	for _, s := range h.Stats() {
+		for _, c := range hedgeset.Refusals(s) {
+			st.refused[c.Label] += c.N
+		}
 		if s.Requests > most {
-			most, d = s.Requests, s.Delay
+			most, st.delay = s.Requests, s.Delay
 		}
 	}
-	if d == hedge.Never {
-		return 0
+	if st.delay == hedge.Never {
+		st.delay = 0
 	}
-	return d
+	return st
 }
 
 // notSentSince returns the counts of now above those of before, without

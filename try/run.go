@@ -57,10 +57,9 @@ type runner struct {
 	mu      sync.Mutex
 	records []record
 
-	// notSent holds each arm's hedges not sent, by rule, when the
-	// measured span began (see ArmResult.NotSent).
-	notSent []map[string]int64
-	delays  []time.Duration
+	// atMeasure is each arm's Hedger when the measured span began (see
+	// ArmResult.NotSent and DelayAtStart).
+	atMeasure []hedgerState
 
 	inFlight atomic.Int64
 	sent     atomic.Int64
@@ -164,10 +163,9 @@ func (r *runner) dispatch(ctx context.Context) error {
 		if at >= r.total {
 			return nil
 		}
-		if r.notSent == nil && at >= r.measure {
+		if r.atMeasure == nil && at >= r.measure {
 			for _, a := range r.arms {
-				r.notSent = append(r.notSent, notSent(a.client.hedger()))
-				r.delays = append(r.delays, delayOf(a.client.hedger()))
+				r.atMeasure = append(r.atMeasure, stateOf(a.client.hedger()))
 			}
 		}
 		if !r.sleepUntil(ctx, &pacer, at) {
