@@ -22,12 +22,14 @@ import (
 //     = 559,239: it no longer pays;
 //   - its third hedge, a probe (the class does not pay, and the soft
 //     gate's odds are (559,239/3,215,632)^8, about 1e-6), wins a whole
-//     delay after it went: with a weight of 1/7, 449,389 and 2,756,256
-//     > 599,185: it still does not pay;
+//     delay after it went, more than half the delay its primary had
+//     waited: with a weight of 1/7, 449,389 and 2,756,256 > 599,185: it
+//     still does not pay;
 //   - its fourth hedge, a probe too, wins at once: a copy that answers
-//     within half a delay shows the request was not big, its server
-//     was slow, and the class starts over as a new one with this win
-//     as its first outcome: 419,430 and 503,316 again, and it pays.
+//     within half the time its primary had waited shows the request was
+//     not big, its server was slow, and the class starts over as a new
+//     one with this win as its first outcome: 419,430 and 503,316 again,
+//     and it pays.
 //
 // MinWinRate 31/32 is never reached, so the win rate counts only through
 // allowed. The hedges go through the Policy as an engine's do (Check,

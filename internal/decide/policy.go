@@ -315,8 +315,7 @@ func (pl *Plan) straggleAt() time.Duration {
 // caller's deadline, or Never. once marks a request that must not be
 // copied (a write without an idempotency key).
 func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time.Duration, once bool, r *rand.Rand) {
-	pl.Start, pl.Deadline, pl.Copies, pl.Stopped, pl.Evidence, pl.HedgeAt, pl.Holdout, pl.held = now, deadline, 1, false, EvidenceNone, Never, false, false
-	pl.probe = false
+	pl.Start, pl.Deadline, pl.Copies, pl.Stopped, pl.Evidence, pl.HedgeAt, pl.Holdout, pl.held, pl.probe = now, deadline, 1, false, EvidenceNone, Never, false, false, false
 	if once || p.maxAttempts == 1 {
 		pl.Mode, pl.Delay = Off, Never
 		return
