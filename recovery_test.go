@@ -22,8 +22,8 @@ import (
 // waited shows a slow server, not a big request, and starts the class
 // over as a new one, which that win makes pay: stall hedges resume at
 // the first probe after the burst, about 5,000 requests later. Without
-// that, they resumed 70 to 160 s after the burst, or not within the
-// run, and every run of these five seeds failed below.
+// the restart this test fails: the class comes back, if at all, only as
+// probe after probe wins.
 //
 // Three replicas answer in 0.3 to 1.2 ms; one holds every 25th request
 // 80 ms more (a stall). From 10 s to 11 s every request takes 20 ms

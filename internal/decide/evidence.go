@@ -360,9 +360,7 @@ func (p *payoff) refund(e Evidence) {
 // run many delays, and can leave a class so far from paying that probes,
 // one in 5,000 requests each moving it by a thirty-second, would need
 // dozens of wins to bring it back (TestStallHedgesComeBackAfterABurst:
-// at 133 requests a second, 70 to 160 s after a one-second burst, or
-// longer than the run, where a restart brings it back at the first
-// probe, 27 s after). Where hedges truly do not pay, a
+// with the restart, at the first probe after the burst). Where hedges truly do not pay, a
 // restart costs the one or two losing hedges that stop the class again,
 // and only after the rare probe that wins that fast (docs/default.md,
 // "After a burst").
