@@ -22,10 +22,21 @@ type Attempt struct {
 	// Key is the request's idempotency key, or "" (see
 	// WithIdempotencyKey).
 	Key string
+	// Hedge is set when another copy of the same request was running
+	// when this copy started: the copy races it, and a server may run it
+	// at low priority (package spare). It is false for the primary, and
+	// for a copy sent when no other copy of the request was running: a
+	// failover (the first copy never reached a server, ErrNotSent) or a
+	// copy sent at once after the only running copy failed with a
+	// retryable error. Such a copy is the request's only one: it stands
+	// for the primary, and transports must not mark it as a hedge.
+	Hedge bool
 }
 
-// IsHedge reports whether this copy is a hedge rather than the primary.
-func (a Attempt) IsHedge() bool { return a.Index > 0 }
+// IsHedge reports whether this copy is a hedge: whether another copy of
+// the same request was running when it started (Hedge). A copy with an
+// Index above 0 may still be no hedge.
+func (a Attempt) IsHedge() bool { return a.Hedge }
 
 // Do runs attempt, and more copies of it if it is slow or fails, and
 // returns the first successful result.
@@ -275,7 +286,9 @@ func (c *call[T]) pickAround(held []int, now time.Duration, load func(int) int) 
 // else one picked now; probe if it is a probation's probe), context and
 // bookkeeping. c.mu is held.
 func (c *call[T]) launch(i int, now time.Duration, replica int, probe bool) (context.Context, Attempt) {
-	a := Attempt{Index: i, Replica: -1, Key: c.key}
+	// A copy is a hedge only if another is still running: one sent after
+	// every earlier copy returned stands alone (a failover, or a retry).
+	a := Attempt{Index: i, Replica: -1, Key: c.key, Hedge: c.running > 0}
 	if c.h.replicas != nil {
 		if replica < 0 {
 			replica, probe = c.pick(i, now)
