@@ -824,7 +824,11 @@ func (c *call[T]) outcome() (T, error) {
 		h.pol.Succeeded(&c.plan, c.decidedAt, c.winner > 0 && !w.failover)
 		return c.val, nil
 	}
-	st.failures.Add(1)
+	if c.leaf == nil || context.Cause(c.parent) != ErrNotNeeded {
+		// A leaf of DoFan cancelled because its fan-out had the leaves
+		// it needed did not fail: FanStats.NotNeeded counts it.
+		st.failures.Add(1)
+	}
 	var zero T
 	if len(c.errs) == 1 {
 		if ce, ok := c.errs[0].(*CopyError); ok {

@@ -23,6 +23,11 @@ var (
 	// ErrNotSentCanary is the error of a leaf that was never sent because
 	// a canary failed (FanOut.Canaries).
 	ErrNotSentCanary = errors.New("hedge: leaf not sent: a canary of the fan-out failed (FanOut.Canaries)")
+	// ErrNotSentNeedMet is the error of a leaf that was never sent because
+	// the canaries alone were the leaves the fan-out needed
+	// (FanOut.Canaries, FanOut.Need). It is no failure: the fan-out
+	// answered.
+	ErrNotSentNeedMet = errors.New("hedge: leaf not sent: the canaries were the leaves the fan-out needed (FanOut.Need)")
 	// ErrFanOutFailed is the error of a leaf cancelled because the
 	// fan-out had failed: so many leaves had failed that FanOut.Need
 	// could no longer answer.
@@ -41,7 +46,9 @@ type FanResult[T any] struct {
 	Values []T
 	// Errs holds nil for each leaf that answered, and otherwise why it
 	// did not: its own error (as Do would have returned it), or one of
-	// ErrNotNeeded, ErrLate, ErrNotSentCanary and ErrFanOutFailed.
+	// ErrNotNeeded, ErrLate, ErrNotSentCanary, ErrNotSentNeedMet and
+	// ErrFanOutFailed. A leaf never sent because the caller's context
+	// ended first has the context's error.
 	Errs []error
 }
 
@@ -87,7 +94,7 @@ func (e *FanError) Error() string {
 // isCut reports whether err is one of the reasons DoFan gives for a leaf
 // it cut, rather than the leaf's own error.
 func isCut(err error) bool {
-	return err == ErrNotNeeded || err == ErrLate || err == ErrNotSentCanary || err == ErrFanOutFailed
+	return err == ErrNotNeeded || err == ErrLate || err == ErrNotSentCanary || err == ErrNotSentNeedMet || err == ErrFanOutFailed
 }
 
 // Unwrap returns Cause, if any, and each leaf's error.
@@ -143,7 +150,7 @@ type fanLeaf[T any] struct {
 // The leaves still running are then cancelled, and DoFan returns when
 // they have returned: no goroutine it started outlives it. With
 // FanOut.Canaries, the first leaves go alone, and the rest only once they
-// have all answered.
+// have all answered, if the fan-out still needs them.
 //
 // The error is nil when at least Need leaves answered, and otherwise a
 // *FanError. Either way the FanResult says which leaves answered and why
@@ -237,6 +244,7 @@ type fanRun[T any] struct {
 	failed   int  // leaves whose own copies failed
 	ended    bool // the fan-out has ended: the leaves still running are cancelled
 	cause    error
+	unsent   error // the error of the leaves never sent, once ended
 	pnc      *PanicError
 }
 
@@ -329,6 +337,12 @@ func (r *fanRun[T]) stop(cut, cause error) {
 		return
 	}
 	r.ended, r.cause = true, cause
+	// A leaf not sent yet waits for the canaries: the fan-out ended
+	// before they all answered, or because they were all it needed.
+	r.unsent = cmp.Or(cause, cut)
+	if cut == ErrNotNeeded {
+		r.unsent = ErrNotSentNeedMet
+	}
 	for j := range r.leaves {
 		if l := &r.leaves[j]; l.sent && !l.back {
 			l.cut = cut
@@ -370,7 +384,7 @@ func (r *fanRun[T]) result(res *FanResult[T]) (FanResult[T], error) {
 		l := &r.leaves[i]
 		switch {
 		case !l.sent:
-			res.Errs[i] = ErrNotSentCanary
+			res.Errs[i] = r.unsent
 		case l.own.err == nil:
 			res.Values[i] = l.own.v
 		case l.cut != nil:

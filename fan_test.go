@@ -396,3 +396,67 @@ func ExampleDoFan() {
 	fmt.Println(answered >= 5)
 	// Output: true
 }
+
+// Canaries that are all the leaves Need asks for answer the fan-out: the
+// other leaves never go, and their error says the fan-out did not need
+// them, not that a canary failed. Neither they nor the leaves cancelled
+// because Need was met count as failures.
+func TestDoFanNeedMetByCanaries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustNew(t, hedge.Config{Replicas: 4, MaxAttempts: 1})
+		var calls atomic.Int64
+		res, err := hedge.DoFan(context.Background(), h, "read", 10, hedge.FanOut{Need: 2, Canaries: 2}, func(ctx context.Context, i int, a hedge.Attempt) (int, error) {
+			calls.Add(1)
+			time.Sleep(time.Millisecond)
+			return i * 10, nil
+		})
+		if err != nil || calls.Load() != 2 {
+			t.Fatalf("error %v after %d leaf calls: want none after the 2 canaries", err, calls.Load())
+		}
+		for i := range 10 {
+			switch {
+			case i < 2 && (!res.Answered(i) || res.Values[i] != i*10):
+				t.Errorf("canary %d: %d, %v", i, res.Values[i], res.Errs[i])
+			case i >= 2 && (!errors.Is(res.Errs[i], hedge.ErrNotSentNeedMet) || errors.Is(res.Errs[i], hedge.ErrNotSentCanary)):
+				t.Errorf("leaf %d: %v; want ErrNotSentNeedMet", i, res.Errs[i])
+			}
+		}
+		if st := h.OpStats("read"); st.Requests != 2 || st.Failures != 0 || st.Fan.Partial != 0 {
+			t.Errorf("%d requests, %d failures, %d partial: want the canaries' 2 requests, no failure", st.Requests, st.Failures, st.Fan.Partial)
+		}
+
+		// Need met with leaves still running: they are cancelled, and
+		// are not failures either.
+		res, err = hedge.DoFan(context.Background(), h, "write", 10, hedge.FanOut{Need: 8}, sleepLeaf(func(i int, _ hedge.Attempt) time.Duration {
+			return time.Duration(i+1) * time.Millisecond
+		}))
+		if err != nil || !errors.Is(res.Errs[9], hedge.ErrNotNeeded) {
+			t.Fatalf("error %v, leaf 9 %v", err, res.Errs[9])
+		}
+		if st := h.OpStats("write"); st.Requests != 10 || st.Failures != 0 || st.Fan.NotNeeded != 2 {
+			t.Errorf("%d requests, %d failures, %d not needed: want 10, none, 2", st.Requests, st.Failures, st.Fan.NotNeeded)
+		}
+		linger()
+	})
+}
+
+// A fan-out that ends while its canaries run leaves the other leaves
+// unsent, with the reason it ended: the good-enough time, or the caller's
+// context.
+func TestDoFanEndsDuringCanaries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustNew(t, hedge.Config{Replicas: 4, MaxAttempts: 1})
+		slow := sleepLeaf(func(int, hedge.Attempt) time.Duration { return time.Hour })
+		res, err := hedge.DoFan(context.Background(), h, "read", 4, hedge.FanOut{Canaries: 1, GoodEnough: 5 * time.Millisecond}, slow)
+		if !errors.Is(err, hedge.ErrLate) || !errors.Is(res.Errs[0], hedge.ErrLate) || !errors.Is(res.Errs[3], hedge.ErrLate) || errors.Is(res.Errs[3], hedge.ErrNotSentCanary) {
+			t.Errorf("error %v; canary %v; leaf 3 %v: want ErrLate for both", err, res.Errs[0], res.Errs[3])
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		defer cancel()
+		res, err = hedge.DoFan(ctx, h, "read", 4, hedge.FanOut{Canaries: 1}, slow)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(res.Errs[3], context.DeadlineExceeded) || errors.Is(res.Errs[3], hedge.ErrNotSentCanary) {
+			t.Errorf("error %v; leaf 3 %v: want the context's error", err, res.Errs[3])
+		}
+		linger()
+	})
+}

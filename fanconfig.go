@@ -27,7 +27,9 @@ type FanOut struct {
 	// Canaries is how many leaves go first: leaves 0 to Canaries-1. The
 	// others go only once every canary has answered; a canary that fails
 	// ends the request, and the leaves that never went match
-	// ErrNotSentCanary. 0 sends every leaf at once.
+	// ErrNotSentCanary. When the canaries are all the leaves Need asks
+	// for, the others never go, and match ErrNotSentNeedMet. 0 sends
+	// every leaf at once.
 	Canaries int
 	// Hedges is the most extra copies (hedges and retries) the request's
 	// leaves may send in all, on top of the Hedger's own budget and caps.

@@ -20,7 +20,7 @@ type Stats struct {
 	Hedges        int64 // hedge copies sent (copies beyond the primary)
 	HedgeWins     int64 // calls won by a hedge copy
 	PrimaryWins   int64 // calls won by the primary, or by a failover copy in its place
-	Failures      int64 // calls that returned an error
+	Failures      int64 // calls that returned an error, but for leaves DoFan did not need (FanStats.NotNeeded)
 	RefusedBudget int64 // hedges the budget refused
 	// RefusedInFlight counts hedges refused by MaxHedgesInFlight.
 	RefusedInFlight int64
@@ -147,7 +147,8 @@ type FanStats struct {
 	// came first, or the caller gave up.
 	Partial int64
 	// NotNeeded counts leaves cancelled because FanOut.Need leaves had
-	// answered, and Late those cancelled at FanOut.GoodEnough.
+	// answered (not failures: Stats.Failures leaves them out), and Late
+	// those cancelled at FanOut.GoodEnough.
 	NotNeeded, Late int64
 	// Extra is the extra copies (hedges and retries) the leaves sent, in
 	// all; ExtraCopies counts fan-outs by how many each sent: [0] none,
