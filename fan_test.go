@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -459,4 +460,41 @@ func TestDoFanEndsDuringCanaries(t *testing.T) {
 		}
 		linger()
 	})
+}
+
+// A request budget or cap too large for the decision's counters is as
+// good as no limit, not a limit of none: a straggler is hedged whatever
+// the size of FanOut.Hedges and FanOut.InFlight.
+func TestDoFanHugeBudget(t *testing.T) {
+	big := int64(1) << 31
+	if int64(math.MaxInt) < big {
+		t.Skip("int has 32 bits: FanOut.Hedges cannot reach 2^31")
+	}
+	for _, f := range []hedge.FanOut{
+		{Hedges: int(big)},
+		{Hedges: int(big << 1)},
+		{Hedges: int(big + 5)},
+		{Hedges: math.MaxInt},
+		{InFlight: int(big)},
+		{InFlight: int(big << 1), Hedges: 3},
+		{InFlight: math.MaxInt, Hedges: math.MaxInt},
+	} {
+		t.Run(fmt.Sprintf("Hedges=%d,InFlight=%d", f.Hedges, f.InFlight), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := mustNew(t, hedge.Config{Delay: hedge.Fixed(time.Millisecond), MaxAttempts: 2, NoBudget: true, MinWinRate: -1})
+				f.Straggle = -1
+				res, err := hedge.DoFan(context.Background(), h, "read", 2, f, sleepLeaf(func(i int, a hedge.Attempt) time.Duration {
+					if i == 1 && a.Index == 0 {
+						return 100 * time.Millisecond
+					}
+					return 500 * time.Microsecond // before the Hedger's delay
+				}))
+				st := h.OpStats("read")
+				if err != nil || res.Values[1] != 10 || st.Hedges != 1 || st.Fan.Extra != 1 {
+					t.Errorf("FanOut{Hedges: %d, InFlight: %d}: %v, leaf 1 %d, %d hedges, %d extra: want the straggler hedged once", f.Hedges, f.InFlight, err, res.Values[1], st.Hedges, st.Fan.Extra)
+				}
+				linger()
+			})
+		})
+	}
 }

@@ -33,10 +33,12 @@ type FanOut struct {
 	Canaries int
 	// Hedges is the most extra copies (hedges and retries) the request's
 	// leaves may send in all, on top of the Hedger's own budget and caps.
-	// 0 means DefaultFanHedges(n, replicas); negative means none.
+	// 0 means DefaultFanHedges(n, replicas); negative means none. Values
+	// of 2^31 or more are as good as no limit.
 	Hedges int
 	// InFlight is the most extra copies of the request's leaves in flight
-	// at once. 0 means Hedges.
+	// at once. 0 means Hedges. Values of 2^31 or more are as good as no
+	// limit.
 	InFlight int
 	// Mark is the share of the needed leaves that must have answered
 	// before the sibling trigger starts: see Straggle. 0 means
@@ -131,6 +133,9 @@ func (f *FanOut) fanConfig(n, replicas int) decide.FanConfig {
 	if fc.InFlight == 0 {
 		fc.InFlight = fc.Hedges
 	}
+	// The decision counts in 32 bits: a larger budget or cap is as good
+	// as none, and saturates.
+	fc.Hedges, fc.InFlight = min(fc.Hedges, math.MaxInt32), min(fc.InFlight, math.MaxInt32)
 	mark := f.Mark
 	if mark == 0 {
 		mark = DefaultFanMark(replicas)
