@@ -8,7 +8,11 @@
 // (one per line, with units), CSV, JSON lines, a Prometheus text scrape of
 // a histogram's _bucket series, or a Prometheus HTTP API result; parse
 // errors name the line and what was expected. A histogram's counts are
-// spread evenly within their buckets (Sample.Binned). Probe records a
+// spread evenly within their buckets (Sample.Binned), into at most
+// Fields.MaxBinned latencies (MaxBinned, a million, by default): larger
+// counts are scaled down, each bucket keeping its share, so that the work
+// follows MaxBinned and not the counts. A count above MaxCount (2^53) is
+// no counter's and is refused with ErrCount. Probe records a
 // sample live with GET or HEAD requests only, at a low fixed rate in
 // all, warm-ups included, spread over the resolved addresses. Advise refuses a sample of fewer than MinSample
 // latencies.

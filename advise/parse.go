@@ -77,6 +77,12 @@ type Fields struct {
 	// Metric, for the Prometheus formats, is the histogram's name, with
 	// or without _bucket. Empty accepts the input's only histogram.
 	Metric string
+	// MaxBinned, for the Prometheus formats, is the most latencies a
+	// histogram is spread into: larger counts are scaled down to it,
+	// keeping every bucket's share. Zero means MaxBinned (1,000,000).
+	// The work of Advise grows with the latencies, so a server taking
+	// small uploads bounds it here.
+	MaxBinned int
 }
 
 func (f Fields) latency() string {
@@ -90,7 +96,11 @@ func (f Fields) latency() string {
 type ParseError struct {
 	Line int    // 1-based; 0 for the input as a whole
 	Msg  string // what was found and what was expected
+	err  error  // a sentinel it wraps (ErrCount), or nil
 }
+
+// Unwrap returns the sentinel error the mistake matches, if any.
+func (e *ParseError) Unwrap() error { return e.err }
 
 // Error returns "line N: msg".
 func (e *ParseError) Error() string {

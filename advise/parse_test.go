@@ -301,17 +301,76 @@ func FuzzParsePromText(f *testing.F) {
 	f.Add(promScrape)
 	f.Add(stripTypeLines(promScrape))
 	f.Add("x_bucket{le=\"1e300\"} 1e300\nx_bucket{le=\"+Inf\"} 1e300\n")
+	f.Add("x_bucket{le=\"0.01\"} 5e11\nx_bucket{le=\"+Inf\"} 1e12\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		s, err := ParsePromText(strings.NewReader(in), Fields{})
+		s, err := ParsePromText(strings.NewReader(in), Fields{MaxBinned: fuzzBinned})
 		checkSample(t, s, err)
+		checkBinned(t, s, err)
 	})
 }
 
 func FuzzParsePromJSON(f *testing.F) {
 	f.Add(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"le":"0.1"},"value":[1,"5"]},{"metric":{"le":"+Inf"},"value":[1,"9"]}]}}`)
 	f.Add(`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"le":"+Inf"},"values":[[1,"1"],[2,"1e9"]]}]}}`)
+	f.Add(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"le":"+Inf"},"value":[1,"1e300"]}]}}`)
 	f.Fuzz(func(t *testing.T, in string) {
-		s, err := ParsePromJSON(strings.NewReader(in), Fields{})
+		s, err := ParsePromJSON(strings.NewReader(in), Fields{MaxBinned: fuzzBinned})
 		checkSample(t, s, err)
+		checkBinned(t, s, err)
 	})
+}
+
+// fuzzBinned is the Fields.MaxBinned the histogram parsers are fuzzed with.
+const fuzzBinned = 20_000
+
+// checkBinned is what a histogram parser promises beyond checkSample:
+// a sample of at most fuzzBinned latencies, whatever the counts, and a
+// count refused only for exceeding MaxCount.
+func checkBinned(t *testing.T, s *Sample, err error) {
+	t.Helper()
+	if err == nil && (s.Len() > fuzzBinned || !s.Binned) {
+		t.Fatalf("%d latencies (binned %v), want at most %d", s.Len(), s.Binned, fuzzBinned)
+	}
+	if errors.Is(err, ErrCount) && !strings.Contains(err.Error(), "at most 2^53") {
+		t.Fatalf("a count refused without saying what is accepted: %v", err)
+	}
+}
+
+// A histogram's counts say nothing of its size: 74 bytes may count 1e300
+// observations, which no counter holds (refused with ErrCount), or 1e12,
+// which spread into at most Fields.MaxBinned latencies, so that the work
+// of advising follows MaxBinned, not the counts.
+func TestPromCountBounds(t *testing.T) {
+	absurd := "x_bucket{le=\"0.01\"} 1e300\nx_bucket{le=\"0.1\"} 1e300\nx_bucket{le=\"+Inf\"} 1e300\n"
+	summed := "x_bucket{le=\"0.01\",i=\"a\"} 5e15\nx_bucket{le=\"+Inf\",i=\"a\"} 5e15\nx_bucket{le=\"0.01\",i=\"b\"} 5e15\nx_bucket{le=\"+Inf\",i=\"b\"} 5e15\n"
+	absurdJSON := `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"le":"0.1"},"value":[1,"1e300"]},{"metric":{"le":"+Inf"},"value":[1,"1e300"]}]}}`
+	for name, parse := range map[string]func() (*Sample, error){
+		"text":   func() (*Sample, error) { return ParsePromText(strings.NewReader(absurd), Fields{}) },
+		"summed": func() (*Sample, error) { return ParsePromText(strings.NewReader(summed), Fields{}) },
+		"json":   func() (*Sample, error) { return ParsePromJSON(strings.NewReader(absurdJSON), Fields{}) },
+		"auto":   func() (*Sample, error) { return Parse(strings.NewReader(absurd), Auto, Fields{}) },
+	} {
+		s, err := parse()
+		if s != nil || !errors.Is(err, ErrCount) || !strings.Contains(err.Error(), "at most 2^53") {
+			t.Errorf("%s: %v (sample %v); want ErrCount, saying what is accepted", name, err, s != nil)
+		}
+	}
+	big := "x_bucket{le=\"0.01\"} 5e11\nx_bucket{le=\"0.1\"} 1e12\nx_bucket{le=\"+Inf\"} 1e12\n"
+	for _, c := range []struct {
+		max, want int
+	}{{0, MaxBinned}, {5000, 5000}, {-1, MaxBinned}} {
+		s, err := ParsePromText(strings.NewReader(big), Fields{MaxBinned: c.max})
+		if err != nil || s.Len() != c.want {
+			t.Fatalf("MaxBinned %d: %d latencies, %v; want %d", c.max, s.Len(), err, c.want)
+		}
+		below := 0
+		for _, d := range s.Latencies {
+			if d <= 10*time.Millisecond {
+				below++
+			}
+		}
+		if below != c.want/2 {
+			t.Errorf("MaxBinned %d: %d latencies within the first bucket, want half, %d", c.max, below, c.want/2)
+		}
+	}
 }

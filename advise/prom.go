@@ -18,9 +18,19 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// maxExpanded is the most latencies a histogram is spread into: its counts
-// are scaled down to it, keeping every bucket's share.
-const maxExpanded = 1_000_000
+// MaxBinned is the most latencies a histogram is spread into when
+// Fields.MaxBinned is zero: larger counts are scaled down to it, keeping
+// every bucket's share.
+const MaxBinned = 1_000_000
+
+// MaxCount is the largest count a histogram's bucket may hold: 2^53, the
+// largest whole number a float64 counts exactly (about 9.0e15, a million
+// requests a second for 285 years). A larger count is no counter's.
+const MaxCount = 1 << 53
+
+// ErrCount is wrapped by the error of a histogram whose counts exceed
+// MaxCount.
+var ErrCount = errors.New("histogram count too large")
 
 // maxPromInput is the most bytes a Prometheus input may have.
 const maxPromInput = 256 << 20
@@ -100,7 +110,7 @@ func ParsePromText(r io.Reader, fl Fields) (*Sample, error) {
 		}
 		return nil, &ParseError{Msg: fmt.Sprintf("%d histograms (%s): name the operation's with --metric", len(hs), strings.Join(ns, ", "))}
 	}
-	return hs[0].sample("prometheus histogram "+hs[0].name, fl.Unit)
+	return hs[0].sample("prometheus histogram "+hs[0].name, fl.Unit, fl.MaxBinned)
 }
 
 func listOr(xs []string, none string) string {
@@ -216,6 +226,9 @@ func (h *histogram) add(bounds, counts []float64, what string) error {
 		if math.IsNaN(cs[i]) || math.IsInf(cs[i], 0) || cs[i] < 0 {
 			return &ParseError{Msg: fmt.Sprintf("%s: bucket le=%g has count %v: expected a count >= 0", what, bs[i], cs[i])}
 		}
+		if cs[i] > MaxCount {
+			return countErr(fmt.Sprintf("%s: bucket le=%g", what, bs[i]), cs[i])
+		}
 		if i > 0 && bs[i] == bs[i-1] {
 			return &ParseError{Msg: fmt.Sprintf("%s: bucket le=%g is given twice: select one series per label set", what, bs[i])}
 		}
@@ -233,8 +246,13 @@ func (h *histogram) add(bounds, counts []float64, what string) error {
 	return nil
 }
 
-// sample spreads h into latencies.
-func (h *histogram) sample(source string, unit time.Duration) (*Sample, error) {
+// countErr is the error of a count above MaxCount at where.
+func countErr(where string, count float64) error {
+	return &ParseError{Msg: fmt.Sprintf("%s counts %.3g, more than any counter holds: give counts of at most 2^53 (about 9.0e15) observations, such as a counter's increase() over an hour or a day", where, count), err: ErrCount}
+}
+
+// sample spreads h into at most maxBinned latencies (0: MaxBinned).
+func (h *histogram) sample(source string, unit time.Duration, maxBinned int) (*Sample, error) {
 	scale := unit
 	switch {
 	case scale > 0:
@@ -260,9 +278,15 @@ func (h *histogram) sample(source string, unit time.Duration) (*Sample, error) {
 	if !(total >= 0.5) {
 		return nil, fmt.Errorf("%w: histogram %s has no observations", ErrEmpty, h.name)
 	}
+	if total > MaxCount {
+		return nil, countErr(fmt.Sprintf("histogram %s, its series added together,", h.name), total)
+	}
 	target := total
-	if target > maxExpanded {
-		target = maxExpanded
+	if maxBinned <= 0 {
+		maxBinned = MaxBinned
+	}
+	if limit := float64(maxBinned); target > limit {
+		target = limit
 	}
 	counts := apportion(per, target/total)
 	s := &Sample{Source: source, Binned: true}
@@ -445,7 +469,7 @@ func ParsePromJSON(r io.Reader, fl Fields) (*Sample, error) {
 			return nil, err
 		}
 	}
-	return h.sample("prometheus query result "+name, fl.Unit)
+	return h.sample("prometheus query result "+name, fl.Unit, fl.MaxBinned)
 }
 
 // promValue decodes a [time, "value"] pair.

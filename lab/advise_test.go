@@ -236,3 +236,30 @@ func FuzzParseAdvise(f *testing.F) {
 		}
 	})
 }
+
+// A histogram's counts say nothing of its size. A 74-byte scrape that
+// counts 1e300 observations is refused with a 400 saying what is
+// accepted, and one that counts 1e12 is spread into MaxAdviseHistogram
+// latencies, with the queueing estimate's requests set by the server's
+// bounds, whatever the counts: both bounded by count, so that two such
+// uploads cannot hold the slots for seconds.
+func TestAdviseHistogramBounds(t *testing.T) {
+	_, ts := newTestServer(t, Options{MaxRequests: 5000})
+	absurd := []byte("x_bucket{le=\"0.01\"} 1e300\nx_bucket{le=\"0.1\"} 1e300\nx_bucket{le=\"+Inf\"} 1e300\n")
+	code, _, b := post(t, ts, "load=0.5", absurd)
+	if msg := errorOf(t, b); code != http.StatusBadRequest || !strings.Contains(msg, "1e+300") || !strings.Contains(msg, "at most 2^53") {
+		t.Errorf("counts of 1e300: status %d, %q; want 400 saying what is accepted", code, msg)
+	}
+	big := []byte("x_bucket{le=\"0.01\"} 9.8e11\nx_bucket{le=\"0.1\"} 1e12\nx_bucket{le=\"+Inf\"} 1e12\n")
+	code, _, b = post(t, ts, "load=0.5&percentiles=95", big)
+	if code != http.StatusOK {
+		t.Fatalf("counts of 1e12: status %d: %s", code, b)
+	}
+	var r AdviseResponse
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.N != MaxAdviseHistogram || !r.Queueing || r.QueueRequests != 5000 {
+		t.Errorf("counts of 1e12: %d latencies, queueing %v with %d requests; want %d and 5000", r.N, r.Queueing, r.QueueRequests, MaxAdviseHistogram)
+	}
+}

@@ -71,7 +71,10 @@
 //     report, the SVG chart and the verdict. The parameters mirror the
 //     command's flags, with the same rules; all are optional. The body may
 //     hold MaxAdviseBody bytes (4 MiB; a larger one gets 413, and "hedge
-//     advise --in" has no limit). The analysis takes a simulation slot
+//     advise --in" has no limit). A histogram is spread into at most
+//     MaxAdviseHistogram latencies (100,000), whatever its counts, and
+//     counts above 2^53 get 400: a file of 74 bytes cannot ask for more
+//     work than one of lines. The analysis takes a simulation slot
 //     like the explorer (503 when none frees in time), runs under the
 //     same Timeout, and its queueing estimate simulates at most 200,000
 //     requests per run, within MaxRequests and MaxMemory. A file that does

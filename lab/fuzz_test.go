@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tailcut/hedge/advise"
 	"github.com/tailcut/hedge/drill"
 	"github.com/tailcut/hedge/sim"
 )
@@ -45,6 +46,49 @@ func FuzzForm(f *testing.F) {
 			if err := d.Validate(); err != nil || d.Delay > drill.MaxDelay || d.Budget < 0 || d.Budget > 100 {
 				t.Errorf("%q: drill accepted %+v: %v", raw, d, err)
 			}
+		}
+	})
+}
+
+// FuzzAdviseUpload feeds queries and files to /api/advise's parsers.
+// Whatever the input: nothing panics; a refused query names its
+// parameters; a refused file gets a message; and an accepted sample holds
+// no more latencies than the file has lines or, from a histogram, than
+// MaxAdviseHistogram, whatever its counts, so that the analysis's work
+// follows the upload's size. The seeds include histograms of 74 bytes that
+// count 1e300 and 1e12 observations.
+func FuzzAdviseUpload(f *testing.F) {
+	seeds := [][2]string{
+		{"", "x_bucket{le=\"0.01\"} 1e300\nx_bucket{le=\"0.1\"} 1e300\nx_bucket{le=\"+Inf\"} 1e300\n"},
+		{"format=prom", "x_bucket{le=\"0.01\"} 9e11\nx_bucket{le=\"0.1\"} 1e12\nx_bucket{le=\"+Inf\"} 1e12\n"},
+		{"format=prom-json", `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"le":"0.1"},"value":[1,"5e12"]},{"metric":{"le":"+Inf"},"value":[1,"1e13"]}]}}`},
+		{"unit=ms&load=0.5", strings.Repeat("12\n", 1200)},
+		{"format=csv&field=2", "a,b\n" + strings.Repeat("x,3ms\n", 1100)},
+	}
+	for _, s := range seeds {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, raw, body string) {
+		p, errs := parseAdvise(raw)
+		for _, e := range errs {
+			if e.Param == "" || e.Reason == "" {
+				t.Fatalf("%q: error %+v names no parameter or gives no reason", raw, e)
+			}
+		}
+		if len(errs) > 0 {
+			return
+		}
+		s, err := parseUpload(p, []byte(body))
+		switch {
+		case err != nil && err.Error() == "":
+			t.Fatalf("%q: refused without a message", body)
+		case err != nil:
+		case s.Binned && s.Len() > MaxAdviseHistogram:
+			t.Fatalf("a histogram spread into %d latencies, more than %d", s.Len(), MaxAdviseHistogram)
+		case !s.Binned && s.Len() > strings.Count(body, "\n")+1:
+			t.Fatalf("%d latencies from %d lines", s.Len(), strings.Count(body, "\n")+1)
+		case s.Len() < advise.MinSample:
+			t.Fatalf("accepted %d latencies, fewer than advise takes", s.Len())
 		}
 	})
 }
