@@ -440,8 +440,8 @@ func TestBudgetLimitsHedges(t *testing.T) {
 			t.Fatalf("requests hedged %v, want [0 10 20]", hedged)
 		}
 		st := h.OpStats("op")
-		if st.Hedges != 3 || st.RefusedBudget != 22 {
-			t.Fatalf("hedges %d, budget denials %d; want 3, 22", st.Hedges, st.RefusedBudget)
+		if st.Hedges != 3 || st.Refused[hedge.RefusedBudget] != 22 {
+			t.Fatalf("hedges %d, budget denials %d; want 3, 22", st.Hedges, st.Refused[hedge.RefusedBudget])
 		}
 	})
 }
@@ -461,8 +461,8 @@ func TestMaxHedgesInFlight(t *testing.T) {
 		}
 		wg.Wait()
 		st := h.OpStats("op")
-		if st.Hedges != 1 || st.RefusedInFlight != 1 {
-			t.Fatalf("hedges %d, in-flight denials %d; want 1, 1", st.Hedges, st.RefusedInFlight)
+		if st.Hedges != 1 || st.Refused[hedge.RefusedInFlight] != 1 {
+			t.Fatalf("hedges %d, in-flight denials %d; want 1, 1", st.Hedges, st.Refused[hedge.RefusedInFlight])
 		}
 		// The slot is released: a later request may hedge again.
 		s := newScript(behaviour{after: 50 * ms, val: 1}, behaviour{after: 1 * ms, val: 2})
@@ -487,8 +487,8 @@ func TestShadowCountsWithoutSending(t *testing.T) {
 		}
 		st := h.OpStats("op")
 		// Budget 0.5 per request, burst 1: requests 1, 3 would hedge.
-		if st.ShadowHedges != 2 || st.RefusedBudget != 2 || st.Hedges != 0 {
-			t.Fatalf("shadow hedges %d, denials %d, hedges %d; want 2, 2, 0", st.ShadowHedges, st.RefusedBudget, st.Hedges)
+		if st.ShadowHedges != 2 || st.Refused[hedge.RefusedBudget] != 2 || st.Hedges != 0 {
+			t.Fatalf("shadow hedges %d, denials %d, hedges %d; want 2, 2, 0", st.ShadowHedges, st.Refused[hedge.RefusedBudget], st.Hedges)
 		}
 		if b.Tokens() != 1 {
 			t.Fatalf("shadow decisions spent the real budget: %v tokens left, want 1", b.Tokens())
@@ -574,8 +574,8 @@ func TestReplicasDistinct(t *testing.T) {
 					t.Fatalf("%d replicas: %d copies ran, want %d", n, len(seen), n)
 				}
 			}
-			if st := h.OpStats("op"); n == 2 && st.RefusedReplicas != 50 {
-				t.Fatalf("RefusedReplicas = %d, want 50", st.RefusedReplicas)
+			if st := h.OpStats("op"); n == 2 && st.Refused[hedge.RefusedReplicas] != 50 {
+				t.Fatalf("RefusedReplicas = %d, want 50", st.Refused[hedge.RefusedReplicas])
 			}
 		})
 	}
@@ -764,8 +764,8 @@ func TestThrottleInDo(t *testing.T) {
 		if b.Tokens() != 4 {
 			t.Fatalf("after 3 successes: %v tokens, want 4", b.Tokens())
 		}
-		if st := h.OpStats("op"); st.RefusedBudget != 1 || st.Hedges != 1 {
-			t.Fatalf("hedges %d, denials %d; want 1, 1", st.Hedges, st.RefusedBudget)
+		if st := h.OpStats("op"); st.Refused[hedge.RefusedBudget] != 1 || st.Hedges != 1 {
+			t.Fatalf("hedges %d, denials %d; want 1, 1", st.Hedges, st.Refused[hedge.RefusedBudget])
 		}
 	})
 }

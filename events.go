@@ -15,8 +15,7 @@ const (
 	// Shadow mode would have (Event.Shadow).
 	HedgeSent EventKind = iota + 1
 	// HedgeRefused: a copy was not sent; Event.Refusal says why (any
-	// Refusal a Stats counter counts: RefusedBudget, RefusedInFlight,
-	// RefusedBusy, RefusedPayoff, RefusedDeadline, RefusedReplicas).
+	// Refusal that Stats.Refused counts, those Refusals.All yields).
 	HedgeRefused
 	// HedgeWon: a hedge copy won its call.
 	HedgeWon

@@ -385,7 +385,7 @@ func TestLiveBusyReplicaWaits(t *testing.T) {
 		st := h.OpStats("b")
 		// At 10 ms A's replica is busy: refused. At 20 ms, still busy:
 		// refused. At 30 ms (A ended at 25) it goes.
-		if st.RefusedBusy != 2 || st.Hedges != 1 || st.HedgeWins != 1 || hedgeAt != 30*ms {
+		if st.Refused[hedge.RefusedBusy] != 2 || st.Hedges != 1 || st.HedgeWins != 1 || hedgeAt != 30*ms {
 			t.Fatalf("hedge at %v; stats %v", hedgeAt, st)
 		}
 	})

@@ -155,12 +155,12 @@ func TestDoFanCap(t *testing.T) {
 		}
 		wg.Wait()
 		st := h.OpStats("read")
-		t.Logf("%d extra copies, most in flight at once in one fan-out %d, %d refused by the fan-outs' own caps, %d fan-outs spent their budget", extra.Load(), worst.Load(), st.RefusedFanOut, spent.Load())
+		t.Logf("%d extra copies, most in flight at once in one fan-out %d, %d refused by the fan-outs' own caps, %d fan-outs spent their budget", extra.Load(), worst.Load(), st.Refused[hedge.RefusedFanOut], spent.Load())
 		if worst.Load() > inFlight {
 			t.Errorf("a fan-out had %d extra copies in flight at once; the cap is %d", worst.Load(), inFlight)
 		}
-		if worst.Load() < inFlight || st.RefusedFanOut == 0 || spent.Load() == 0 {
-			t.Errorf("the cap or the budget was never reached (peak %d, %d refused, %d fan-outs spent their budget): the test does not test them", worst.Load(), st.RefusedFanOut, spent.Load())
+		if worst.Load() < inFlight || st.Refused[hedge.RefusedFanOut] == 0 || spent.Load() == 0 {
+			t.Errorf("the cap or the budget was never reached (peak %d, %d refused, %d fan-outs spent their budget): the test does not test them", worst.Load(), st.Refused[hedge.RefusedFanOut], spent.Load())
 		}
 		if st.Fan.Extra != extra.Load() {
 			t.Errorf("Stats.Fan.Extra = %d; the leaves saw %d", st.Fan.Extra, extra.Load())

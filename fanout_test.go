@@ -60,11 +60,11 @@ func TestWithFanOut(t *testing.T) {
 	}
 	plain := run(t, false)
 	marked := run(t, true)
-	t.Logf("without the mark: %d hedges, %d refused as busy; with it: %d hedges, %d refused as busy", plain.Hedges, plain.RefusedBusy, marked.Hedges, marked.RefusedBusy)
-	if plain.RefusedBusy == 0 || plain.Hedges > fanouts*3/4 {
-		t.Errorf("without WithFanOut: %d hedges and %d refused as busy; want the spare-capacity rule to stop most of them", plain.Hedges, plain.RefusedBusy)
+	t.Logf("without the mark: %d hedges, %d refused as busy; with it: %d hedges, %d refused as busy", plain.Hedges, plain.Refused[hedge.RefusedBusy], marked.Hedges, marked.Refused[hedge.RefusedBusy])
+	if plain.Refused[hedge.RefusedBusy] == 0 || plain.Hedges > fanouts*3/4 {
+		t.Errorf("without WithFanOut: %d hedges and %d refused as busy; want the spare-capacity rule to stop most of them", plain.Hedges, plain.Refused[hedge.RefusedBusy])
 	}
-	if marked.Hedges < fanouts*9/10 || marked.RefusedBusy != 0 {
-		t.Errorf("with WithFanOut: %d hedges of %d stragglers, %d refused as busy; want every straggler hedged", marked.Hedges, fanouts, marked.RefusedBusy)
+	if marked.Hedges < fanouts*9/10 || marked.Refused[hedge.RefusedBusy] != 0 {
+		t.Errorf("with WithFanOut: %d hedges of %d stragglers, %d refused as busy; want every straggler hedged", marked.Hedges, fanouts, marked.Refused[hedge.RefusedBusy])
 	}
 }

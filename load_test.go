@@ -61,13 +61,13 @@ func TestReportLoadDecides(t *testing.T) {
 			close(release)
 			st := h.Stats()[0]
 			if reports {
-				if copyAt != 2*delay || st.RefusedBusy != 1 || st.LoadByReport != 2 || st.LoadByOwnView != 0 {
-					t.Fatalf("with reports: copy at %v, refused busy %d, by report %d, by own view %d; want 20ms, 1, 2, 0", copyAt, st.RefusedBusy, st.LoadByReport, st.LoadByOwnView)
+				if copyAt != 2*delay || st.Refused[hedge.RefusedBusy] != 1 || st.LoadByReport != 2 || st.LoadByOwnView != 0 {
+					t.Fatalf("with reports: copy at %v, refused busy %d, by report %d, by own view %d; want 20ms, 1, 2, 0", copyAt, st.Refused[hedge.RefusedBusy], st.LoadByReport, st.LoadByOwnView)
 				}
 				return
 			}
-			if copyAt != delay || st.RefusedBusy != 0 || st.LoadByReport != 0 || st.LoadByOwnView != 1 {
-				t.Fatalf("without reports: copy at %v, refused busy %d, by report %d, by own view %d; want 10ms, 0, 0, 1", copyAt, st.RefusedBusy, st.LoadByReport, st.LoadByOwnView)
+			if copyAt != delay || st.Refused[hedge.RefusedBusy] != 0 || st.LoadByReport != 0 || st.LoadByOwnView != 1 {
+				t.Fatalf("without reports: copy at %v, refused busy %d, by report %d, by own view %d; want 10ms, 0, 0, 1", copyAt, st.Refused[hedge.RefusedBusy], st.LoadByReport, st.LoadByOwnView)
 			}
 		})
 	}

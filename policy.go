@@ -7,9 +7,17 @@ import (
 	"github.com/tailcut/hedge/internal/decide"
 )
 
-// Refusal says why a copy was not sent: Event.Refusal, and the Refused
-// counters of Stats. The zero value, Allowed, means it was.
+// Refusal says why a copy was not sent: Event.Refusal, and the index of
+// [Stats.Refused]. The zero value, Allowed, means it was. Its String is
+// the one name each refusal has everywhere: the value of the metrics'
+// "reason" label (hedgeprom, hedgeotel), the key of hedgectl's "refused"
+// object, and the word in Stats.String and Event.String (budget,
+// in_flight, busy, payoff, fan_out, head, deadline, replicas).
 type Refusal = decide.Refusal
+
+// NumRefusals is one more than the largest Refusal: the length of
+// [Refusals].
+const NumRefusals = decide.NumRefusals
 
 // The refusals.
 const (

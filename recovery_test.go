@@ -113,11 +113,11 @@ func TestStallHedgesComeBackAfterABurst(t *testing.T) {
 		}
 		t.Logf("seed %d windows:%s", seed, win)
 		t.Logf("seed %d: hedged %d of %d stalled before the burst, %d from 15 s to 30 s, %d of %d stalled from 80 s to 120 s; refused for payoff: %d by 30 s, %d in all",
-			seed, before, stalledBefore, count(hedgedAt, 15*time.Second, 30*time.Second), after, stalledAfter, afterBurst.RefusedPayoff, latest.RefusedPayoff)
+			seed, before, stalledBefore, count(hedgedAt, 15*time.Second, 30*time.Second), after, stalledAfter, afterBurst.Refused[hedge.RefusedPayoff], latest.Refused[hedge.RefusedPayoff])
 		if before < stalledBefore/2 {
 			t.Errorf("seed %d: %d requests hedged before the burst, against %d stalled primaries: the stalls are not hedged to begin with", seed, before, stalledBefore)
 		}
-		if afterBurst.RefusedPayoff == 0 {
+		if afterBurst.Refused[hedge.RefusedPayoff] == 0 {
 			t.Errorf("seed %d: the burst did not stop the class (no payoff refusal by 30 s): the test no longer shows what it is for", seed)
 		}
 		if after < stalledAfter/2 {

@@ -2,11 +2,14 @@ package hedge
 
 import (
 	"fmt"
+	"iter"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/tailcut/hedge/internal/decide"
 	"github.com/tailcut/hedge/quantile"
 )
 
@@ -16,36 +19,16 @@ import (
 type Stats struct {
 	Op string // operation class
 
-	Requests      int64 // calls of Do
-	Hedges        int64 // hedge copies sent (copies beyond the primary)
-	HedgeWins     int64 // calls won by a hedge copy
-	PrimaryWins   int64 // calls won by the primary, or by a failover copy in its place
-	Failures      int64 // calls that returned an error, but for leaves DoFan did not need (FanStats.NotNeeded)
-	RefusedBudget int64 // hedges the budget refused
-	// RefusedInFlight counts hedges refused by MaxHedgesInFlight.
-	RefusedInFlight int64
-	// RefusedBusy counts hedges refused because the replica they would go
-	// to was busy with more of this Hedger's requests than
-	// Config.MaxReplicaLoad allows (by default: not idle), or because too
-	// few recent primaries found their replica idle.
-	RefusedBusy int64
-	// RefusedPayoff counts hedges refused because hedges of the same class
-	// have not been paying for themselves (Config.MinWinRate).
-	RefusedPayoff int64
-	// RefusedFanOut counts hedges of fan-out leaves (DoFan) refused
-	// because their fan-out request's own budget or cap was spent.
-	RefusedFanOut int64
-	// RefusedHead counts hedges held back because their primary was at
-	// the head of this Hedger's requests on its replica and had not yet
-	// waited three delays (the copy is asked for again when it has;
-	// Config.MinWinRate).
-	RefusedHead int64
-	// RefusedDeadline counts hedges not sent because the time left before
-	// the caller's deadline was shorter than the delay.
-	RefusedDeadline int64
-	// RefusedReplicas counts hedges not sent because every replica
-	// already held a copy.
-	RefusedReplicas int64
+	Requests    int64 // calls of Do
+	Hedges      int64 // hedge copies sent (copies beyond the primary)
+	HedgeWins   int64 // calls won by a hedge copy
+	PrimaryWins int64 // calls won by the primary, or by a failover copy in its place
+	Failures    int64 // calls that returned an error, but for leaves DoFan did not need (FanStats.NotNeeded)
+	// Refused counts the hedges not sent, by the [Refusal] that kept
+	// each: Refused[RefusedBusy] those refused for want of an idle
+	// replica, and so on. A copy that is asked for again later
+	// (RefusedBusy, RefusedFanOut, RefusedHead) counts each time.
+	Refused Refusals
 	// LoadByReport counts hedge decisions that read the load of the
 	// replica the copy would go to from that replica's own fresh report
 	// (Load, Hedger.ReportLoad), and LoadByOwnView those that read this
@@ -138,6 +121,51 @@ type Stats struct {
 	Fan FanStats
 }
 
+// Refusals counts hedges not sent, by [Refusal]: [Stats.Refused]. Index
+// it by a Refusal:
+//
+//	busy := s.Refused[hedge.RefusedBusy]
+//
+// The refusals counted are those [Refusals.All] yields. The others
+// (Allowed, RefusedAttempts, RefusedMode, RefusedPushback) say that a
+// request sends no more copies of its own accord, hold no copy back, and
+// stay zero.
+type Refusals [NumRefusals]int64
+
+// All yields each counted [Refusal] and its count, zeros included, in the
+// order of the Refusal values. Each Refusal's String is the name the
+// metrics (the "reason" label) and hedgectl give it.
+func (c Refusals) All() iter.Seq2[Refusal, int64] {
+	return func(yield func(Refusal, int64) bool) {
+		for i, n := range c {
+			if why := Refusal(i); decide.Counted(why) && !yield(why, n) {
+				return
+			}
+		}
+	}
+}
+
+// Total returns the number of hedges refused, for every reason.
+func (c Refusals) Total() int64 {
+	var t int64
+	for _, n := range c {
+		t += n
+	}
+	return t
+}
+
+// String lists the counts by name, as "budget 3, in_flight 0, ...".
+func (c Refusals) String() string {
+	var b strings.Builder
+	for why, n := range c.All() {
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%v %d", why, n)
+	}
+	return b.String()
+}
+
 // FanStats counts an operation class's fan-outs (DoFan).
 type FanStats struct {
 	Requests int64 // DoFan calls
@@ -203,10 +231,10 @@ func (f *fanState) stats() FanStats {
 // reads "never".
 func (s Stats) String() string {
 	return fmt.Sprintf("%s: %d requests, %d hedges (%.1f%%), %d hedge wins (%.1f%% of hedges), %d primary wins, %d failures; "+
-		"refused: budget %d, in flight %d, busy %d, payoff %d, fan-out %d, head %d, deadline %d, no replica %d; shadow hedges %d, failovers %d, unhedgeable %d; wasted %v; delay %s; "+
+		"refused: %v; shadow hedges %d, failovers %d, unhedgeable %d; wasted %v; delay %s; "+
 		"latency %v; primary %v (%d censored); hedge path %v; holdout %v; rescued %d, saved at least %v; timer lag %v",
 		s.Op, s.Requests, s.Hedges, 100*s.HedgeRate(), s.HedgeWins, 100*s.WinRate(), s.PrimaryWins, s.Failures,
-		s.RefusedBudget, s.RefusedInFlight, s.RefusedBusy, s.RefusedPayoff, s.RefusedFanOut, s.RefusedHead, s.RefusedDeadline, s.RefusedReplicas, s.ShadowHedges, s.Failovers, s.Unhedgeable, s.WastedWork,
+		s.Refused, s.ShadowHedges, s.Failovers, s.Unhedgeable, s.WastedWork,
 		FormatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast, s.TimerLag)
 }
 
@@ -267,21 +295,13 @@ func distribution(h *quantile.Histogram) Distribution {
 }
 
 func (st *opState) stats(now time.Duration) Stats {
-	return Stats{
+	s := Stats{
 		Op:              st.name,
 		Requests:        st.requests.Load(),
 		Hedges:          st.hedges.Load(),
 		HedgeWins:       st.hedgeWins.Load(),
 		PrimaryWins:     st.primaryWins.Load(),
 		Failures:        st.failures.Load(),
-		RefusedBudget:   st.refused[RefusedBudget].Load(),
-		RefusedInFlight: st.refused[RefusedInFlight].Load(),
-		RefusedBusy:     st.refused[RefusedBusy].Load(),
-		RefusedPayoff:   st.refused[RefusedPayoff].Load(),
-		RefusedFanOut:   st.refused[RefusedFanOut].Load(),
-		RefusedHead:     st.refused[RefusedHead].Load(),
-		RefusedDeadline: st.refused[RefusedDeadline].Load(),
-		RefusedReplicas: st.refused[RefusedReplicas].Load(),
 		LoadByReport:    st.byReport.Load(),
 		LoadByOwnView:   st.byOwnView.Load(),
 		ShadowHedges:    st.shadowHedges.Load(),
@@ -299,6 +319,10 @@ func (st *opState) stats(now time.Duration) Stats {
 		Delay:           st.est.Delay(now),
 		Fan:             st.fan.stats(),
 	}
+	for why := range s.Refused.All() {
+		s.Refused[why] = st.refused[why].Load()
+	}
+	return s
 }
 
 // Stats returns a snapshot of every operation class seen so far, sorted by

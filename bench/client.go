@@ -139,7 +139,7 @@ func HedgerStats(st hedge.Stats) ClientStats {
 	s.Requests = st.Requests
 	s.Hedges = st.Hedges
 	s.HedgeWins = st.HedgeWins
-	s.RefusedBudget = st.RefusedBudget
+	s.RefusedBudget = st.Refused[hedge.RefusedBudget]
 	s.Wasted = st.WastedWork
 	s.Delay = st.Delay
 	if st.TimerLag.Count > 0 {

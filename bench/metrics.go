@@ -220,7 +220,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(m.requests, st.Requests)
 		counter(m.hedges, st.Hedges)
 		counter(m.wins, st.HedgeWins)
-		counter(m.refused, st.RefusedBudget, hedgeprom.ReasonBudget)
+		counter(m.refused, st.RefusedBudget, hedge.RefusedBudget.String())
 		if st.Wasted != Unknown {
 			ch <- prometheus.MustNewConstMetric(m.wasted, prometheus.CounterValue, st.Wasted.Seconds(), lv...)
 		}

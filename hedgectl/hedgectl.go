@@ -396,36 +396,34 @@ type HedgerState struct {
 // OpState is one operation class's stats. Times are in seconds; a delay of
 // hedge.Never is null.
 type OpState struct {
-	Op              string   `json:"op"`
-	Requests        int64    `json:"requests"`
-	Hedges          int64    `json:"hedges"`
-	HedgeRate       float64  `json:"hedge_rate"`
-	HedgeWins       int64    `json:"hedge_wins"`
-	WinRate         float64  `json:"win_rate"`
-	PrimaryWins     int64    `json:"primary_wins"`
-	Failures        int64    `json:"failures"`
-	RefusedBudget   int64    `json:"budget_denied"`
-	RefusedInFlight int64    `json:"in_flight_denied"`
-	RefusedBusy     int64    `json:"busy_denied"`
-	RefusedPayoff   int64    `json:"payoff_denied"`
-	RefusedFanOut   int64    `json:"fan_out_denied"`
-	RefusedHead     int64    `json:"head_waits"`
-	RefusedDeadline int64    `json:"deadline_skipped"`
-	RefusedReplicas int64    `json:"no_replica"`
-	LoadByReport    int64    `json:"load_by_report"`
-	LoadByOwnView   int64    `json:"load_by_own_view"`
-	ShadowHedges    int64    `json:"shadow_hedges"`
-	Unhedgeable     int64    `json:"unhedgeable"`
-	WastedSeconds   float64  `json:"wasted_seconds"`
-	DelaySeconds    *float64 `json:"delay_seconds"`
-	LatencyP99      float64  `json:"latency_p99_seconds"`
-	PrimaryP99      float64  `json:"primary_p99_seconds"`
-	PrimaryCensored int64    `json:"primary_censored"`
-	HedgePathP99    float64  `json:"hedge_path_p99_seconds"`
-	HoldoutCount    int64    `json:"holdout_count"`
-	HoldoutP99      float64  `json:"holdout_p99_seconds"`
-	Rescued         int64    `json:"rescued"`
-	SavedAtLeast    float64  `json:"saved_at_least_seconds"`
+	Op          string  `json:"op"`
+	Requests    int64   `json:"requests"`
+	Hedges      int64   `json:"hedges"`
+	HedgeRate   float64 `json:"hedge_rate"`
+	HedgeWins   int64   `json:"hedge_wins"`
+	WinRate     float64 `json:"win_rate"`
+	PrimaryWins int64   `json:"primary_wins"`
+	Failures    int64   `json:"failures"`
+	// Refused counts the hedges not sent, by the name of the
+	// hedge.Refusal that kept each (its String: budget, in_flight, busy,
+	// payoff, fan_out, head, deadline, replicas), the values of the
+	// metrics' reason label. Every counted refusal is present, zero or
+	// not.
+	Refused         map[string]int64 `json:"refused"`
+	LoadByReport    int64            `json:"load_by_report"`
+	LoadByOwnView   int64            `json:"load_by_own_view"`
+	ShadowHedges    int64            `json:"shadow_hedges"`
+	Unhedgeable     int64            `json:"unhedgeable"`
+	WastedSeconds   float64          `json:"wasted_seconds"`
+	DelaySeconds    *float64         `json:"delay_seconds"`
+	LatencyP99      float64          `json:"latency_p99_seconds"`
+	PrimaryP99      float64          `json:"primary_p99_seconds"`
+	PrimaryCensored int64            `json:"primary_censored"`
+	HedgePathP99    float64          `json:"hedge_path_p99_seconds"`
+	HoldoutCount    int64            `json:"holdout_count"`
+	HoldoutP99      float64          `json:"holdout_p99_seconds"`
+	Rescued         int64            `json:"rescued"`
+	SavedAtLeast    float64          `json:"saved_at_least_seconds"`
 }
 
 // Snapshot returns the state GET / serves.
@@ -445,8 +443,7 @@ func (h *Handler) Snapshot() State {
 			op := OpState{
 				Op: st.Op, Requests: st.Requests, Hedges: st.Hedges, HedgeRate: st.HedgeRate(),
 				HedgeWins: st.HedgeWins, WinRate: st.WinRate(), PrimaryWins: st.PrimaryWins, Failures: st.Failures,
-				RefusedBudget: st.RefusedBudget, RefusedInFlight: st.RefusedInFlight, RefusedBusy: st.RefusedBusy, RefusedPayoff: st.RefusedPayoff, RefusedFanOut: st.RefusedFanOut, RefusedHead: st.RefusedHead, RefusedDeadline: st.RefusedDeadline,
-				RefusedReplicas: st.RefusedReplicas, LoadByReport: st.LoadByReport, LoadByOwnView: st.LoadByOwnView, ShadowHedges: st.ShadowHedges, Unhedgeable: st.Unhedgeable,
+				Refused: refused(st.Refused), LoadByReport: st.LoadByReport, LoadByOwnView: st.LoadByOwnView, ShadowHedges: st.ShadowHedges, Unhedgeable: st.Unhedgeable,
 				WastedSeconds: st.WastedWork.Seconds(), LatencyP99: st.Latency.P99.Seconds(),
 				PrimaryP99: st.Primary.P99.Seconds(), PrimaryCensored: st.PrimaryCensored, HedgePathP99: st.HedgePath.P99.Seconds(),
 				HoldoutCount: st.Holdout.Count, HoldoutP99: st.Holdout.P99.Seconds(), Rescued: st.Rescued, SavedAtLeast: st.SavedAtLeast.Seconds(),
@@ -460,6 +457,15 @@ func (h *Handler) Snapshot() State {
 		s.Hedgers = append(s.Hedgers, hs)
 	}
 	return s
+}
+
+// refused returns r by the names of its refusals.
+func refused(r hedge.Refusals) map[string]int64 {
+	m := make(map[string]int64, hedge.NumRefusals)
+	for why, n := range r.All() {
+		m[why.String()] = n
+	}
+	return m
 }
 
 func (h *Handler) writeState(w http.ResponseWriter) {

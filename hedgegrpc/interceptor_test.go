@@ -648,8 +648,8 @@ func TestRetryThrottlingStopsHedges(t *testing.T) {
 			t.Errorf("after call %d: %v tokens, want %v", i, got, want.tokens)
 		}
 	}
-	if st := h.OpStats(unaryCall); st.RefusedBudget != 2 {
-		t.Errorf("budget denials %d, want 2", st.RefusedBudget)
+	if st := h.OpStats(unaryCall); st.Refused[hedge.RefusedBudget] != 2 {
+		t.Errorf("budget denials %d, want 2", st.Refused[hedge.RefusedBudget])
 	}
 }
 

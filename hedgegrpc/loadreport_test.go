@@ -385,8 +385,8 @@ func TestReportsDecideCopies(t *testing.T) {
 			if got := cl.sent.Load(); got != 3+int64(btoi(c.hedged)) {
 				t.Errorf("%d copies sent, want %d (hedged: %v)", got, 3+btoi(c.hedged), c.hedged)
 			}
-			if (s.RefusedBusy == 1) == c.hedged {
-				t.Errorf("RefusedBusy %d, want the copy refused: %v", s.RefusedBusy, !c.hedged)
+			if (s.Refused[hedge.RefusedBusy] == 1) == c.hedged {
+				t.Errorf("RefusedBusy %d, want the copy refused: %v", s.Refused[hedge.RefusedBusy], !c.hedged)
 			}
 		})
 	}

@@ -41,7 +41,7 @@
 //	hedge.hedge.wins{hedger,op}                    counter  {request}  calls won by a hedge
 //	hedge.primary.wins{hedger,op}                  counter  {request}  calls won by the primary
 //	hedge.failures{hedger,op}                      counter  {request}  calls that returned an error
-//	hedge.hedges.refused{hedger,op,reason}         counter  {hedge}    reason: budget, in_flight, busy, payoff, deadline, replicas
+//	hedge.hedges.refused{hedger,op,reason}         counter  {hedge}    reason: a hedge.Refusal's name
 //	hedge.failovers{hedger,op}                     counter  {copy}     copies sent in place of one that never reached its server
 //	hedge.load.views{hedger,op,view}               counter  {decision} hedge decisions by the view of the replica's load read: report, own_view
 //	hedge.shadow.hedges{hedger,op}                 counter  {hedge}    hedges Shadow mode would have sent
@@ -55,15 +55,20 @@
 //	hedge.latency{hedger,op,path,quantile}         gauge    s          path: caller, primary, hedge, holdout; quantile: p50, p90, p99, p999
 //	hedge.timer.lag{hedger,op,quantile}            gauge    s          how late hedge timers fired after coming due
 //
-// The refusal reasons: budget (the token bucket was empty), in_flight
-// (Config.MaxHedgesInFlight hedges were in flight already), busy (the
-// replica the copy would go to had more of this Hedger's requests in
-// flight than Config.MaxReplicaLoad allows, by default any: it was not
-// idle), payoff (hedges sent on the same evidence have not been winning
-// often enough, Config.MinWinRate), deadline (less time was left before
-// the caller's deadline than the delay), replicas (every replica already
-// held a copy). Failovers are not hedges: a copy that never reached its
-// server (hedge.ErrNotSent) is replaced at once, outside the budget.
+// The refusal reasons are the names of hedge.Refusal (its String), the
+// ones hedge.Stats.Refused, hedgectl's "refused" object and the logs
+// use: deadline (less time was left before the caller's deadline than
+// the delay), replicas (every replica already held a copy), in_flight
+// (Config.MaxHedgesInFlight hedges were in flight already), budget (the
+// token bucket was empty), busy (the replica the copy would go to had
+// more of this Hedger's requests in flight than Config.MaxReplicaLoad
+// allows, by default any: it was not idle), payoff (hedges sent on the
+// same evidence have not been winning often enough, Config.MinWinRate),
+// fan_out (a fan-out leaf's copy, its fan-out's own budget or cap spent),
+// head (the primary was at the head of its replica's queue and had not
+// yet waited three delays). Each is exported, zero or not. Failovers
+// are not hedges: a copy that never reached its server
+// (hedge.ErrNotSent) is replaced at once, outside the budget.
 //
 // For each replica of a Hedger that picks replicas (Config.Replicas above
 // 0; none otherwise), from Hedger.ReplicaStats:

@@ -14,19 +14,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Refusal reasons, the values of the "reason" attribute of
-// hedge.hedges.refused.
-const (
-	ReasonBudget   = hedgeset.ReasonBudget   // Stats.RefusedBudget
-	ReasonInFlight = hedgeset.ReasonInFlight // Stats.RefusedInFlight
-	ReasonBusy     = hedgeset.ReasonBusy     // Stats.RefusedBusy
-	ReasonPayoff   = hedgeset.ReasonPayoff   // Stats.RefusedPayoff
-	ReasonFanOut   = hedgeset.ReasonFanOut   // Stats.RefusedFanOut
-	ReasonHead     = hedgeset.ReasonHead     // Stats.RefusedHead
-	ReasonDeadline = hedgeset.ReasonDeadline // Stats.RefusedDeadline
-	ReasonReplicas = hedgeset.ReasonReplicas // Stats.RefusedReplicas
-)
-
 // Views of a replica's load, the values of the "view" attribute of
 // hedge.load.views.
 const (

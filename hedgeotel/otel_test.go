@@ -192,14 +192,14 @@ func TestRegisterMatchesStats(t *testing.T) {
 				counter("hedge.hedge.wins", "{request}", s.HedgeWins)
 				counter("hedge.primary.wins", "{request}", s.PrimaryWins)
 				counter("hedge.failures", "{request}", s.Failures)
-				counter("hedge.hedges.refused", "{hedge}", s.RefusedBudget, "reason=budget")
-				counter("hedge.hedges.refused", "{hedge}", s.RefusedInFlight, "reason=in_flight")
-				counter("hedge.hedges.refused", "{hedge}", s.RefusedBusy, "reason=busy")
-				counter("hedge.hedges.refused", "{hedge}", s.RefusedPayoff, "reason=payoff")
-				counter("hedge.hedges.refused", "{hedge}", s.RefusedFanOut, "reason=fan_out")
-				counter("hedge.hedges.refused", "{hedge}", s.RefusedHead, "reason=head")
-				counter("hedge.hedges.refused", "{hedge}", s.RefusedDeadline, "reason=deadline")
-				counter("hedge.hedges.refused", "{hedge}", s.RefusedReplicas, "reason=replicas")
+				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedBudget], "reason=budget")
+				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedInFlight], "reason=in_flight")
+				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedBusy], "reason=busy")
+				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedPayoff], "reason=payoff")
+				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedFanOut], "reason=fan_out")
+				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedHead], "reason=head")
+				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedDeadline], "reason=deadline")
+				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedReplicas], "reason=replicas")
 				counter("hedge.load.views", "{decision}", s.LoadByReport, "view=report")
 				counter("hedge.load.views", "{decision}", s.LoadByOwnView, "view=own_view")
 				counter("hedge.shadow.hedges", "{hedge}", s.ShadowHedges)
@@ -233,10 +233,10 @@ func TestRegisterMatchesStats(t *testing.T) {
 				total.HedgeWins += s.HedgeWins
 				total.PrimaryWins += s.PrimaryWins
 				total.Failures += s.Failures
-				total.RefusedBudget += s.RefusedBudget
-				total.RefusedInFlight += s.RefusedInFlight
-				total.RefusedDeadline += s.RefusedDeadline
-				total.RefusedReplicas += s.RefusedReplicas
+				total.Refused[hedge.RefusedBudget] += s.Refused[hedge.RefusedBudget]
+				total.Refused[hedge.RefusedInFlight] += s.Refused[hedge.RefusedInFlight]
+				total.Refused[hedge.RefusedDeadline] += s.Refused[hedge.RefusedDeadline]
+				total.Refused[hedge.RefusedReplicas] += s.Refused[hedge.RefusedReplicas]
 				total.ShadowHedges += s.ShadowHedges
 				total.LoadByReport += s.LoadByReport
 				total.LoadByOwnView += s.LoadByOwnView
@@ -273,8 +273,8 @@ func TestRegisterMatchesStats(t *testing.T) {
 		for name, v := range map[string]int64{
 			"Requests": total.Requests, "Hedges": total.Hedges, "HedgeWins": total.HedgeWins,
 			"PrimaryWins": total.PrimaryWins, "Failures": total.Failures,
-			"RefusedBudget": total.RefusedBudget, "RefusedInFlight": total.RefusedInFlight,
-			"RefusedDeadline": total.RefusedDeadline, "RefusedReplicas": total.RefusedReplicas,
+			"RefusedBudget": total.Refused[hedge.RefusedBudget], "RefusedInFlight": total.Refused[hedge.RefusedInFlight],
+			"RefusedDeadline": total.Refused[hedge.RefusedDeadline], "RefusedReplicas": total.Refused[hedge.RefusedReplicas],
 			"ShadowHedges": total.ShadowHedges, "Unhedgeable": total.Unhedgeable,
 			"LoadByReport": total.LoadByReport, "LoadByOwnView": total.LoadByOwnView,
 			"PrimaryCensored": total.PrimaryCensored, "WastedWork": int64(total.WastedWork),

@@ -55,18 +55,6 @@ const (
 	ViewOwnView = hedgeset.ViewOwnView // Stats.LoadByOwnView
 )
 
-// Refusal reasons, the values of the "reason" label.
-const (
-	ReasonBudget   = hedgeset.ReasonBudget   // Stats.RefusedBudget
-	ReasonInFlight = hedgeset.ReasonInFlight // Stats.RefusedInFlight
-	ReasonBusy     = hedgeset.ReasonBusy     // Stats.RefusedBusy
-	ReasonPayoff   = hedgeset.ReasonPayoff   // Stats.RefusedPayoff
-	ReasonFanOut   = hedgeset.ReasonFanOut   // Stats.RefusedFanOut
-	ReasonHead     = hedgeset.ReasonHead     // Stats.RefusedHead
-	ReasonDeadline = hedgeset.ReasonDeadline // Stats.RefusedDeadline
-	ReasonReplicas = hedgeset.ReasonReplicas // Stats.RefusedReplicas
-)
-
 // Latency paths, the values of the "path" label.
 const (
 	PathCaller  = hedgeset.PathCaller  // Stats.Latency

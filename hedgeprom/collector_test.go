@@ -181,14 +181,14 @@ func TestCollectorMatchesStats(t *testing.T) {
 				counter("hedge_hedge_wins_total", s.HedgeWins)
 				counter("hedge_primary_wins_total", s.PrimaryWins)
 				counter("hedge_failures_total", s.Failures)
-				counter("hedge_hedges_refused_total", s.RefusedBudget, "reason=budget")
-				counter("hedge_hedges_refused_total", s.RefusedInFlight, "reason=in_flight")
-				counter("hedge_hedges_refused_total", s.RefusedBusy, "reason=busy")
-				counter("hedge_hedges_refused_total", s.RefusedPayoff, "reason=payoff")
-				counter("hedge_hedges_refused_total", s.RefusedFanOut, "reason=fan_out")
-				counter("hedge_hedges_refused_total", s.RefusedHead, "reason=head")
-				counter("hedge_hedges_refused_total", s.RefusedDeadline, "reason=deadline")
-				counter("hedge_hedges_refused_total", s.RefusedReplicas, "reason=replicas")
+				counter("hedge_hedges_refused_total", s.Refused[hedge.RefusedBudget], "reason=budget")
+				counter("hedge_hedges_refused_total", s.Refused[hedge.RefusedInFlight], "reason=in_flight")
+				counter("hedge_hedges_refused_total", s.Refused[hedge.RefusedBusy], "reason=busy")
+				counter("hedge_hedges_refused_total", s.Refused[hedge.RefusedPayoff], "reason=payoff")
+				counter("hedge_hedges_refused_total", s.Refused[hedge.RefusedFanOut], "reason=fan_out")
+				counter("hedge_hedges_refused_total", s.Refused[hedge.RefusedHead], "reason=head")
+				counter("hedge_hedges_refused_total", s.Refused[hedge.RefusedDeadline], "reason=deadline")
+				counter("hedge_hedges_refused_total", s.Refused[hedge.RefusedReplicas], "reason=replicas")
 				counter("hedge_load_views_total", s.LoadByReport, "view=report")
 				counter("hedge_load_views_total", s.LoadByOwnView, "view=own_view")
 				counter("hedge_shadow_hedges_total", s.ShadowHedges)
@@ -276,10 +276,10 @@ func TestCollectorMatchesStats(t *testing.T) {
 				}
 				total.Requests += s.Requests
 				total.HedgeWins += s.HedgeWins
-				total.RefusedBudget += s.RefusedBudget
-				total.RefusedInFlight += s.RefusedInFlight
-				total.RefusedDeadline += s.RefusedDeadline
-				total.RefusedReplicas += s.RefusedReplicas
+				total.Refused[hedge.RefusedBudget] += s.Refused[hedge.RefusedBudget]
+				total.Refused[hedge.RefusedInFlight] += s.Refused[hedge.RefusedInFlight]
+				total.Refused[hedge.RefusedDeadline] += s.Refused[hedge.RefusedDeadline]
+				total.Refused[hedge.RefusedReplicas] += s.Refused[hedge.RefusedReplicas]
 				total.ShadowHedges += s.ShadowHedges
 				total.LoadByReport += s.LoadByReport
 				total.LoadByOwnView += s.LoadByOwnView
@@ -293,8 +293,8 @@ func TestCollectorMatchesStats(t *testing.T) {
 				total.TimerLag.Count += s.TimerLag.Count
 			}
 		}
-		if total.Requests != 12+hedgers["c"].OpStats("get").Requests || total.Rescued == 0 || total.SavedAtLeast == 0 || total.Holdout.Count == 0 || total.TimerLag.Count == 0 || total.HedgeWins == 0 || total.RefusedBudget == 0 || total.RefusedInFlight == 0 ||
-			total.RefusedDeadline == 0 || total.RefusedReplicas == 0 || total.ShadowHedges == 0 || total.Unhedgeable == 0 ||
+		if total.Requests != 12+hedgers["c"].OpStats("get").Requests || total.Rescued == 0 || total.SavedAtLeast == 0 || total.Holdout.Count == 0 || total.TimerLag.Count == 0 || total.HedgeWins == 0 || total.Refused[hedge.RefusedBudget] == 0 || total.Refused[hedge.RefusedInFlight] == 0 ||
+			total.Refused[hedge.RefusedDeadline] == 0 || total.Refused[hedge.RefusedReplicas] == 0 || total.ShadowHedges == 0 || total.Unhedgeable == 0 ||
 			total.LoadByReport == 0 || total.LoadByOwnView == 0 ||
 			total.PrimaryCensored == 0 || total.Failures == 0 || total.WastedWork == 0 {
 			t.Errorf("workload missed a counter: %+v (load by report %d, by own view %d)", total, total.LoadByReport, total.LoadByOwnView)

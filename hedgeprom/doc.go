@@ -37,7 +37,7 @@
 //	hedge_hedge_wins_total{hedger,op}                  counter   calls won by a hedge
 //	hedge_primary_wins_total{hedger,op}                counter   calls won by the primary
 //	hedge_failures_total{hedger,op}                    counter   calls that returned an error
-//	hedge_hedges_refused_total{hedger,op,reason}       counter   reason: budget, in_flight, busy, payoff, deadline, replicas
+//	hedge_hedges_refused_total{hedger,op,reason}       counter   reason: a hedge.Refusal's name
 //	hedge_failovers_total{hedger,op}                   counter   copies sent in place of one that never reached its server
 //	hedge_load_views_total{hedger,op,view}             counter   hedge decisions by the view of the replica's load read: report, own_view
 //	hedge_shadow_hedges_total{hedger,op}               counter   hedges Shadow mode would have sent
@@ -52,15 +52,20 @@
 //	hedge_latency_distribution_seconds{hedger,op,path} histogram the same latencies, native and classic buckets
 //	hedge_timer_lag_seconds{hedger,op,quantile}        summary   how late hedge timers fired after coming due
 //
-// The refusal reasons: budget (the token bucket was empty), in_flight
-// (Config.MaxHedgesInFlight hedges were in flight already), busy (the
-// replica the copy would go to had more of this Hedger's requests in
-// flight than Config.MaxReplicaLoad allows, by default any: it was not
-// idle), payoff (hedges sent on the same evidence have not been winning
-// often enough, Config.MinWinRate), deadline (less time was left before
-// the caller's deadline than the delay), replicas (every replica already
-// held a copy). Failovers are not hedges: a copy that never reached its
-// server (hedge.ErrNotSent) is replaced at once, outside the budget.
+// The refusal reasons are the names of hedge.Refusal (its String), the
+// ones hedge.Stats.Refused, hedgectl's "refused" object and the logs
+// use: deadline (less time was left before the caller's deadline than
+// the delay), replicas (every replica already held a copy), in_flight
+// (Config.MaxHedgesInFlight hedges were in flight already), budget (the
+// token bucket was empty), busy (the replica the copy would go to had
+// more of this Hedger's requests in flight than Config.MaxReplicaLoad
+// allows, by default any: it was not idle), payoff (hedges sent on the
+// same evidence have not been winning often enough, Config.MinWinRate),
+// fan_out (a fan-out leaf's copy, its fan-out's own budget or cap spent),
+// head (the primary was at the head of its replica's queue and had not
+// yet waited three delays). Each is exported, zero or not. Failovers
+// are not hedges: a copy that never reached its server
+// (hedge.ErrNotSent) is replaced at once, outside the budget.
 //
 // For each replica of a Hedger that picks replicas (Config.Replicas above
 // 0; none otherwise), from Hedger.ReplicaStats:

@@ -318,7 +318,7 @@ func TestPrometheusScrapesWhatClientsCounted(t *testing.T) {
 			{"hedge_failures_total" + sel, float64(s.Failures)},
 			{"hedge_primaries_censored_total" + sel, float64(s.PrimaryCensored)},
 			{"sum(hedge_hedges_refused_total" + sel + ")", float64(refusals(s))},
-			{`hedge_hedges_refused_total{reason="budget",hedger="` + name + `"}`, float64(s.RefusedBudget)},
+			{`hedge_hedges_refused_total{reason="budget",hedger="` + name + `"}`, float64(s.Refused[hedge.RefusedBudget])},
 			{"hedge_wasted_work_seconds_total" + sel, s.WastedWork.Seconds()},
 			// The hedge rate (extra load) and the win rate, as a
 			// dashboard computes them.

@@ -228,13 +228,13 @@ func runLive(t *testing.T, cfg hedge.Config, reqs []agreeRequest, replicas int) 
 		for i := range reqs {
 			st := h.OpStats(fmt.Sprint(i))
 			out[i].refused = refusals(map[hedge.Refusal]int64{
-				hedge.RefusedBudget:   st.RefusedBudget,
-				hedge.RefusedInFlight: st.RefusedInFlight,
-				hedge.RefusedDeadline: st.RefusedDeadline,
-				hedge.RefusedReplicas: st.RefusedReplicas,
-				hedge.RefusedBusy:     st.RefusedBusy,
-				hedge.RefusedPayoff:   st.RefusedPayoff,
-				hedge.RefusedHead:     st.RefusedHead,
+				hedge.RefusedBudget:   st.Refused[hedge.RefusedBudget],
+				hedge.RefusedInFlight: st.Refused[hedge.RefusedInFlight],
+				hedge.RefusedDeadline: st.Refused[hedge.RefusedDeadline],
+				hedge.RefusedReplicas: st.Refused[hedge.RefusedReplicas],
+				hedge.RefusedBusy:     st.Refused[hedge.RefusedBusy],
+				hedge.RefusedPayoff:   st.Refused[hedge.RefusedPayoff],
+				hedge.RefusedHead:     st.Refused[hedge.RefusedHead],
 			})
 			slices.Sort(out[i].sent)
 		}

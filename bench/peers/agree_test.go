@@ -79,7 +79,7 @@ func TestPeersAgree(t *testing.T) {
 					if st.Delay != noHedgeDelay {
 						t.Errorf("%s: delay in force %v, want %v (the timer would not be armed)", pc.name, st.Delay, noHedgeDelay)
 					}
-					if st.Requests != n || st.PrimaryWins != n || st.Hedges != 0 || st.HedgeWins != 0 || st.RefusedDeadline != 0 {
+					if st.Requests != n || st.PrimaryWins != n || st.Hedges != 0 || st.HedgeWins != 0 || st.Refused[hedge.RefusedDeadline] != 0 {
 						t.Errorf("%s: stats %+v, want %d requests won by the primary, no hedge, no skip", pc.name, st, n)
 					}
 				})
@@ -173,7 +173,7 @@ func TestPeersAgree(t *testing.T) {
 					}
 				}
 				st := h.OpStats(op)
-				if st.Requests != n || st.Hedges != n || st.HedgeWins != n || st.PrimaryWins != 0 || st.RefusedBudget != 0 {
+				if st.Requests != n || st.Hedges != n || st.HedgeWins != n || st.PrimaryWins != 0 || st.Refused[hedge.RefusedBudget] != 0 {
 					t.Errorf("bgReap=%v: stats %+v, want %d calls each won by a hedge", bgReap, st, n)
 				}
 			})
@@ -296,7 +296,7 @@ func TestPeersAgree(t *testing.T) {
 			// on every request and sent no hedge.
 			if ht, ok := rt.(*hedgehttp.Transport); ok {
 				st := ht.Hedger().OpStats(http.MethodGet)
-				if st.Delay != noHedgeDelay || st.Requests != n || st.PrimaryWins != n || st.Hedges != 0 || st.RefusedDeadline != 0 {
+				if st.Delay != noHedgeDelay || st.Requests != n || st.PrimaryWins != n || st.Hedges != 0 || st.Refused[hedge.RefusedDeadline] != 0 {
 					t.Errorf("%s: stats %+v, want %d requests won by the primary, no hedge, delay %v", c.name, st, n, noHedgeDelay)
 				}
 			} else if c.name == "hedgehttp" {

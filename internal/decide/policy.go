@@ -54,7 +54,8 @@ const (
 // indexed by Refusal.
 const NumRefusals = int(RefusedHead) + 1
 
-// String names the refusal.
+// String names the refusal in snake_case: the one name it has in every
+// report (metric labels, hedgectl's JSON, logs).
 func (r Refusal) String() string {
 	switch r {
 	case Allowed:
@@ -66,7 +67,7 @@ func (r Refusal) String() string {
 	case RefusedReplicas:
 		return "replicas"
 	case RefusedInFlight:
-		return "in flight"
+		return "in_flight"
 	case RefusedBudget:
 		return "budget"
 	case RefusedMode:
@@ -78,7 +79,7 @@ func (r Refusal) String() string {
 	case RefusedPayoff:
 		return "payoff"
 	case RefusedFanOut:
-		return "fan-out"
+		return "fan_out"
 	case RefusedHead:
 		return "head"
 	}

@@ -80,16 +80,17 @@ func SortAllowEmpty(hedgers map[string]*hedge.Hedger) ([]Named, []error) {
 	return list, errs
 }
 
-// Refusal reasons, as label values.
-const (
-	ReasonBudget   = "budget"    // Stats.RefusedBudget
-	ReasonInFlight = "in_flight" // Stats.RefusedInFlight
-	ReasonBusy     = "busy"      // Stats.RefusedBusy
-	ReasonPayoff   = "payoff"    // Stats.RefusedPayoff
-	ReasonFanOut   = "fan_out"   // Stats.RefusedFanOut
-	ReasonHead     = "head"      // Stats.RefusedHead
-	ReasonDeadline = "deadline"  // Stats.RefusedDeadline
-	ReasonReplicas = "replicas"  // Stats.RefusedReplicas
+// Refusal reasons, as label values: the names of hedge.Refusal
+// (Refusal.String), the one vocabulary of refusals.
+var (
+	ReasonBudget   = hedge.RefusedBudget.String()   // Stats.Refused[RefusedBudget]
+	ReasonInFlight = hedge.RefusedInFlight.String() // Stats.Refused[RefusedInFlight]
+	ReasonBusy     = hedge.RefusedBusy.String()     // Stats.Refused[RefusedBusy]
+	ReasonPayoff   = hedge.RefusedPayoff.String()   // Stats.Refused[RefusedPayoff]
+	ReasonFanOut   = hedge.RefusedFanOut.String()   // Stats.Refused[RefusedFanOut]
+	ReasonHead     = hedge.RefusedHead.String()     // Stats.Refused[RefusedHead]
+	ReasonDeadline = hedge.RefusedDeadline.String() // Stats.Refused[RefusedDeadline]
+	ReasonReplicas = hedge.RefusedReplicas.String() // Stats.Refused[RefusedReplicas]
 )
 
 // Count is a counter with its label value.
@@ -98,18 +99,14 @@ type Count struct {
 	N     int64
 }
 
-// Refusals returns s's refusal counts by reason.
-func Refusals(s hedge.Stats) [8]Count {
-	return [8]Count{
-		{ReasonBudget, s.RefusedBudget},
-		{ReasonInFlight, s.RefusedInFlight},
-		{ReasonBusy, s.RefusedBusy},
-		{ReasonPayoff, s.RefusedPayoff},
-		{ReasonFanOut, s.RefusedFanOut},
-		{ReasonHead, s.RefusedHead},
-		{ReasonDeadline, s.RefusedDeadline},
-		{ReasonReplicas, s.RefusedReplicas},
+// Refusals returns s's refusal counts, labelled by Refusal.String, for
+// every counted refusal (hedge.Refusals.All), zeros included.
+func Refusals(s hedge.Stats) []Count {
+	out := make([]Count, 0, hedge.NumRefusals)
+	for why, n := range s.Refused.All() {
+		out = append(out, Count{why.String(), n})
 	}
+	return out
 }
 
 // Views of a replica's load, as label values.

@@ -5,20 +5,36 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/tied"
 )
 
-// ReasonsHelp describes every refusal reason, for the help text of the
-// refusal counters.
-const ReasonsHelp = "budget (the token bucket was empty), " +
-	"in_flight (Config.MaxHedgesInFlight hedges were in flight already), " +
-	"busy (the replica the copy would go to had more of this Hedger's requests in flight than Config.MaxReplicaLoad allows, by default any: it was not idle), " +
-	"payoff (hedges sent on the same evidence have not been winning often enough, Config.MinWinRate), " +
-	"deadline (less time was left before the caller's deadline than the delay), " +
-	"replicas (every replica already held a copy of the call)"
+// reasonHelp says what each counted refusal means, for ReasonsHelp.
+var reasonHelp = map[hedge.Refusal]string{
+	hedge.RefusedDeadline: "less time was left before the caller's deadline than the delay",
+	hedge.RefusedReplicas: "every replica already held a copy of the call",
+	hedge.RefusedInFlight: "Config.MaxHedgesInFlight hedges were in flight already",
+	hedge.RefusedBudget:   "the token bucket was empty",
+	hedge.RefusedBusy:     "the replica the copy would go to had more of this Hedger's requests in flight than Config.MaxReplicaLoad allows, by default any: it was not idle",
+	hedge.RefusedPayoff:   "hedges sent on the same evidence have not been winning often enough, Config.MinWinRate",
+	hedge.RefusedFanOut:   "the copy was of a fan-out's leaf, and the fan-out's own budget or cap on extra copies was spent, FanOut.Hedges or FanOut.InFlight",
+	hedge.RefusedHead:     "the primary was at the head of this Hedger's requests on its replica and had not yet waited three delays; the copy is asked for again when it has",
+}
+
+// ReasonsHelp describes every refusal reason, named by Refusal.String,
+// for the help text of the refusal counters.
+var ReasonsHelp = reasonsHelp()
+
+func reasonsHelp() string {
+	var parts []string
+	for why := range (hedge.Refusals{}).All() {
+		parts = append(parts, why.String()+" ("+reasonHelp[why]+")")
+	}
+	return strings.Join(parts, ", ")
+}
 
 // PrimaryHelp describes the primary latency path, for the help text of
 // the latency series.
