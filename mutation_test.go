@@ -1,9 +1,13 @@
 package hedge
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // pickFreq checks the frequencies of n picks of p against two choices'
@@ -98,4 +102,157 @@ func TestPickerTwoChoicesZoneFrequencies(t *testing.T) {
 	} {
 		pickFreq(t, Picker{Zones: tc.zones}, tc.load, tc.held, tc.eligible, draws, uint64(len(tc.load))+100)
 	}
+}
+
+// refusals records a Hedger's hedges sent and refused, by reason, from
+// Config.OnEvent.
+type refusals struct {
+	mu     sync.Mutex
+	sent   int
+	reason map[Refusal]int
+}
+
+func (r *refusals) event(e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch e.Kind {
+	case HedgeSent:
+		r.sent++
+	case HedgeRefused:
+		if r.reason == nil {
+			r.reason = map[Refusal]int{}
+		}
+		r.reason[e.Refusal]++
+	}
+}
+
+// take returns what was recorded since the last take, and forgets it.
+func (r *refusals) take() (sent int, reason map[Refusal]int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sent, reason = r.sent, r.reason
+	r.sent, r.reason = 0, nil
+	return sent, reason
+}
+
+// after returns an attempt function whose primary answers after d and
+// whose other copies after c, or when cancelled.
+func after(d, c time.Duration) func(ctx context.Context, a Attempt) (int, error) {
+	return func(ctx context.Context, a Attempt) (int, error) {
+		took := d
+		if a.Index > 0 {
+			took = c
+		}
+		t := time.NewTimer(took)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return a.Index, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// A hedge the budget refuses gives back what the rules before the
+// budget took for it: its MaxHedgesInFlight slot, its fan-out's token
+// and slot, and the payoff rule's probe token. Each check below spends
+// the budget, has hedges refused by it, then refills it and asks for one
+// more hedge, which must go: a slot or token kept by a refused hedge
+// would refuse it (or, for the in-flight slots, every hedge after
+// MaxHedgesInFlight refusals, for the Hedger's whole life).
+func TestBudgetRefusalGivesBack(t *testing.T) {
+	const delay = 10 * time.Millisecond
+	t.Run("in-flight slot", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b, _ := NewBudget(0.001, 1)
+			var log refusals
+			h, err := New(Config{Delay: Fixed(delay), Budget: b, MaxHedgesInFlight: 2, MinWinRate: -1, OnEvent: log.event})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.tryHedge() // the one token: the budget is spent
+			for range 5 {
+				Do(context.Background(), h, "read", after(2*delay, time.Hour))
+			}
+			if sent, why := log.take(); sent != 0 || why[RefusedBudget] != 5 || len(why) != 1 {
+				t.Fatalf("%d hedges sent, refused %v: want 5 refused by the budget, nothing else", sent, why)
+			}
+			b.refund()
+			if v, err := Do(context.Background(), h, "read", after(2*delay, time.Millisecond)); err != nil || v != 1 {
+				t.Errorf("Do = %d, %v; want the hedge's 1", v, err)
+			}
+			if sent, why := log.take(); sent != 1 || len(why) != 0 {
+				t.Errorf("with a token back: %d hedges sent, refused %v; want the hedge sent: the refused hedges kept their in-flight slots", sent, why)
+			}
+			time.Sleep(time.Second) // the Hedger's timer goroutine ends
+		})
+	})
+	t.Run("fan-out token and slot", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b, _ := NewBudget(0.001, 1)
+			var log refusals
+			h, err := New(Config{Delay: Fixed(delay), Budget: b, MinWinRate: -1, OnEvent: log.event})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.tryHedge()
+			// The canary's hedge is refused by the budget at 10 ms; the
+			// canary refills the budget as it answers at 20 ms, and leaf
+			// 1's hedge asks for the fan-out's one token and slot at 30 ms.
+			res, err := DoFan(context.Background(), h, "read", 2, FanOut{Canaries: 1, Hedges: 1, InFlight: 1, Straggle: -1}, func(ctx context.Context, i int, a Attempt) (int, error) {
+				v, err := after(2*delay, time.Millisecond)(ctx, a)
+				if i == 0 && err == nil {
+					if sent, why := log.take(); sent != 0 || why[RefusedBudget] != 1 || len(why) != 1 {
+						t.Errorf("the canary: %d hedges sent, refused %v; want its hedge refused by the budget", sent, why)
+					}
+					b.refund()
+				}
+				return v, err
+			})
+			if err != nil || res.Values[1] != 1 {
+				t.Fatalf("DoFan = %v, %v; want leaf 1 answered by its hedge", res.Values, err)
+			}
+			if sent, why := log.take(); sent != 1 || len(why) != 0 {
+				t.Errorf("leaf 1: %d hedges sent, refused %v; want its hedge sent: the canary's refused hedge kept the fan-out's token or slot", sent, why)
+			}
+			if st := h.OpStats("read"); st.Fan.Extra != 1 {
+				t.Errorf("Stats.Fan.Extra = %d; want the one hedge sent", st.Fan.Extra)
+			}
+			time.Sleep(time.Second)
+		})
+	})
+	t.Run("payoff probe token", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b, _ := NewBudget(0.001, 1)
+			var log refusals
+			h, err := New(Config{Delay: Fixed(delay), Budget: b, OnEvent: log.event})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A hedge that loses and runs 19 delays for nothing: hedges
+			// of this class no longer pay, and go only on probe tokens.
+			Do(context.Background(), h, "read", after(20*delay, time.Hour))
+			Do(context.Background(), h, "read", after(2*delay, time.Millisecond))
+			if sent, why := log.take(); sent != 1 || why[RefusedPayoff] != 1 || len(why) != 1 {
+				t.Fatalf("%d hedges sent, refused %v: want the losing hedge sent, then one refused by the payoff rule", sent, why)
+			}
+			// Requests earn the class a probe token (one in 5,000), and
+			// refill the budget.
+			for range 5000 {
+				Do(context.Background(), h, "read", func(context.Context, Attempt) (int, error) { return 0, nil })
+			}
+			b.tryHedge()
+			Do(context.Background(), h, "read", after(2*delay, time.Hour))
+			if sent, why := log.take(); sent != 0 || why[RefusedBudget] != 1 || len(why) != 1 {
+				t.Fatalf("with the budget spent: %d hedges sent, refused %v; want one refused by the budget", sent, why)
+			}
+			b.refund()
+			Do(context.Background(), h, "read", after(2*delay, time.Millisecond))
+			if sent, why := log.take(); sent != 1 || len(why) != 0 {
+				t.Errorf("with a token back: %d hedges sent, refused %v; want the probe sent: the hedge the budget refused kept the probe token", sent, why)
+			}
+			time.Sleep(time.Second)
+		})
+	})
 }
