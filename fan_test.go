@@ -498,3 +498,45 @@ func TestDoFanHugeBudget(t *testing.T) {
 		})
 	}
 }
+
+// A fan-out that needs Need of n leaves survives n-Need failed leaves,
+// and fails at once with the one after: the failed leaves fail at 1 ms,
+// the others answer at 2 ms.
+func TestDoFanSurvivesSpareFailures(t *testing.T) {
+	boom := errors.New("boom")
+	const n = 5
+	for need := 1; need <= n; need++ {
+		for failed := n - need; failed <= n-need+1; failed++ {
+			t.Run(fmt.Sprintf("need=%d,failed=%d", need, failed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					h := mustNew(t, hedge.Config{Replicas: 4, MaxAttempts: 1})
+					start := time.Now()
+					res, err := hedge.DoFan(context.Background(), h, "read", n, hedge.FanOut{Need: need}, func(ctx context.Context, i int, a hedge.Attempt) (int, error) {
+						if i < failed {
+							time.Sleep(time.Millisecond)
+							return 0, hedge.Permanent(boom)
+						}
+						select {
+						case <-time.After(2 * time.Millisecond):
+							return i, nil
+						case <-ctx.Done():
+							return 0, ctx.Err()
+						}
+					})
+					took := time.Since(start)
+					if failed == n-need {
+						if err != nil || took != 2*time.Millisecond || (failed > 0 && !errors.Is(res.Errs[0], boom)) {
+							t.Errorf("%v after %v, leaf 0 %v: want success at 2ms, with %d leaves answered and %d failed", err, took, res.Errs[0], n-failed, failed)
+						}
+					} else {
+						var fe *hedge.FanError
+						if !errors.As(err, &fe) || !errors.Is(err, boom) || fe.Answered != 0 || took != time.Millisecond {
+							t.Errorf("%v after %v: want a *FanError at 1ms, when %d of %d leaves had failed", err, took, failed, n)
+						}
+					}
+					linger()
+				})
+			})
+		}
+	}
+}
