@@ -13,36 +13,36 @@ import (
 var (
 	// ErrInvalid marks a mistake in Options (or in a flag that becomes
 	// one): nothing was sent.
-	ErrInvalid = errors.New("try: invalid options")
+	ErrInvalid = errors.New("invalid options")
 	// ErrTargets marks a mistake in the targets or values given.
-	ErrTargets = errors.New("try: invalid targets")
+	ErrTargets = errors.New("invalid targets")
 	// ErrWritesRefused marks a target whose method is neither GET nor
 	// HEAD while writes were not allowed (Options.AllowWrites and an
 	// Options.IdempotencyHeader both set).
-	ErrWritesRefused = errors.New("try: writes refused")
+	ErrWritesRefused = errors.New("writes refused")
 	// ErrForeignHost marks a URL whose host is not one of the replicas.
-	ErrForeignHost = errors.New("try: host is not one of the replicas")
+	ErrForeignHost = errors.New("host is not one of the replicas")
 	// ErrRateCeiling marks a rate above Options.MaxRate, or a MaxRate
 	// above DefaultMaxRate without Options.AllowHighRate.
-	ErrRateCeiling = errors.New("try: rate above the ceiling")
+	ErrRateCeiling = errors.New("rate above the ceiling")
 	// ErrRedirectRefused is the error of a request redirected to a host
 	// other than the replicas: the redirect is not followed.
-	ErrRedirectRefused = errors.New("try: redirect to a host outside the replicas refused")
+	ErrRedirectRefused = errors.New("redirect to a host outside the replicas refused")
 	// ErrNotIdempotent marks a gRPC run whose method was not declared
 	// idempotent (GRPCOptions.Idempotent): gRPC carries no mark of a
 	// method's safety, so try hedges a method only on the user's word.
-	ErrNotIdempotent = errors.New("try: gRPC method not declared idempotent")
+	ErrNotIdempotent = errors.New("gRPC method not declared idempotent")
 	// ErrStreaming marks a gRPC method that streams: try sends unary
 	// calls only.
-	ErrStreaming = errors.New("try: streaming gRPC method refused")
+	ErrStreaming = errors.New("streaming gRPC method refused")
 	// ErrDescriptors marks a gRPC method whose descriptors could not be
 	// had: no such service or method, a descriptor set that lacks it, or
 	// a replica without server reflection.
-	ErrDescriptors = errors.New("try: gRPC method descriptors not found")
+	ErrDescriptors = errors.New("gRPC method descriptors not found")
 	// ErrServiceFailing ends a run whose requests kept failing (or being
 	// pushed back) at the lowest rate the back-off reaches: try stops
 	// rather than push through.
-	ErrServiceFailing = errors.New("try: the service keeps failing at the lowest rate; stopped")
+	ErrServiceFailing = errors.New("the service keeps failing at the lowest rate; stopped")
 )
 
 // Limits.

@@ -268,7 +268,7 @@ func (p *httpProto) checkRedirect(req *http.Request, via []*http.Request) error 
 		return fmt.Errorf("%w: to %s://%s", ErrRedirectRefused, req.URL.Scheme, req.URL.Host)
 	}
 	if len(via) >= 5 {
-		return errors.New("try: stopped after 5 redirects")
+		return errors.New("stopped after 5 redirects")
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -74,6 +75,30 @@ func TestTryValidation(t *testing.T) {
 	}
 	if n := sent.Load(); n != 0 {
 		t.Errorf("%d requests sent by refused invocations", n)
+	}
+}
+
+// An error is prefixed by the command once: the package's messages do not
+// name it again.
+func TestTryErrorPrefix(t *testing.T) {
+	urls, _ := tryServers(t)
+	vals := filepath.Join(t.TempDir(), "values.txt")
+	os.WriteFile(vals, []byte("a\n"), 0o644)
+	base := []string{"try", "--replica", urls[0], "--replica", urls[1], "--url", "/x/{key}", "--values", vals}
+	for _, extra := range [][]string{
+		{"--arms", "none"},
+		{"--arms", "none,bogus"},
+		{"--rate", "-1"},
+		{"--rate", "500"},
+		{"--duration", "2h"},
+	} {
+		code, _, stderr := runCLI(append(slices.Clone(base), extra...)...)
+		if code != exitUsage || !strings.HasPrefix(stderr, "hedge try: ") {
+			t.Errorf("%q: exit %d, stderr %q; want %d and the prefix hedge try", extra, code, stderr, exitUsage)
+		}
+		if strings.Contains(stderr, "try: try:") || strings.Contains(stderr, ": try: ") {
+			t.Errorf("%q: stderr names the package again: %q", extra, stderr)
+		}
 	}
 }
 
