@@ -28,42 +28,67 @@ func TestRefusesWebPagesAndProxies(t *testing.T) {
 		edit   func(r *http.Request)
 		code   int
 		want   error
+		via    func(http.Handler) http.Handler // middleware in front, or nil
 	}{
 		{"cross-site form post", http.MethodPost, "mode=off", func(r *http.Request) {
 			r.URL.RawQuery = "mode=off"
 			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			r.Header.Set("Origin", "http://evil.example")
 			r.Header.Set("Sec-Fetch-Site", "cross-site")
-		}, http.StatusForbidden, hedgectl.ErrCrossSite},
+		}, http.StatusForbidden, hedgectl.ErrCrossSite, nil},
 		{"form post, no browser headers", http.MethodPost, "mode=off", func(r *http.Request) {
 			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}, http.StatusUnsupportedMediaType, hedgectl.ErrNotJSON},
+		}, http.StatusUnsupportedMediaType, hedgectl.ErrNotJSON, nil},
 		{"text/plain form shaped as JSON", http.MethodPost, `{"mode":"off","x":"="}`, func(r *http.Request) {
 			r.Header.Set("Content-Type", "text/plain")
-		}, http.StatusUnsupportedMediaType, hedgectl.ErrNotJSON},
-		{"no content type", http.MethodPost, off, func(r *http.Request) { r.Header.Del("Content-Type") }, http.StatusUnsupportedMediaType, hedgectl.ErrNotJSON},
-		{"another origin", http.MethodPost, off, func(r *http.Request) { r.Header.Set("Origin", "http://localhost:3000") }, http.StatusForbidden, hedgectl.ErrCrossSite},
-		{"opaque origin", http.MethodPost, off, func(r *http.Request) { r.Header.Set("Origin", "null") }, http.StatusForbidden, hedgectl.ErrCrossSite},
-		{"same-site page", http.MethodPost, off, func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "same-site") }, http.StatusForbidden, hedgectl.ErrCrossSite},
-		{"cross-site read", http.MethodGet, "", func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, http.StatusForbidden, hedgectl.ErrCrossSite},
+		}, http.StatusUnsupportedMediaType, hedgectl.ErrNotJSON, nil},
+		{"no content type", http.MethodPost, off, func(r *http.Request) { r.Header.Del("Content-Type") }, http.StatusUnsupportedMediaType, hedgectl.ErrNotJSON, nil},
+		{"another origin", http.MethodPost, off, func(r *http.Request) { r.Header.Set("Origin", "http://localhost:3000") }, http.StatusForbidden, hedgectl.ErrCrossSite, nil},
+		{"opaque origin", http.MethodPost, off, func(r *http.Request) { r.Header.Set("Origin", "null") }, http.StatusForbidden, hedgectl.ErrCrossSite, nil},
+		{"same-site page", http.MethodPost, off, func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "same-site") }, http.StatusForbidden, hedgectl.ErrCrossSite, nil},
+		{"cross-site read", http.MethodGet, "", func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, http.StatusForbidden, hedgectl.ErrCrossSite, nil},
 		{"DNS rebinding", http.MethodPost, off, func(r *http.Request) {
 			r.Host = "evil.example:8080"
 			r.Header.Set("Origin", "http://evil.example:8080")
 			r.Header.Set("Sec-Fetch-Site", "same-origin")
-		}, http.StatusForbidden, hedgectl.ErrHost},
-		{"DNS rebinding, read", http.MethodGet, "", func(r *http.Request) { r.Host = "evil.example" }, http.StatusForbidden, hedgectl.ErrHost},
-		{"a subdomain of localhost", http.MethodGet, "", func(r *http.Request) { r.Host = "evil.localhost:8080" }, http.StatusForbidden, hedgectl.ErrHost},
-		{"no Host", http.MethodGet, "", func(r *http.Request) { r.Host = "" }, http.StatusForbidden, hedgectl.ErrHost},
-		{"X-Forwarded-For", http.MethodPost, off, func(r *http.Request) { r.Header.Set("X-Forwarded-For", "203.0.113.7") }, http.StatusForbidden, hedgectl.ErrForwarded},
-		{"Forwarded", http.MethodPost, off, func(r *http.Request) { r.Header.Set("Forwarded", "for=203.0.113.7") }, http.StatusForbidden, hedgectl.ErrForwarded},
-		{"X-Real-IP", http.MethodGet, "", func(r *http.Request) { r.Header.Set("X-Real-IP", "203.0.113.7") }, http.StatusForbidden, hedgectl.ErrForwarded},
+		}, http.StatusForbidden, hedgectl.ErrHost, nil},
+		{"DNS rebinding, read", http.MethodGet, "", func(r *http.Request) { r.Host = "evil.example" }, http.StatusForbidden, hedgectl.ErrHost, nil},
+		{"a subdomain of localhost", http.MethodGet, "", func(r *http.Request) { r.Host = "evil.localhost:8080" }, http.StatusForbidden, hedgectl.ErrHost, nil},
+		{"no Host", http.MethodGet, "", func(r *http.Request) { r.Host = "" }, http.StatusForbidden, hedgectl.ErrHost, nil},
+		{"X-Forwarded-For", http.MethodPost, off, func(r *http.Request) { r.Header.Set("X-Forwarded-For", "203.0.113.7") }, http.StatusForbidden, hedgectl.ErrForwarded, nil},
+		{"Forwarded", http.MethodPost, off, func(r *http.Request) { r.Header.Set("Forwarded", "for=203.0.113.7") }, http.StatusForbidden, hedgectl.ErrForwarded, nil},
+		{"X-Real-IP", http.MethodGet, "", func(r *http.Request) { r.Header.Set("X-Real-IP", "203.0.113.7") }, http.StatusForbidden, hedgectl.ErrForwarded, nil},
+		{"True-Client-IP", http.MethodPost, off, func(r *http.Request) { r.Header.Set("True-Client-IP", "203.0.113.7") }, http.StatusForbidden, hedgectl.ErrForwarded, nil},
+		{"CF-Connecting-IP", http.MethodPost, off, func(r *http.Request) { r.Header.Set("CF-Connecting-IP", "203.0.113.7") }, http.StatusForbidden, hedgectl.ErrForwarded, nil},
+		{"Fastly-Client-IP", http.MethodPost, off, func(r *http.Request) { r.Header.Set("Fastly-Client-IP", "203.0.113.7") }, http.StatusForbidden, hedgectl.ErrForwarded, nil},
+		{"X-Client-IP", http.MethodPost, off, func(r *http.Request) { r.Header.Set("X-Client-IP", "203.0.113.7") }, http.StatusForbidden, hedgectl.ErrForwarded, nil},
+		{"X-Cluster-Client-IP", http.MethodPost, off, func(r *http.Request) { r.Header.Set("X-Cluster-Client-IP", "203.0.113.7") }, http.StatusForbidden, hedgectl.ErrForwarded, nil},
+		{"a remote client naming loopback in True-Client-IP, through RealIP", http.MethodPost, off, func(r *http.Request) {
+			r.RemoteAddr = "203.0.113.7:40000"
+			r.Header.Set("True-Client-IP", "127.0.0.1")
+		}, http.StatusForbidden, hedgectl.ErrForwarded, realIP(false)},
+		{"a remote client naming loopback in X-Real-IP, through RealIP", http.MethodPost, off, func(r *http.Request) {
+			r.RemoteAddr = "203.0.113.7:40000"
+			r.Header.Set("X-Real-IP", "::1")
+		}, http.StatusForbidden, hedgectl.ErrForwarded, realIP(false)},
+		{"a remote client naming loopback, through a RealIP that drops the header", http.MethodPost, off, func(r *http.Request) {
+			r.RemoteAddr = "203.0.113.7:40000"
+			r.Header.Set("True-Client-IP", "127.0.0.1")
+		}, http.StatusForbidden, hedgectl.ErrNotLoopback, realIP(true)},
+		{"a remote address without a port", http.MethodPost, off, func(r *http.Request) { r.RemoteAddr = "127.0.0.1" }, http.StatusForbidden, hedgectl.ErrNotLoopback, nil},
+		{"a remote address of an IPv6 loopback without a port", http.MethodGet, "", func(r *http.Request) { r.RemoteAddr = "::1" }, http.StatusForbidden, hedgectl.ErrNotLoopback, nil},
+		{"no remote address", http.MethodGet, "", func(r *http.Request) { r.RemoteAddr = "" }, http.StatusForbidden, hedgectl.ErrNotLoopback, nil},
 	} {
 		r := request(tc.method, "/mode", tc.body, local)
 		if tc.method == http.MethodGet {
 			r.URL.Path = "/"
 		}
 		tc.edit(r)
-		w, _ := do(t, ctl, r)
+		var served http.Handler = ctl
+		if tc.via != nil {
+			served = tc.via(ctl)
+		}
+		w, _ := do(t, served, r)
 		if w.Code != tc.code || !strings.Contains(w.Body.String(), strings.TrimPrefix(tc.want.Error(), "hedgectl: ")) {
 			t.Errorf("%s: %d %q, want %d: %v", tc.name, w.Code, w.Body, tc.code, tc.want)
 		}
@@ -98,6 +123,28 @@ func TestRefusesWebPagesAndProxies(t *testing.T) {
 	}
 	if h.Mode() != hedge.Shadow {
 		t.Fatalf("mode %v, want shadow", h.Mode())
+	}
+}
+
+// realIP is middleware in the manner of chi's RealIP: it sets the
+// request's remote address to the client IP that True-Client-IP,
+// X-Real-IP or X-Forwarded-For names, without a port. With drop it also
+// deletes the header it read, as some such middleware does.
+func realIP(drop bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			for _, k := range []string{"True-Client-IP", "X-Real-IP", "X-Forwarded-For"} {
+				if v := r.Header.Get(k); v != "" {
+					ip, _, _ := strings.Cut(v, ",")
+					r.RemoteAddr = strings.TrimSpace(ip)
+					if drop {
+						r.Header.Del(k)
+					}
+					break
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
 	}
 }
 

@@ -30,11 +30,15 @@
 // passes these checks, in order; a refused one gets 403 and the reason.
 //
 //   - Proxies: a request carrying a forwarding header (Forwarded,
-//     X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto, X-Real-IP) is
-//     refused (ErrForwarded), unless Options.Forwarded is set, which
-//     needs Options.Authorize: behind a proxy the remote address is the
+//     X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto, X-Real-IP)
+//     or a client-IP header (True-Client-IP, CF-Connecting-IP,
+//     Fastly-Client-IP, X-Client-IP, X-Cluster-Client-IP) is refused
+//     (ErrForwarded), unless Options.Forwarded is set, which needs
+//     Options.Authorize: behind a proxy the remote address is the
 //     proxy's, so the default below would admit whoever the proxy
-//     admits.
+//     admits. Middleware that sets the remote address from such a
+//     header (chi's RealIP and the like) leaves the header in place, so
+//     the request is refused too, whatever address the header names.
 //   - Host: the Host header must name a loopback host (localhost, not
 //     its subdomains, or a loopback IP address such as 127.0.0.1 or ::1,
 //     any port) or one of Options.Hosts (ErrHost). A web page whose name an attacker points
@@ -49,7 +53,10 @@
 //     elsewhere to change anything.
 //   - Who: Options.Authorize decides. Without it the Handler answers
 //     only requests whose remote address is a loopback address
-//     (127.0.0.0/8, ::1): a port bound to localhost (ErrNotLoopback).
+//     (127.0.0.0/8, ::1) with a port, as net/http sets it for a
+//     connection: a port bound to localhost (ErrNotLoopback). A remote
+//     address without a port is refused: middleware wrote it from a
+//     request header, which any client can send.
 //
 // A sidecar or reverse proxy on the same host connects from loopback, so
 // through one every client would look local. Run the control endpoint on
@@ -98,10 +105,12 @@ type Options struct {
 	// as "ops.example.com". Compared without case and port. Nil means
 	// loopback hosts only.
 	Hosts []string
-	// Forwarded admits requests that carry forwarding headers
-	// (Forwarded, X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto,
-	// X-Real-IP), as a proxy's do. It needs Authorize: the remote
-	// address of a forwarded request is the proxy's, not the client's.
+	// Forwarded admits requests that carry forwarding or client-IP
+	// headers (Forwarded, X-Forwarded-For, X-Forwarded-Host,
+	// X-Forwarded-Proto, X-Real-IP, True-Client-IP, CF-Connecting-IP,
+	// Fastly-Client-IP, X-Client-IP, X-Cluster-Client-IP), as a proxy's
+	// do. It needs Authorize: the remote address of a forwarded request
+	// is the proxy's, not the client's.
 	Forwarded bool
 }
 
@@ -109,7 +118,8 @@ type Options struct {
 // with errors.Is.
 var (
 	// ErrNotLoopback is the refusal of the default authorization for a
-	// client that is not on a loopback address.
+	// client that is not on a loopback address, or whose remote address
+	// is not host:port (middleware rewrote it from a header).
 	ErrNotLoopback = errors.New("hedgectl: only loopback clients may use this endpoint (set Options.Authorize to allow others)")
 	// ErrHost refuses a request whose Host header names neither a
 	// loopback host nor one of Options.Hosts, such as a web page's name
@@ -129,9 +139,25 @@ var (
 	ErrInvalidOptions = errors.New("hedgectl: invalid options")
 )
 
-// forwardingHeaders are the headers proxies add to the requests they
-// forward.
-var forwardingHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip"}
+// forwardingHeaders are the headers proxies and CDNs add to the requests
+// they forward, naming the client or the original request, as they are
+// usually spelt; forwardingKeys are their canonical forms, the keys of
+// an http.Header.
+var (
+	forwardingHeaders = []string{
+		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-IP",
+		"True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Client-IP", "X-Cluster-Client-IP",
+	}
+	forwardingKeys = canonical(forwardingHeaders)
+)
+
+func canonical(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = http.CanonicalHeaderKey(n)
+	}
+	return out
+}
 
 // maxBody bounds a change's body.
 const maxBody = 4 << 10
@@ -181,10 +207,14 @@ func New(hedgers map[string]*hedge.Hedger, opts Options) (*Handler, error) {
 	return h, nil
 }
 
+// loopbackOnly admits a request whose remote address is a loopback IP
+// address with a port. net/http sets host:port from the connection; an
+// address without one was set by middleware from a header the client
+// chose, and says nothing of where the connection came from.
 func loopbackOnly(r *http.Request) error {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		host = r.RemoteAddr
+		return fmt.Errorf("%w: the remote address %q is not host:port, so middleware (such as chi's RealIP) set it from a request header; mount the endpoint outside that middleware", ErrNotLoopback, r.RemoteAddr)
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
@@ -207,9 +237,9 @@ func hostName(hostport string) string {
 // admit runs the checks of the package doc that come before Authorize.
 func (h *Handler) admit(r *http.Request) error {
 	if !h.forwarded {
-		for _, k := range forwardingHeaders {
+		for i, k := range forwardingKeys {
 			if _, ok := r.Header[k]; ok {
-				return fmt.Errorf("%w (%s)", ErrForwarded, k)
+				return fmt.Errorf("%w (%s)", ErrForwarded, forwardingHeaders[i])
 			}
 		}
 	}
