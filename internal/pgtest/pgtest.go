@@ -30,6 +30,11 @@
 // replay can be paused and resumed (PauseReplay, ResumeReplay), and any
 // cluster can be frozen for clients (Stall: SIGSTOP to the postmaster and
 // the client backends, Linux only) while replication goes on underneath.
+// Crash ends a cluster as pg_ctl stop -m immediate does, and Restart
+// starts it again on the same data directory and port, with extra
+// settings if asked: a standby restarted with recovery_min_apply_delay
+// serves reads from its consistency point, behind where it had replayed
+// before the crash.
 //
 // What it is not: a PostgreSQL client (tests bring pgx), or a way to run
 // a production database.
@@ -89,6 +94,9 @@ type Cluster struct {
 	proc        *testproc.Proc
 	log         *os.File
 	stopTimeout time.Duration
+	opt         Options // as started, for Restart
+	data        string  // the data directory
+	cred        *runAs
 
 	stopOnce sync.Once
 	stopErr  error
@@ -262,15 +270,7 @@ func launch(opt Options, dir, data string, cred *runAs) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"-D", data, "-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1",
-		"-c", "unix_socket_directories=" + dir,
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "max_connections=200",
-	}
-	for _, a := range opt.Args {
-		args = append(args, "-c", a)
-	}
+	args := postgresArgs(dir, data, port, opt.Args)
 	logf, err := os.CreateTemp("", "pgtest-log-")
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
@@ -288,12 +288,61 @@ func launch(opt Options, dir, data string, cred *runAs) (*Cluster, error) {
 	c := &Cluster{
 		Dir: dir, Port: port, Pid: proc.Pid, User: "postgres",
 		proc: proc, log: logf, stopTimeout: opt.StopTimeout,
+		opt: opt, data: data, cred: cred,
 	}
 	if err := c.waitReady(filepath.Join(opt.BinDir, "pg_isready"), opt.StartTimeout); err != nil {
 		c.kill()
 		return nil, err
 	}
 	return c, nil
+}
+
+// postgresArgs returns the arguments of postgres for the data directory
+// data in dir on port: the test settings, then extra ("name=value").
+func postgresArgs(dir, data string, port int, extra []string) []string {
+	args := []string{"-D", data, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories=" + dir,
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=200",
+	}
+	for _, a := range extra {
+		args = append(args, "-c", a)
+	}
+	return args
+}
+
+// Crash ends the server as a crash would: SIGQUIT to the postmaster, what
+// pg_ctl stop -m immediate sends. Every process of the server exits at
+// once, without a shutdown checkpoint, and client connections break. The
+// data directory stays, so that Restart can start the server again, which
+// then runs crash recovery (a standby replays again from its last
+// restartpoint). Crash returns once the postmaster has exited and was
+// reaped. It must not run concurrently with the Cluster's other methods.
+func (c *Cluster) Crash() error {
+	c.releaseStall()
+	return c.proc.Stop("pgtest", immediateShutdown, c.stopTimeout, c.releaseStall)
+}
+
+// Restart starts postgres again on the cluster's data directory and
+// port, after Crash, with the settings it first started with followed by
+// args ("name=value", such as "recovery_min_apply_delay=1h"), and
+// returns once it accepts connections. Pid is then the new postmaster's.
+// It must not run concurrently with the Cluster's other methods.
+func (c *Cluster) Restart(args ...string) error {
+	if !c.proc.Exited() {
+		return fmt.Errorf("pgtest: the server on port %d is running: Crash it before Restart", c.Port)
+	}
+	cmd := exec.Command(filepath.Join(c.opt.BinDir, "postgres"), postgresArgs(c.Dir, c.data, c.Port, append(slices.Clone(c.opt.Args), args...))...)
+	cmd.Dir = c.Dir
+	cmd.Stdout, cmd.Stderr = c.log, c.log
+	cmd.SysProcAttr = sysProcAttr(c.cred)
+	proc, err := testproc.Start(cmd)
+	if err != nil {
+		return fmt.Errorf("pgtest: restarting postgres on port %d: %w", c.Port, err)
+	}
+	c.proc, c.Pid = proc, proc.Pid
+	return c.waitReady(filepath.Join(c.opt.BinDir, "pg_isready"), c.opt.StartTimeout)
 }
 
 // waitReady polls pg_isready until the server accepts connections, exits,

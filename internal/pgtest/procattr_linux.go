@@ -1,6 +1,9 @@
 package pgtest
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // sysProcAttr runs the process as cred (nil: as ourselves) and asks the
 // kernel to kill it if the process that started it dies without stopping
@@ -13,3 +16,7 @@ func sysProcAttr(cred *runAs) *syscall.SysProcAttr {
 	}
 	return a
 }
+
+// immediateShutdown is the signal that makes the postmaster end every
+// process at once, as pg_ctl stop -m immediate does.
+var immediateShutdown os.Signal = syscall.SIGQUIT

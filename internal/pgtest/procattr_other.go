@@ -2,7 +2,10 @@
 
 package pgtest
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // sysProcAttr runs the process as cred (nil: as ourselves); outside Linux
 // a cluster outlives a test binary that was killed.
@@ -12,3 +15,7 @@ func sysProcAttr(cred *runAs) *syscall.SysProcAttr {
 	}
 	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: cred.uid, Gid: cred.gid}}
 }
+
+// immediateShutdown is the signal that makes the postmaster end every
+// process at once, as pg_ctl stop -m immediate does.
+var immediateShutdown os.Signal = syscall.SIGQUIT
