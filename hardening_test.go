@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -505,4 +506,89 @@ func TestAttemptTimeout(t *testing.T) {
 	if _, err := hedge.New(hedge.Config{AttemptTimeout: -1}); err == nil || !strings.Contains(err.Error(), "AttemptTimeout") {
 		t.Fatalf("a negative AttemptTimeout: %v", err)
 	}
+}
+
+// The engine reads the caller's deadline as a time, and measures the time
+// left from now, at each decision: not from the Hedger's creation, nor
+// from the call's start. The Hedger here is an hour old, so that a
+// deadline read against the wrong origin is an hour off; and the second
+// call's hedge, refused as busy at 10 ms, is asked for again at 20 ms,
+// when 5 ms are left, less than the delay.
+func TestDeadlineTimeLeftFromNow(t *testing.T) {
+	type refusal struct {
+		op      string
+		why     hedge.Refusal
+		elapsed time.Duration
+	}
+	var mu sync.Mutex
+	var refused []refusal
+	onEvent := func(e hedge.Event) {
+		if e.Kind == hedge.HedgeRefused {
+			mu.Lock()
+			refused = append(refused, refusal{e.Op, e.Refusal, e.Elapsed})
+			mu.Unlock()
+		}
+	}
+	refusals := func(op string, why hedge.Refusal) (at []time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range refused {
+			if r.op == op && r.why == why {
+				at = append(at, r.elapsed)
+			}
+		}
+		return at
+	}
+	t.Run("the next hedge", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3, MinWinRate: -1, OnEvent: onEvent})
+			time.Sleep(time.Hour)
+			// The first hedge goes at 10 ms; the second would go at 20 ms
+			// and could not answer before the deadline at 25 ms.
+			ctx, cancel := context.WithTimeout(context.Background(), 25*ms)
+			defer cancel()
+			s := newScript(behaviour{after: 100 * ms}, behaviour{after: 100 * ms}, behaviour{after: ms})
+			_, err := hedge.Do(ctx, h, "read", s.attempt)
+			ev := s.events()
+			if !errors.Is(err, context.DeadlineExceeded) || time.Since(s.t0) != 25*ms || len(ev) != 2 || ev[1].start != 10*ms {
+				t.Errorf("Do = %v after %v, copies %v: want the hedge at 10ms, no second one, and the deadline at 25ms", err, time.Since(s.t0), ev)
+			}
+			if at := refusals("read", hedge.RefusedDeadline); len(at) != 1 || at[0] > 20*ms {
+				t.Errorf("deadline refusals at %v: want one, by 20ms", at)
+			}
+		})
+	})
+	t.Run("a hedge asked for again", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			defer settle()
+			h := mustNew(t, hedge.Config{Replicas: 2, Delay: hedge.Fixed(10 * ms), MinWinRate: -1, OnEvent: onEvent})
+			time.Sleep(time.Hour)
+			// x holds one replica until 15 ms; y's primary takes the other,
+			// and its hedge, due at 10 ms, finds x's replica busy.
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				hedge.Do(context.Background(), h, "x", func(ctx context.Context, a hedge.Attempt) (int, error) {
+					time.Sleep(15 * ms)
+					return 0, nil
+				})
+			}()
+			synctest.Wait()
+			ctx, cancel := context.WithTimeout(context.Background(), 25*ms)
+			defer cancel()
+			s := newScript(behaviour{after: 100 * ms}, behaviour{after: ms})
+			_, err := hedge.Do(ctx, h, "y", s.attempt)
+			<-done
+			if ev := s.events(); !errors.Is(err, context.DeadlineExceeded) || len(ev) != 1 {
+				t.Errorf("Do = %v, copies %v: want no hedge, and the deadline at 25ms", err, ev)
+			}
+			if at := refusals("y", hedge.RefusedBusy); len(at) != 1 || at[0] != 10*ms {
+				t.Errorf("busy refusals at %v: want one at 10ms, while x held the other replica", at)
+			}
+			if at := refusals("y", hedge.RefusedDeadline); len(at) != 1 || at[0] != 20*ms {
+				t.Errorf("deadline refusals at %v: want one at 20ms, when the hedge refused as busy was asked for again", at)
+			}
+		})
+	})
 }
