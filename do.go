@@ -235,20 +235,22 @@ func (c *call[T]) run() (T, func(), error) {
 }
 
 // pick returns the replica for copy i at now, by the Hedger's Picker,
-// and whether the copy is the probe of a replica on probation (see
-// ProbationFailures), which the copy must give back (probation.ended) if
-// it does not go. c.mu is held.
-func (c *call[T]) pick(i int, now time.Duration) (replica int, probe bool) {
-	var buf [HardMaxAttempts]int
+// leaving out those in skip as if they held a copy, and whether the copy
+// is the probe of a replica on probation (see ProbationFailures), which
+// the copy must give back (probation.ended) if it does not go. c.mu is
+// held.
+func (c *call[T]) pick(i int, now time.Duration, skip ...int) (replica int, probe bool) {
+	var buf [HardMaxAttempts + decide.MaxCandidates]int
 	held := buf[:i]
 	for j := range i {
 		held[j] = int(c.copies[j].replica)
 	}
+	held = append(held, skip...)
 	h := c.h
 	// Copies are routed by the Hedger's own view, reports or not: a
 	// report is fresh for few of the replicas, and its count of every
 	// client's requests cannot be weighed against another replica's count
-	// of this Hedger's alone (Place reads the chosen replica's report).
+	// of this Hedger's alone (Place reads the chosen replicas' reports).
 	load := h.loadFn
 	if c.plan.Holdout {
 		load = h.unhedgedLoad
@@ -578,15 +580,13 @@ func (c *call[T]) failover(now time.Duration) {
 }
 
 // Place is decide.Runtime.Place: the replica the next copy would go to, picked
-// now, and this Hedger's requests in flight there. A probe of a replica
-// on probation is remembered, to be given back if the copy does not go.
-// c.mu is held.
+// now, and its load (see place). A probe of a replica on probation is
+// remembered, to be given back if the copy does not go. c.mu is held.
 func (c *call[T]) Place(now time.Duration) (replica, load int, byReport bool) {
 	if c.h.replicas == nil {
 		return -1, -1, false
 	}
-	replica, c.placedProbe = c.pick(c.launched, now)
-	load, byReport = c.h.reportedLoad(replica, c.h.ownLoad(replica))
+	replica, load, byReport = c.place(now)
 	if byReport {
 		c.st.byReport.Add(1)
 	} else {

@@ -2,6 +2,7 @@ package hedge
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/tailcut/hedge/internal/decide"
 )
@@ -20,17 +21,29 @@ import (
 // itself keeps reading this Hedger's own requests in flight: a report is
 // fresh for few replicas at a time, and its count of every client's
 // requests cannot be weighed against another replica's count of this
-// Hedger's alone. A primary placed while its replica's report was fresh
-// is classed by it (waiting behind other clients' work, or running) for
-// the payoff rule, and its copy waits the head wait as a copy of a
-// primary at the head does (see Config.MinWinRate). An older report, as
+// Hedger's alone. So a report never draws a copy to its replica; it
+// only says whether the replica the picker chose has room. When that
+// replica is busy by its report, the copy goes to the picker's next
+// choice among the replicas holding no copy of the request (up to four
+// replicas are read), so that a replica that says it is busy, truly or
+// not, keeps copies off itself but not off the others. Nor does a report
+// count fewer requests than this Hedger has in flight there itself: a
+// replica that says it is idle while this Hedger's requests wait there
+// gains no copy by saying so.
+//
+// A primary placed while its replica's report was fresh is classed by it
+// (waiting behind other clients' work, or running) for the payoff rule,
+// and its copy waits the head wait as a copy of a primary at the head
+// does (see Config.MinWinRate). An older report, as
 // a stalled replica's last one soon is, gives way to the client's own
 // view. Stats.LoadByReport and Stats.LoadByOwnView count which view each
 // hedge decision read. What the reports gain and cost is measured in
 // docs/default.md, "Load reports".
 type Load struct {
 	// Running is the requests the server was running when it answered,
-	// not counting the one answered.
+	// not counting the one answered. Running and Queued are added with
+	// saturation: counts too large to add read as a replica as busy as
+	// can be, never as an idle one.
 	Running int
 	// Queued is the requests waiting there for a worker.
 	Queued int
@@ -60,7 +73,7 @@ func (h *Hedger) ReportLoad(replica int, l Load) {
 		return
 	}
 	now := max(h.now(), 1) // 0 is no report
-	h.reports[replica].Store(&decide.Report{At: now, Present: l.Running + l.Queued, Workers: max(l.Workers, 1), Done: l.Done})
+	h.reports[replica].Store(&decide.Report{At: now, Present: decide.AddCount(l.Running, l.Queued), Workers: max(l.Workers, 1), Done: l.Done})
 	h.sent[replica].Store(0)
 }
 
@@ -80,4 +93,29 @@ func (h *Hedger) reportedLoad(i, own int) (load int, byReport bool) {
 		return own, false
 	}
 	return h.pol.ReportedLoad(*rep, int(h.sent[i].Load()), own, h.now())
+}
+
+// place is Place's choice of the replica for the call's next copy, and
+// that replica's load as the spare-capacity rule reads it: the Picker's
+// choice, or its next ones while each is busy by its fresh report (see
+// decide.Policy.Place). A probe of a replica on probation that a
+// candidate passed over took is given back; c.placedProbe is the probe
+// of the replica returned. c.mu is held.
+func (c *call[T]) place(now time.Duration) (replica, load int, byReport bool) {
+	last := -1
+	pick := func(skip []int) int {
+		if c.placedProbe {
+			c.placedProbe = false
+			c.h.prob.ended(last) // passed over: the probe does not go there
+		}
+		last, c.placedProbe = c.pick(c.launched, now, skip...)
+		return last
+	}
+	read := func(r int) (int, bool) { return c.h.reportedLoad(r, c.h.ownLoad(r)) }
+	replica, load, byReport = c.h.pol.Place(pick, read)
+	if c.placedProbe && replica != last {
+		c.placedProbe = false
+		c.h.prob.ended(last)
+	}
+	return replica, load, byReport
 }

@@ -14,7 +14,12 @@ import "github.com/tailcut/hedge/internal/decide"
 // queue's count of the client's alone).
 // Least-loaded is not a Picker mode, so it is a scan here, and it reads
 // the whole queues whatever the clients: an oracle no client has.
-func (e *engine) place(r *request) int32 {
+func (e *engine) place(r *request) int32 { return e.placeSkip(r, nil) }
+
+// placeSkip is place, leaving out the queues in skip as if they held a
+// copy (the candidates decide.Policy.Place passed over). Least-loaded
+// and the tests' placements cannot leave one out, and offer it again.
+func (e *engine) placeSkip(r *request, skip []int) int32 {
 	if e.multi {
 		e.vbase = int(r.client) * e.nq // the client's view, for e.load
 	}
@@ -24,11 +29,12 @@ func (e *engine) place(r *request) int32 {
 	if e.leastLoaded {
 		return e.leastLoadedPick(r)
 	}
-	var buf [MaxAttempts]int
+	var buf [MaxAttempts + decide.MaxCandidates]int
 	held := buf[:0]
 	for j := range r.n {
 		held = append(held, int(r.copies[j].q))
 	}
+	held = append(held, skip...)
 	if hedgePlacement != nil && e.c.placement != 0 && r.n == 1 {
 		return hedgePlacement(e, r, held[0])
 	}

@@ -27,22 +27,36 @@ func (e *engine) drive(slot int32, r *request, now time.Duration) *hedgeRT {
 }
 
 // Place picks the server the copy would go to and returns it with its
-// load, or -1, -1 when no server is eligible.
+// load, or -1, -1 when no server is eligible. With Config.LoadReports the
+// choice is decide.Policy.Place's, as the live engine's is: the picker's
+// next server while each is busy by its fresh report.
 func (h *hedgeRT) Place(time.Duration) (int, int, bool) {
 	e := (*engine)(h)
+	if e.reports {
+		return e.vpol.Place(h.pick, h.reportedLoad)
+	}
 	q := e.place(e.curR)
 	if q < 0 {
 		return -1, -1, false
 	}
-	if e.reports {
-		if checkPlace != nil {
-			checkPlace(e, int(q))
-		}
-		v := &e.views[e.vbase+int(q)]
-		load, byReport := e.vpol.ReportedLoad(e.report(v), int(v.sent), e.load(int(q)), toDuration(e.now))
-		return int(q), load, byReport
-	}
 	return int(q), e.load(int(q)), false
+}
+
+// pick is the picker decide.Policy.Place asks for candidates.
+func (h *hedgeRT) pick(skip []int) int {
+	e := (*engine)(h)
+	return int(e.placeSkip(e.curR, skip))
+}
+
+// reportedLoad is queue q's load as the client of the request reads it:
+// by the queue's fresh report, or its own view (decide.Policy.ReportedLoad).
+func (h *hedgeRT) reportedLoad(q int) (int, bool) {
+	e := (*engine)(h)
+	if checkPlace != nil {
+		checkPlace(e, q)
+	}
+	v := &e.views[e.vbase+q] // the client's, set by placeSkip
+	return e.vpol.ReportedLoad(e.report(v), int(v.sent), e.load(q), toDuration(e.now))
 }
 
 // Evidence is what the client sees of the primary's queue (decide.Behind).

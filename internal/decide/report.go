@@ -1,6 +1,10 @@
 package decide
 
-import "time"
+import (
+	"math"
+	"slices"
+	"time"
+)
 
 // This file holds what the decision makes of its servers' own reports of
 // their load. A client alone sees only its own requests in flight on each
@@ -17,11 +21,21 @@ import "time"
 //     rule reads it (Policy.ReportedLoad), is the requests that a new one
 //     would wait behind there: those the report counted, plus the copies
 //     this client sent there since, less the workers; zero when a worker
-//     is free. The picker does not read reports: a report is fresh for
-//     few replicas at a time, and its count of every client's requests
-//     cannot be weighed against another replica's count of this client's
-//     alone (measured: weighing them routed primaries away from the
-//     replicas heard from last, and raised medians by up to half);
+//     is free. A report never counts fewer requests there than the
+//     client's own in flight: it tells what the client cannot see (other
+//     clients' work, the workers), not less than what it sees;
+//   - the picker does not read reports: a report is fresh for few
+//     replicas at a time, and its count of every client's requests cannot
+//     be weighed against another replica's count of this client's alone
+//     (measured: weighing them routed primaries away from the replicas
+//     heard from last, and raised medians by up to half). The candidates
+//     come in the picker's order, by the client's own view, and a report
+//     says only whether one has room: no report draws a copy to its
+//     replica. When the replica the picker chose is busy by its report,
+//     the copy goes to the picker's next choice among the replicas
+//     holding no copy of the request (Policy.Place), so that a replica
+//     that says it is busy, truly or not, keeps copies off itself but not
+//     off the others;
 //   - a primary placed on a replica whose report was fresh knows how many
 //     requests were ahead of it (Reported): while fewer have been
 //     answered, it waits behind other clients' work (EvidenceQueued);
@@ -58,9 +72,21 @@ type Report struct {
 
 // Ahead returns how many requests a new one would wait behind on the
 // replica: the report's, plus sent sent there since, less its workers; 0
-// when a worker is free.
+// when a worker is free. The sum saturates: a huge count reads as a busy
+// replica, never as a negative load.
 func (r Report) Ahead(sent int) int {
-	return max(0, r.Present+sent-max(r.Workers, 1)+1)
+	return max(0, AddCount(r.Present, sent)-max(r.Workers, 1)+1)
+}
+
+// AddCount returns a + b for counts that are not negative, saturating at
+// math.MaxInt instead of wrapping round to a negative number. A negative
+// argument counts as 0.
+func AddCount(a, b int) int {
+	a, b = max(a, 0), max(b, 0)
+	if a > math.MaxInt-b {
+		return math.MaxInt
+	}
+	return a + b
 }
 
 // Fresh reports whether a report that arrived at at still counts at now:
@@ -75,16 +101,70 @@ func (p *Policy) Fresh(at, now time.Duration) bool {
 	return h > 0 && now-at <= h
 }
 
-// ReportedLoad returns the load that the spare-capacity rule and the
-// picker read for a replica: from its report rep, with sent copies of
-// this client sent there since it arrived, while it is fresh at now;
-// otherwise own, the client's own view (its requests in flight there,
-// cancelled losers counted). byReport tells which decided.
+// ReportedLoad returns the load that the spare-capacity rule reads for a
+// replica: from its report rep, with sent copies of this client sent
+// there since it arrived, while it is fresh at now; otherwise own, the
+// client's own view (its requests in flight there, cancelled losers
+// counted). byReport tells which decided. A fresh report that counts
+// fewer requests there than own is read as counting own: a replica that
+// says it is idle while this client's own requests wait there gains no
+// copy by saying so.
 func (p *Policy) ReportedLoad(rep Report, sent, own int, now time.Duration) (load int, byReport bool) {
 	if !p.Fresh(rep.At, now) {
 		return own, false
 	}
+	if own > AddCount(rep.Present, sent) {
+		rep.Present, sent = own, 0
+	}
 	return rep.Ahead(sent), true
+}
+
+// MaxCandidates is the most replicas Policy.Place reads for one copy:
+// the picker's choice and, while each is busy by its report, the
+// picker's next ones. It bounds a decision's cost in a large fleet, and
+// keeps what a pick leaves out (the copies held, at most 4, and the
+// candidates turned away) within what Picker takes.
+const MaxCandidates = 4
+
+// Place chooses the replica a further copy of a request goes to, and
+// reads its load as the spare-capacity rule will (Admit): it is the
+// placement that an engine's Runtime.Place returns, the same for every
+// engine. pick(skip) is the engine's picker: the replica it chooses for
+// the copy among those holding no copy of the request and not in skip,
+// or -1 when none is left. load(replica) is that replica's load and
+// whether its fresh report gave it (see ReportedLoad).
+//
+// A candidate whose load the client's own view gives is the copy's
+// replica, busy or not: the picker chose it by that view. A candidate
+// that its report alone says is busy (above the rule's limit) gives way
+// to the picker's next, up to MaxCandidates in all, and the first that
+// is not busy takes the copy. So a replica that says it is busy keeps
+// copies off itself, but not off the replicas that can take them. When
+// every candidate is busy by its report, or none is left, Place returns
+// the last one read, which Admit refuses (RefusedBusy). It returns -1,
+// -1 when the picker has no replica at all.
+func (p *Policy) Place(pick func(skip []int) int, load func(replica int) (load int, byReport bool)) (replica, l int, byReport bool) {
+	var buf [MaxCandidates - 1]int
+	skip := buf[:0]
+	replica, l = -1, -1
+	for {
+		r := pick(skip)
+		if r < 0 || slices.Contains(skip, r) {
+			// None left, or an engine whose placement cannot leave a
+			// replica out: the last candidate stays the copy's.
+			if r >= 0 {
+				replica = r
+				l, byReport = load(r)
+			}
+			return replica, l, byReport
+		}
+		replica = r
+		l, byReport = load(r)
+		if !byReport || p.maxLoad < 0 || l <= p.maxLoad || len(skip) == cap(skip) {
+			return replica, l, byReport
+		}
+		skip = append(skip, r)
+	}
 }
 
 // Reported refines own, what the client's own view says of a primary
