@@ -150,10 +150,11 @@ type report struct {
 // primary has started). A report is fresh for the mean latency of recent
 // calls (at least Gap): about the time in which the load it tells of
 // turns over. Without fresh reports the spare is sent (ClientStats.
-// SparesSkipped counts those not sent). Reports without Workers are
-// ignored; replica out of range is ignored.
+// SparesSkipped counts those not sent). Reports without Workers, or with
+// a negative count, are ignored; replica out of range is ignored. Counts
+// too large to add read as a replica with no free worker.
 func (c *Client) ReportLoad(replica int, ld hedge.Load) {
-	if replica < 0 || replica >= c.n || ld.Workers <= 0 {
+	if replica < 0 || replica >= c.n || ld.Workers <= 0 || ld.Running < 0 || ld.Queued < 0 {
 		return
 	}
 	c.reports[replica].Store(&report{ld: ld, at: time.Now()})
@@ -170,7 +171,9 @@ func (c *Client) freeWorker(replica int, now time.Time) (free, fresh bool) {
 	if now.Sub(r.at) > horizon {
 		return false, false
 	}
-	return r.ld.Running+r.ld.Queued < r.ld.Workers, true
+	// Running + Queued < Workers, without the sum, which huge counts
+	// would wrap round to a negative number: a free worker.
+	return r.ld.Running < r.ld.Workers && r.ld.Queued < r.ld.Workers-r.ld.Running, true
 }
 
 // spareUseless reports whether fresh reports say that a spare copy to
