@@ -9,8 +9,10 @@ import (
 )
 
 // FuzzParse checks that Parse never panics, that every error matches
-// exactly one of ErrMalformed and ErrNoReport, and that whatever it
-// accepts Format writes back so that Parse reads the same Load.
+// exactly one of ErrMalformed and ErrNoReport, that the counts it reads
+// are at most MaxCount (a client can add them without overflow), and
+// that whatever it accepts Format writes back so that Parse reads the
+// same Load.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		loadreport.Format(hedge.Load{Running: 3, Queued: 0, Workers: 4, Done: 12345}),
@@ -22,6 +24,8 @@ func FuzzParse(f *testing.F) {
 		"BIN AAAA",
 		"TEXT named_metrics.hedge_running 3",
 		"TEXT named_metrics.hedge_done=9223372036854775808",
+		"TEXT named_metrics.hedge_running=9223372036854775807, named_metrics.hedge_queued=9223372036854775807",
+		"TEXT named_metrics.hedge_queued=1e19, named_metrics.hedge_workers=99999999999999999999",
 		"TEXT named_metrics.hedge_workers=NaN, application_utilization=-1",
 		"",
 	} {
@@ -37,6 +41,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if l.Running < 0 || l.Queued < 0 || l.Workers < 0 || l.Done < 0 {
 			t.Fatalf("Parse(%q) = %+v: a negative count", s, l)
+		}
+		if l.Running > loadreport.MaxCount || l.Queued > loadreport.MaxCount || l.Workers > loadreport.MaxCount {
+			t.Fatalf("Parse(%q) = %+v: a count above MaxCount", s, l)
 		}
 		out := loadreport.Format(l)
 		back, err := loadreport.Parse(out)

@@ -31,6 +31,13 @@ const (
 // requests present.
 const UtilizationWorkers = 100
 
+// MaxCount is the most that Parse reads of hedge_running, hedge_queued
+// and hedge_workers: a larger count, however large, reads as MaxCount. No
+// server holds a billion requests; a count beyond that says only that it
+// is as busy as can be, and capped it stays one that a client can add to
+// others without overflow.
+const MaxCount = 1 << 30
+
 // maxUtilization caps the utilization that Parse reads, so that the
 // requests present it makes of it stay few: 100 is a hundred times more
 // work than workers.
@@ -42,8 +49,8 @@ var (
 	// report in ORCA's TEXT form, or whose values it cannot read: no
 	// "TEXT " prefix (the JSON and BIN forms included), a pair without
 	// '=', a value that is not a number, a count that is negative, not an
-	// integer or out of range, a utilization that is negative or not
-	// finite, or a key that it reads given twice.
+	// integer or infinite, a hedge_done beyond int64, a utilization that
+	// is negative or not finite, or a key that it reads given twice.
 	ErrMalformed = errors.New("loadreport: malformed load report")
 	// ErrNoReport is wrapped by Parse's error for a header in the TEXT
 	// form that reports nothing Parse reads: none of the hedge_* named
@@ -88,7 +95,8 @@ func Set(h http.Header, l hedge.Load) {
 // key=value pairs, spaces allowed around each key and value, empty pairs
 // skipped, every value a number. It reads the hedge_* named metrics of
 // Format into the Load's fields; a hedge_* metric absent is 0 (Workers 0
-// is unknown, Done 0 not counted). Without any of them it reads
+// is unknown, Done 0 not counted); a count of Running, Queued or Workers
+// above MaxCount reads as MaxCount. Without any of them it reads
 // application_utilization, or failing that cpu_utilization, as an ORCA
 // server's report (see the package doc): UtilizationWorkers workers, and
 // round(u*UtilizationWorkers) requests present, u capped at 100, at most
@@ -131,7 +139,7 @@ func Parse(v string) (hedge.Load, error) {
 		if key == "" {
 			return hedge.Load{}, fmt.Errorf("%w: the pair %s has no key", ErrMalformed, clip(pair))
 		}
-		i, limit := -1, int64(math.MaxInt)
+		i, limit := -1, int64(MaxCount)
 		switch key {
 		case keyRunning:
 			i = 0
@@ -182,14 +190,17 @@ func Parse(v string) (hedge.Load, error) {
 	return hedge.Load{}, fmt.Errorf("%w: %s has none of the hedge_* named metrics, %s or %s", ErrNoReport, clip(s), keyAppUtilization, keyCPUUtilization)
 }
 
-// parseCount reads the value of a count: a non-negative integer of at
-// most limit, written as an integer or as a number with no fraction
-// ("12", "12.0", "1.2e1").
+// parseCount reads the value of a count: a non-negative integer, written
+// as an integer or as a number with no fraction ("12", "12.0", "1.2e1").
+// A finite count above limit reads as limit when limit is MaxCount, and
+// is out of range otherwise (hedge_done, whose limit is int64's).
 func parseCount(key, val string, limit int64) (int64, error) {
 	n, err := strconv.ParseInt(val, 10, 64)
 	switch {
 	case err == nil && n < 0:
 		return 0, fmt.Errorf("%w: %s=%s: a count cannot be negative", ErrMalformed, key, clip(val))
+	case err == nil && n > limit && limit == MaxCount:
+		return MaxCount, nil
 	case err == nil && n > limit:
 		return 0, fmt.Errorf("%w: %s=%s: out of range", ErrMalformed, key, clip(val))
 	case err == nil:
@@ -201,10 +212,14 @@ func parseCount(key, val string, limit int64) (int64, error) {
 		return 0, fmt.Errorf("%w: %s=%s: not a number", ErrMalformed, key, clip(val))
 	case f < 0:
 		return 0, fmt.Errorf("%w: %s=%s: a count cannot be negative", ErrMalformed, key, clip(val))
-	case math.IsInf(f, 1), f >= 0x1p63, int64(f) > limit:
-		return 0, fmt.Errorf("%w: %s=%s: out of range", ErrMalformed, key, clip(val))
+	case math.IsInf(f, 1):
+		return 0, fmt.Errorf("%w: %s=%s: not finite", ErrMalformed, key, clip(val))
 	case f != math.Trunc(f):
 		return 0, fmt.Errorf("%w: %s=%s: a count must be a whole number", ErrMalformed, key, clip(val))
+	case f > float64(limit) && limit == MaxCount:
+		return MaxCount, nil
+	case f >= 0x1p63 || int64(f) > limit:
+		return 0, fmt.Errorf("%w: %s=%s: out of range", ErrMalformed, key, clip(val))
 	}
 	return int64(f), nil
 }

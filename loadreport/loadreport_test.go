@@ -74,6 +74,12 @@ func TestParse(t *testing.T) {
 			load(3, 10, 0, 1200), nil},
 		{"a huge counter", "TEXT named_metrics.hedge_done=9223372036854775807", load(0, 0, 0, 1<<63-1), nil},
 		{"the sign plus", "TEXT named_metrics.hedge_running=+2", load(2, 0, 0, 0), nil},
+		{"counts at the cap", "TEXT named_metrics.hedge_running=1073741824, named_metrics.hedge_queued=1073741824, named_metrics.hedge_workers=1073741824",
+			load(loadreport.MaxCount, loadreport.MaxCount, loadreport.MaxCount, 0), nil},
+		{"counts beyond the cap read as it", "TEXT named_metrics.hedge_running=9223372036854775807, named_metrics.hedge_queued=9223372036854775807, named_metrics.hedge_workers=1073741825",
+			load(loadreport.MaxCount, loadreport.MaxCount, loadreport.MaxCount, 0), nil},
+		{"a count beyond int64 reads as the cap", "TEXT named_metrics.hedge_queued=99999999999999999999", load(0, loadreport.MaxCount, 0, 0), nil},
+		{"a huge count written as a float reads as the cap", "TEXT named_metrics.hedge_running=1e19, named_metrics.hedge_queued=1.5e300", load(loadreport.MaxCount, loadreport.MaxCount, 0, 0), nil},
 		{"minus zero", "TEXT named_metrics.hedge_running=-0", load(0, 0, 0, 0), nil},
 
 		{"application_utilization alone", "TEXT application_utilization=0.5", load(50, 0, 100, 0), nil},
@@ -104,7 +110,6 @@ func TestParse(t *testing.T) {
 		{"negative float count", "TEXT named_metrics.hedge_queued=-1.5", hedge.Load{}, loadreport.ErrMalformed},
 		{"fractional count", "TEXT named_metrics.hedge_running=2.5", hedge.Load{}, loadreport.ErrMalformed},
 		{"count out of range", "TEXT named_metrics.hedge_done=9223372036854775808", hedge.Load{}, loadreport.ErrMalformed},
-		{"count out of range as a float", "TEXT named_metrics.hedge_running=1e19", hedge.Load{}, loadreport.ErrMalformed},
 		{"count overflows a float", "TEXT named_metrics.hedge_running=1e999", hedge.Load{}, loadreport.ErrMalformed},
 		{"count NaN", "TEXT named_metrics.hedge_workers=NaN", hedge.Load{}, loadreport.ErrMalformed},
 		{"count Inf", "TEXT named_metrics.hedge_workers=Inf", hedge.Load{}, loadreport.ErrMalformed},
@@ -147,6 +152,7 @@ func TestParseErrorMessages(t *testing.T) {
 		{"TEXT named_metrics.hedge_running=2.5", "whole number"},
 		{"TEXT named_metrics.hedge_running=-2", "negative"},
 		{"TEXT named_metrics.hedge_done=1e30", "out of range"},
+		{"TEXT named_metrics.hedge_queued=1e999", "not finite"},
 		{"TEXT named_metrics.hedge_done=x", "not a number"},
 		{"TEXT eps=1", "none of the hedge_* named metrics"},
 	} {
