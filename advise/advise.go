@@ -122,6 +122,17 @@ type Recommendation struct {
 	Kind string
 	// Why says how it was chosen.
 	Why string
+	// Predicted is the recommended configuration as the library runs it
+	// (Outcome.LibraryConfig: its spare-capacity and payoff rules on,
+	// unless Options.PlainHedging), predicted by PredictedKind, the
+	// prediction whose default line leads the report: the moment-local
+	// replay or the queueing simulation, each driving the library's own
+	// decision. The rows, and so Outcome, model plain hedging, which the
+	// rules may hold back far below. Nil when no prediction can apply the
+	// rules (no load, and no send times with replicas): Outcome's hedge
+	// rate is then an upper bound.
+	Predicted     *Outcome
+	PredictedKind string
 }
 
 // Report is advise's answer.
@@ -395,6 +406,9 @@ func Advise(ctx context.Context, s *Sample, o Options) (*Report, error) {
 		}
 	}
 	recommend(rep)
+	if err := predictRecommended(ctx, rep, e, s, lat, order, o); err != nil {
+		return nil, err
+	}
 	return rep, nil
 }
 

@@ -110,6 +110,24 @@
 // keeps the evidence rules on, as they only hold back hedges, unless
 // Options.PlainHedging asks for the rows' plain hedging.
 //
+// # The headline
+//
+// The report leads with what the library will do (Report.Headline). Its
+// first line is the default's prediction: the moment-local replay's
+// default line when it ran, else the deciding queueing estimate's (fresh
+// sizes, or shared when the slowness lives in the requests). The second
+// is the recommended configuration as the library runs it
+// (Recommendation.Predicted): the same replay or simulation, driving the
+// library's own decision with the recommended Config and its rules on.
+// A row chosen by plain hedging may hedge far less once the rules act,
+// and cut less. When the recommendation is no TAIL CUT so predicted, or
+// does not cut the objective's percentile clearly more than the default
+// (TailMargin), the headline says to keep the default
+// (Report.KeepDefault). Without a load, or send times with replicas, no
+// prediction can apply the rules: the headline says so, and the
+// recommendation's plain-hedging hedge rate is an upper bound. The
+// details follow: the sample, the diagnosis, the tables.
+//
 // The queueing estimate's servers are single-slot: Options.Replicas (or
 // the replicas the sample names, or 10) times Options.Concurrency, the
 // requests each replica serves at once. Its load, unless given, is

@@ -11,11 +11,17 @@ import (
 	"time"
 )
 
-// WriteText writes the report for a terminal: the sample, the diagnosis,
-// one table per prediction with what it assumes, and the recommendation
-// as Go code and as a gRPC service-config snippet.
+// WriteText writes the report for a terminal: the headline first (what
+// the library's default will do, then the recommended configuration as
+// the library runs it), then the details: the sample, the diagnosis, one
+// table per prediction with what it assumes, and the recommendation as Go
+// code and as a gRPC service-config snippet.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
+	for _, l := range r.Headline() {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("\nDetails\n\n")
 	fmt.Fprintf(&b, "Sample: %d latencies (%s).\n", r.N, r.Source)
 	fmt.Fprintf(&b, "Today: p50 %v, p99 %v, p99.9 %v, mean %v.\n", round(r.Today.P50), round(r.Today.P99), round(r.Today.P999), round(r.Mean))
 	for _, n := range r.Notes {
@@ -61,9 +67,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  %s\n", r.NoAdvice)
 	} else {
 		o := r.Recommended.Outcome
-		fmt.Fprintf(&b, "  Hedge at %s (%v)%s: hedge rate %.1f%%, p99 %v -> %v, p99.9 %v -> %v, extra work %+.1f%% (%s estimate).\n",
+		fmt.Fprintf(&b, "  Hedge at %s (%v)%s: as plain hedging, hedge rate %.1f%%, p99 %v -> %v, p99.9 %v -> %v, extra work %+.1f%% (%s estimate).\n",
 			o.Choice.Label, round(o.Choice.Delay), map[bool]string{true: " with the default budget", false: " without a budget"}[o.Budget],
 			100*o.HedgeRate, round(r.Today.P99), round(o.P99), round(r.Today.P999), round(o.P999), 100*o.ExtraWork, r.Recommended.Kind)
+		if pr := r.Recommended.Predicted; pr != nil {
+			fmt.Fprintf(&b, "  As the library runs it (%s): %s.\n", kindName(r.Recommended.PredictedKind), outcomeLine(*pr))
+		}
 		fmt.Fprintf(&b, "  Why: %s\n", r.Recommended.Why)
 		if r.NoAdvice != "" {
 			fmt.Fprintf(&b, "  But: %s\n", r.NoAdvice)

@@ -74,7 +74,7 @@ import (
 // returns the outcome and the refusals counted, indexed by hedge.Refusal,
 // and stops with ctx's error.
 func localDefault(ctx context.Context, e *empirical, s *Sample, lat []float64, order []int, replicas int, lag time.Duration, seed uint64, today Percentiles) (Outcome, [decide.NumRefusals]int, error) {
-	rp, err := replayDefault(ctx, e, s, lat, order, replicas, lag, seed)
+	rp, err := replayConfig(ctx, e, s, lat, order, defaultReplayConfig(e, replicas), lag, seed)
 	if err != nil {
 		return Outcome{}, [decide.NumRefusals]int{}, err
 	}
@@ -242,16 +242,20 @@ func (rp *replay) push(t float64, kind uint8, k int, c uint8) {
 	heap.Push(&rp.ev, replayEvent{t: t, seq: rp.seq, k: int32(k), kind: kind, c: c})
 }
 
-// replayDefault runs the replay that localDefault describes and returns
-// its final state.
-func replayDefault(ctx context.Context, e *empirical, s *Sample, lat []float64, order []int, replicas int, lag time.Duration, seed uint64) (*replay, error) {
-	// The library's zero Config, but for the replicas it picks among and
-	// the delay: the sample's p95, where the live p95 settles (see
-	// localDefault).
-	cfg := hedge.Config{Replicas: replicas, Delay: hedge.Fixed(time.Duration(quantileOf(e.xs, 0.95)))}
+// defaultReplayConfig is the library's zero Config as the default line
+// replays it: but for the replicas it picks among and the delay, the
+// sample's p95, where the live p95 settles.
+func defaultReplayConfig(e *empirical, replicas int) hedge.Config {
+	return hedge.Config{Replicas: replicas, Delay: hedge.Fixed(time.Duration(quantileOf(e.xs, 0.95)))}
+}
+
+// replayConfig runs the replay that localDefault describes with cfg, whose
+// Replicas must be set, and returns its final state.
+func replayConfig(ctx context.Context, e *empirical, s *Sample, lat []float64, order []int, cfg hedge.Config, lag time.Duration, seed uint64) (*replay, error) {
+	replicas := cfg.Replicas
 	pol, err := decide.FromConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("the default line's policy: %w", err)
+		return nil, fmt.Errorf("the replay's policy: %w", err)
 	}
 	rp := &replay{
 		pol:        pol,

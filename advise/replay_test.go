@@ -18,7 +18,8 @@ func replayed(t *testing.T, s *Sample, replicas int) *replay {
 	for i, d := range s.Latencies {
 		lat[i] = float64(d)
 	}
-	rp, err := replayDefault(context.Background(), newEmpirical(s.sorted()), s, lat, replayOrder(s, false, 1), replicas, 0, 1)
+	e := newEmpirical(s.sorted())
+	rp, err := replayConfig(context.Background(), e, s, lat, replayOrder(s, false, 1), defaultReplayConfig(e, replicas), 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

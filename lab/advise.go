@@ -49,8 +49,15 @@ type AdviseRecommendation struct {
 	P999Ms float64 `json:"p999_ms"`
 	// ExtraWork is the server time over today's, in percent.
 	ExtraWork float64 `json:"extra_work_pct"`
-	// Kind is the prediction that decided ("independent", "queue-fresh"
-	// or "queue-shared"), and Why how the row was chosen.
+	// RulesOn reports that the figures are the configuration as the
+	// library runs it, its spare-capacity and payoff rules applied
+	// (advise.Recommendation.Predicted). When false no prediction could
+	// apply them (no load, no send times): the figures are plain
+	// hedging's, and the hedge rate an upper bound.
+	RulesOn bool `json:"rules_on"`
+	// Kind is the prediction the figures come from ("independent",
+	// "independent-local", "queue-fresh" or "queue-shared"), and Why how
+	// the row was chosen.
 	Kind string `json:"kind"`
 	Why  string `json:"why"`
 }
@@ -71,9 +78,16 @@ type AdviseResponse struct {
 	TodayP999Ms float64 `json:"today_p999_ms"`
 	// Where is where the sample suggests the slowness lives.
 	Where string `json:"where"`
-	// Verdict is the report's recommendation in one line: the
-	// configuration to use, or why there is none.
-	Verdict string `json:"verdict"`
+	// Headline is the report's first lines: what the library's default
+	// (the zero hedge.Config) is predicted to do, then the recommended
+	// configuration as the library runs it, or why there is none
+	// (advise.Report.Headline). Verdict is the same in one paragraph.
+	Headline []string `json:"headline"`
+	Verdict  string   `json:"verdict"`
+	// KeepDefault reports that the report advises keeping the library's
+	// default over the recommended configuration, which does not cut the
+	// tail clearly more (advise.Report.KeepDefault).
+	KeepDefault bool `json:"keep_default"`
 	// Recommended is the recommended configuration, or null when there
 	// is none; NoAdvice then says why (it may also qualify a
 	// recommendation).
@@ -269,24 +283,18 @@ func (s *Server) advise(ctx context.Context, p adviseParams, body []byte, start 
 		resp.QueueRequests = rep.Queue.Requests
 	}
 	if rec := rep.Recommended; rec != nil {
-		oc := rec.Outcome
+		oc, kind := rec.Outcome, rec.Kind
+		if rec.Predicted != nil {
+			oc, kind = *rec.Predicted, rec.PredictedKind
+		}
 		resp.Recommended = &AdviseRecommendation{
 			Delay: oc.Choice.Label, DelayMs: ms(oc.Choice.Delay), Budget: oc.Budget, HedgeRate: 100 * oc.HedgeRate,
-			P99Ms: ms(oc.P99), P999Ms: ms(oc.P999), ExtraWork: 100 * oc.ExtraWork, Kind: rec.Kind, Why: rec.Why,
+			P99Ms: ms(oc.P99), P999Ms: ms(oc.P999), ExtraWork: 100 * oc.ExtraWork, RulesOn: rec.Predicted != nil, Kind: kind, Why: rec.Why,
 		}
-		budget := "without a budget"
-		if oc.Budget {
-			budget = "with the default budget"
-		}
-		resp.Verdict = fmt.Sprintf("Hedge at %s (%v) %s: p99 %v -> %v, p99.9 %v -> %v, hedge rate %.1f%%, extra work %+.1f%% (%s estimate).",
-			oc.Choice.Label, roundDur(oc.Choice.Delay), budget, roundDur(rep.Today.P99), roundDur(oc.P99),
-			roundDur(rep.Today.P999), roundDur(oc.P999), 100*oc.HedgeRate, 100*oc.ExtraWork, rec.Kind)
-		if rep.NoAdvice != "" {
-			resp.Verdict += " But: " + rep.NoAdvice
-		}
-	} else {
-		resp.Verdict = rep.NoAdvice
 	}
+	resp.Headline = rep.Headline()
+	resp.Verdict = strings.Join(resp.Headline, " ")
+	resp.KeepDefault = rep.KeepDefault()
 	resp.ServerMillis = millis(time.Since(start))
 	return http.StatusOK, resp
 }
@@ -304,14 +312,4 @@ func parseUpload(p adviseParams, body []byte) (*advise.Sample, error) {
 		return nil, err
 	}
 	return sample, nil
-}
-
-// roundDur rounds a duration for a sentence: three significant figures.
-func roundDur(d time.Duration) time.Duration {
-	for r := time.Duration(1); r < time.Hour; r *= 10 {
-		if d < 1000*r {
-			return d.Round(r)
-		}
-	}
-	return d.Round(time.Second)
 }

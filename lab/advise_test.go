@@ -69,8 +69,15 @@ func TestAdviseReport(t *testing.T) {
 	if r.Recommended == nil {
 		t.Fatalf("no recommendation for a 2%% tail ten times slower: %s\n%s", r.NoAdvice, r.Report)
 	}
-	if !strings.HasPrefix(r.Verdict, "Hedge at "+r.Recommended.Delay) || r.Recommended.P99Ms >= r.TodayP99Ms {
-		t.Errorf("verdict %q, recommended %+v, today's p99 %vms", r.Verdict, r.Recommended, r.TodayP99Ms)
+	// Without a load no prediction applies the library's rules: the
+	// default leads, unpredicted, and the recommendation's figures are
+	// plain hedging's.
+	if len(r.Headline) < 2 || !strings.HasPrefix(r.Headline[0], "The library's default") || !strings.HasPrefix(r.Verdict, r.Headline[0]) ||
+		!strings.HasPrefix(r.Report, r.Headline[0]) || !strings.HasPrefix(r.Headline[1], "Recommended: ") {
+		t.Errorf("headline %q, verdict %q; want the default first, then the recommendation, leading the report", r.Headline, r.Verdict)
+	}
+	if r.Recommended.RulesOn || r.Recommended.P99Ms >= r.TodayP99Ms || r.KeepDefault {
+		t.Errorf("recommended %+v, keep the default %v, today's p99 %vms", r.Recommended, r.KeepDefault, r.TodayP99Ms)
 	}
 }
 
@@ -88,6 +95,15 @@ func TestAdviseQueueing(t *testing.T) {
 	}
 	if !r.Queueing || r.QueueRequests != 5000 || !strings.Contains(r.Report, "Queueing, fresh sizes") {
 		t.Errorf("queueing %v with %d requests, want 5000:\n%s", r.Queueing, r.QueueRequests, r.Report)
+	}
+	// The simulation applies the library's rules: the default's line
+	// leads, and the recommendation's figures are its Config as the
+	// library runs it.
+	if len(r.Headline) < 2 || !strings.HasPrefix(r.Headline[0], "The library's default (the zero hedge.Config, delay about") || !strings.Contains(r.Headline[0], "simulated") {
+		t.Errorf("headline %q; want the simulated default first", r.Headline)
+	}
+	if rec := r.Recommended; rec != nil && (!rec.RulesOn || rec.Kind != "queue-fresh") {
+		t.Errorf("recommended %+v; want its figures with the rules on, from the fresh queueing estimate", rec)
 	}
 }
 

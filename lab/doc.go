@@ -68,7 +68,9 @@
 //     package advise on the request body, a file as "hedge advise --in"
 //     reads it (durations one per line, CSV, JSON lines, a Prometheus
 //     scrape or API result), and returns an AdviseResponse: the text
-//     report, the SVG chart and the verdict. The parameters mirror the
+//     report, the SVG chart and the headline (what the library's default
+//     will do, then the recommended Config as the library runs it, its
+//     rules on). The parameters mirror the
 //     command's flags, with the same rules; all are optional. The body may
 //     hold MaxAdviseBody bytes (4 MiB; a larger one gets 413, and "hedge
 //     advise --in" has no limit). A histogram is spread into at most

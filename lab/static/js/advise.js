@@ -83,7 +83,10 @@ async function run() {
 
 function show(res) {
   const badge = $('ad-badge');
-  if (res.recommended) {
+  if (res.recommended && res.keep_default) {
+    badge.textContent = 'KEEP THE DEFAULT';
+    badge.className = 'badge TAIL_CUT';
+  } else if (res.recommended) {
     badge.textContent = 'HEDGE AT ' + res.recommended.delay.toUpperCase();
     badge.className = 'badge TAIL_CUT';
   } else {
