@@ -20,9 +20,12 @@ var (
 	// ErrNoPrimary is the error of a write, or of PrimaryLSN, on a Client
 	// made with Config.NoPrimary.
 	ErrNoPrimary = errors.New("hedgepgx: no primary (Config.NoPrimary): send writes through a pool of the primary")
-	// ErrNotCaughtUp is the error of a read, on a Client without a
-	// primary, that no replica is known to serve at its minimum position
-	// (WithMinLSN). Retry it later, once a replica has replayed that far.
+	// ErrNotCaughtUp is matched (errors.Is) by the error of a read, on a
+	// Client without a primary, that no replica is known to serve at its
+	// minimum position (WithMinLSN), and by that of a read whose copies
+	// all found their servers behind it on their own connections. Retry
+	// it later, once a replica has replayed that far, or read from the
+	// primary.
 	ErrNotCaughtUp = errors.New("hedgepgx: no replica is known to have replayed up to the read's minimum position")
 )
 
@@ -47,9 +50,11 @@ type Client struct {
 type replica struct {
 	adapterstats.Counters
 	redirected atomic.Int64
+	behind     atomic.Int64
 	polls      atomic.Int64
 	pollErrors atomic.Int64
 	lsn        atomic.Uint64 // 0: never read
+	started    string        // pg_postmaster_start_time, read by the poll; its goroutine only
 	_          [24]byte
 }
 

@@ -11,6 +11,17 @@ import (
 // commit record may still be unwritten at pg_current_wal_lsn).
 const positionSQL = `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text`
 
+// pollSQL reads a server's position and when its postmaster started: a
+// new start time says that the server restarted, and its position may
+// have gone back (a standby replays again from its last restartpoint).
+const pollSQL = `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text, pg_postmaster_start_time()::text`
+
+// checkSQL is the check a copy with a minimum position runs on its own
+// connection, ahead of its query: the server's position, and the
+// isolation level, which says whether the query that follows in the same
+// implicit transaction takes a snapshot of its own (see runChecked).
+const checkSQL = `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text, current_setting('transaction_isolation')`
+
 // poll reads pool i's position every interval until ctx ends. Each read
 // is bounded by the larger of five intervals and a second, so that a
 // stalled server holds one connection at most that long.
@@ -32,8 +43,8 @@ func (c *Client) poll(ctx context.Context, i int, every time.Duration) {
 func (c *Client) readPosition(ctx context.Context, i int, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var s *string
-	err := c.pools[i].QueryRow(ctx, positionSQL).Scan(&s)
+	var s, started *string
+	err := c.pools[i].QueryRow(ctx, pollSQL).Scan(&s, &started)
 	r := &c.reps[i]
 	r.polls.Add(1)
 	if err != nil || s == nil {
@@ -45,17 +56,37 @@ func (c *Client) readPosition(ctx context.Context, i int, timeout time.Duration)
 		r.pollErrors.Add(1)
 		return
 	}
+	if started != nil && *started != r.started {
+		if r.started != "" {
+			// The server restarted: what it had replayed before
+			// counts no more.
+			r.lsn.Store(uint64(l))
+		}
+		r.started = *started
+	}
 	r.observe(l)
 }
 
 // observe records that the server was at l or past it. A known position
-// only grows: a read that returns an older one (a standby rebuilt from an
-// older backup) is ignored, so a rebuilt standby must get a new pool and
-// Client.
+// only grows while the server runs: a lower one is ignored, unless the
+// poll saw the server restart (readPosition) or a copy found it behind
+// on its own connection (lower).
 func (r *replica) observe(l LSN) {
 	for {
 		old := r.lsn.Load()
 		if uint64(l) <= old || r.lsn.CompareAndSwap(old, uint64(l)) {
+			return
+		}
+	}
+}
+
+// lower records that the server was found at l, below its known
+// position: it restarted, or was rebuilt, since that was read. Reads
+// that need more go elsewhere until it catches up.
+func (r *replica) lower(l LSN) {
+	for {
+		old := r.lsn.Load()
+		if uint64(l) >= old || r.lsn.CompareAndSwap(old, uint64(l)) {
 			return
 		}
 	}

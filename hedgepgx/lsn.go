@@ -52,13 +52,15 @@ func (l LSN) String() string {
 type minLSNKey struct{}
 
 // WithMinLSN returns a context that makes every read done with it (or a
-// context derived from it) read from a server known to have replayed the
-// WAL at least up to lsn: a replica whose last polled replay position is
-// at or past lsn, or the primary. Take lsn with Client.PrimaryLSN or
-// Client.ExecLSN after a write to read that write back (read-your-writes;
-// see "Consistency" in the package doc). If ctx already carries a
-// position, the larger one holds, so that a caller may thread positions
-// through without comparing them. The zero LSN asks for nothing.
+// context derived from it) read from a server that has replayed the WAL
+// at least up to lsn: the primary, or a replica whose last polled
+// position is at or past lsn and whose position, read again on the
+// connection that serves the copy, still is (see "Lag and consistency"
+// in the package doc). Take lsn with Client.PrimaryLSN or Client.ExecLSN
+// after a write to read that write back (read-your-writes). If ctx
+// already carries a position, the larger one holds, so that a caller may
+// thread positions through without comparing them. The zero LSN asks for
+// nothing.
 func WithMinLSN(ctx context.Context, lsn LSN) context.Context {
 	if old := MinLSN(ctx); old >= lsn {
 		return ctx

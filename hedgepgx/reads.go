@@ -20,27 +20,58 @@ import (
 // go to, once the other copies of its read had all ended.
 var errNowhere = errors.New("hedgepgx: no other server may serve this read (WithMinLSN, Config.MaxLag)")
 
-// Read runs fn as a hedged read: fn is called once per copy, each on the
-// pool of the server chosen for it, with the copy's context, and the
-// first copy to succeed gives the result. op is the operation class
-// (delay estimates and stats are kept per class: use a small fixed set of
-// names). fn must be a read (see "Reads" in the package doc), honour its
-// context, and keep everything it acquires inside the copy: read rows to
-// the end, release connections, end transactions, before it returns. A
-// returned error ends the read with that error if it is an answer a
-// server gave (any SQLSTATE but those that say the server cannot serve
-// now), pgx.ErrNoRows or a scan error, or is marked hedge.Permanent;
+// Read runs fn as a hedged read: fn is called once per copy, each with
+// the copy's context and a connection of the pool of the server chosen
+// for it, and the first copy to succeed gives the result. op is the
+// operation class (delay estimates and stats are kept per class: use a
+// small fixed set of names). fn must be a read (see "Reads" in the
+// package doc), honour its context, and keep everything it acquires
+// inside the copy: read rows to the end and end transactions before it
+// returns. The connection goes back to its pool when fn returns; do not
+// keep it. A returned error ends the read with that error if it is an
+// answer a server gave (any SQLSTATE but those that say the server cannot
+// serve now), pgx.ErrNoRows or a scan error, or is marked hedge.Permanent;
 // other errors (the connection failed, the pool is closed) fail the copy,
 // and another copy goes at once.
 //
+// With a minimum position (WithMinLSN), a copy on a replica first reads
+// the replica's position on the connection it hands to fn, a round trip
+// of its own, and goes elsewhere if the replica is behind (see "Lag and
+// consistency" in the package doc).
+//
 // Read does not look at what fn sends: Collect, CollectOne, QueryRow and
-// ExecRead check the SQL's first keyword too.
-func Read[T any](ctx context.Context, c *Client, op string, fn func(ctx context.Context, pool *pgxpool.Pool) (T, error)) (T, error) {
+// ExecRead check the SQL too.
+func Read[T any](ctx context.Context, c *Client, op string, fn func(ctx context.Context, conn *pgxpool.Conn) (T, error)) (T, error) {
+	return read(ctx, c, op, func(ctx context.Context, i int, conn *pgxpool.Conn, need LSN) (T, error) {
+		if need != 0 {
+			var pos *string
+			var iso string
+			if err := conn.QueryRow(ctx, checkSQL).Scan(&pos, &iso); err != nil {
+				var zero T
+				return zero, err
+			}
+			if err := c.caughtUp(i, pos, need); err != nil {
+				var zero T
+				return zero, err
+			}
+		}
+		return fn(ctx, conn)
+	})
+}
+
+// copyFunc runs one copy of a read on conn, a connection to server i,
+// after checking on conn that the server has replayed up to need, when
+// need is not 0.
+type copyFunc[T any] func(ctx context.Context, i int, conn *pgxpool.Conn, need LSN) (T, error)
+
+// read is Read for a copyFunc: the read methods all run through it.
+func read[T any](ctx context.Context, c *Client, op string, fn copyFunc[T]) (T, error) {
 	var zero T
 	if c.gate.Closed() {
 		return zero, ErrClosed
 	}
-	set, err := c.eligible(MinLSN(ctx))
+	min := MinLSN(ctx)
+	set, err := c.eligible(min)
 	if err != nil {
 		return zero, err
 	}
@@ -49,7 +80,7 @@ func Read[T any](ctx context.Context, c *Client, op string, fn func(ctx context.
 		// hedge.Stats.Unhedgeable).
 		ctx = hedge.NotIdempotent(ctx)
 	}
-	cs := &call{set: set}
+	cs := &call{set: set, min: min}
 	ans, err := hedge.Do(ctx, c.h, op, func(ctx context.Context, a hedge.Attempt) (answer[T], error) {
 		return runCopy(ctx, c, cs, a, fn)
 	})
@@ -58,6 +89,42 @@ func Read[T any](ctx context.Context, c *Client, op string, fn func(ctx context.
 	}
 	c.reps[ans.replica].Wins.Add(1)
 	return ans.v, ans.err
+}
+
+// behindError is the error of a copy whose server, checked on the copy's
+// own connection, had not replayed up to the read's minimum position. It
+// matches ErrNotCaughtUp.
+type behindError struct {
+	server  int
+	at, min LSN
+}
+
+func (e *behindError) Error() string {
+	return fmt.Sprintf("%v: server %d had replayed up to %v, short of the read's minimum position %v (it restarted or fell behind since its position was read); the read goes to another server, or fails if none may serve it: retry it later, or read from the primary",
+		ErrNotCaughtUp, e.server, e.at, e.min)
+}
+
+func (e *behindError) Unwrap() error { return ErrNotCaughtUp }
+
+// caughtUp checks pos, server i's position read on a copy's connection,
+// against need: nil if the server has replayed that far, a behindError
+// otherwise (the known position is lowered to pos, so that reads that
+// need more go elsewhere).
+func (c *Client) caughtUp(i int, pos *string, need LSN) error {
+	r := &c.reps[i]
+	if pos == nil {
+		return &behindError{server: i, min: need}
+	}
+	l, err := ParseLSN(*pos)
+	if err != nil {
+		return err
+	}
+	if l < need {
+		r.lower(l)
+		return &behindError{server: i, at: l, min: need}
+	}
+	r.observe(l)
+	return nil
 }
 
 // answer is what one copy returns: a value or an answer error, and the
@@ -71,6 +138,7 @@ type answer[T any] struct {
 // call is the state of one read shared by its copies: the servers it may
 // go to and those already holding a copy.
 type call struct {
+	min     LSN // the read's minimum position, 0 for none
 	mu      sync.Mutex
 	set     uint64 // eligible servers
 	used    uint64 // servers given a copy
@@ -132,12 +200,16 @@ func (cs *call) whenIdle() <-chan struct{} {
 }
 
 // runCopy runs one copy of a read. The Hedger chose a.Replica from every
-// server; a server the read may not go to (it has not replayed to the
-// read's minimum position, or lags beyond MaxLag) or that already holds a
-// copy is replaced by an eligible one (counted in Redirected). A copy
-// with nowhere to go sends nothing: it waits until the read ends or its
-// other copies have all ended, and fails then.
-func runCopy[T any](ctx context.Context, c *Client, cs *call, a hedge.Attempt, fn func(context.Context, *pgxpool.Pool) (T, error)) (answer[T], error) {
+// server; a server the read may not go to (it is not known to have
+// replayed to the read's minimum position, or lags beyond MaxLag) or that
+// already holds a copy is replaced by an eligible one (counted in
+// Redirected). A copy with nowhere to go sends nothing: it waits until
+// the read ends or its other copies have all ended, and fails then. On a
+// server other than the primary, a read with a minimum position is
+// checked on the copy's connection: a server found behind fails the copy
+// as hedge.NotSent (its answer, if any, is dropped), so that the read
+// goes elsewhere at once.
+func runCopy[T any](ctx context.Context, c *Client, cs *call, a hedge.Attempt, fn copyFunc[T]) (answer[T], error) {
 	if !c.gate.Enter() {
 		return answer[T]{}, hedge.Permanent(ErrClosed)
 	}
@@ -159,9 +231,20 @@ func runCopy[T any](ctx context.Context, c *Client, cs *call, a hedge.Attempt, f
 	}
 	rs.InFlight.Add(1)
 	defer rs.InFlight.Add(-1)
-	v, err := fn(ctx, c.pools[i])
+	need := cs.min
+	if i == c.primary {
+		need = 0 // the primary has every commit
+	}
+	v, err := withConn(ctx, c.pools[i], func(conn *pgxpool.Conn) (T, error) {
+		return fn(ctx, i, conn, need)
+	})
 	if err == nil || isAnswer(err) {
 		return answer[T]{v: v, err: err, replica: i}, nil
+	}
+	var behind *behindError
+	if errors.As(err, &behind) {
+		rs.behind.Add(1)
+		return answer[T]{replica: i}, hedge.NotSent(err)
 	}
 	if ctx.Err() != nil {
 		rs.Cancelled.Add(1)
@@ -169,6 +252,105 @@ func runCopy[T any](ctx context.Context, c *Client, cs *call, a hedge.Attempt, f
 		rs.Failed.Add(1)
 	}
 	return answer[T]{replica: i}, dialerr.Mark(err)
+}
+
+// withConn runs fn with a connection of p, released when fn returns.
+func withConn[T any](ctx context.Context, p *pgxpool.Pool, fn func(*pgxpool.Conn) (T, error)) (T, error) {
+	conn, err := p.Acquire(ctx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer conn.Release()
+	return fn(conn)
+}
+
+// statement is a read's single statement, run on a connection on its
+// own (plain) or read from a batch that a check runs ahead of (batched).
+type statement[T any] struct {
+	plain   func(ctx context.Context, conn *pgxpool.Conn) (T, error)
+	batched func(br pgx.BatchResults) (T, error)
+}
+
+// runChecked runs st on conn. With need not 0, it runs checkSQL ahead of
+// it, in the same round trip (a batch: one implicit transaction), and
+// gives the statement's result only if the server had replayed up to
+// need. At read committed, PostgreSQL's default, the statement's snapshot
+// is taken after the check, so it sees every commit the check saw. At a
+// stricter level both share the check's snapshot, taken before the
+// position was read: the statement's result is dropped and it runs again
+// on its own, in a transaction of its own, after the check.
+func runChecked[T any](ctx context.Context, c *Client, i int, conn *pgxpool.Conn, need LSN, sql string, args []any, st statement[T]) (T, error) {
+	var zero T
+	if need == 0 {
+		return st.plain(ctx, conn)
+	}
+	b := &pgx.Batch{}
+	b.Queue(checkSQL)
+	b.Queue(sql, args...)
+	br := conn.SendBatch(ctx, b)
+	var pos *string
+	var iso string
+	err := br.QueryRow().Scan(&pos, &iso)
+	if err == nil {
+		err = c.caughtUp(i, pos, need)
+	}
+	if err != nil || iso != "read committed" {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return zero, err
+		}
+		return st.plain(ctx, conn)
+	}
+	v, err := st.batched(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		return zero, cerr
+	}
+	return v, err
+}
+
+// rowsStatement is the statement sql with args whose rows collect reads.
+func rowsStatement[T any](sql string, args []any, collect func(pgx.Rows) (T, error)) statement[T] {
+	return statement[T]{
+		plain: func(ctx context.Context, conn *pgxpool.Conn) (T, error) {
+			rows, err := conn.Query(ctx, sql, args...)
+			if err != nil {
+				var zero T
+				return zero, err
+			}
+			return collect(rows)
+		},
+		batched: func(br pgx.BatchResults) (T, error) {
+			rows, err := br.Query()
+			if err != nil {
+				if rows != nil {
+					rows.Close()
+				}
+				var zero T
+				return zero, err
+			}
+			return collect(rows)
+		},
+	}
+}
+
+// scanFirst scans the first row of rows into dest and closes them, as
+// pgx.Row.Scan does: pgx.ErrNoRows if there is none.
+func scanFirst(rows pgx.Rows, dest ...any) error {
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // isAnswer reports whether err is an answer any server would give, which
@@ -211,18 +393,15 @@ func replicaState(code string) bool {
 // rows, each made by fn (pgx.RowTo, pgx.RowToStructByName, ...), as
 // pgx.CollectRows does. Each copy reads its rows to the end on its own
 // connection and returns it to its pool; only the winner's are kept. The
-// operation class is the SQL text. sql must start with a read keyword
-// (ErrNotRead otherwise).
+// operation class is the SQL text. sql must be one read statement
+// (ErrNotRead otherwise; see "Reads" in the package doc).
 func Collect[T any](ctx context.Context, c *Client, fn pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
 	if err := checkRead(sql); err != nil {
 		return nil, err
 	}
-	return Read(ctx, c, sql, func(ctx context.Context, p *pgxpool.Pool) ([]T, error) {
-		rows, err := p.Query(ctx, sql, args...)
-		if err != nil {
-			return nil, err
-		}
-		return pgx.CollectRows(rows, fn)
+	st := rowsStatement(sql, args, func(rows pgx.Rows) ([]T, error) { return pgx.CollectRows(rows, fn) })
+	return read(ctx, c, sql, func(ctx context.Context, i int, conn *pgxpool.Conn, need LSN) ([]T, error) {
+		return runChecked(ctx, c, i, conn, need, sql, args, st)
 	})
 }
 
@@ -233,13 +412,9 @@ func CollectOne[T any](ctx context.Context, c *Client, fn pgx.RowToFunc[T], sql 
 		var zero T
 		return zero, err
 	}
-	return Read(ctx, c, sql, func(ctx context.Context, p *pgxpool.Pool) (T, error) {
-		rows, err := p.Query(ctx, sql, args...)
-		if err != nil {
-			var zero T
-			return zero, err
-		}
-		return pgx.CollectOneRow(rows, fn)
+	st := rowsStatement(sql, args, func(rows pgx.Rows) (T, error) { return pgx.CollectOneRow(rows, fn) })
+	return read(ctx, c, sql, func(ctx context.Context, i int, conn *pgxpool.Conn, need LSN) (T, error) {
+		return runChecked(ctx, c, i, conn, need, sql, args, st)
 	})
 }
 
@@ -251,8 +426,14 @@ func (c *Client) ExecRead(ctx context.Context, sql string, args ...any) (pgconn.
 	if err := checkRead(sql); err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	return Read(ctx, c, sql, func(ctx context.Context, p *pgxpool.Pool) (pgconn.CommandTag, error) {
-		return p.Exec(ctx, sql, args...)
+	st := statement[pgconn.CommandTag]{
+		plain: func(ctx context.Context, conn *pgxpool.Conn) (pgconn.CommandTag, error) {
+			return conn.Exec(ctx, sql, args...)
+		},
+		batched: func(br pgx.BatchResults) (pgconn.CommandTag, error) { return br.Exec() },
+	}
+	return read(ctx, c, sql, func(ctx context.Context, i int, conn *pgxpool.Conn, need LSN) (pgconn.CommandTag, error) {
+		return runChecked(ctx, c, i, conn, need, sql, args, st)
 	})
 }
 
@@ -293,9 +474,12 @@ func (r Row) Scan(dest ...any) error {
 		}
 		types[i] = t
 	}
-	vals, err := Read(r.ctx, r.c, r.sql, func(ctx context.Context, p *pgxpool.Pool) ([]reflect.Value, error) {
+	st := rowsStatement(r.sql, r.args, func(rows pgx.Rows) ([]reflect.Value, error) {
 		ptrs, tmp := types.New()
-		return ptrs, p.QueryRow(ctx, r.sql, r.args...).Scan(tmp...)
+		return ptrs, scanFirst(rows, tmp...)
+	})
+	vals, err := read(r.ctx, r.c, r.sql, func(ctx context.Context, i int, conn *pgxpool.Conn, need LSN) ([]reflect.Value, error) {
+		return runChecked(ctx, r.c, i, conn, need, r.sql, r.args, st)
 	})
 	if err != nil {
 		return err

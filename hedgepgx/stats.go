@@ -40,6 +40,12 @@ type ServerStats struct {
 	// another server, which was not fresh enough for the read (WithMinLSN,
 	// MaxLag) or already held a copy of it.
 	Redirected int64
+	// Behind counts copies that found the server, on their own
+	// connection, short of the read's minimum position (WithMinLSN)
+	// although it was known to have replayed that far: it restarted, or
+	// was rebuilt, since. Such a copy's answer is dropped and the read
+	// goes to another server at once.
+	Behind int64
 	// Writes counts Exec and ExecLSN calls. Zero but on the primary.
 	Writes int64
 	// InFlight is the number of copies running here now, losers being
@@ -71,6 +77,7 @@ func (c *Client) Stats() Stats {
 			Failed:     r.Failed.Load(),
 			Cancelled:  r.Cancelled.Load(),
 			Redirected: r.redirected.Load(),
+			Behind:     r.behind.Load(),
 			Writes:     r.Writes.Load(),
 			InFlight:   r.InFlight.Load(),
 			LSN:        LSN(r.lsn.Load()),

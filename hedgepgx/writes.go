@@ -62,7 +62,7 @@ func (c *Client) ExecLSN(ctx context.Context, sql string, args ...any) (pgconn.C
 // (pg_current_wal_insert_lsn): every transaction committed on the primary
 // before the call is at or before it, flushed or not. Pass it to
 // WithMinLSN to read those transactions back from any server (see
-// "Consistency" in the package doc). It fails with ErrNoPrimary with
+// "Lag and consistency" in the package doc). It fails with ErrNoPrimary with
 // Config.NoPrimary.
 func (c *Client) PrimaryLSN(ctx context.Context) (LSN, error) {
 	if c.primary < 0 {
