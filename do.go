@@ -540,7 +540,7 @@ func (c *call[T]) replicaOutcome(cs *copyState, ran, now time.Duration, err erro
 	rs := &h.reps[r]
 	switch {
 	case p == nil && err == nil:
-		rs.latency.Record(int64(ran))
+		rs.succeeded(now, ran)
 		h.prob.answered(r)
 		return
 	case p != nil || c.decided || c.parent.Err() != nil:

@@ -376,14 +376,28 @@ type ReplicaStats struct {
 	// Probation is set while the replica is out of the picks or on
 	// probation, taking one probe copy at a time.
 	Probation bool
-	// Latency is its copies that succeeded, from send to success.
+	// Latency is its copies that succeeded, from send to success, since
+	// the Hedger was made.
 	Latency Distribution
+	// Recent is the same over the last RecentWindow (30 to 60 seconds):
+	// what the replica does now. A burst of slowness stays in Latency's
+	// quantiles for good, and leaves Recent within a minute. It is
+	// empty for a replica with no success in that time.
+	Recent Distribution
 }
 
 // replicaState is what ReplicaStats reads.
 type replicaState struct {
 	copies, errors, hedges, hedgeWins atomic.Int64
 	latency                           quantile.Histogram
+	recent                            recentHist
+}
+
+// succeeded records the latency of a copy that succeeded on the replica,
+// returning at now.
+func (r *replicaState) succeeded(now, latency time.Duration) {
+	r.latency.Record(int64(latency))
+	r.recent.record(now, int64(latency))
 }
 
 // ReplicaStats returns a snapshot of each replica, in replica order, or
@@ -393,6 +407,7 @@ func (h *Hedger) ReplicaStats() []ReplicaStats {
 		return nil
 	}
 	out := make([]ReplicaStats, len(h.reps))
+	now := h.now()
 	for i := range h.reps {
 		r := &h.reps[i]
 		out[i] = ReplicaStats{
@@ -404,6 +419,7 @@ func (h *Hedger) ReplicaStats() []ReplicaStats {
 			HedgeWins: r.hedgeWins.Load(),
 			Probation: h.prob.until[i].Load() != 0,
 			Latency:   distribution(&r.latency),
+			Recent:    r.recent.distribution(now),
 		}
 	}
 	return out

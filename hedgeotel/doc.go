@@ -50,6 +50,8 @@
 //	hedge.wasted.work{hedger,op}                   counter  s          running time of copies that lost
 //	hedge.delay{hedger,op}                         gauge    s          delay in force now (absent while Never)
 //	hedge.budget.tokens{hedger}                    gauge    {token}    budget tokens now (absent if unlimited)
+//	hedge.mode{hedger,mode}                        gauge    1          1 for the mode in force now (on, shadow, off), 0 for the others
+//	hedge.rollout{hedger}                          gauge    1          the rollout fraction now
 //	hedge.rescued.requests{hedger,op}              counter  {request}  calls a hedge won while the primary still ran
 //	hedge.saved.at.least{hedger,op}                counter  s          lower bound of the time hedges saved
 //	hedge.latency{hedger,op,path,quantile}         gauge    s          path: caller, primary, hedge, holdout; quantile: p50, p90, p99, p999
@@ -74,12 +76,21 @@
 // 0; none otherwise), from Hedger.ReplicaStats:
 //
 //	hedge.replica.latency{hedger,replica,quantile}  gauge    s          its copies that succeeded; absent before the first
+//	hedge.replica.latency.recent{hedger,replica,quantile}  gauge  s  the same over the last 30 to 60 seconds; absent without one then
 //	hedge.replica.in_flight{hedger,replica}         gauge    {copy}     copies running there now
 //	hedge.replica.copies{hedger,replica}            counter  {copy}     copies sent there: primaries, hedges, failovers
 //	hedge.replica.errors{hedger,replica}            counter  {copy}     copies there that failed
 //	hedge.replica.hedges.sent{hedger,replica}       counter  {hedge}    hedge copies sent there
 //	hedge.replica.hedge.wins{hedger,replica}        counter  {request}  calls won by a hedge there
 //	hedge.replica.probation{hedger,replica}         gauge    1          1 while on probation, else 0
+//
+// hedge.replica.latency covers every copy since the Hedger was made, so
+// a past burst of slowness stays in its quantiles for good;
+// hedge.replica.latency.recent (hedge.ReplicaStats.Recent) holds the last
+// 30 to 60 seconds alone (hedge.RecentWindow): what each replica does
+// now. hedge.mode and hedge.rollout say what each Hedger runs now, so
+// that a kill switch can be checked across instances: after
+// SetMode(hedge.Off) everywhere, every Hedger reports 1 under mode=off.
 //
 // With WithTiedClient, for each tied.Client given (tied.ClientStats):
 //

@@ -48,7 +48,8 @@ type instruments struct {
 	failovers                                          metric.Int64ObservableCounter
 	wasted, saved                                      metric.Float64ObservableCounter
 	delay, tokens, latency, timerLag, replicaLatency   metric.Float64ObservableGauge
-	fanLatency                                         metric.Float64ObservableGauge
+	fanLatency, replicaRecent, rollout                 metric.Float64ObservableGauge
+	mode                                               metric.Int64ObservableGauge
 
 	fan []seriesInstrument // by hedgeset.FanSeries
 
@@ -134,7 +135,14 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger, opts ...Opti
 		hedgeset.ReplicaLatencyHelp+" Quantiles p50, p90, p99 and p999; absent for a replica with no success yet.")
 	ins.fanLatency = gauge("hedge."+hedgeset.FanPrefix+"."+hedgeset.FanLatency, "s",
 		hedgeset.FanLatencyHelp+" Quantiles p50, p90, p99 and p999; absent for an operation class with no fan-out yet.")
+	ins.replicaRecent = gauge("hedge."+hedgeset.ReplicaPrefix+"."+hedgeset.ReplicaRecent, "s",
+		hedgeset.ReplicaRecentHelp+" Quantiles p50, p90, p99 and p999.")
+	ins.rollout = gauge("hedge."+hedgeset.RolloutName, "1", hedgeset.RolloutHelp)
+	mode, err := meter.Int64ObservableGauge("hedge."+hedgeset.ModeName, metric.WithUnit("1"), metric.WithDescription(hedgeset.ModeHelp))
+	errs = append(errs, err)
+	ins.mode = mode
 	all := []metric.Observable{
+		ins.replicaRecent, ins.rollout, ins.mode,
 		ins.requests, ins.hedges, ins.hedgeWins, ins.primaryWins, ins.failures,
 		ins.refused, ins.shadow, ins.unhedgeable, ins.censored, ins.wasted, ins.loadViews,
 		ins.delay, ins.tokens, ins.latency, ins.timerLag, ins.rescued, ins.saved,
@@ -197,6 +205,10 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 			if t := n.H.Budget().Tokens(); !math.IsInf(t, 1) {
 				o.ObserveFloat64(ins.tokens, t, metric.WithAttributes(hedger))
 			}
+			for _, m := range hedgeset.ModeValues(n.H.Mode()) {
+				o.ObserveInt64(ins.mode, m.N, metric.WithAttributes(hedger, attribute.String(hedgeset.LabelMode, m.Label)))
+			}
+			o.ObserveFloat64(ins.rollout, n.H.Rollout(), metric.WithAttributes(hedger))
 			for _, s := range n.H.Stats() {
 				op := attribute.String("op", s.Op)
 				attrs := metric.WithAttributes(hedger, op)
@@ -251,6 +263,11 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 				if r.Latency.Count > 0 {
 					for _, q := range quantiles(r.Latency) {
 						o.ObserveFloat64(ins.replicaLatency, q.v.Seconds(), metric.WithAttributes(hedger, rep, attribute.String(hedgeset.LabelQuantile, q.name)))
+					}
+				}
+				if r.Recent.Count > 0 {
+					for _, q := range quantiles(r.Recent) {
+						o.ObserveFloat64(ins.replicaRecent, q.v.Seconds(), metric.WithAttributes(hedger, rep, attribute.String(hedgeset.LabelQuantile, q.name)))
 					}
 				}
 			}

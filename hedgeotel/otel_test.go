@@ -182,6 +182,7 @@ func TestRegisterMatchesStats(t *testing.T) {
 			if tokens := h.Budget().Tokens(); !math.IsInf(tokens, 1) {
 				want[key("hedge.budget.tokens", "hedger="+name)] = point{tokens, "{token}", "gauge"}
 			}
+			wantMode(want, name, h)
 			for _, s := range h.Stats() {
 				attrs := []string{"hedger=" + name, "op=" + s.Op}
 				counter := func(metric, unit string, v int64, extra ...string) {
@@ -386,5 +387,22 @@ func wantReplicas(want points, name string, h *hedge.Hedger) {
 				want[key("hedge.replica.latency", append(slices.Clone(attrs), "quantile="+q)...)] = point{v.Seconds(), "s", "gauge"}
 			}
 		}
+		if d := r.Recent; d.Count > 0 {
+			for q, v := range map[string]time.Duration{"p50": d.P50, "p90": d.P90, "p99": d.P99, "p999": d.P999} {
+				want[key("hedge.replica.latency.recent", append(slices.Clone(attrs), "quantile="+q)...)] = point{v.Seconds(), "s", "gauge"}
+			}
+		}
 	}
+}
+
+// wantMode adds the points of h's mode and rollout, named name.
+func wantMode(want points, name string, h *hedge.Hedger) {
+	for _, m := range []hedge.Mode{hedge.On, hedge.Shadow, hedge.Off} {
+		v := 0.0
+		if m == h.Mode() {
+			v = 1
+		}
+		want[key("hedge.mode", "hedger="+name, "mode="+m.String())] = point{v, "1", "gauge"}
+	}
+	want[key("hedge.rollout", "hedger="+name)] = point{h.Rollout(), "1", "gauge"}
 }

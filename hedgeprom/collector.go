@@ -26,8 +26,10 @@ type Collector struct {
 	loadViews                                          *prometheus.Desc
 	delay, tokens, latency, timerLag                   *prometheus.Desc
 	rescued, saved, histogram, failovers               *prometheus.Desc
+	mode, rollout                                      *prometheus.Desc
 
 	replicaLatency *prometheus.Desc
+	replicaRecent  *prometheus.Desc
 	replica        []*prometheus.Desc // by hedgeset.ReplicaSeries
 	fan            []*prometheus.Desc // by hedgeset.FanSeries
 	fanLatency     *prometheus.Desc
@@ -156,8 +158,12 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 		"Calls won by a hedge while their primary was still running: the calls hedging rescued from a slow primary (a copy that replaced a failed primary is not counted). How much each gained is not known: see saved_at_least_seconds_total and path=holdout.", op...)
 	c.saved = desc("saved_at_least_seconds_total",
 		"A lower bound of the time hedges saved: for each rescued call whose primary later returned a success, how much later it did. A primary that stops when cancelled adds nothing, so this is far below the real saving unless primaries run on; compare path=holdout with path=caller for the real effect.", op...)
+	c.mode = desc(hedgeset.ModeName, hedgeset.ModeHelp, hedgeset.LabelHedger, hedgeset.LabelMode)
+	c.rollout = desc(hedgeset.RolloutName, hedgeset.RolloutHelp, hedgeset.LabelHedger)
 	replica := []string{hedgeset.LabelHedger, hedgeset.LabelReplica}
 	c.replicaLatency = desc(hedgeset.ReplicaPrefix+"_"+hedgeset.ReplicaLatency+"_seconds", hedgeset.ReplicaLatencyHelp, replica...)
+	c.replicaRecent = desc(hedgeset.ReplicaPrefix+"_"+strings.ReplaceAll(hedgeset.ReplicaRecent, ".", "_")+"_seconds",
+		hedgeset.ReplicaRecentHelp+" Quantiles 0.5, 0.9, 0.99 and 0.999.", hedgeset.LabelHedger, hedgeset.LabelReplica, hedgeset.LabelQuantile)
 	c.replica = seriesDescs(namespace, hedgeset.ReplicaPrefix, hedgeset.ReplicaSeries, replica...)
 	c.fan = seriesDescs(namespace, hedgeset.FanPrefix, hedgeset.FanSeries, op...)
 	c.fanLatency = desc(hedgeset.FanPrefix+"_"+hedgeset.FanLatency+"_seconds", hedgeset.FanLatencyHelp, op...)
@@ -177,6 +183,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.refused, c.shadow, c.unhedgeable, c.censored, c.wasted, c.loadViews,
 		c.delay, c.tokens, c.latency, c.timerLag,
 		c.rescued, c.saved, c.histogram, c.failovers, c.replicaLatency, c.fanLatency,
+		c.mode, c.rollout, c.replicaRecent,
 	} {
 		ch <- d
 	}
@@ -209,6 +216,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if t := n.H.Budget().Tokens(); !math.IsInf(t, 1) {
 			ch <- prometheus.MustNewConstMetric(c.tokens, prometheus.GaugeValue, t, n.Name)
 		}
+		for _, m := range hedgeset.ModeValues(n.H.Mode()) {
+			ch <- prometheus.MustNewConstMetric(c.mode, prometheus.GaugeValue, float64(m.N), n.Name, m.Label)
+		}
+		ch <- prometheus.MustNewConstMetric(c.rollout, prometheus.GaugeValue, n.H.Rollout(), n.Name)
 		for _, s := range n.H.Stats() {
 			counter := func(d *prometheus.Desc, v float64, extra ...string) {
 				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{n.Name, s.Op}, extra...)...)
@@ -248,6 +259,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			rep := hedgeset.ReplicaLabel(r.Replica)
 			collectSeries(ch, c.replica, hedgeset.ReplicaSeries, r, n.Name, rep)
 			c.summary(ch, c.replicaLatency, r.Latency, n.Name, rep)
+			if d := r.Recent; d.Count > 0 {
+				for _, q := range [...]struct {
+					label string
+					v     time.Duration
+				}{{"0.5", d.P50}, {"0.9", d.P90}, {"0.99", d.P99}, {"0.999", d.P999}} {
+					ch <- prometheus.MustNewConstMetric(c.replicaRecent, prometheus.GaugeValue, q.v.Seconds(), n.Name, rep, q.label)
+				}
+			}
 		}
 		for _, hs := range n.H.Histograms() {
 			for _, p := range [...]struct {

@@ -192,7 +192,7 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"Hedge rate against budget", "Win rate", "p99 with and without hedging", "Hedge-path latency",
-		"Wasted work", "Refusals by reason", "Alarm state", "With vs without hedging (holdout)", "Rescues", "Replicas"} {
+		"Wasted work", "Refusals by reason", "Alarm state", "With vs without hedging (holdout)", "Rescues", "Replicas", "Mode and rollout"} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("no panel %q among %q", want, titles)
 		}
@@ -200,7 +200,8 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 	for _, must := range []string{"hedge_hedges_sent_total", "hedge_requests_total", "hedge_hedge_wins_total", "hedge_latency_seconds",
 		"hedge_wasted_work_seconds_total", "hedge_hedges_refused_total", "hedge_watch_alarmed", "hedge_watch_shadowed",
 		"hedge_latency_distribution_seconds", "hedge_rescued_requests_total", "hedge_saved_at_least_seconds_total",
-		"hedge_replica_latency_seconds", "hedge_replica_errors_total", "hedge_replica_copies_total", "hedge_replica_probation"} {
+		"hedge_replica_latency_recent_seconds", "hedge_replica_errors_total", "hedge_replica_copies_total", "hedge_replica_probation",
+		"hedge_mode", "hedge_rollout"} {
 		if !used[must] {
 			t.Errorf("the dashboard never queries %s", must)
 		}

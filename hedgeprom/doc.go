@@ -46,6 +46,8 @@
 //	hedge_wasted_work_seconds_total{hedger,op}         counter   running time of copies that lost
 //	hedge_delay_seconds{hedger,op}                     gauge     delay in force now (absent while Never)
 //	hedge_budget_tokens{hedger}                        gauge     budget tokens now (absent if unlimited)
+//	hedge_mode{hedger,mode}                            gauge     1 for the mode in force now (on, shadow, off), 0 for the others
+//	hedge_rollout{hedger}                              gauge     the rollout fraction now
 //	hedge_rescued_requests_total{hedger,op}            counter   calls a hedge won while the primary still ran
 //	hedge_saved_at_least_seconds_total{hedger,op}      counter   lower bound of the time hedges saved
 //	hedge_latency_seconds{hedger,op,path,quantile}     summary   path: caller, primary, hedge, holdout
@@ -71,6 +73,7 @@
 // 0; none otherwise), from Hedger.ReplicaStats:
 //
 //	hedge_replica_latency_seconds{hedger,replica,quantile}  summary  its copies that succeeded, send to success
+//	hedge_replica_latency_recent_seconds{hedger,replica,quantile}  gauge  the same over the last 30 to 60 seconds
 //	hedge_replica_in_flight{hedger,replica}                 gauge    copies running there now
 //	hedge_replica_copies_total{hedger,replica}              counter  copies sent there: primaries, hedges, failovers
 //	hedge_replica_errors_total{hedger,replica}              counter  copies there that failed
@@ -78,8 +81,21 @@
 //	hedge_replica_hedge_wins_total{hedger,replica}          counter  calls won by a hedge there
 //	hedge_replica_probation{hedger,replica}                 gauge    1 while on probation, else 0
 //
-// The replica latency is a summary only: a Hedger keeps no per-replica
-// buckets to fill a histogram from.
+// The replica latency since the Hedger was made is a summary only: a
+// Hedger keeps no per-replica buckets to fill a histogram from. Its
+// quantiles keep a past burst of slowness for good, so that every replica
+// that went through one looks slow; hedge_replica_latency_recent_seconds
+// (hedge.ReplicaStats.Recent) holds the last 30 to 60 seconds alone
+// (hedge.RecentWindow), the quantiles 0.5, 0.9, 0.99 and 0.999 as
+// gauges, and is absent for a replica with no success in that time.
+//
+// # What runs now
+//
+// hedge_mode and hedge_rollout say what each Hedger runs now, so that a
+// kill switch can be checked across pods: after SetMode(hedge.Off) on
+// every instance, sum by (mode) (hedge_mode) counts every Hedger under
+// mode="off" and none under mode="on"; an instance left behind shows at
+// once. Hedgers that share a hedge.ModeVar report the same mode.
 //
 // With WithTiedClient, for each tied.Client given (tied.ClientStats):
 //

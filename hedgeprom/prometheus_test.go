@@ -362,6 +362,12 @@ func TestPrometheusScrapesWhatClientsCounted(t *testing.T) {
 				{"hedge_replica_latency_seconds_count" + sel, float64(r.Latency.Count)},
 			})
 		}
+		// What the Hedger runs: one mode at 1, and its rollout.
+		checkQueries(ctx, t, prom, at, "the Hedger's mode and rollout", []query{
+			{fmt.Sprintf(`hedge_mode{hedger=%q,mode=%q}`, name, h.Mode().String()), 1},
+			{fmt.Sprintf(`sum(hedge_mode{hedger=%q})`, name), 1},
+			{fmt.Sprintf(`hedge_rollout{hedger=%q}`, name), h.Rollout()},
+		})
 	}
 	// The hedge rate over both Hedgers, summed as a dashboard does.
 	all := float64(want["items"].Hedges+want["direct"].Hedges) / float64(want["items"].Requests+want["direct"].Requests)

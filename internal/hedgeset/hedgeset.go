@@ -109,6 +109,39 @@ func Refusals(s hedge.Stats) []Count {
 	return out
 }
 
+// The gauges of what a Hedger runs now, labelled by hedger: its mode (one
+// series per mode, labelled LabelMode, 1 for the mode in force and 0 for
+// the others) and its rollout fraction. Their names are dotted as those
+// of a Series, without a prefix.
+const (
+	ModeName    = "mode"
+	RolloutName = "rollout"
+	LabelMode   = "mode" // a mode's name, hedge.Mode.String
+)
+
+// ModeHelp and RolloutHelp describe the gauges of a Hedger's mode and
+// rollout.
+const (
+	ModeHelp    = "1 for the mode the Hedger runs in now (mode=on, shadow or off; hedge.Hedger.SetMode), 0 for the others: after a kill switch, every pod should show mode=\"off\" at 1. Hedgers sharing a hedge.ModeVar report the same."
+	RolloutHelp = "The fraction of requests the Hedger hedges for real while its mode is on (hedge.Hedger.SetRollout); the others run in Shadow, the control group. 1 without a rollout."
+)
+
+// Modes are the modes, in the order of their series.
+var Modes = [...]hedge.Mode{hedge.On, hedge.Shadow, hedge.Off}
+
+// ModeValues returns the values of the mode gauge of a Hedger in mode m,
+// labelled by mode.
+func ModeValues(m hedge.Mode) [len(Modes)]Count {
+	var out [len(Modes)]Count
+	for i, each := range Modes {
+		out[i] = Count{each.String(), 0}
+		if each == m {
+			out[i].N = 1
+		}
+	}
+	return out
+}
+
 // Views of a replica's load, as label values.
 const (
 	ViewReport  = "report"   // Stats.LoadByReport

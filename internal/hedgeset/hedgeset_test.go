@@ -113,7 +113,7 @@ func TestSeriesCoverEveryField(t *testing.T) {
 	checkCovers(t, TiedClientSeries, cs, cw)
 	ss, sw := distinct[tied.Stats](t)
 	checkCovers(t, TiedServerSeries, ss, sw)
-	rs, rw := distinct[hedge.ReplicaStats](t, "Replica", "Latency") // the label, and ReplicaLatency
+	rs, rw := distinct[hedge.ReplicaStats](t, "Replica", "Latency", "Recent") // the label, ReplicaLatency and ReplicaRecent
 	checkCovers(t, ReplicaSeries, rs, rw)
 	if ReplicaLabel(12) != "12" {
 		t.Errorf("ReplicaLabel(12) = %q", ReplicaLabel(12))

@@ -97,6 +97,15 @@ const ReplicaLatency = "latency"
 // ReplicaLatencyHelp describes the per-replica latency.
 const ReplicaLatencyHelp = "Latency of the copies sent to each replica that succeeded, from send to success (primaries, hedges and failovers alike), since the Hedger was made, within quantile.RelativeError (about 0.8%): the replica that is slow stands out. Absent for Hedgers that do not pick replicas (Config.Replicas 0)."
 
+// ReplicaRecent is the name, after ReplicaPrefix, of the per-replica
+// latency over the recent window (hedge.ReplicaStats.Recent), which every
+// exporter exports as gauges of its quantiles.
+const ReplicaRecent = "latency.recent"
+
+// ReplicaRecentHelp describes the per-replica latency over the recent
+// window.
+const ReplicaRecentHelp = "Latency of the copies sent to each replica that succeeded, from send to success, over the last 30 to 60 seconds (hedge.RecentWindow), within quantile.RelativeError (about 0.8%): what each replica does now, where the latency since the Hedger was made keeps a past burst for good. Absent for a replica with no success in that time, and for Hedgers that do not pick replicas."
+
 // ReplicaSeries are the series of a Hedger's ReplicaStats, labelled by
 // hedger and replica, besides ReplicaLatency.
 var ReplicaSeries = []Series[hedge.ReplicaStats]{

@@ -231,3 +231,31 @@ func TiedMistakes(t testing.TB) []Mistake {
 		{Clients: cs{{Name: "a", V: c}, {Name: "b", V: c}}, Want: `tied client "a" and "b" are the same *tied.Client`},
 	}
 }
+
+// Burst returns a Hedger over two replicas that never hedges
+// (MaxAttempts 1), after a burst of slowness and a recovery: 40 calls
+// answered in 800 ms, then, a RecentWindow later, 40 answered in 2 ms.
+// Its replicas' latency since it was made keeps the burst in its p99;
+// their recent latency holds the fast answers alone. Call it inside a
+// synctest bubble.
+func Burst(t testing.TB) *hedge.Hedger {
+	t.Helper()
+	h, err := hedge.New(hedge.Config{Replicas: 2, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(d time.Duration) {
+		hedge.Do(context.Background(), h, "get", func(ctx context.Context, a hedge.Attempt) (int, error) {
+			time.Sleep(d)
+			return a.Replica, nil
+		})
+	}
+	for range 40 {
+		call(800 * ms)
+	}
+	time.Sleep(hedge.RecentWindow)
+	for range 40 {
+		call(2 * ms)
+	}
+	return h
+}

@@ -1,0 +1,134 @@
+package hedge
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailcut/hedge/quantile"
+)
+
+// RecentWindow is how far back a recent Distribution (ReplicaStats.Recent)
+// looks. It is kept as two halves, the current one and the one before,
+// so that it holds the values of the last RecentWindow/2 at least and of
+// the last RecentWindow at most: a burst of slowness leaves it within a
+// minute.
+const RecentWindow = time.Minute
+
+// recentHalf is the span of one half of a recent window.
+const recentHalf = RecentWindow / 2
+
+// recentHist counts the values of the current half-window span and of the
+// one before it, on the Hedger's clock (times are arguments: it reads no
+// clock). Its zero value is ready to use. Record is lock-free except on
+// the first value of a span, which starts a fresh histogram (about
+// 20 KB) under the mutex; reading takes the mutex.
+type recentHist struct {
+	mu   sync.Mutex                         // held to start a span and to read
+	span atomic.Int64                       // index of cur's span: a time / recentHalf
+	cur  atomic.Pointer[quantile.Histogram] // the values of span; nil before the first
+	prev atomic.Pointer[quantile.Histogram] // those of span-1, or nil
+}
+
+// record counts v, recorded at now.
+func (r *recentHist) record(now time.Duration, v int64) {
+	s := int64(now / recentHalf)
+	if h := r.cur.Load(); h != nil && s == r.span.Load() {
+		h.Record(v)
+		return
+	}
+	r.start(s).Record(v)
+}
+
+// start returns the histogram of span s, starting it if s is later than
+// the current span; a time before the current span (a caller that read
+// the clock before another started the span) counts in the current one.
+func (r *recentHist) start(s int64) *quantile.Histogram {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, old := r.cur.Load(), r.span.Load()
+	switch {
+	case cur != nil && s <= old:
+		return cur
+	case cur != nil && s == old+1:
+		r.prev.Store(cur)
+	default:
+		r.prev.Store(nil) // the span before s saw no value
+	}
+	h := new(quantile.Histogram)
+	r.cur.Store(h)
+	r.span.Store(s)
+	return h
+}
+
+// distribution returns the values of the recent window at now: those of
+// now's span and the one before.
+func (r *recentHist) distribution(now time.Duration) Distribution {
+	r.mu.Lock()
+	cur, prev, span := r.cur.Load(), r.prev.Load(), r.span.Load()
+	r.mu.Unlock()
+	switch s := int64(now / recentHalf); {
+	case cur == nil || s > span+1:
+		return Distribution{}
+	case s == span+1:
+		return merged(cur, nil)
+	}
+	return merged(cur, prev)
+}
+
+// merged returns the Distribution of the values of a and b (b may be
+// nil): quantiles within quantile.RelativeError, as those of distribution,
+// and Sum exact once recording stops.
+func merged(a, b *quantile.Histogram) Distribution {
+	ca, sa := a.Counts(nil), a.Snapshot()
+	var cb quantile.Counts
+	var sb quantile.Snapshot
+	if b != nil {
+		cb, sb = b.Counts(nil), b.Snapshot()
+	}
+	n := int(ca.Count + cb.Count)
+	if n == 0 {
+		return Distribution{}
+	}
+	top := max(sa.Max, sb.Max)
+	buckets := mergeBuckets(ca.Buckets, cb.Buckets)
+	at := func(q float64) time.Duration {
+		rank, seen := uint64(quantile.Rank(q, n)), uint64(0)
+		for _, bk := range buckets {
+			if seen += bk.Count; seen >= rank {
+				return time.Duration(min(bk.Mid(), top))
+			}
+		}
+		return time.Duration(top)
+	}
+	sum := ca.Sum + cb.Sum
+	return Distribution{
+		Count: int64(n),
+		Mean:  time.Duration(float64(sum) / float64(n)),
+		P50:   at(0.50),
+		P90:   at(0.90),
+		P99:   at(0.99),
+		P999:  at(0.999),
+		Max:   time.Duration(top),
+		Sum:   time.Duration(sum),
+	}
+}
+
+// mergeBuckets merges two lists of non-empty buckets of the same layout,
+// each in increasing order, adding the counts of a bucket in both.
+func mergeBuckets(a, b []quantile.Bucket) []quantile.Bucket {
+	out := make([]quantile.Bucket, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0].Lo < b[0].Lo:
+			out, a = append(out, a[0]), a[1:]
+		case len(a) == 0 || b[0].Lo < a[0].Lo:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			bk := a[0]
+			bk.Count += b[0].Count
+			out, a, b = append(out, bk), a[1:], b[1:]
+		}
+	}
+	return out
+}
