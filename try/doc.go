@@ -21,10 +21,17 @@
 // load the replicas for the unhedged arm too: a gain measured here is, if
 // anything, understated.
 //
-// Latency is timed from each request's intended start (so a request that
-// waited for a slot under Options.MaxInFlight, or behind a late
-// dispatcher, carries that wait: no coordinated omission) to the end of its
-// body (for gRPC and Redis, to its reply). Answers of any status count, and timeouts count at their time;
+// The rate is a ceiling at every moment, not an average: a request leaves
+// at its intended start or up to one gap (the time to the next arrival)
+// after it, never later. An arrival that finds every slot of
+// Options.MaxInFlight held for that long (the service stalled), or that
+// the load generator reaches later than that (its machine was busy), is
+// dropped and counted (Result.DroppedInFlight, DroppedLate, and a note),
+// never sent with the next ones in a burst when the stall ends. Latency
+// is timed from each request's intended start (so a request that waited
+// for a slot, or behind a late dispatcher, carries that wait: no
+// coordinated omission) to the end of its body (for gRPC and Redis, to
+// its reply). Answers of any status count, and timeouts count at their time;
 // failures without an answer (refused connections, refused redirects) are
 // counted as errors only. How late the dispatcher itself started the
 // measured requests is reported (Result.LagP50, LagP99), and a run whose

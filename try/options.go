@@ -1,9 +1,11 @@
 package try
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -104,7 +106,10 @@ type Options struct {
 	Duration time.Duration
 	// MaxInFlight bounds the requests in flight (copies not counted);
 	// when it is reached the next request waits for a slot, its latency
-	// still timed from its intended start.
+	// still timed from its intended start, but no longer than the gap to
+	// the arrival after it: then it is dropped, and counted
+	// (Result.DroppedInFlight), so that the arrivals of a stall never
+	// leave together when it ends.
 	MaxInFlight int
 	// Timeout bounds each request, from its intended start.
 	Timeout time.Duration
@@ -136,6 +141,18 @@ type Options struct {
 	// ProgressEvery (zero means a second).
 	Progress      io.Writer
 	ProgressEvery time.Duration
+
+	hooks testHooks
+}
+
+// testHooks let the package's tests run Run in a synctest bubble, on an
+// in-memory network: the bubble's clock moves only while every goroutine
+// in it is blocked, so the Pacer's spin and a socket's read would stall it.
+type testHooks struct {
+	// timerPacing paces the arrivals on the runtime timer alone.
+	timerPacing bool
+	// dial, if set, dials the HTTP replicas.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Defaults returns o with its zero fields set to their defaults.

@@ -82,6 +82,9 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(bw, "\nload generator lag (start after intended start): p50 %s, p99 %s\n", fmtDur(r.LagP50), fmtDur(r.LagP99))
+	if r.DroppedInFlight > 0 || r.DroppedLate > 0 {
+		fmt.Fprintf(bw, "dropped, not sent: %d arrivals (%d with every in-flight slot held, %d reached late): never sent in a burst above the rate\n", r.DroppedInFlight+r.DroppedLate, r.DroppedInFlight, r.DroppedLate)
+	}
 	if len(r.Backoff) > 0 {
 		fmt.Fprintf(bw, "\nback-off: %d changes of the rate (%d pushback responses); lowest x%.3f\n", len(r.Backoff), r.Pushback, minBackoff(r.Backoff))
 	}
@@ -300,6 +303,12 @@ func (r *Result) writeMarkdown(w *bufio.Writer) error {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "\n![replicas](replicas.svg)\n\n## Load\n\n")
+	fmt.Fprintf(w, "A request leaves at most one gap (the time to the next arrival) after its intended start, or not at all: try never sends above the rate to catch up. ")
+	if r.DroppedInFlight == 0 && r.DroppedLate == 0 {
+		fmt.Fprintf(w, "No arrival of the measured span was dropped.\n\n")
+	} else {
+		fmt.Fprintf(w, "**%d arrivals of the measured span were dropped**: %d found every in-flight slot held until the next arrival was due (a stall), %d were reached late by the load generator. Their latencies are not measured.\n\n", r.DroppedInFlight+r.DroppedLate, r.DroppedInFlight, r.DroppedLate)
+	}
 	if len(r.Backoff) == 0 {
 		fmt.Fprintf(w, "No back-off: the service never pushed back (%s) nor failed a fifth of a second's requests.\n", r.words().pushback)
 	} else {

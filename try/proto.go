@@ -245,6 +245,9 @@ func (p *httpProto) newClient(cfg hedge.Config) (sender, error) {
 		TLSHandshakeTimeout:   5 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
+	if p.o.hooks.dial != nil {
+		base.DialContext = p.o.hooks.dial
+	}
 	ht, err := hedgehttp.New(&countingTransport{base: base, replicas: p.replicaIdx}, h, hedgehttp.Config{
 		Replicas:         p.o.Replicas,
 		HedgeKeyedWrites: p.o.AllowWrites,

@@ -148,19 +148,29 @@ type Result struct {
 	// Targets counts the distinct requests, sent in turn: HTTP targets,
 	// gRPC request messages, or Redis keys; Methods counts them by HTTP
 	// method, gRPC method, or Redis command.
-	Targets   int            `json:"targets"`
-	Methods   map[string]int `json:"methods"`
-	Rate      float64        `json:"rate"`
-	Ramp      time.Duration  `json:"ramp_ns"`
-	Warmup    time.Duration  `json:"warmup_ns"`
-	Duration  time.Duration  `json:"duration_ns"`
-	Measured  time.Duration  `json:"measured_ns"`
-	Sent      int            `json:"sent"`
-	Seed      uint64         `json:"seed"`
-	Blocks    int            `json:"blocks"`
-	Resamples int            `json:"resamples"`
-	MinCut    float64        `json:"min_cut"`
-	LoadLimit float64        `json:"load_limit"`
+	Targets  int            `json:"targets"`
+	Methods  map[string]int `json:"methods"`
+	Rate     float64        `json:"rate"`
+	Ramp     time.Duration  `json:"ramp_ns"`
+	Warmup   time.Duration  `json:"warmup_ns"`
+	Duration time.Duration  `json:"duration_ns"`
+	Measured time.Duration  `json:"measured_ns"`
+	Sent     int            `json:"sent"`
+	// DroppedInFlight and DroppedLate count the arrivals of the measured
+	// span that were not sent, as try never sends a late request with
+	// the next ones in a burst: a request goes at most one gap (the time
+	// to the next arrival) after its intended start, or not at all.
+	// DroppedInFlight counts those for which no slot came free under
+	// Options.MaxInFlight in that time (the service held every slot: a
+	// stall); DroppedLate those the load generator itself reached too
+	// late (its machine was busy). Their latencies are not measured.
+	DroppedInFlight int     `json:"dropped_in_flight"`
+	DroppedLate     int     `json:"dropped_late"`
+	Seed            uint64  `json:"seed"`
+	Blocks          int     `json:"blocks"`
+	Resamples       int     `json:"resamples"`
+	MinCut          float64 `json:"min_cut"`
+	LoadLimit       float64 `json:"load_limit"`
 	// Baseline names the arm the others are compared with.
 	Baseline string           `json:"baseline"`
 	Arms     []*ArmResult     `json:"arms"`
@@ -169,8 +179,9 @@ type Result struct {
 	Pushback int              `json:"pushback_responses"`
 	Stopped  string           `json:"stopped,omitempty"`
 	// LagP50 and LagP99 are how late the load generator started the
-	// measured requests, every arm's, after their intended starts: its
-	// own pacing and scheduling delays. Latencies are timed from the
+	// measured requests, every arm's, after their intended starts (or
+	// reached those it dropped as late): its own pacing and scheduling
+	// delays. Latencies are timed from the
 	// intended start, so the lag is in them; a lag far from zero says the
 	// client, not the service, shaped what was measured (see Overloaded).
 	LagP50 time.Duration `json:"lag_p50_ns"`
@@ -215,7 +226,7 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 	}
 
 	r.mu.Lock()
-	recs := r.records
+	recs, drops := r.records, r.drops
 	r.mu.Unlock()
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].intended < recs[j].intended })
 	end := r.total
@@ -243,6 +254,18 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 		res.Replica = append(res.Replica, &ReplicaResult{Replica: o.Replicas[j]})
 	}
 	var lags []int64
+	for _, d := range drops {
+		if d.intended < r.measure || d.intended >= end {
+			continue
+		}
+		switch d.why {
+		case dropLate:
+			res.DroppedLate++
+			lags = append(lags, int64(d.lag))
+		case dropInFlight:
+			res.DroppedInFlight++
+		}
+	}
 	for k := range recs {
 		rec := &recs[k]
 		if rec.intended < r.measure || rec.intended >= end {
@@ -330,6 +353,12 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 	}
 	if res.Overloaded() {
 		res.Notes = append(res.Notes, fmt.Sprintf("The load generator fell behind: it started 1%% of the measured requests %v or more after their intended starts (p50 %v), over a tenth of %s's p99. Latencies are timed from the intended start, so every arm carries that lag: the client's CPU, not the service, may have shaped the tail. Run with a lower --rate, or on a machine with cores to spare.", res.LagP99.Round(10*time.Microsecond), res.LagP50.Round(10*time.Microsecond), res.Baseline))
+	}
+	if res.DroppedInFlight > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d arrivals of the measured span were dropped, not sent: every one of the %d slots of --max-in-flight was held (the service stalled or slowed) until the next arrival was due. try never sends above --rate, so it does not catch up after a stall; the requests that held the slots are measured, the dropped ones are not, so every arm's tail is understated alike. Raise --max-in-flight to keep sending through a stall.", res.DroppedInFlight, o.MaxInFlight))
+	}
+	if res.DroppedLate > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d arrivals of the measured span were dropped, not sent: the load generator reached them more than a gap late (its machine was busy), and try never sends above --rate to catch up. Run with a lower --rate, or on a machine with cores to spare.", res.DroppedLate))
 	}
 	if res.Arms[base].hedges {
 		res.Notes = append(res.Notes, "No arm is unhedged: the first arm is the baseline. Add none to --arms for a comparison with no hedging.")

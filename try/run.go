@@ -63,6 +63,8 @@ type runner struct {
 
 	inFlight atomic.Int64
 	sent     atomic.Int64
+	dropped  atomic.Int64
+	drops    []drop // under mu
 	failures atomic.Int64
 	bo       backoff
 }
@@ -147,6 +149,13 @@ func (r *runner) closeClients() {
 
 // dispatch paces the arrivals until the end, ctx's end, or a failing
 // service, and waits for every request it started.
+//
+// An arrival is sent at its intended time, or up to one gap (the time to
+// the next arrival) later: it waits that long at most for a slot under
+// MaxInFlight, and the dispatcher may reach it that late. Past that it is
+// dropped and counted (dropInFlight, dropLate), never sent with the next
+// ones in a burst: so no span holds more requests than the rate allows,
+// plus one.
 func (r *runner) dispatch(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -171,26 +180,82 @@ func (r *runner) dispatch(ctx context.Context) error {
 		if !r.sleepUntil(ctx, &pacer, at) {
 			return nil
 		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
+		gap := r.gap(at, factor)
 		arm := rng.IntN(len(r.arms))
-		wg.Add(1)
-		r.inFlight.Add(1)
-		r.sent.Add(1)
-		go func(arm, i int, intended time.Duration) {
-			defer func() { <-sem; r.inFlight.Add(-1); wg.Done() }()
-			r.one(ctx, arm, i, intended)
-		}(arm, i, at)
-		at += r.gap(at, factor)
+		switch why, lag := r.admit(ctx, &pacer, sem, at, gap); why {
+		case admitted:
+			wg.Add(1)
+			r.inFlight.Add(1)
+			r.sent.Add(1)
+			go func(arm, i int, intended time.Duration) {
+				defer func() { <-sem; r.inFlight.Add(-1); wg.Done() }()
+				r.one(ctx, arm, i, intended)
+			}(arm, i, at)
+		case stopped:
+			return nil
+		default:
+			r.dropped.Add(1)
+			r.mu.Lock()
+			r.drops = append(r.drops, drop{intended: at, lag: lag, why: why})
+			r.mu.Unlock()
+		}
+		at += gap
 	}
+}
+
+// Why an arrival was not sent (admit).
+const (
+	admitted     = ""
+	stopped      = "stopped"
+	dropInFlight = "in_flight" // no slot came free within a gap
+	dropLate     = "late"      // the dispatcher reached it more than a gap late
+)
+
+// drop is an arrival that was not sent: its intended time, how late the
+// dispatcher was when it gave up on it, and why.
+type drop struct {
+	intended, lag time.Duration
+	why           string
+}
+
+// admit takes a slot for the arrival intended at at, if it can be had
+// within late of at, and returns admitted; otherwise dropLate (the
+// dispatcher came to it too late), dropInFlight (no slot came free in
+// time, the slot holders still in flight) or stopped (ctx ended), with
+// how late it was then.
+func (r *runner) admit(ctx context.Context, p *bench.Pacer, sem chan struct{}, at, late time.Duration) (string, time.Duration) {
+	lag := p.Now() - at
+	if lag > late {
+		return dropLate, lag
+	}
+	select {
+	case sem <- struct{}{}:
+		return admitted, lag
+	default:
+	}
+	t := time.NewTimer(late - lag)
+	defer t.Stop()
+	select {
+	case sem <- struct{}{}:
+	case <-t.C:
+		return dropInFlight, p.Now() - at
+	case <-ctx.Done():
+		return stopped, 0
+	}
+	if lag = p.Now() - at; lag > late {
+		<-sem // the slot came free, but too late to send without a burst
+		return dropInFlight, lag
+	}
+	return admitted, lag
 }
 
 // sleepUntil waits until at (since the start), or ctx's end (false).
 func (r *runner) sleepUntil(ctx context.Context, p *bench.Pacer, at time.Duration) bool {
-	if d := at - p.Now() - 20*time.Millisecond; d > 0 {
+	d := at - p.Now()
+	if !r.o.hooks.timerPacing {
+		d -= 20 * time.Millisecond
+	}
+	if d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -199,7 +264,9 @@ func (r *runner) sleepUntil(ctx context.Context, p *bench.Pacer, at time.Duratio
 			return false
 		}
 	}
-	p.Wait(at)
+	if !r.o.hooks.timerPacing {
+		p.Wait(at)
+	}
 	return ctx.Err() == nil
 }
 
@@ -319,7 +386,11 @@ func (r *runner) progress(ctx context.Context) (stop func()) {
 			if f, _, _ := r.bo.state(now); f < 1 {
 				fmt.Fprintf(r.o.Progress, " (backed off to x%.2f)", f)
 			}
-			fmt.Fprintf(r.o.Progress, "  in flight %d  errors %d  p99 (last 5s):", r.inFlight.Load(), r.failures.Load())
+			fmt.Fprintf(r.o.Progress, "  in flight %d  errors %d", r.inFlight.Load(), r.failures.Load())
+			if n := r.dropped.Load(); n > 0 {
+				fmt.Fprintf(r.o.Progress, "  dropped %d", n)
+			}
+			fmt.Fprint(r.o.Progress, "  p99 (last 5s):")
 			for i, p := range r.recentP99(now, 5*time.Second) {
 				fmt.Fprintf(r.o.Progress, " %s %s", r.arms[i].arm.Name, fmtDur(p))
 			}
