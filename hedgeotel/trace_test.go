@@ -73,7 +73,9 @@ func TestTracedDo(t *testing.T) {
 			},
 			want: []copyView{
 				{index: 0, kind: "primary", outcome: hedgeotel.OutcomeFailed, winner: 1, copies: 2, status: codes.Error, links: 1, events: 1},
-				{index: 1, kind: "hedge", outcome: hedgeotel.OutcomeWon, winner: 1, copies: 2, status: codes.Ok, links: 1},
+				// Sent once the only running copy failed: no hedge, it
+				// stands for the primary (hedge.Attempt.Hedge).
+				{index: 1, kind: "primary", outcome: hedgeotel.OutcomeWon, winner: 1, copies: 2, status: codes.Ok, links: 1},
 			},
 			wantV: 1,
 		},
