@@ -115,9 +115,14 @@
 // OK wins whatever its trailers say. The call's own trailer option, if
 // any, receives the trailer of the copy whose outcome the call returns.
 //
-// Each hedge copy carries the metadata PreviousAttemptsKey
-// ("grpc-previous-rpc-attempts") with its attempt index, as in gRPC, so a
-// server can tell hedges from primaries; the primary carries none.
+// Each hedge copy carries the metadata AttemptKey ("hedge-attempt") with
+// its attempt index, so that a server can tell hedges from primaries. The
+// primary carries none, nor does a copy sent when no other copy of the
+// call runs (hedge.Attempt.IsHedge): a failover, or the copy sent at once
+// after an UNAVAILABLE. That copy is the call's only one, and a server
+// must serve it as a primary. Every copy after the first also carries
+// PreviousAttemptsKey ("grpc-previous-rpc-attempts"), as in gRPC; it
+// marks no hedge, since grpc-go sets it on its own retries too.
 //
 // # Reply isolation
 //

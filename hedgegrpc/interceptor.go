@@ -22,10 +22,22 @@ import (
 	"github.com/tailcut/hedge"
 )
 
-// PreviousAttemptsKey is the metadata key that marks hedge copies, as in
-// gRPC's A6: copy i (i > 0) carries the value i, the number of copies sent
-// before it; the primary does not carry it.
+// PreviousAttemptsKey is the metadata key that counts the copies sent
+// before this one, as in gRPC's A6: copy i (i > 0) carries the value i;
+// the primary does not carry it. It does not mark a hedge: grpc-go sets it
+// on its own retries too, and on a failover it marks the request's only
+// copy. Servers tell hedges by AttemptKey.
 const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
+
+// AttemptKey is the metadata key that marks a hedge copy: a copy sent
+// while another copy of the call runs (hedge.Attempt.IsHedge) carries its
+// index, "1" for the first hedge. The primary never carries it, nor does a
+// copy that stands alone: a failover (the first copy never reached a
+// server) or a copy sent after the only running copy failed. That copy is
+// the call's primary now, and a server that runs hedges at low priority
+// (package sparegrpc) must serve it as one. It is the gRPC form of
+// hedgehttp's Hedge-Attempt header.
+const AttemptKey = "hedge-attempt"
 
 // PushbackKey is the trailer key with which a server asks the client to
 // hold off, as in gRPC's A6: its value is a number of milliseconds to wait
@@ -278,8 +290,8 @@ type copyKey struct{}
 // into reply (proto.Reset, then proto.Merge), after hedge.Do returned: a
 // losing copy never writes to reply, even one that completes later. Header,
 // Trailer and Peer call options get the same treatment, and an OnFinish
-// callback runs once, with the call's outcome. Hedge copies carry
-// PreviousAttemptsKey metadata. Every copy's context derives from ctx, so
+// callback runs once, with the call's outcome. Copies after the first carry
+// PreviousAttemptsKey metadata, and hedge copies AttemptKey. Every copy's context derives from ctx, so
 // the caller's deadline and cancellation bound all of them.
 //
 // A copy that fails with a PushbackKey trailer holds the next copy back
@@ -379,7 +391,10 @@ func (c *call) attempt(ctx context.Context, a hedge.Attempt) (int, error) {
 		s.out = new(callOutputs)
 	}
 	opts := s.redirect(c.opts)
-	if a.Index > 0 {
+	switch {
+	case a.IsHedge():
+		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, prevAttempts[a.Index], AttemptKey, prevAttempts[a.Index])
+	case a.Index > 0:
 		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, prevAttempts[a.Index])
 	}
 	var err error

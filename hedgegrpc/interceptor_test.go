@@ -122,6 +122,13 @@ func TestHedgeWinsWhenPrimaryStalls(t *testing.T) {
 			if resp.GetHostname() != "attempt=1" || resp.GetServerId() != seen["1"].id {
 				t.Errorf("reply %v, want the hedge's from %s", resp, seen["1"].id)
 			}
+			for _, b := range c.backends {
+				for _, a := range b.seen() {
+					if want := a.attempt; a.hedge != want {
+						t.Errorf("copy %q carries %s %q, want %q: only a hedge carries it", a.attempt, hedgegrpc.AttemptKey, a.hedge, want)
+					}
+				}
+			}
 			if replicas && seen[""] == seen["1"] {
 				t.Errorf("primary and hedge both went to %s", seen[""].id)
 			}
@@ -141,6 +148,8 @@ func TestHedgeWinsWhenPrimaryStalls(t *testing.T) {
 
 // A copy failing with a non-fatal code sends the next copy at once (the
 // delay is an hour); when all fail, the last copy's status is returned.
+// That copy is the call's only one: it carries no AttemptKey, so that a
+// server serves it as a primary.
 func TestNonFatalCodeSendsNextCopyAtOnce(t *testing.T) {
 	t.Run("hedge succeeds", func(t *testing.T) {
 		handle := func(ctx context.Context, b *backend, attempt string) (*testgrpc.SimpleResponse, error) {
@@ -160,6 +169,13 @@ func TestNonFatalCodeSendsNextCopyAtOnce(t *testing.T) {
 		}
 		if got := c.unaryCalls(); got != 2 {
 			t.Errorf("copies: %d, want 2", got)
+		}
+		for _, b := range c.backends {
+			for _, a := range b.seen() {
+				if a.hedge != "" {
+					t.Errorf("copy %q, sent when no other copy ran, carries %s %q", a.attempt, hedgegrpc.AttemptKey, a.hedge)
+				}
+			}
 		}
 	})
 	t.Run("all fail", func(t *testing.T) {

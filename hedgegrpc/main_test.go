@@ -29,6 +29,7 @@ type handler func(ctx context.Context, b *backend, attempt string) (*testgrpc.Si
 // arrival is what a backend saw of one call.
 type arrival struct {
 	attempt     string // grpc-previous-rpc-attempts values, joined by ","; "" if absent
+	hedge       string // hedge-attempt values (AttemptKey), likewise
 	hasDeadline bool
 }
 
@@ -51,9 +52,10 @@ type backend struct {
 func (b *backend) see(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
 	a := strings.Join(md.Get(hedgegrpc.PreviousAttemptsKey), ",")
+	hg := strings.Join(md.Get(hedgegrpc.AttemptKey), ",")
 	_, dl := ctx.Deadline()
 	b.mu.Lock()
-	b.arrivals = append(b.arrivals, arrival{attempt: a, hasDeadline: dl})
+	b.arrivals = append(b.arrivals, arrival{attempt: a, hedge: hg, hasDeadline: dl})
 	b.mu.Unlock()
 	return a
 }

@@ -111,7 +111,9 @@ func (c *call) tiedCall(ctx context.Context) error {
 		if r := cp.Role.String(); r != "" {
 			ctx = metadata.AppendToOutgoingContext(ctx, tied.RoleKey, r)
 		}
-		i, err := c.attempt(ctx, hedge.Attempt{Index: cp.Index, Replica: cp.Replica})
+		// Copy 1 sent as a primary (copy 0 never reached its server)
+		// stands alone.
+		i, err := c.attempt(ctx, hedge.Attempt{Index: cp.Index, Replica: cp.Replica, Hedge: cp.Index > 0 && cp.Role != tied.RolePrimary})
 		if err != nil && status.Code(err) == codes.Aborted {
 			if why := c.copies[cp.Index].trailer.Get(tied.DroppedKey); len(why) > 0 {
 				derr := tied.ErrDropped

@@ -174,7 +174,10 @@
 //
 // Every hedge copy carries "Hedge-Attempt: N" (AttemptHeader, N >= 1) so
 // that servers, logs and tied-request middleware can tell copies apart;
-// AttemptIndex reads it. The primary never carries it. The caller's
+// AttemptIndex reads it. The primary never carries it, nor does a copy
+// sent when no other copy of the request runs (hedge.Attempt.IsHedge): a
+// failover, or the copy sent at once after a 503. That copy is the
+// request's only one, and a server must serve it as a primary. The caller's
 // *http.Request is never modified: each hedge is a req.Clone, and the
 // primary, to keep the path without hedges cheap, a shallow copy with its
 // own context (req.WithContext) that deep-copies the headers only when it

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,15 +30,22 @@ func reportingReplicas(t *testing.T, n, workers int, app http.Handler) []string 
 	return urls
 }
 
-// failPrimaries answers a primary of /fail 503, a retryable failure after
-// which the Hedger decides on a hedge at once, and anything else 200 "ok".
-var failPrimaries = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/fail" && hedgehttp.AttemptIndex(r) == 0 {
-		http.Error(w, "try another replica", http.StatusServiceUnavailable)
-		return
+// failPrimaries returns a handler, for every replica of a test, that
+// answers the primary of a request to /fail 503, a retryable failure after
+// which the Hedger decides on the next copy at once, and anything else
+// 200 "ok". The copy after the 503 stands alone and carries no
+// Hedge-Attempt, so the primary is told by its turn: the tests send one
+// request at a time, each of two copies.
+func failPrimaries() http.HandlerFunc {
+	var n atomic.Int64
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/fail" && n.Add(1)%2 == 1 {
+			http.Error(w, "try another replica", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok")
 	}
-	io.WriteString(w, "ok")
-})
+}
 
 // Replicas' load reports reach the Transport on every answer, a failed
 // one's included, are counted, and reach the Hedger, whose hedge
@@ -46,7 +54,7 @@ var failPrimaries = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request
 // (for a delay) when the next decision reads it: a primary answered 503
 // makes the Hedger decide on its hedge at once.
 func TestLoadReportsReachTheHedger(t *testing.T) {
-	urls := reportingReplicas(t, 2, 4, failPrimaries)
+	urls := reportingReplicas(t, 2, 4, failPrimaries())
 	h := newHedger(t, hedge.Config{Replicas: 2, Delay: hedge.Fixed(time.Hour)})
 	tr := newTransport(t, nil, h, hedgehttp.Config{Replicas: urls})
 
@@ -83,13 +91,14 @@ func TestLoadReportsReachTheHedger(t *testing.T) {
 // succeeds, and the Hedger reads its own view.
 func TestBadLoadReportsAreCountedAndIgnored(t *testing.T) {
 	header := make(chan string, 2) // one for each copy of a request
+	fail := failPrimaries()
 	var urls []string
 	for range 2 {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if v := <-header; v != "" {
 				w.Header().Set(loadreport.Header, v)
 			}
-			failPrimaries(w, r)
+			fail(w, r)
 		}))
 		t.Cleanup(srv.Close)
 		urls = append(urls, srv.URL)
@@ -134,7 +143,7 @@ func TestBadLoadReportsAreCountedAndIgnored(t *testing.T) {
 // Without Replicas there is no replica to pin a report on: reports are
 // not read.
 func TestLoadReportsSingleHost(t *testing.T) {
-	urls := reportingReplicas(t, 1, 4, failPrimaries)
+	urls := reportingReplicas(t, 1, 4, failPrimaries())
 	h := newHedger(t, hedge.Config{Delay: hedge.Fixed(time.Hour)})
 	tr := newTransport(t, nil, h, hedgehttp.Config{})
 	if body := readAll(t, roundTrip(t, tr, newRequest(t, http.MethodGet, urls[0]+"/fail", nil))); body != "ok" {

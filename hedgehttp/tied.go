@@ -116,7 +116,9 @@ func (t *Transport) TiedClient() *tied.Client {
 // first copy's body (nil: the request's own); getBody makes the second's.
 func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body io.ReadCloser, getBody func() (io.ReadCloser, error), contentLength int64) (*http.Response, error) {
 	attempt := func(ctx context.Context, cp tied.Copy) (*http.Response, error) {
-		a := hedge.Attempt{Index: cp.Index, Replica: cp.Replica}
+		// Copy 1 sent as a primary (copy 0 never reached its server)
+		// stands alone.
+		a := hedge.Attempt{Index: cp.Index, Replica: cp.Replica, Hedge: cp.Index > 0 && cp.Role != tied.RolePrimary}
 		var gotConn atomic.Bool
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) }})
 		out, err := t.copyRequest(ctx, req, a, body, getBody, contentLength)
@@ -135,7 +137,7 @@ func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body i
 			out.Header.Set(tied.RoleHeader, r)
 		}
 		rt := t.base
-		if cp.Index > 0 {
+		if a.IsHedge() {
 			rt = t.hedgeRT
 		}
 		resp, err := rt.RoundTrip(out)

@@ -17,8 +17,14 @@ import (
 )
 
 // AttemptHeader is the header that marks a hedge copy: "Hedge-Attempt: N",
-// where N is the copy's hedge.Attempt.Index (1 for the first hedge). The
-// primary copy never carries it, even if the caller's request did.
+// where N is the copy's hedge.Attempt.Index (1 for the first hedge). Only
+// a copy sent while another copy of the request runs carries it
+// (hedge.Attempt.IsHedge). The primary never carries it, even if the
+// caller's request did, nor does a copy that stands alone: a failover
+// (the first copy never reached a server) or a copy sent after the only
+// running copy failed (a 503, say). That copy is the request's primary
+// now, and a server that runs hedges at low priority (package spare)
+// must serve it as one.
 const AttemptHeader = "Hedge-Attempt"
 
 // DefaultMaxBodyBuffer is how many bytes of a request body without GetBody
@@ -593,7 +599,7 @@ func sendCopy(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
 		return nil, err
 	}
 	base := t.base
-	if a.Index > 0 {
+	if a.IsHedge() {
 		base = t.hedgeRT
 	}
 	resp, err := base.RoundTrip(out)
@@ -650,11 +656,15 @@ func (t *Transport) copyRequest(ctx context.Context, req *http.Request, a hedge.
 		}
 	}
 	switch {
-	case a.Index > 0:
+	case a.IsHedge():
 		if out.Header == nil {
 			out.Header = make(http.Header)
 		}
 		out.Header.Set(AttemptHeader, strconv.Itoa(a.Index))
+	case a.Index > 0:
+		// A copy that stands alone is the request's primary: out's
+		// header is its own (req.Clone).
+		delete(out.Header, AttemptHeader)
 	case req.Header[AttemptHeader] != nil:
 		// The primary shares the caller's header map until it changes it.
 		out.Header = req.Header.Clone()

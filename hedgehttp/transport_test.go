@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -500,7 +501,8 @@ func TestNoLeakedConnections(t *testing.T) {
 // Status classification: 502, 503 and 504 send the next copy at once;
 // pushback (429, or Retry-After) ends hedging and is returned; other
 // statuses are final. Failed responses are returned when nothing better
-// came.
+// came. The copy sent after a failed primary is the request's only copy:
+// it carries no Hedge-Attempt, so that a server serves it as a primary.
 func TestStatusClassification(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -527,16 +529,20 @@ func TestStatusClassification(t *testing.T) {
 		{"503 then pushback", 503, false, 429, 2, 429, "copy 1", true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var arrived atomic.Int64
 			s := newServer(t, func(s *server, w http.ResponseWriter, r *http.Request) {
-				c := s.rec.record(r)
+				s.rec.record(r)
+				// Copies go one after the other: the primary is the
+				// first to arrive. The next carries no Hedge-Attempt.
+				i := arrived.Add(1) - 1
 				code := tc.primary
-				if c.attempt > 0 {
+				if i > 0 {
 					code = tc.hedgeCode
 				} else if tc.retryAfter {
 					w.Header().Set("Retry-After", "1")
 				}
 				w.WriteHeader(code)
-				fmt.Fprintf(w, "copy %d", c.attempt)
+				fmt.Fprintf(w, "copy %d", i)
 			})
 			// The delay never passes: only a failure can send a hedge.
 			h := newHedger(t, hedge.Config{Delay: hedge.Fixed(time.Hour)})
@@ -547,6 +553,11 @@ func TestStatusClassification(t *testing.T) {
 			}
 			if n := len(s.rec.all()); n != tc.copies {
 				t.Errorf("server saw %d copies, want %d", n, tc.copies)
+			}
+			for _, c := range s.rec.all() {
+				if c.attemptHdr != nil {
+					t.Errorf("a copy carries Hedge-Attempt %q, sent when no other copy ran", c.attemptHdr)
+				}
 			}
 			if got := tr.Stats().Pushbacks > 0; got != tc.pushback {
 				t.Errorf("pushback counted: %v, want %v", got, tc.pushback)

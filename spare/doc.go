@@ -11,7 +11,8 @@
 // alone raise the median by up to 14% there (docs/default.md, "Many
 // clients"). The server sees what the clients cannot. A Limiter runs at most Workers requests at once; a
 // request marked as a hedge copy ("Hedge-Attempt: N", which
-// hedgehttp.Transport sets on every copy after the first) waits behind
+// hedgehttp.Transport sets on a copy sent while another copy of the
+// request runs) waits behind
 // every primary, and a primary that finds every worker busy takes the
 // worker of a running copy: the copy's context is cancelled with cause
 // ErrPreempted, and once its handler has returned the copy waits again,

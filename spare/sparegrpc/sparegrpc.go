@@ -1,10 +1,14 @@
 // Package sparegrpc is package spare's gRPC server interceptor: it runs a
 // server's calls through a spare.Limiter, hedge copies at low priority.
 //
-// A call is a copy when its metadata carries grpc-previous-rpc-attempts
-// with a value of 1 or more (hedgegrpc.PreviousAttemptsKey), which
-// hedgegrpc.Interceptor sets on every copy after the first, as grpc-go's
-// own hedging does. A unary copy is a spare.Copy: if a primary preempts
+// A call is a copy when its metadata carries hedge-attempt with a value
+// of 1 or more (hedgegrpc.AttemptKey), which hedgegrpc.Interceptor sets
+// on every hedge copy: a copy sent while another copy of the call runs.
+// Any other call is a primary. That includes a failover, a copy sent
+// after the only running copy failed, and grpc-go's own retries: each is
+// the call's only copy. So grpc-previous-rpc-attempts
+// (hedgegrpc.PreviousAttemptsKey), which those carry too, marks no copy
+// here. A unary copy is a spare.Copy: if a primary preempts
 // it, its handler is called again with the same request and the earlier
 // call's result is dropped, so the handler must be safe to call twice for
 // a request it may get twice anyway (a hedged one). Streams are
@@ -56,7 +60,7 @@ import (
 // whether a copy can run again.
 func kindOf(ctx context.Context, replay bool) spare.Kind {
 	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get(hedgegrpc.PreviousAttemptsKey)
+	v := md.Get(hedgegrpc.AttemptKey)
 	if len(v) == 0 {
 		return spare.Primary
 	}

@@ -60,7 +60,7 @@ func serve(t *testing.T, l *spare.Limiter, handle func(ctx context.Context, in s
 // call sends in; attempt, if not empty, marks it as that hedge copy.
 func call(ctx context.Context, c testgrpc.TestServiceClient, in string, attempt string, opts ...grpc.CallOption) (string, error) {
 	if attempt != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, hedgegrpc.PreviousAttemptsKey, attempt)
+		ctx = metadata.AppendToOutgoingContext(ctx, hedgegrpc.AttemptKey, attempt)
 	}
 	out, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: []byte(in)}}, opts...)
 	return out.GetUsername(), err
