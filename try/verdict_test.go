@@ -1,0 +1,115 @@
+package try
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tailcut/hedge/drill"
+	"github.com/tailcut/hedge/quantile"
+)
+
+// TAIL CUT needs the whole interval of the ratio below 1, not its low end:
+// a point cut of 20% whose interval still holds 1 could be chance.
+func TestVerdictTailCutNeedsWholeInterval(t *testing.T) {
+	res := &Result{LoadLimit: 0.25, MinCut: 0.1}
+	base := &ArmResult{Name: "none", lat: make([]int64, 1000), P99: Estimate{Value: 100 * time.Millisecond}}
+	for _, c := range []struct {
+		ratio [3]float64
+		want  drill.Outcome
+	}{
+		{[3]float64{0.8, 0.6, 1.05}, NotSignificant}, // holds 1 and a cut of 10%
+		{[3]float64{0.8, 0.6, 1.0}, NotSignificant},  // reaches 1
+		{[3]float64{0.8, 0.6, 0.99}, drill.TailCut},  // wholly below 1
+		{[3]float64{0.95, 0.91, 1.2}, drill.NoTailGain},
+	} {
+		ar := &ArmResult{Name: "default", lat: make([]int64, 1000), Hedged: 50, Hedges: 50, ExtraLoad: 0.05,
+			P99: Estimate{Value: time.Duration(c.ratio[0] * float64(100*time.Millisecond)), Ratio: c.ratio[0], RatioLo: c.ratio[1], RatioHi: c.ratio[2]}}
+		if got, why := verdict(res, ar, false, base); got != c.want {
+			t.Errorf("p99 ratio %.2f (%.2f-%.2f): %s (%s), want %s", c.ratio[0], c.ratio[1], c.ratio[2], got, why, c.want)
+		}
+	}
+}
+
+// interval is the central 95% of the resamples: on 0..1000, the values at
+// 2.5% and 97.5%.
+func TestIntervalIs95Percent(t *testing.T) {
+	if Confidence != 0.95 {
+		t.Fatalf("Confidence = %g: the reports and docs say 95%%", Confidence)
+	}
+	xs := make([]float64, 1001)
+	for i := range xs {
+		xs[len(xs)-1-i] = float64(i) // unsorted: interval sorts
+	}
+	xs = append(xs, math.NaN(), math.Inf(1)) // skipped
+	if lo, hi := interval(xs); lo != 25 || hi != 975 {
+		t.Errorf("interval of 0..1000 = %g to %g, want 25 to 975", lo, hi)
+	}
+}
+
+// The bootstrap's 95% interval of a median matches the exact one. With
+// every latency in a block of its own, a resample draws n latencies with
+// replacement, and its median is at most the j-th smallest when at least
+// k = Rank(0.5, n) of the n draws are: the binomial's tail, P(Bin(n, j/n)
+// >= k). The interval's ends must be where that reaches 2.5% and 97.5%,
+// within three standard errors of the resampling (a 90% interval's ends
+// are five ranks further in).
+func TestBootstrapIntervalExact(t *testing.T) {
+	const n, resamples = 1000, 10000
+	ar := &ArmResult{Name: "none"}
+	for j := 1; j <= n; j++ {
+		ar.lat = append(ar.lat, int64(j)) // the j-th smallest is j
+		ar.blocks = append(ar.blocks, j-1)
+	}
+	res := &Result{Arms: []*ArmResult{ar}, Blocks: n, Resamples: resamples, Seed: 7}
+	(&runner{}).bootstrap(res, 0)
+
+	k := quantile.Rank(0.5, n)
+	cdf := func(j int) float64 { return binomialTail(n, float64(j)/n, k) }
+	se := func(p float64) float64 { return math.Sqrt(p * (1 - p) / resamples) }
+	for _, c := range []struct {
+		name string
+		p    float64
+		got  time.Duration
+	}{
+		{"low end", 0.025, ar.P50.Lo},
+		{"high end", 0.975, ar.P50.Hi},
+	} {
+		// The ranks whose CDF lies within three standard errors of p,
+		// and the next one up (the interval takes a resampled value,
+		// the first whose empirical CDF reaches p).
+		first, last := -1, -1
+		for j := 1; j <= n; j++ {
+			if f := cdf(j); math.Abs(f-c.p) <= 3*se(c.p) || (first < 0 && f > c.p) {
+				if first < 0 {
+					first = j
+				}
+				last = j
+			}
+			if cdf(j-1) > c.p+3*se(c.p) {
+				break
+			}
+		}
+		if got := int(c.got); got < first || got > last {
+			t.Errorf("%s of the p50's interval: rank %d, want %d to %d (the exact %g point of the bootstrap)", c.name, got, first, last, c.p)
+		}
+	}
+}
+
+// binomialTail returns P(X >= k) for X ~ Bin(n, p).
+func binomialTail(n int, p float64, k int) float64 {
+	if p <= 0 {
+		return 0
+	}
+	if p >= 1 {
+		return 1
+	}
+	lgN, _ := math.Lgamma(float64(n + 1))
+	sum := 0.0
+	for x := k; x <= n; x++ {
+		a, _ := math.Lgamma(float64(x + 1))
+		b, _ := math.Lgamma(float64(n - x + 1))
+		sum += math.Exp(lgN - a - b + float64(x)*math.Log(p) + float64(n-x)*math.Log1p(-p))
+	}
+	return sum
+}
