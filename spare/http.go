@@ -25,7 +25,11 @@ const MaxBuffer = 1 << 20
 // context is cancelled, with cause ErrPreempted), nothing of it has been
 // sent and the handler runs again later from the start. An answer larger
 // than MaxBuffer, or one the handler flushes, is sent as it comes, and the
-// copy then runs to the end (see Commit). A copy with a body, which cannot
+// copy then runs to the end (see Commit); so is one whose status is 101
+// Switching Protocols, which cannot be taken back. A held-back copy's
+// informational answers (1xx, such as 103 Early Hints) are dropped, not
+// sent ahead of an answer that may never come from this run; its final
+// status is kept. A copy with a body, which cannot
 // be read twice, is a CopyOnce. The handler must return soon after its
 // context is cancelled, as it should for any cancelled request: one that
 // does not holds its worker, and the primary waits for it.
@@ -102,11 +106,21 @@ func (b *bufWriter) Header() http.Header {
 	return b.h
 }
 
+// WriteHeader holds the copy's final status back. An informational
+// status (1xx other than 101) is dropped: sent now, it would go ahead of
+// an answer that this run may never give. 101 Switching Protocols is
+// final and cannot be taken back: it commits the copy, and goes at once.
 func (b *bufWriter) WriteHeader(code int) {
 	switch {
 	case b.direct:
 		b.w.WriteHeader(code)
-	case b.code == 0:
+	case b.dead || b.code != 0:
+		// After the final status: superfluous, as in net/http.
+	case code == http.StatusSwitchingProtocols:
+		b.code = code
+		b.commit()
+	case code >= 100 && code <= 199:
+	default:
 		b.code = code
 	}
 }
