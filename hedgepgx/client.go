@@ -53,8 +53,8 @@ type replica struct {
 	behind     atomic.Int64
 	polls      atomic.Int64
 	pollErrors atomic.Int64
-	lsn        atomic.Uint64 // 0: never read
-	started    string        // pg_postmaster_start_time, read by the poll; its goroutine only
+	lsn        atomic.Uint64          // 0: never read
+	started    atomic.Pointer[string] // pg_postmaster_start_time, as the poll last read it
 	_          [24]byte
 }
 

@@ -56,13 +56,12 @@ func (c *Client) readPosition(ctx context.Context, i int, timeout time.Duration)
 		r.pollErrors.Add(1)
 		return
 	}
-	if started != nil && *started != r.started {
-		if r.started != "" {
+	if started != nil {
+		if old := r.started.Swap(started); old != nil && *old != *started {
 			// The server restarted: what it had replayed before
 			// counts no more.
 			r.lsn.Store(uint64(l))
 		}
-		r.started = *started
 	}
 	r.observe(l)
 }

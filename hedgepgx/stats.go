@@ -51,8 +51,10 @@ type ServerStats struct {
 	// InFlight is the number of copies running here now, losers being
 	// cancelled included. Each holds one connection of the pool.
 	InFlight int64
-	// LSN is the last WAL position read from the server (replayed, on a
-	// standby; inserted, on the primary), 0 if none was read yet.
+	// LSN is the server's known WAL position (replayed, on a standby;
+	// inserted, on the primary): the highest read from it since the poll
+	// last saw it restart, or lower, where a copy found it behind; 0 if
+	// none was read yet.
 	LSN LSN
 	// Polls and PollErrors count the reads of the position, and those
 	// that failed.
