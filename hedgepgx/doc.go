@@ -32,14 +32,28 @@
 // Reads are what the caller sends through the read methods: QueryRow,
 // Collect, CollectOne, ExecRead, and Read for anything else (several
 // statements, a read-only transaction), whose function gets a connection
-// of the chosen server's pool for the copy. The first four refuse SQL that
-// does not start with SELECT, WITH, VALUES, TABLE or SHOW (after white
-// space, comments and parentheses) with ErrNotRead, which catches an
-// INSERT sent by mistake. It is a guard, not a proof: a SELECT may call a
-// function that writes, a WITH may hold a DELETE. Such a statement fails
-// on a standby (SQLSTATE 25006, an answer that ends the read at once) but
-// runs on the primary whenever a copy goes there, possibly as a loser the
-// caller never hears of. Send writes with Exec, ExecLSN, or Primary.
+// of the chosen server's pool for the copy. The first four take one read
+// statement and refuse anything else with ErrNotRead before any server
+// sees it: SQL that does not start with SELECT, WITH, VALUES, TABLE or
+// SHOW (after white space, comments and parentheses); several statements
+// (a ';' followed by another statement: under pgx's simple protocol, as
+// with PgBouncer, PostgreSQL runs them all, so a read of "SELECT 1;
+// INSERT ..." would insert on the primary whenever a copy went there); a
+// WITH that holds an INSERT, UPDATE, DELETE or MERGE; and a quote or
+// comment left open. The SQL is read as PostgreSQL reads it with
+// standard_conforming_strings on, its default: a ';' inside a quoted
+// string (E'...' strings included), a quoted identifier, a dollar-quoted
+// string or a comment ends nothing.
+//
+// It is a guard, not a proof: it does not see what a statement does when
+// it runs. A SELECT may call a function that writes (nextval, a function
+// of the application's, dblink) or lock rows (FOR UPDATE). Such a
+// statement fails on a standby (SQLSTATE 25006, an answer that ends the
+// read at once) but runs on the primary whenever a copy goes there,
+// possibly as a loser the caller never hears of. Read checks nothing:
+// have its function run its statements in a read-only transaction
+// (BeginTx with pgx.ReadOnly) for the server to refuse writes. Send
+// writes with Exec, ExecLSN, or Primary.
 //
 // Rows are read inside the copy that runs the query: Collect and
 // CollectOne build the values (pgx.RowTo, pgx.RowToStructByName, ...) in
@@ -166,5 +180,5 @@
 //
 // hedgepgx does not pool, fail over, or discover servers: the caller
 // gives it the pools of a primary and its replicas. It does not parse
-// SQL beyond the first keyword.
+// SQL: its guard reads quotes, comments and keywords, no more.
 package hedgepgx

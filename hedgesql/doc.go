@@ -30,11 +30,29 @@
 //
 // The read methods are QueryRow, Collect, and Read for anything else
 // (several statements, a read-only transaction). QueryRow and Collect
-// refuse SQL that does not start with SELECT, WITH, VALUES, TABLE or
-// SHOW (after white space, comments and parentheses) with ErrNotRead: a
-// guard against an INSERT sent by mistake, not a proof (a SELECT may
-// call a function that writes). Send writes with Exec or through
-// Primary.
+// take one read statement and refuse anything else with ErrNotRead
+// before any server sees it: SQL that does not start with SELECT, WITH,
+// VALUES, TABLE or SHOW (after white space, comments and parentheses);
+// several statements (a ';' followed by another statement: a driver that
+// sends the text as one simple query, as pgx's stdlib does in its simple
+// protocol and lib/pq does without arguments, has PostgreSQL run them
+// all, so a read of "SELECT 1; INSERT ..." would insert on the primary
+// whenever a copy went there); a WITH that holds an INSERT, UPDATE,
+// DELETE or MERGE; and a quote or comment left open. The SQL is read as
+// PostgreSQL reads it (standard_conforming_strings on), and again with a
+// backslash escaping the next character in every quoted string, # comments
+// and backquoted names, as MySQL reads it: a second statement either
+// reading sees is refused. So a ';' in a quoted string or a comment ends
+// nothing, but one in a dollar-quoted string is refused (MySQL reads $
+// as a letter).
+//
+// It is a guard, not a proof: it does not see what a statement does when
+// it runs. A SELECT may call a function that writes (nextval, a function
+// of the application's) or lock rows (FOR UPDATE); a standby refuses it,
+// the primary runs it whenever a copy goes there. Read checks nothing:
+// have its function run its statements in a read-only transaction
+// (sql.TxOptions{ReadOnly: true}) for the server to refuse writes. Send
+// writes with Exec or through Primary.
 //
 // Rows are read inside the copy that runs the query: Collect calls its
 // scan function on every row in each copy and closes the rows there,
@@ -107,6 +125,6 @@
 // # What it is not
 //
 // hedgesql does not pool (database/sql does), fail over, discover
-// servers or track replication. It does not parse SQL beyond the first
-// keyword.
+// servers or track replication. It does not parse SQL: its guard reads
+// quotes, comments and keywords, no more.
 package hedgesql

@@ -415,6 +415,12 @@ func TestCheckRead(t *testing.T) {
 		{"-- SELECT 1", false},
 		{"", false},
 		{"update t set v = 1", false},
+		{"SELECT 1;", true},
+		{"SELECT ';'", true},
+		{"SELECT 1; DELETE FROM t", false},
+		{"SELECT ';' ; DELETE FROM t", false},
+		{`SELECT '\' , ' ; DELETE FROM t; --'`, false}, // a backslash escapes the quote in MySQL
+		{"WITH x AS (UPDATE t SET v = 1 RETURNING k) SELECT k FROM x", false},
 	} {
 		if err := checkRead(tc.sql); (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrNotRead) {
 			t.Errorf("checkRead(%q) = %v, want ok %v", tc.sql, err, tc.ok)

@@ -28,7 +28,7 @@ import (
 // copy, and another copy goes at once.
 //
 // Read does not look at what fn sends: QueryRow and Collect check the
-// SQL's first keyword too.
+// SQL too.
 func Read[T any](ctx context.Context, c *Client, op string, fn func(ctx context.Context, db *sql.DB) (T, error)) (T, error) {
 	var zero T
 	if c.gate.Closed() {
@@ -134,8 +134,8 @@ func unavailableState(code string) bool {
 // rows, each made by scan from the current row (a func calling
 // rows.Scan). Each copy reads its rows to the end, checks rows.Err and
 // closes them; only the winner's are kept. The operation class is the
-// SQL text. query must start with a read keyword (ErrNotRead
-// otherwise).
+// SQL text. query must be one read statement (ErrNotRead otherwise;
+// see "Reads" in the package doc).
 func Collect[T any](ctx context.Context, c *Client, scan func(*sql.Rows) (T, error), query string, args ...any) ([]T, error) {
 	if err := checkRead(query); err != nil {
 		return nil, err
