@@ -23,20 +23,20 @@ import (
 // requests cannot be weighed against another replica's count of this
 // Hedger's alone. So a report never draws a copy to its replica; it
 // only says whether the replica the picker chose has room. When that
-// replica is busy by its report, the copy goes to the picker's next
-// choice among the replicas holding no copy of the request (up to four
-// replicas are read), so that a replica that says it is busy, truly or
-// not, keeps copies off itself but not off the others. Nor does a report
-// count fewer requests than this Hedger has in flight there itself: a
-// replica that says it is idle while this Hedger's requests wait there
-// gains no copy by saying so.
+// replica is busy by its report while this Hedger's own view says it has
+// room, the copy goes to the picker's next choice among the replicas
+// holding no copy of the request (up to four replicas are read), so that
+// a replica that says it is busy, truly or not, keeps copies off itself
+// but not off the others; where both views say busy, the copy is refused
+// as it is without reports. Nor does a report count fewer requests than
+// this Hedger has in flight there itself: a replica that says it is idle
+// while this Hedger's requests wait there gains no copy by saying so.
 //
 // A primary placed while its replica's report was fresh is classed by it
 // (waiting behind other clients' work, or running) for the payoff rule,
 // and its copy waits the head wait as a copy of a primary at the head
-// does (see Config.MinWinRate). An older report, as
-// a stalled replica's last one soon is, gives way to the client's own
-// view. Stats.LoadByReport and Stats.LoadByOwnView count which view each
+// does (see Config.MinWinRate). An older report, as a stalled replica's
+// last one soon is, gives way to the client's own view. Stats.LoadByReport and Stats.LoadByOwnView count which view each
 // hedge decision read. What the reports gain and cost is measured in
 // docs/default.md, "Load reports".
 type Load struct {
@@ -84,15 +84,14 @@ type replicaReports struct {
 	sent    []atomic.Int64
 }
 
-// reportedLoad is replica i's load as the rules read it (see
-// decide.Policy.ReportedLoad): by its report while that is fresh, else
-// own, the Hedger's own view. byReport tells which.
-func (h *Hedger) reportedLoad(i, own int) (load int, byReport bool) {
-	rep := h.reports[i].Load()
-	if rep == nil {
-		return own, false
+// replicaView is what this Hedger knows of replica i's load, as
+// decide.Policy.Place reads it: its last report (the zero Report for
+// none), the copies sent there since, and its own view (ownLoad).
+func (h *Hedger) replicaView(i int) (rep decide.Report, sent, own int) {
+	if r := h.reports[i].Load(); r != nil {
+		rep = *r
 	}
-	return h.pol.ReportedLoad(*rep, int(h.sent[i].Load()), own, h.now())
+	return rep, int(h.sent[i].Load()), h.ownLoad(i)
 }
 
 // place is Place's choice of the replica for the call's next copy, and
@@ -111,8 +110,7 @@ func (c *call[T]) place(now time.Duration) (replica, load int, byReport bool) {
 		last, c.placedProbe = c.pick(c.launched, now, skip...)
 		return last
 	}
-	read := func(r int) (int, bool) { return c.h.reportedLoad(r, c.h.ownLoad(r)) }
-	replica, load, byReport = c.h.pol.Place(pick, read)
+	replica, load, byReport = c.h.pol.Place(c.h.now(), pick, c.h.replicaView)
 	if c.placedProbe && replica != last {
 		c.placedProbe = false
 		c.h.prob.ended(last)

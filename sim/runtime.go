@@ -33,7 +33,7 @@ func (e *engine) drive(slot int32, r *request, now time.Duration) *hedgeRT {
 func (h *hedgeRT) Place(time.Duration) (int, int, bool) {
 	e := (*engine)(h)
 	if e.reports {
-		return e.vpol.Place(h.pick, h.reportedLoad)
+		return e.vpol.Place(toDuration(e.now), h.pick, h.view)
 	}
 	q := e.place(e.curR)
 	if q < 0 {
@@ -48,15 +48,16 @@ func (h *hedgeRT) pick(skip []int) int {
 	return int(e.placeSkip(e.curR, skip))
 }
 
-// reportedLoad is queue q's load as the client of the request reads it:
-// by the queue's fresh report, or its own view (decide.Policy.ReportedLoad).
-func (h *hedgeRT) reportedLoad(q int) (int, bool) {
+// view is what the client of the request knows of queue q's load, as
+// decide.Policy.Place reads it: the queue's last report to it, the
+// copies it sent there since, and its own view.
+func (h *hedgeRT) view(q int) (decide.Report, int, int) {
 	e := (*engine)(h)
 	if checkPlace != nil {
 		checkPlace(e, q)
 	}
 	v := &e.views[e.vbase+q] // the client's, set by placeSkip
-	return e.vpol.ReportedLoad(e.report(v), int(v.sent), e.load(q), toDuration(e.now))
+	return e.report(v), int(v.sent), e.load(q)
 }
 
 // Evidence is what the client sees of the primary's queue (decide.Behind).

@@ -35,11 +35,11 @@ func (w *placeWorld) place(u uint64) (int, int, bool) {
 	pick := func(skip []int) int {
 		return pk.Pick(4, append([]int{0}, skip...), func(i int) int { return w.own[i] }, u)
 	}
-	load := func(r int) (int, bool) {
+	read := func(r int) (Report, int, int) {
 		w.read = append(w.read, r)
-		return w.p.ReportedLoad(w.rep[r], 0, w.own[r], w.now)
+		return w.rep[r], 0, w.own[r]
 	}
-	return w.p.Place(pick, load)
+	return w.p.Place(w.now, pick, read)
 }
 
 // uniformBits are random bits that make the Picker's two draws take every
@@ -80,9 +80,12 @@ func TestPlaceMovesPastBusyReport(t *testing.T) {
 	}
 }
 
-// TestPlaceOwnViewDecides: a candidate read by the client's own view is
-// the copy's replica, busy or not, as before reports: the picker chose it
-// by that view, and a copy refused by it is asked for again a delay later.
+// TestPlaceOwnViewDecides: the picker's choice is the copy's replica,
+// busy or not, when the client's own view gives its load (no fresh
+// report), and when its report and the own view agree that it is busy:
+// the copy is refused as without reports, and asked for again a delay
+// later. Only a report that says busy where the own view says idle moves
+// the copy.
 func TestPlaceOwnViewDecides(t *testing.T) {
 	w := newPlaceWorld(t)
 	w.own = [4]int{1, 2, 2, 2}
@@ -92,19 +95,40 @@ func TestPlaceOwnViewDecides(t *testing.T) {
 			t.Fatalf("u %#x: Place = %d, load %d, by report %v, read %v; want the picker's one choice, busy by the own view", u, r, l, by, w.read)
 		}
 	}
+	// Every replica has a request of the client's; replica 1 reports a
+	// queue as well.
+	w = newPlaceWorld(t)
+	w.own = [4]int{1, 1, 1, 1}
+	w.rep[1] = Report{At: w.now, Present: 3, Workers: 1}
+	chose1 := false
+	for _, u := range uniformBits() {
+		r, l, by := w.place(u)
+		if len(w.read) != 1 || r != w.read[0] {
+			t.Fatalf("u %#x: Place = %d, load %d, by report %v, read %v; want the picker's one choice", u, r, l, by, w.read)
+		}
+		if r == 1 {
+			chose1 = true
+			if l != 3 || !by {
+				t.Fatalf("u %#x: replica 1 at load %d, by report %v; want 3 by report", u, l, by)
+			}
+		}
+	}
+	if !chose1 {
+		t.Fatal("the picker never chose replica 1: the test does not test it")
+	}
 }
 
 // TestPlaceEveryCandidateBusy: when every replica but the primary's
-// reports a queue, Place reads each once and returns the last, which
-// Admit refuses; it reads at most MaxCandidates.
+// reports a queue, Place reads each once and returns the picker's
+// choice, which Admit refuses; it reads at most MaxCandidates.
 func TestPlaceEveryCandidateBusy(t *testing.T) {
 	w := newPlaceWorld(t)
 	for r := 1; r < 4; r++ {
 		w.rep[r] = Report{At: w.now, Present: 5, Workers: 2}
 	}
 	r, l, by := w.place(0x123456789abcdef)
-	if !by || l != 4 || r != w.read[len(w.read)-1] {
-		t.Fatalf("Place = %d, load %d, by report %v, read %v; want the last read, busy by its report", r, l, by, w.read)
+	if !by || l != 4 || r != w.read[0] {
+		t.Fatalf("Place = %d, load %d, by report %v, read %v; want the first read, busy by its report", r, l, by, w.read)
 	}
 	if got := slices.Sorted(slices.Values(w.read)); !slices.Equal(got, []int{1, 2, 3}) {
 		t.Fatalf("read %v, want each candidate once", w.read)
@@ -124,8 +148,8 @@ func TestPlaceEveryCandidateBusy(t *testing.T) {
 		var pk Picker
 		return pk.Pick(n, append([]int{0}, skip...), nil, uint64(len(skip))*0x9e3779b97f4a7c15)
 	}
-	busy := func(int) (int, bool) { reads++; return 3, true }
-	if r, _, _ := w.p.Place(pick, busy); r < 1 || reads != MaxCandidates {
+	busy := func(int) (Report, int, int) { reads++; return Report{At: w.now, Present: 3, Workers: 1}, 0, 0 }
+	if r, _, _ := w.p.Place(w.now, pick, busy); r < 1 || reads != MaxCandidates {
 		t.Fatalf("50 replicas, all busy: Place = %d after %d reads, want a replica after %d", r, reads, MaxCandidates)
 	}
 }
@@ -135,14 +159,14 @@ func TestPlaceEveryCandidateBusy(t *testing.T) {
 func TestPlaceNoCandidate(t *testing.T) {
 	w := newPlaceWorld(t)
 	none := func([]int) int { return -1 }
-	load := func(int) (int, bool) { t.Fatal("a load read without a candidate"); return 0, false }
-	if r, l, by := w.p.Place(none, load); r != -1 || l != -1 || by {
+	read := func(int) (Report, int, int) { t.Fatal("a load read without a candidate"); return Report{}, 0, 0 }
+	if r, l, by := w.p.Place(w.now, none, read); r != -1 || l != -1 || by {
 		t.Fatalf("no candidate: Place = %d, %d, %v; want -1, -1, false", r, l, by)
 	}
 	calls := 0
 	same := func([]int) int { calls++; return 2 }
-	busy := func(int) (int, bool) { return 1, true }
-	if r, l, by := w.p.Place(same, busy); r != 2 || l != 1 || !by || calls != 2 {
+	busy := func(int) (Report, int, int) { return Report{At: w.now, Present: 1, Workers: 1}, 0, 0 }
+	if r, l, by := w.p.Place(w.now, same, busy); r != 2 || l != 1 || !by || calls != 2 {
 		t.Fatalf("a picker that cannot skip: Place = %d, %d, %v after %d picks; want 2, 1, true after 2", r, l, by, calls)
 	}
 }

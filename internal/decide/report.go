@@ -31,11 +31,11 @@ import (
 //     heard from last, and raised medians by up to half). The candidates
 //     come in the picker's order, by the client's own view, and a report
 //     says only whether one has room: no report draws a copy to its
-//     replica. When the replica the picker chose is busy by its report,
-//     the copy goes to the picker's next choice among the replicas
-//     holding no copy of the request (Policy.Place), so that a replica
-//     that says it is busy, truly or not, keeps copies off itself but not
-//     off the others;
+//     replica. When the replica the picker chose is busy by its report
+//     while the client's own view says it has room, the copy goes to the
+//     picker's next choice among the replicas holding no copy of the
+//     request (Policy.Place), so that a replica that says it is busy,
+//     truly or not, keeps copies off itself but not off the others;
 //   - a primary placed on a replica whose report was fresh knows how many
 //     requests were ahead of it (Reported): while fewer have been
 //     answered, it waits behind other clients' work (EvidenceQueued);
@@ -120,48 +120,59 @@ func (p *Policy) ReportedLoad(rep Report, sent, own int, now time.Duration) (loa
 }
 
 // MaxCandidates is the most replicas Policy.Place reads for one copy:
-// the picker's choice and, while each is busy by its report, the
-// picker's next ones. It bounds a decision's cost in a large fleet, and
-// keeps what a pick leaves out (the copies held, at most 4, and the
-// candidates turned away) within what Picker takes.
+// the picker's choice and, while each is busy, the picker's next ones. It
+// bounds a decision's cost in a large fleet, and keeps what a pick leaves
+// out (the copies held, at most 4, and the candidates passed over)
+// within what Picker takes.
 const MaxCandidates = 4
 
-// Place chooses the replica a further copy of a request goes to, and
-// reads its load as the spare-capacity rule will (Admit): it is the
-// placement that an engine's Runtime.Place returns, the same for every
-// engine. pick(skip) is the engine's picker: the replica it chooses for
-// the copy among those holding no copy of the request and not in skip,
-// or -1 when none is left. load(replica) is that replica's load and
-// whether its fresh report gave it (see ReportedLoad).
+// Place chooses the replica a further copy of a request goes to at now,
+// and reads its load as the spare-capacity rule will (Admit): it is the
+// placement an engine's Runtime.Place returns, the same for every engine.
+// pick(skip) is the engine's picker: the replica it chooses for the copy
+// among those holding no copy of the request and not in skip, or -1 when
+// none is left. read(replica) is what the client knows of that replica's
+// load: its last report (the zero Report for none), the copies the client
+// sent there since, and its own view (its requests in flight there,
+// cancelled losers counted). The load is ReportedLoad's.
 //
-// A candidate whose load the client's own view gives is the copy's
-// replica, busy or not: the picker chose it by that view. A candidate
-// that its report alone says is busy (above the rule's limit) gives way
-// to the picker's next, up to MaxCandidates in all, and the first that
-// is not busy takes the copy. So a replica that says it is busy keeps
-// copies off itself, but not off the replicas that can take them. When
-// every candidate is busy by its report, or none is left, Place returns
-// the last one read, which Admit refuses (RefusedBusy). It returns -1,
-// -1 when the picker has no replica at all.
-func (p *Policy) Place(pick func(skip []int) int, load func(replica int) (load int, byReport bool)) (replica, l int, byReport bool) {
+// The picker's choice takes the copy unless its fresh report says it is
+// busy (above the rule's limit) where the client's own view says it has
+// room. Then the report tells what the client could not see, and the
+// copy goes to the picker's next choice, and so on up to MaxCandidates
+// replicas: the first that is not busy takes it. So a replica that says
+// it is busy, truly or not, keeps copies off itself but not off the
+// replicas that can take them. Where the report and the client's own
+// view both say busy, the copy is refused as it is without reports
+// (moving those copies too measured worse medians: the grid of
+// docs/default.md, "Load reports"). When no candidate has room, Place
+// returns the picker's choice, which Admit refuses (RefusedBusy). It
+// returns -1, -1 when the picker has no replica at all.
+func (p *Policy) Place(now time.Duration, pick func(skip []int) int, read func(replica int) (rep Report, sent, own int)) (replica, load int, byReport bool) {
 	var buf [MaxCandidates - 1]int
 	skip := buf[:0]
-	replica, l = -1, -1
+	replica, load = -1, -1
 	for {
 		r := pick(skip)
 		if r < 0 || slices.Contains(skip, r) {
 			// None left, or an engine whose placement cannot leave a
-			// replica out: the last candidate stays the copy's.
-			if r >= 0 {
-				replica = r
-				l, byReport = load(r)
-			}
-			return replica, l, byReport
+			// replica out: the picker's choice stays the copy's.
+			return replica, load, byReport
 		}
-		replica = r
-		l, byReport = load(r)
-		if !byReport || p.maxLoad < 0 || l <= p.maxLoad || len(skip) == cap(skip) {
-			return replica, l, byReport
+		rep, sent, own := read(r)
+		l, by := p.ReportedLoad(rep, sent, own, now)
+		busy := p.maxLoad >= 0 && l > p.maxLoad
+		switch {
+		case len(skip) > 0 && !busy:
+			return r, l, by
+		case len(skip) > 0:
+		case !busy || !by || own > p.maxLoad:
+			return r, l, by
+		default:
+			replica, load, byReport = r, l, by
+		}
+		if len(skip) == cap(skip) {
+			return replica, load, byReport
 		}
 		skip = append(skip, r)
 	}
