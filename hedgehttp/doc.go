@@ -104,8 +104,8 @@
 //
 // # What an answer means
 //
-//   - 2xx, 3xx, 4xx other than 429, and 5xx other than 502, 503 and 504
-//     are final: the copy wins and its response is returned as it is. A
+//   - 2xx, 3xx, 4xx other than 429 and the 409 below, and 5xx other than
+//     502, 503 and 504 are final: the copy wins and its response is returned as it is. A
 //     fast 500 from one replica beats a slow 200 from another, as a gRPC
 //     status not listed non-fatal does.
 //   - 502, 503 and 504 without Retry-After are a failed copy, a retryable
@@ -117,6 +117,10 @@
 //     the Hedger counts a failed call and debits a throttle budget
 //     (NewThrottle), as gRPC does for server pushback. Retry-After is not
 //     otherwise acted on: waiting and retrying is the caller's business.
+//   - 409 with "Tied-Dropped: no-spare" (tied.DroppedHeader) is a copy
+//     that a server running hedges on spare capacity only (package spare)
+//     refused: no further copy is sent, and the others, the primary
+//     among them, go on (hedge.PushbackAfter with a negative pause).
 //   - A transport error is a retryable failed copy.
 //
 // A failed copy's body is read (up to 64 KiB, which drains a typical error

@@ -14,6 +14,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/dialerr"
 	"github.com/tailcut/hedge/loadreport"
+	"github.com/tailcut/hedge/tied"
 )
 
 // AttemptHeader is the header that marks a hedge copy: "Hedge-Attempt: N",
@@ -612,6 +613,14 @@ func sendCopy(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
 		return nil, dialerr.Mark(err)
 	}
 	t.reportLoad(a.Replica, resp)
+	if derr := tied.DroppedError(resp); derr != nil {
+		// A server that runs hedges on spare capacity only (package
+		// spare) had none for this copy: no further copy, and the
+		// others go on.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		return nil, hedge.PushbackAfter(fmt.Errorf("hedgehttp: copy %d to replica %d: %w", a.Index, a.Replica, derr), -1)
+	}
 	return t.classify(resp)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgehttp"
 	"github.com/tailcut/hedge/loadreport"
+	"github.com/tailcut/hedge/tied"
 )
 
 // MaxBuffer is the most of a copy's answer that Handler holds back; a
@@ -34,8 +35,14 @@ const MaxBuffer = 1 << 20
 // context is cancelled, as it should for any cancelled request: one that
 // does not holds its worker, and the primary waits for it.
 //
-// A request refused with ErrQueueFull is answered 503 Service Unavailable
-// with "Retry-After: 1".
+// A request refused with ErrQueueFull is answered 503 Service
+// Unavailable with "Retry-After: 1". A copy refused with ErrNoSpare (a
+// CopyOnce that found no worker to spare, or a Copy whose answer would
+// have had to commit beyond Config.MaxUnpreemptible) is answered as a tied
+// server answers a spare copy that found no free worker: 409 Conflict with
+// "Tied-Dropped: no-spare" (tied.DroppedHeader), and nothing of its
+// handler's answer. hedgehttp then sends no further copy of the request,
+// and its other copies, the primary among them, go on.
 //
 // Every response carries the Limiter's load report
 // (loadreport.Header, "Endpoint-Load-Metrics"), set just before its
@@ -77,6 +84,11 @@ func Handler(l *Limiter, next http.Handler) http.Handler {
 			return nil
 		})
 		switch {
+		case errors.Is(err, ErrNoSpare):
+			// Nothing of the copy was sent (bw dropped it): the answer
+			// of a tied server's spare copy that found no free worker.
+			rw.Header().Set(tied.DroppedHeader, tied.DroppedNoSpare)
+			http.Error(rw, "no spare capacity: no worker to spare for this hedge copy; its primary has the request", http.StatusConflict)
 		case errors.Is(err, ErrQueueFull):
 			rw.Header().Set("Retry-After", "1")
 			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
@@ -130,14 +142,14 @@ func (b *bufWriter) Write(p []byte) (int, error) {
 	case b.direct:
 		return b.w.Write(p)
 	case b.dead:
-		return 0, ErrPreempted
+		return 0, context.Cause(b.ctx)
 	}
 	if b.code == 0 {
 		b.code = http.StatusOK
 	}
 	if b.buf.Len()+len(p) > MaxBuffer {
 		if !b.commit() {
-			return 0, ErrPreempted
+			return 0, context.Cause(b.ctx)
 		}
 		return b.w.Write(p)
 	}
@@ -155,7 +167,8 @@ func (b *bufWriter) Flush() {
 }
 
 // commit makes the copy unpreemptible and sends what it holds, or
-// reports false if a primary preempted it first.
+// reports false if a primary preempted it first or Commit refused it
+// (ErrNoSpare): its context then says why.
 func (b *bufWriter) commit() bool {
 	if !Commit(b.ctx) {
 		b.dead = true

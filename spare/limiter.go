@@ -25,6 +25,14 @@ var (
 	// primary took its worker: the copy's function should return soon;
 	// its result is discarded and it runs again later.
 	ErrPreempted = errors.New("spare: a primary took the copy's worker")
+	// ErrNoSpare: a copy that cannot be preempted (a CopyOnce, or a Copy
+	// that asks to Commit) found no worker it may hold: none was free
+	// when it came, a request was waiting, or such copies already hold
+	// Config.MaxUnpreemptible workers. The copy is refused, so that it
+	// cannot hold a worker that a primary will want. HTTP answers 503
+	// with Retry-After, which tells hedgehttp to send no further copy;
+	// gRPC answers ResourceExhausted.
+	ErrNoSpare = errors.New("spare: no worker to spare for a copy that cannot be preempted")
 	// ErrInvalidConfig is wrapped by New's errors.
 	ErrInvalidConfig = errors.New("spare: invalid configuration")
 )
@@ -35,7 +43,7 @@ type Kind uint8
 const (
 	// Primary: a request's first copy, or any request that is not marked
 	// as a hedge. Primaries run in arrival order and never wait for a
-	// copy.
+	// Copy that has not committed (see the package doc, "What holds").
 	Primary Kind = iota
 	// Copy: a hedge copy that can be run again from the start (its
 	// request can be replayed and its answer is not sent until it
@@ -45,8 +53,11 @@ const (
 	// again, first among the copies, to run from the start.
 	Copy
 	// CopyOnce: a hedge copy that cannot be run again (it streams its
-	// answer, or its request body cannot be replayed). It waits behind
-	// every primary like a Copy, but once started it runs to the end.
+	// answer, or its request body cannot be replayed). Once started it
+	// runs to the end, so it never waits: it runs only on a worker free
+	// when it comes, with no request waiting, and while copies that
+	// cannot be preempted hold fewer than Config.MaxUnpreemptible
+	// workers. Otherwise Run refuses it with ErrNoSpare.
 	CopyOnce
 )
 
@@ -74,19 +85,27 @@ type Config struct {
 	// refused, unless a copy holds one) and none for copies (a copy runs
 	// only on a worker that is free when it arrives).
 	MaxQueue int
+	// MaxUnpreemptible bounds the workers held at once by copies that
+	// cannot be preempted: CopyOnce copies and copies that committed
+	// (Commit). Only those can make a primary wait for a copy, so at
+	// least Workers-MaxUnpreemptible workers are always free of them.
+	// Zero means Workers/2, at least one; negative means none (every
+	// CopyOnce and every Commit is refused).
+	MaxUnpreemptible int
 }
 
 // Limiter admits a server's requests to a fixed number of workers, with
 // hedge copies at low priority: a copy waits behind every primary, and a
 // primary that finds every worker busy takes one from a running copy (see
-// Kind). So a copy uses only capacity that no primary wants, and hedging
-// cannot delay any client's primary on this server. Make one with New; it
-// is safe for concurrent use.
+// Kind). So a copy uses only capacity that no primary wants, within the
+// bounds of the package doc ("What holds"). Make one with New; it is
+// safe for concurrent use.
 type Limiter struct {
-	workers, maxQueue int
+	workers, maxQueue, maxOnce int
 
 	mu        sync.Mutex
 	running   int
+	once      int       // workers held by copies that cannot be preempted
 	primaries list.List // of *waiter, oldest first
 	copies    list.List // of *waiter, next first
 	active    list.List // of *runner: copies holding a worker, oldest first
@@ -108,6 +127,8 @@ type runner struct {
 	cancel      context.CancelCauseFunc
 	preemptible bool
 	preempted   bool
+	once        bool // holds one of the workers counted in Limiter.once
+	noSpare     bool // Commit refused it: it ends with ErrNoSpare
 	elem        *list.Element
 }
 
@@ -121,12 +142,18 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Workers <= 0 {
 		return nil, fmt.Errorf("%w: Workers is %d: set the most requests the server runs at once (at least 1)", ErrInvalidConfig, cfg.Workers)
 	}
-	l := &Limiter{workers: cfg.Workers, maxQueue: cfg.MaxQueue}
+	l := &Limiter{workers: cfg.Workers, maxQueue: cfg.MaxQueue, maxOnce: cfg.MaxUnpreemptible}
 	switch {
 	case l.maxQueue == 0:
 		l.maxQueue = DefaultMaxQueue
 	case l.maxQueue < 0:
 		l.maxQueue = 0
+	}
+	switch {
+	case l.maxOnce == 0:
+		l.maxOnce = max(1, l.workers/2)
+	case l.maxOnce < 0:
+		l.maxOnce = 0
 	}
 	return l, nil
 }
@@ -137,13 +164,15 @@ func New(cfg Config) (*Limiter, error) {
 // A Primary runs when a worker is free and no earlier primary waits; if
 // every worker is busy and a Copy holds one, that copy is preempted (the
 // one that started last, which has done the least) and the primary gets
-// its worker when the copy's fn returns. A Copy or CopyOnce runs only
-// when a worker is free and no primary waits. A preempted Copy's fn sees
+// its worker when the copy's fn returns. A Copy runs only when a worker
+// is free and no primary waits. A CopyOnce never waits: it runs at once
+// or is refused with ErrNoSpare (see CopyOnce). A preempted Copy's fn sees
 // its context cancelled with cause ErrPreempted; when it returns, Run
 // queues the copy again at the front of the copies and calls fn anew
 // when its turn comes, so fn must not have sent anything of its answer
 // (the HTTP middleware buffers a copy's answer for that reason). Run
-// returns the last call's error.
+// returns the last call's error, or ErrNoSpare if the copy's Commit was
+// refused.
 func (l *Limiter) Run(ctx context.Context, kind Kind, fn func(context.Context) error) error {
 	if kind == Primary {
 		if err := l.acquire(ctx, kind, nil, false); err != nil {
@@ -169,10 +198,17 @@ func (l *Limiter) Run(ctx context.Context, kind Kind, fn func(context.Context) e
 		err := fn(context.WithValue(runCtx, runnerKey{}, r))
 		l.mu.Lock()
 		l.active.Remove(r.elem)
-		preempted := r.preempted
+		preempted, noSpare := r.preempted, r.noSpare
+		if r.once {
+			l.once--
+		}
 		l.mu.Unlock()
 		cancel(nil)
 		l.release()
+		if noSpare {
+			l.c.refused.Add(1)
+			return ErrNoSpare
+		}
 		if !preempted || ctx.Err() != nil {
 			return err
 		}
@@ -185,6 +221,18 @@ func (l *Limiter) Run(ctx context.Context, kind Kind, fn func(context.Context) e
 // marks a preempted copy, which goes first among the copies.
 func (l *Limiter) acquire(ctx context.Context, kind Kind, r *runner, again bool) error {
 	l.mu.Lock()
+	if kind == CopyOnce {
+		if l.running < l.workers && l.primaries.Len() == 0 && l.copies.Len() == 0 && l.once < l.maxOnce {
+			l.grantLocked(r)
+			r.once = true
+			l.once++
+			l.mu.Unlock()
+			return nil
+		}
+		l.mu.Unlock()
+		l.c.refused.Add(1)
+		return ErrNoSpare
+	}
 	if l.running < l.workers && l.primaries.Len() == 0 && (kind == Primary || l.copies.Len() == 0) {
 		l.grantLocked(r)
 		l.mu.Unlock()
@@ -298,18 +346,20 @@ type Stats struct {
 	// Preempted counts copies that yielded their worker to a primary,
 	// and Reruns the times a preempted copy started again.
 	Preempted, Reruns int64
-	// Refused counts requests refused with ErrQueueFull, Abandoned those
-	// whose context ended while they waited.
+	// Refused counts requests refused with ErrQueueFull or ErrNoSpare,
+	// Abandoned those whose context ended while they waited.
 	Refused, Abandoned int64
 	// Running is the requests holding a worker now; QueuedPrimaries and
-	// QueuedCopies are those waiting.
-	Running, QueuedPrimaries, QueuedCopies int
+	// QueuedCopies are those waiting. Unpreemptible is the copies that
+	// hold a worker and cannot be preempted (at most
+	// Config.MaxUnpreemptible).
+	Running, QueuedPrimaries, QueuedCopies, Unpreemptible int
 }
 
 // Stats returns the Limiter's counters and state.
 func (l *Limiter) Stats() Stats {
 	l.mu.Lock()
-	s := Stats{Running: l.running, QueuedPrimaries: l.primaries.Len(), QueuedCopies: l.copies.Len()}
+	s := Stats{Running: l.running, QueuedPrimaries: l.primaries.Len(), QueuedCopies: l.copies.Len(), Unpreemptible: l.once}
 	l.mu.Unlock()
 	s.Primaries, s.Copies = l.c.primaries.Load(), l.c.copies.Load()
 	s.Preempted, s.Reruns = l.c.preempted.Load(), l.c.reruns.Load()
@@ -336,18 +386,33 @@ type runnerKey struct{}
 
 // Commit reports whether the copy that Run runs with ctx may send its
 // answer: from now on no primary preempts it. It returns false if a
-// primary already did (ctx is then cancelled with ErrPreempted), and true
-// for a primary, a CopyOnce, or a ctx that Run did not make.
+// primary already did (ctx is then cancelled with ErrPreempted), or if
+// copies that cannot be preempted already hold Config.MaxUnpreemptible
+// workers (ctx is then cancelled with ErrNoSpare, and Run returns
+// ErrNoSpare once fn has returned). It returns true for a primary, a
+// CopyOnce, a copy that committed before, or a ctx that Run did not make.
+// A copy commits only while no primary waits: one that did would have
+// preempted it.
 func Commit(ctx context.Context) bool {
 	r, _ := ctx.Value(runnerKey{}).(*runner)
 	if r == nil {
 		return true
 	}
-	r.l.mu.Lock()
-	defer r.l.mu.Unlock()
-	if r.preempted {
+	l := r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case r.preempted || r.noSpare:
+		return false
+	case !r.preemptible:
+		return true
+	case l.once >= l.maxOnce:
+		r.noSpare = true
+		r.cancel(ErrNoSpare)
 		return false
 	}
 	r.preemptible = false
+	r.once = true
+	l.once++
 	return true
 }

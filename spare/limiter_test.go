@@ -182,7 +182,7 @@ func TestQueuesAreBounded(t *testing.T) {
 		go l.Run(ctx, Primary, block)
 		synctest.Wait()
 		go l.Run(ctx, Primary, block)
-		go l.Run(ctx, CopyOnce, block)
+		go l.Run(ctx, Copy, block)
 		synctest.Wait()
 		if err := l.Run(ctx, Primary, block); !errors.Is(err, ErrQueueFull) {
 			t.Errorf("a primary beyond the queue: %v, want ErrQueueFull", err)
@@ -190,9 +190,12 @@ func TestQueuesAreBounded(t *testing.T) {
 		if err := l.Run(ctx, Copy, block); !errors.Is(err, ErrQueueFull) {
 			t.Errorf("a copy beyond its queue: %v, want ErrQueueFull", err)
 		}
+		if err := l.Run(ctx, CopyOnce, block); !errors.Is(err, ErrNoSpare) {
+			t.Errorf("a copy-once with no worker free: %v, want ErrNoSpare", err)
+		}
 		close(hold)
 		synctest.Wait()
-		if s := l.Stats(); s.Refused != 2 || s.Primaries != 2 || s.Copies != 1 || s.Running != 0 {
+		if s := l.Stats(); s.Refused != 3 || s.Primaries != 2 || s.Copies != 1 || s.Running != 0 {
 			t.Fatalf("stats %+v", s)
 		}
 	})

@@ -73,10 +73,14 @@ func kindOf(ctx context.Context, replay bool) spare.Kind {
 	return spare.CopyOnce
 }
 
-// refused is the status of a call refused with spare.ErrQueueFull.
+// refused is the status of a call refused with spare.ErrQueueFull or
+// spare.ErrNoSpare.
 func refused(err error) error {
-	if errors.Is(err, spare.ErrQueueFull) {
+	switch {
+	case errors.Is(err, spare.ErrQueueFull):
 		return status.Error(codes.ResourceExhausted, "server busy: its queue is full; retry later or elsewhere")
+	case errors.Is(err, spare.ErrNoSpare):
+		return status.Error(codes.ResourceExhausted, "server busy: no worker to spare for a hedge copy that cannot be preempted; the primary has the call")
 	}
 	return status.FromContextError(err).Err()
 }
@@ -125,8 +129,9 @@ func UnaryServerInterceptor(l *spare.Limiter) grpc.UnaryServerInterceptor {
 }
 
 // StreamServerInterceptor runs streams through l, a copy as a
-// spare.CopyOnce. Like UnaryServerInterceptor, it reports l's load when
-// the stream ends.
+// spare.CopyOnce, which runs only on a worker free when it comes and is
+// otherwise refused (spare.ErrNoSpare) with codes.ResourceExhausted.
+// Like UnaryServerInterceptor, it reports l's load when the stream ends.
 func StreamServerInterceptor(l *spare.Limiter) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		var herr error
