@@ -42,8 +42,8 @@ func TestClaimFallback(t *testing.T) {
 		failed   int64
 		skipped  int64
 	}{
-		{"dead", deadURL, hang, 0, 5, 3, 2},
-		{"dead, no backoff", deadURL, hang, -1, 5, 5, 0},
+		{"dead", deadURL, claimTimeout, 0, 5, 3, 2},
+		{"dead, no backoff", deadURL, claimTimeout, -1, 5, 5, 0},
 		// A hung peer: the claim is bound to fail, after ClaimTimeout.
 		{"hung", hungTS.URL, time.Millisecond, 0, 4, 3, 1},
 	} {
@@ -101,6 +101,7 @@ func TestClaimAuthentication(t *testing.T) {
 		req, _ := http.NewRequest(c.method, n.url+DefaultClaimPath, strings.NewReader(c.body))
 		resp, err := client.Do(req)
 		if err != nil {
+			timedOut(err)
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
@@ -152,12 +153,12 @@ func peerPair(t *testing.T, ap *app, workers int, bPath string, wrapB func(http.
 	t.Helper()
 	bTS := httptest.NewUnstartedServer(nil)
 	bURL = "http://" + bTS.Listener.Addr().String() + bPath
-	a, err := NewServer(Config{Workers: workers, Secret: testSecret, Peers: []string{bURL + "/"}, ClaimTimeout: hang})
+	a, err := NewServer(Config{Workers: workers, Secret: testSecret, Peers: []string{bURL + "/"}, ClaimTimeout: claimTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	aTS := httptest.NewServer(a.Handler(ap.handler(0)))
-	b, err = NewServer(Config{Workers: workers, Secret: testSecret, Peers: []string{aTS.URL}, ClaimTimeout: hang})
+	b, err = NewServer(Config{Workers: workers, Secret: testSecret, Peers: []string{aTS.URL}, ClaimTimeout: claimTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +242,7 @@ func TestClaimProbeAfterFailure(t *testing.T) {
 	await(t, arrived, "the probe at the peer")
 	for _, name := range []string{"t2", "t3"} {
 		ch := tiedCopy(name)
+		d := limit()
 		select {
 		case r := <-ch:
 			if r.code != 200 {
@@ -248,8 +250,8 @@ func TestClaimProbeAfterFailure(t *testing.T) {
 			}
 		case <-arrived:
 			t.Fatalf("%s sent a second claim to the peer while the probe was in flight", name)
-		case <-time.After(hang):
-			t.Fatalf("%s: no reply", name)
+		case <-time.After(d):
+			t.Fatalf("%s: %s", name, ranOut(d))
 		}
 	}
 	verdicts <- true // the probe is answered
@@ -276,12 +278,19 @@ func TestClaimAfterStartRefused(t *testing.T) {
 	client := newClient(t)
 	id := NewID()
 	onB := send(context.Background(), client, b.url, "block-b", id, a.url)
-	await[string](t, apps[1].started, "the copy to start on B")
+	d := limit()
+	select {
+	case <-apps[1].started:
+	case r := <-onB:
+		t.Fatalf("copy on B: %+v before it started, want it run: its claim at A, which had no copy, was not granted", r)
+	case <-time.After(d):
+		t.Fatalf("waiting for the copy to start on B: %s", ranOut(d))
+	}
 
 	sender := NewHTTPSender(nil, "")
 	defer sender.CloseIdleConnections()
 	for _, ticket := range []uint64{0, 1 << 63} {
-		answer, err := sender.SendClaim(context.Background(), b.url, Claim{ID: id, Ticket: ticket, Sent: time.Now()}.Sign(testSecret))
+		answer, err := sender.SendClaim(bounded(t), b.url, Claim{ID: id, Ticket: ticket, Sent: time.Now()}.Sign(testSecret))
 		if err != nil || answer != VerdictLost.String() {
 			t.Errorf("claim with ticket %d after the start: %q, %v; want lost", ticket, answer, err)
 		}

@@ -27,7 +27,10 @@ func TestHandlerReportsLoad(t *testing.T) {
 	ts := httptest.NewServer(s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
 			started <- struct{}{}
-			<-hold
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
 		}
 		io.WriteString(w, "ok")
 	})))
@@ -41,6 +44,7 @@ func TestHandlerReportsLoad(t *testing.T) {
 		}
 		resp, err := client.Do(req)
 		if err != nil {
+			timedOut(err)
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
@@ -62,7 +66,7 @@ func TestHandlerReportsLoad(t *testing.T) {
 				t.Errorf("held: %d", code)
 			}
 		})
-		<-started
+		await(t, started, "a held request to start")
 	}
 	if code, ld := do(http.MethodGet, "/now", ""); code != http.StatusServiceUnavailable || ld != (hedge.Load{Running: 2, Workers: 2, Done: 1}) {
 		t.Errorf("refused: %d with %+v, want 503, 2 running of 2 workers, 1 done", code, ld)

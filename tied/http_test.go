@@ -49,6 +49,7 @@ func TestClaimPaths(t *testing.T) {
 				msg := Claim{ID: NewID(), Ticket: 1, Sent: time.Now()}.Sign(testSecret)
 				resp, err := client.Post(ts.URL+path, "text/plain", strings.NewReader(msg))
 				if err != nil {
+					timedOut(err)
 					t.Fatal(err)
 				}
 				defer resp.Body.Close()
@@ -112,7 +113,7 @@ func TestClaimSentToClaimPath(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg
-			cfg.Workers, cfg.Secret, cfg.Peers, cfg.ClaimTimeout = 1, testSecret, []string{peer.URL}, hang
+			cfg.Workers, cfg.Secret, cfg.Peers, cfg.ClaimTimeout = 1, testSecret, []string{peer.URL}, claimTimeout
 			s, err := NewServer(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -135,14 +136,14 @@ func TestClaimSentToClaimPath(t *testing.T) {
 	sender := NewHTTPSender(nil, "")
 	defer sender.CloseIdleConnections()
 	msg := Claim{ID: NewID(), Sent: time.Now()}.Sign(testSecret)
-	if answer, err := sender.SendClaim(context.Background(), peer.URL, msg); err != nil || answer != VerdictGo.String() {
+	if answer, err := sender.SendClaim(bounded(t), peer.URL, msg); err != nil || answer != VerdictGo.String() {
 		t.Errorf("default HTTPSender: %q, %v", answer, err)
 	}
 	want(DefaultClaimPath)
 
 	missing := NewHTTPSender(nil, "/missing")
 	defer missing.CloseIdleConnections()
-	_, err := missing.SendClaim(context.Background(), peer.URL, msg)
+	_, err := missing.SendClaim(bounded(t), peer.URL, msg)
 	if !errors.Is(err, ErrClaimStatus) || !errors.Is(err, ErrCancelStatus) {
 		t.Errorf("claim answered 404: %v, want ErrClaimStatus (and ErrCancelStatus)", err)
 	}

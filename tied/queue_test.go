@@ -47,6 +47,7 @@ func TestQueueBound(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodGet, n.url+"/x", nil)
 			resp, err := client.Do(req)
 			if err != nil {
+				timedOut(err)
 				t.Fatal(err)
 			}
 			resp.Body.Close()

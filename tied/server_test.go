@@ -3,12 +3,15 @@ package tied
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,9 +20,59 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// hang bounds every wait of these tests: they synchronise on channels and
-// hooks, and this only turns a bug into a failure instead of a hang.
-const hang = 2 * time.Minute
+// hang bounds every wait of these tests and every request they send
+// (newClient, bounded): they synchronise on channels and hooks, and the
+// bound only turns a bug, such as a claim never answered, into a
+// failure instead of a hang. A test takes milliseconds, so the bound is
+// generous on the busiest machine.
+const hang = 10 * time.Second
+
+// Once a wait ran out (hung), the package's tests have failed; the later
+// waits and requests give up after hungAfter instead of hang, so that a
+// bug that hangs every test fails the suite in seconds, not at the test
+// binary's timeout.
+const hungAfter = time.Second
+
+var hung atomic.Bool
+
+// limit returns the bound of a wait or request that starts now: hang,
+// or hungAfter once a wait ran out.
+func limit() time.Duration {
+	if hung.Load() {
+		return hungAfter
+	}
+	return hang
+}
+
+// timedOut reports whether err is a request's running out of time
+// (newClient, bounded), and records it as a wait that ran out.
+func timedOut(err error) bool {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		hung.Store(true)
+		return true
+	}
+	return false
+}
+
+// ranOut records that a wait ran out after d, and says so.
+func ranOut(d time.Duration) string {
+	hung.Store(true)
+	return fmt.Sprintf("no answer in %v: a claim or request that never ends? (later waits give up after %v)", d, hungAfter)
+}
+
+// claimTimeout is the ClaimTimeout of these tests' servers: longer than
+// hang, so that a claim never answered shows as a wait of the test
+// running out, not as a copy started after its claim failed.
+const claimTimeout = time.Minute
+
+// bounded returns a context for a test's requests that ends limit()
+// after the call, or when the test ends.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), limit())
+	t.Cleanup(cancel)
+	return ctx
+}
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef-test-secret")
 
@@ -57,7 +110,7 @@ func (g *gateSender) CloseIdleConnections() {
 }
 
 // newService starts n servers on loopback, each a peer of the others,
-// with cfg (Peers, Secret and a long ClaimTimeout filled in) and app
+// with cfg (Peers, Secret and ClaimTimeout filled in) and app
 // behind the middleware. hooks[i], if set, is server i's hook.
 func newService(t *testing.T, n int, cfg Config, app func(i int) http.Handler, hooks ...func(string)) []*node {
 	t.Helper()
@@ -78,7 +131,7 @@ func newService(t *testing.T, n int, cfg Config, app func(i int) http.Handler, h
 			c.Secret = testSecret
 		}
 		if c.ClaimTimeout == 0 {
-			c.ClaimTimeout = hang
+			c.ClaimTimeout = claimTimeout
 		}
 		if g, ok := cfg.Sender.(*gateSender); ok {
 			c.Sender = &gateSender{inner: NewHTTPSender(nil, ""), gate: g.gate, entered: g.entered}
@@ -124,12 +177,14 @@ func combine(hs ...func(string)) func(string) {
 	}
 }
 
+// await waits for a value on ch, at most limit().
 func await[T any](t *testing.T, ch <-chan T, what string) {
 	t.Helper()
+	d := limit()
 	select {
 	case <-ch:
-	case <-time.After(hang):
-		t.Fatalf("timed out waiting for %s", what)
+	case <-time.After(d):
+		t.Fatalf("waiting for %s: %s", what, ranOut(d))
 	}
 }
 
@@ -171,13 +226,17 @@ func sendRole(ctx context.Context, client *http.Client, url, name, id, sibling s
 	return ch
 }
 
+// recv waits for a reply on ch, at most limit(). A request that ran out
+// of time (newClient, bounded) counts as a wait that ran out.
 func recv(t *testing.T, ch <-chan reply) reply {
 	t.Helper()
+	d := limit()
 	select {
 	case r := <-ch:
+		timedOut(r.err)
 		return r
-	case <-time.After(hang):
-		t.Fatal("timed out waiting for a reply")
+	case <-time.After(d):
+		t.Fatalf("waiting for a reply: %s", ranOut(d))
 	}
 	return reply{}
 }
@@ -223,10 +282,33 @@ func (a *app) has(name string) bool {
 	return false
 }
 
+// newClient returns a client whose requests end within limit(). Its
+// connections close at the test's cleanup, in use or not: a request that
+// a failed test left behind (a copy that runs although it should have
+// been dropped, held by its app) ends there, so that the servers' Close
+// does not wait on it.
 func newClient(t *testing.T) *http.Client {
-	tr := &http.Transport{MaxIdleConnsPerHost: 16}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
+	var mu sync.Mutex
+	var conns []net.Conn
+	var d net.Dialer
+	tr := &http.Transport{MaxIdleConnsPerHost: 16, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+		return c, err
+	}}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return &http.Client{Transport: tr, Timeout: limit()}
 }
 
 // Untied requests, requests naming a sibling outside Peers and requests

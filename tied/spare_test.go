@@ -21,7 +21,7 @@ func TestSpareRefusedWithoutFreeWorker(t *testing.T) {
 	client := newClient(t)
 	ctx := context.Background()
 	blocked := send(ctx, client, nodes[0].url, "block", "", "")
-	<-a.started
+	await(t, a.started, "the worker to be busy")
 
 	r := recv(t, sendRole(ctx, client, nodes[0].url, "spare", NewID(), nodes[1].url, RoleSpare))
 	if r.code != http.StatusConflict || r.dropped != DroppedNoSpare {
@@ -55,7 +55,7 @@ func TestSpareTakesQueuedPrimary(t *testing.T) {
 	client := newClient(t)
 	ctx := context.Background()
 	blocked := send(ctx, client, nodes[0].url, "block", "", "")
-	<-apps[0].started
+	await(t, apps[0].started, "the worker to be busy")
 
 	id := NewID()
 	primary := sendRole(ctx, client, nodes[0].url, "call", id, nodes[1].url, RolePrimary)
@@ -91,8 +91,17 @@ func TestSpareLosesToStartedPrimary(t *testing.T) {
 	ctx := context.Background()
 	id := NewID()
 	primary := sendRole(ctx, client, nodes[0].url, "block-call", id, nodes[1].url, RolePrimary)
-	<-apps[0].started
-	r := recv(t, sendRole(ctx, client, nodes[1].url, "block-call", id, nodes[0].url, RoleSpare))
+	await(t, apps[0].started, "the primary to start")
+	spare := sendRole(ctx, client, nodes[1].url, "block-call", id, nodes[0].url, RoleSpare)
+	var r reply
+	d := limit()
+	select {
+	case r = <-spare:
+	case <-apps[1].started:
+		t.Fatal("the spare started: its claim was granted although the primary had started")
+	case <-time.After(d):
+		t.Fatalf("waiting for the spare's reply: %s", ranOut(d))
+	}
 	if r.code != http.StatusConflict || r.dropped != DroppedSibling {
 		t.Fatalf("spare: %+v, want 409 dropped for its sibling", r)
 	}
@@ -127,7 +136,7 @@ func TestPrimaryNeverClaims(t *testing.T) {
 	client := newClient(t)
 	ctx := context.Background()
 	blocked := send(ctx, client, nodes[0].url, "block", "", "")
-	<-a.started
+	await(t, a.started, "the worker to be busy")
 	p1 := sendRole(ctx, client, nodes[0].url, "p1", NewID(), nodes[1].url, RolePrimary)
 	await(t, queued, "a primary queued")
 	if nodes[0].s.Stats().Queued != 1 {

@@ -87,6 +87,7 @@ func TestTiedPairRunsOnce(t *testing.T) {
 			// of want.
 			expect := func(i int, want ...string) {
 				t.Helper()
+				d := limit()
 				select {
 				case e := <-seen[i]:
 					for _, w := range want {
@@ -95,8 +96,8 @@ func TestTiedPairRunsOnce(t *testing.T) {
 						}
 					}
 					t.Fatalf("server %d: event %q, want one of %q", i, e, want)
-				case <-time.After(hang):
-					t.Fatalf("server %d: no event %q", i, want)
+				case <-time.After(d):
+					t.Fatalf("server %d, waiting for an event %q: %s", i, want, ranOut(d))
 				}
 			}
 			expect(0, "claiming")
