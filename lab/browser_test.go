@@ -274,17 +274,36 @@ func (b *browser) explorer(t *testing.T) {
 	b.t = t
 	b.do(chromedp.Navigate(b.url + "/#explorer"))
 	b.waitUpdate(0)
-	if v := b.text("ex-verdict-title"); !strings.Contains(v, "Worth it") {
-		t.Errorf("opening verdict %q, want a gain at the quiet-day p95", v)
+	// The page leads with the library's default: its first preset, its
+	// strategy chosen, its result shown, and the address keeps it.
+	if st := eval[string](b, `document.querySelector('input[name="strategy"]:checked').value`); st != "default" {
+		t.Errorf("the page opens on strategy %q, want the library default", st)
+	}
+	if first := eval[string](b, `document.querySelector('[data-preset]').textContent`); first != "Library default" {
+		t.Errorf("the first preset is %q, want the library default", first)
+	}
+	if c := b.text("ex-caption-hedged"); !strings.Contains(c, "library default") {
+		t.Errorf("opening caption %q, want the library default", c)
+	}
+	if u := eval[string](b, `location.search`); !strings.Contains(u, "strategy=default") || !strings.Contains(u, "load=0.5") {
+		t.Errorf("the address keeps %q, want the opening scenario", u)
 	}
 	if s := b.text("ex-status"); !strings.Contains(s, ",000 requests") {
 		t.Errorf("status %q does not state the simulation size", s)
 	}
-	p99 := b.text("ex-table")
 	b.shot("lab-explorer.png")
 
-	// Keyboard only: move the utilisation slider with the arrow keys.
+	// A fixed p95 delay, a preset away: a gain on the quiet-day p95.
 	n := b.updates()
+	b.do(chromedp.Click(chromedp.CSS(`[data-preset="p95"]`)))
+	b.waitUpdate(n)
+	if v := b.text("ex-verdict-title"); !strings.Contains(v, "Worth it") {
+		t.Errorf("p95 preset's verdict %q, want a gain at the quiet-day p95", v)
+	}
+	p99 := b.text("ex-table")
+
+	// Keyboard only: move the utilisation slider with the arrow keys.
+	n = b.updates()
 	b.key("ex-load", kb.ArrowRight, kb.ArrowRight)
 	b.waitUpdate(n)
 	if out := b.text("ex-load-out"); out != "60%" {
@@ -335,8 +354,8 @@ func (b *browser) explorer(t *testing.T) {
 		t.Errorf("status after runs=9: %q", s)
 	}
 
-	// Back to the opening settings with a preset button.
-	b.do(chromedp.SetValue(chromedp.ID("ex-runs"), "2"), chromedp.Click(chromedp.CSS(`[data-preset="default"]`)))
+	// Back to the p95 settings with a preset button.
+	b.do(chromedp.SetValue(chromedp.ID("ex-runs"), "2"), chromedp.Click(chromedp.CSS(`[data-preset="p95"]`)))
 	b.waitUpdate(n)
 	b.waitFor("the good verdict again", `document.getElementById('ex-verdict').dataset.tone === 'good'`)
 
@@ -381,6 +400,8 @@ func (b *browser) explorer(t *testing.T) {
 	if h := eval[string](b, `document.getElementById('ex-help').value`); h != "none" {
 		t.Errorf("the opening preset left the servers' help at %q", h)
 	}
+
+	b.scenarioURL(t)
 
 	// A fan-out of 40: the preset sets the width, the page lowers the
 	// requests to fit the lab's limit on leaves, and the leaves' numbers
@@ -428,6 +449,51 @@ func (b *browser) explorer(t *testing.T) {
 	b.waitUpdate(n)
 	if !eval[bool](b, `document.getElementById('ex-fan').hidden`) || b.text("ex-width-out") != "1: no fan-out" {
 		t.Errorf("width 1 (%q) still shows the fan-out's results", b.text("ex-width-out"))
+	}
+}
+
+// scenarioURL checks that the address bar carries a scenario: an address
+// with one opens it, with the delay in milliseconds; a change is written
+// back; and the address written opens the same scenario again.
+func (b *browser) scenarioURL(t *testing.T) {
+	// Each address opens a fresh page: from about:blank, since an address
+	// that differs from the current one only by its fragment would not
+	// load again.
+	b.do(chromedp.Navigate("about:blank"), chromedp.Navigate(b.url+"/?world=stalls&load=0.3&routing=two-choice&strategy=fixed&delay=5ms&runs=2#explorer"))
+	b.waitUpdate(0)
+	form := `JSON.stringify(Object.fromEntries([...new FormData(document.getElementById('ex-form'))]
+		.concat([...document.querySelectorAll('#ex-form input[type=checkbox]')].map(i => [i.name, i.checked]))))`
+	got := map[string]any{}
+	if err := json.Unmarshal([]byte(eval[string](b, form)), &got); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{"world": "stalls", "load": "0.3", "routing": "two-choice", "strategy": "fixed", "delay": "5ms", "cancel": true} {
+		if got[k] != want {
+			t.Errorf("the address's scenario set %s to %v, want %v", k, got[k], want)
+		}
+	}
+	if eval[bool](b, `document.getElementById('ex-status').classList.contains('err')`) {
+		t.Fatalf("the address's scenario refused: %q", b.text("ex-status"))
+	}
+	if c := b.text("ex-caption-hedged"); !strings.Contains(c, "fixed 5") {
+		t.Errorf("caption %q, want a fixed delay of 5 (5ms)", c)
+	}
+	// A change is written to the address at once.
+	n := b.updates()
+	b.key("ex-load", kb.ArrowRight)
+	b.waitUpdate(n)
+	u := eval[string](b, `location.href`)
+	if !strings.Contains(u, "load=0.35") || !strings.Contains(u, "delay=5ms") || !strings.Contains(u, "world=stalls") || !strings.HasSuffix(u, "#explorer") {
+		t.Errorf("after a change the address is %q, want the scenario with load 0.35", u)
+	}
+	before := eval[string](b, form)
+	b.do(chromedp.Navigate("about:blank"), chromedp.Navigate(u))
+	b.waitUpdate(0)
+	if after := eval[string](b, form); after != before {
+		t.Errorf("the written address opened\n%s\nwhere the page had\n%s", after, before)
+	}
+	if v := eval[string](b, `location.href`); v != u {
+		t.Errorf("the address %q became %q on opening", u, v)
 	}
 }
 

@@ -7,13 +7,18 @@
 //
 //   - Explorer: choose a world (noise, stalls, big jobs, mixed, or
 //     log-normal sizes with tail heaviness sigma), the utilisation before
-//     hedging, a strategy (none, fixed delay, a percentile delay measured
-//     on a quiet day or at this load, live percentile, a percentile delay
-//     with a budget, or the library default: the zero hedge.Config),
-//     cancel the loser, tied requests and routing.
+//     hedging, a strategy (the library default, the zero hedge.Config,
+//     which the page opens on; none, fixed delay, a percentile delay
+//     measured on a quiet day or at this load, live percentile, or a
+//     percentile delay with a budget), cancel the loser, tied requests
+//     and routing. The fixed delay is typed in milliseconds, one mean
+//     service time each (sim.Unit): "2.5", "2.5ms" or "500us".
 //     Every change reruns the simulator (debounced, the previous request
 //     aborted) and shows a verdict, the p50/p95/p99/p99.9 side by side with
 //     the gap, extra attempts and extra work, and a CCDF on log axes.
+//     The address keeps the scenario, as /api/explore's parameters: the
+//     page reads them when it opens and writes them on every change, so
+//     that a copied address opens what it showed.
 //   - Study: ratio to no hedging and extra work against load, per world and
 //     strategy, from the results.json of "hedge study".
 //   - Drill: the twenty-request replay of package drill, with Play/Pause,

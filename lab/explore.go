@@ -63,7 +63,10 @@ type ExploreParams struct {
 	// Default percentile. Each runs one of the simulator's strategies
 	// (see choices).
 	Strategy string `json:"strategy"`
-	// Delay (delay) is the fixed delay in mean service times, 0 to 50 (2).
+	// Delay (delay) is the fixed delay in mean service times, 0 to 50
+	// (2). One mean service time stands for a millisecond (sim.Unit), so
+	// the query gives it in milliseconds: a number ("2.5") or a duration
+	// ("2.5ms", "500us"), at most 50ms.
 	Delay float64 `json:"delay"`
 	// Percentile (p) is 50, 95 (default), 99 or 99.9; Calibration (calib)
 	// is quiet (default: measured unhedged at load 0.1, a quiet day) or
@@ -190,7 +193,7 @@ func (s *Server) parseExplore(raw string) (ExploreParams, []ParamError) {
 		Load:        f.float("load", d.Load, minLoad, maxLoad),
 		Routing:     f.choice("routing", d.Routing, exploreRoutings),
 		Strategy:    f.choice("strategy", d.Strategy, exploreStrategies),
-		Delay:       f.float("delay", d.Delay, 0, maxDelay),
+		Delay:       sim.Units(hedge.Fixed(f.millis("delay", time.Duration(d.Delay*float64(sim.Unit)), maxDelay*sim.Unit))),
 		Percentile:  f.choice("p", d.Percentile, explorePcts),
 		Calibration: f.choice("calib", d.Calibration, exploreCalibs),
 		LiveP:       f.float("livep", d.LiveP, minLiveP, maxLiveP),

@@ -76,3 +76,27 @@ func TestRepeatedParam(t *testing.T) {
 		}
 	}
 }
+
+// The explorer's delay is given in milliseconds, one mean service time
+// each (sim.Unit): a number or a duration, as the page says.
+func TestExploreDelayInMilliseconds(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		q    string
+		want float64
+	}{{"delay=2.5", 2.5}, {"delay=2.5ms", 2.5}, {"delay=500us", 0.5}, {"delay=50ms", 50}, {"delay=0", 0}, {"", 2}} {
+		p, errs := s.parseExplore(c.q)
+		if len(errs) > 0 || p.Delay != c.want {
+			t.Errorf("%q: delay %v, errors %v; want %v", c.q, p.Delay, errs, c.want)
+		}
+	}
+	for _, c := range []struct{ q, want string }{{"delay=51ms", "use 0 to 50ms"}, {"delay=2parsecs", "give milliseconds"}, {"delay=-1ms", "out of range"}} {
+		_, errs := s.parseExplore(c.q)
+		if len(errs) != 1 || errs[0].Param != "delay" || !strings.Contains(errs[0].Reason, c.want) {
+			t.Errorf("%q: errors %v; want one for delay saying %q", c.q, errs, c.want)
+		}
+	}
+}

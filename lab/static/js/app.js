@@ -22,7 +22,8 @@ function show(name, focus) {
     started[name] = true;
     views[name]();
   }
-  if (location.hash !== '#' + name) history.replaceState(null, '', '#' + name);
+  // The query holds the explorer's scenario: switching views keeps it.
+  if (location.hash !== '#' + name) history.replaceState(null, '', location.pathname + location.search + '#' + name);
 }
 
 for (const t of tabs) {

@@ -12,8 +12,11 @@ const WORLD_HINTS = {
   mixed: 'Big jobs on stalling servers.',
 };
 
+// The page opens on the first: the library's default, what hedge.New
+// runs with a zero Config.
 const PRESETS = {
-  default: { world: 'lognormal', sigma: 1, load: 0.5, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false, clients: 1, help: 'none', width: 1, need: 0, fancall: true },
+  default: { world: 'lognormal', sigma: 1, load: 0.5, routing: 'pool', strategy: 'default', cancel: true, tied: false, clients: 1, help: 'none', width: 1, need: 0, fancall: true },
+  p95: { world: 'lognormal', sigma: 1, load: 0.5, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false, clients: 1, help: 'none', width: 1, need: 0, fancall: true },
   collapse: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'percentile', p: '95', calib: 'quiet', cancel: false, tied: false, clients: 1, help: 'none', width: 1, need: 0, fancall: true },
   stalls: { world: 'stalls', load: 0.5, routing: 'two-choice', strategy: 'percentile', p: '95', calib: 'quiet', cancel: true, tied: false, clients: 1, help: 'none', width: 1, need: 0, fancall: true },
   budget: { world: 'lognormal', sigma: 1, load: 0.85, routing: 'pool', strategy: 'budget', budget: 5, p: '95', calib: 'quiet', cancel: false, tied: false, clients: 1, help: 'none', width: 1, need: 0, fancall: true },
@@ -38,9 +41,12 @@ export function initExplorer() {
     sel.prepend(o);
   }
   if (req) sel.value = req;
-  form.addEventListener('input', onChange);
+  setValues(fromURL());
+  // A typed value (the delay) runs when it is complete: on change or
+  // Enter, not at every key.
+  form.addEventListener('input', (e) => { if (e.target.type !== 'text') onChange(); });
   form.addEventListener('change', onChange);
-  form.addEventListener('submit', (e) => e.preventDefault());
+  form.addEventListener('submit', (e) => { e.preventDefault(); onChange(); });
   form.querySelectorAll('[data-preset]').forEach((b) =>
     b.addEventListener('click', () => applyPreset(PRESETS[b.dataset.preset])));
   syncVisibility();
@@ -63,16 +69,56 @@ function schedule(ms) {
 }
 
 function applyPreset(p) {
-  for (const [k, v] of Object.entries(p)) {
-    const inputs = form.querySelectorAll(`[name="${k}"]`);
-    inputs.forEach((i) => {
-      if (i.type === 'radio') i.checked = i.value === String(v);
-      else if (i.type === 'checkbox') i.checked = !!v;
-      else i.value = String(v);
-    });
-  }
+  setValues(p);
   syncVisibility();
   schedule(0);
+}
+
+// setValues sets the form's controls from p, by their names. A value
+// that a radio group or a list does not offer is left out, so that the
+// control keeps what it had; the server checks the rest and names any
+// value out of range.
+function setValues(p) {
+  for (const [k, v] of Object.entries(p)) {
+    const inputs = [...form.querySelectorAll(`[name="${k}"]`)];
+    const s = String(v);
+    if (inputs.length === 0) continue;
+    if (inputs[0].type === 'radio') {
+      if (inputs.some((i) => i.value === s)) inputs.forEach((i) => { i.checked = i.value === s; });
+      continue;
+    }
+    for (const i of inputs) {
+      if (i.type === 'checkbox') i.checked = s === 'true';
+      else if (i.tagName === 'SELECT' && ![...i.options].some((o) => o.value === s)) continue;
+      else i.value = s;
+    }
+  }
+}
+
+// SCENARIO are the parameters that the address bar keeps, by the form's
+// names (those of /api/explore): read when the page opens, written on
+// every change, so that a copied address opens the same scenario.
+const SCENARIO = ['world', 'sigma', 'load', 'routing', 'strategy', 'delay', 'p', 'calib', 'livep', 'budget',
+  'cancel', 'tied', 'clients', 'help', 'width', 'need', 'fancall', 'runs', 'requests', 'seed'];
+
+// fromURL returns the scenario's parameters that the address gives.
+function fromURL() {
+  const q = new URLSearchParams(location.search);
+  const p = {};
+  for (const k of SCENARIO) if (q.has(k)) p[k] = q.get(k);
+  return p;
+}
+
+// toURL writes the form's scenario into the address, keeping the tab.
+// Requests is the size chosen, before a fan-out lowers it.
+function toURL() {
+  const q = new URLSearchParams();
+  for (const k of SCENARIO) {
+    const v = val(k);
+    if (v !== undefined) q.set(k, String(v));
+  }
+  const url = location.pathname + '?' + q + location.hash;
+  if (url !== location.pathname + location.search + location.hash) history.replaceState(null, '', url);
 }
 
 function val(name) {
@@ -126,7 +172,6 @@ function syncVisibility() {
   $('ex-world-hint').textContent = WORLD_HINTS[p.world] || '';
   $('ex-sigma-out').textContent = 'σ ' + Number(p.sigma).toFixed(1);
   $('ex-load-out').textContent = Math.round(p.load * 100) + '%';
-  $('ex-delay-out').textContent = Number(p.delay).toFixed(2).replace(/0$/, '');
   $('ex-budget-out').textContent = p.budget + '%';
   $('ex-load').setAttribute('aria-valuetext', Math.round(p.load * 100) + ' percent');
   $('ex-sigma').setAttribute('aria-valuetext', 'sigma ' + Number(p.sigma).toFixed(1));
@@ -134,6 +179,7 @@ function syncVisibility() {
 }
 
 async function run() {
+  toURL();
   const q = new URLSearchParams(params());
   if (ctrl) ctrl.abort();
   ctrl = new AbortController();
