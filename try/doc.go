@@ -78,9 +78,12 @@
 // set. Pushback (429, or a 5xx with Retry-After) and a fifth of a second's
 // requests failing halve the rate (honouring Retry-After up to 5 s); calm
 // seconds raise it again; a service still failing at 1/64 of the rate
-// stops the run (ErrServiceFailing). Header values that may be credentials
+// stops the run (ErrServiceFailing). The outputs name the headers sent
+// but hold none of their values unless Options.ShowHeaderValues asks for
+// them, and even then no value that may be a credential: by its header
 // (Options.SecretHeaders, and names such as Authorization or X-Api-Key:
-// see Sensitive) and request bodies are never written to any output.
+// see Sensitive) or by its own shape (a Bearer or Basic token, a JWT, a
+// long random-looking string). Request bodies are never written.
 //
 // # gRPC
 //

@@ -85,6 +85,13 @@ type Options struct {
 	// never echoed. Headers named like credentials (see Sensitive) are
 	// never echoed either.
 	SecretHeaders []string
+	// ShowHeaderValues writes the values of Header into the outputs
+	// (Result.Headers), not only their names. Even then a value is
+	// replaced by "<redacted>" when its header is in SecretHeaders or
+	// named like a credential (Sensitive), or when the value is shaped
+	// like one: an authentication scheme and its token ("Bearer ...",
+	// "Basic ..."), a JWT, or a long random-looking string.
+	ShowHeaderValues bool
 
 	// Arms are the configurations compared, at least two. The baseline
 	// of the verdicts is the first arm that does not hedge, or the first

@@ -2,10 +2,8 @@ package try
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	mrand "math/rand/v2"
-	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -142,8 +140,10 @@ type Result struct {
 	Started  time.Time     `json:"started"`
 	Elapsed  time.Duration `json:"elapsed_ns"`
 	Replicas []string      `json:"replicas"`
-	// Headers lists the common headers (gRPC metadata) with sensitive
-	// values redacted.
+	// Headers lists the names of the common headers (gRPC metadata);
+	// with Options.ShowHeaderValues, as "Name: value", every value that
+	// may be a credential, by the header's name or by its own shape,
+	// replaced by "<redacted>".
 	Headers []string `json:"headers,omitempty"`
 	// Targets counts the distinct requests, sent in turn: HTTP targets,
 	// gRPC request messages, or Redis keys; Methods counts them by HTTP
@@ -216,7 +216,7 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 		MinCut: o.MinCut, LoadLimit: o.LoadLimit, Interrupted: interrupted,
 	}
 	res.Targets, res.Methods = r.proto.requests()
-	res.Headers = redactHeaders(o.Header, r.secret)
+	res.Headers = redactHeaders(o.Header, r.secret, o.ShowHeaderValues)
 	r.bo.mu.Lock()
 	res.Backoff = slices.Clone(r.bo.events)
 	res.Pushback = r.bo.pushbackRequests
@@ -527,21 +527,6 @@ func verdict(res *Result, ar *ArmResult, isBase bool, base *ArmResult) (drill.Ou
 		return drill.NoTailGain, fmt.Sprintf("%s: a cut of %.0f%% or more is ruled out", ci, 100*res.MinCut)
 	}
 	return NotSignificant, fmt.Sprintf("%s: the interval holds both no change and a cut of %.0f%%; run longer to tell", ci, 100*res.MinCut)
-}
-
-// redactHeaders lists headers as "Name: value", with the values of
-// secret or sensitive headers replaced.
-func redactHeaders(h http.Header, secret map[string]bool) []string {
-	var out []string
-	for _, name := range slices.Sorted(maps.Keys(h)) {
-		for _, v := range h[name] {
-			if secret[http.CanonicalHeaderKey(name)] || Sensitive(name) {
-				v = "<redacted>"
-			}
-			out = append(out, name+": "+v)
-		}
-	}
-	return out
 }
 
 // fmtDur writes a latency with three significant digits.

@@ -393,22 +393,64 @@ func TestRedirectToAnotherHostRefused(t *testing.T) {
 	}
 }
 
-// Credentials reach the replicas but no output file.
+// Credentials reach the replicas but no output file. By default the
+// outputs name the headers and hold none of their values; asked for the
+// values, they hold them but those of credentials, by the header's name
+// (Authorization), by the caller's word (SecretHeaders) or by the value's
+// shape (a JWT under a name that says nothing of it).
 func TestCredentialsNeverWritten(t *testing.T) {
 	const secret = "s3cr3t-token-value"
+	const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ0cnkifQ.c2lnbmF0dXJlLW9mLXRoZS10b2tlbg"
 	reps, urls := startReplicas(t, 2, nil)
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+secret)
 	h.Set("X-From-Env", secret)
+	h.Set("X-Jwt-Assertion", jwt)
 	h.Set("X-Plain", "visible")
 	o := Options{Replicas: urls, Targets: gets("/p"), Arms: arms(t, "none,default"), Header: h, SecretHeaders: []string{"X-From-Env"},
 		Rate: 100, Duration: 300 * time.Millisecond, Seed: 3}
-	res, err := Run(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
+	for _, show := range []bool{false, true} {
+		o.ShowHeaderValues = show
+		res, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := outputs(t, res)
+		for name, s := range files {
+			if strings.Contains(s, secret) || strings.Contains(s, jwt[:20]) {
+				t.Errorf("values shown %v: %s holds a credential", show, name)
+			}
+		}
+		report := files["report.md"]
+		want := []string{"`Authorization`", "`X-From-Env`", "`X-Jwt-Assertion`", "`X-Plain`"}
+		if show {
+			want = []string{"`Authorization: <redacted>`", "`X-From-Env: <redacted>`", "`X-Jwt-Assertion: <redacted>`", "`X-Plain: visible`"}
+		} else if strings.Contains(report, "visible") {
+			t.Errorf("values not asked for, report.md holds one:\n%s", report)
+		}
+		for _, w := range want {
+			if !strings.Contains(report, w) {
+				t.Errorf("values shown %v: report.md lacks %s:\n%s", show, w, report)
+			}
+		}
 	}
-	dir := t.TempDir()
-	paths, err := res.WriteFiles(dir, true)
+	got := ""
+	for _, r := range reps {
+		r.mu.Lock()
+		if len(r.headers) > 0 {
+			got = r.headers[0].Get("Authorization")
+		}
+		r.mu.Unlock()
+	}
+	if got != "Bearer "+secret {
+		t.Errorf("the replicas got Authorization %q, want the credential", got)
+	}
+}
+
+// outputs returns the summary and every file WriteFiles writes, by name.
+func outputs(t *testing.T, res *Result) map[string]string {
+	t.Helper()
+	paths, err := res.WriteFiles(t.TempDir(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,25 +464,7 @@ func TestCredentialsNeverWritten(t *testing.T) {
 		}
 		files[filepath.Base(p)] = string(b)
 	}
-	for name, s := range files {
-		if strings.Contains(s, secret) {
-			t.Errorf("%s holds the secret", name)
-		}
-	}
-	if !strings.Contains(files["report.md"], "X-Plain: visible") || !strings.Contains(files["report.md"], "Authorization: <redacted>") {
-		t.Errorf("report.md does not list the headers, redacted:\n%s", files["report.md"])
-	}
-	got := ""
-	for _, r := range reps {
-		r.mu.Lock()
-		if len(r.headers) > 0 {
-			got = r.headers[0].Get("Authorization")
-		}
-		r.mu.Unlock()
-	}
-	if got != "Bearer "+secret {
-		t.Errorf("the replicas got Authorization %q, want the credential", got)
-	}
+	return files
 }
 
 func TestInterruptKeepsResults(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -149,6 +150,41 @@ func TestTryRun(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("latencies-none.txt holds no latency")
+	}
+}
+
+// The report names the headers; their values only with
+// --show-header-values, and then never one shaped like a credential.
+func TestTryHeaderValues(t *testing.T) {
+	urls, _ := tryServers(t)
+	dir := t.TempDir()
+	vals := filepath.Join(dir, "values.txt")
+	os.WriteFile(vals, []byte("a\n"), 0o644)
+	const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ0cnkifQ.c2lnbmF0dXJl"
+	for _, show := range []bool{false, true} {
+		out := filepath.Join(dir, fmt.Sprint(show))
+		args := []string{"try", "--replica", urls[0], "--replica", urls[1], "--url", "/items/{key}", "--values", vals,
+			"--header", "X-Jwt-Assertion: " + jwt, "--header", "X-Plain: visible",
+			"--rate", "100", "--ramp", "0s", "--warmup", "0s", "--duration", "300ms", "--progress", "0", "--out", out}
+		if show {
+			args = append(args, "--show-header-values")
+		}
+		code, stdout, stderr := runCLI(args...)
+		if code != exitOK {
+			t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+		}
+		b, err := os.ReadFile(filepath.Join(out, "report.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		report := string(b)
+		want, notWant := "`X-Jwt-Assertion`, `X-Plain`", "visible"
+		if show {
+			want, notWant = "`X-Jwt-Assertion: <redacted>`, `X-Plain: visible`", jwt[:12]
+		}
+		if !strings.Contains(report, want) || strings.Contains(report, notWant) || strings.Contains(report+stdout+stderr, jwt[:12]) {
+			t.Errorf("--show-header-values %v: report.md wants %s, not %s:\n%s", show, want, notWant, report)
+		}
 	}
 }
 
