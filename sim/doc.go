@@ -153,8 +153,10 @@
 // old as the client's last answer from that queue, which with many
 // clients is seldom fresh, and a stalled queue's last report ages while
 // it is stalled. The client's Policy reads it as the live engine does
-// (decide.Policy.ReportedLoad for the spare-capacity rule, decide.Reported
-// for the primary's evidence); routing keeps to the client's own view.
+// (decide.Policy.Place and ReportedLoad for the spare-capacity rule,
+// decide.Reported for the primary's evidence); routing keeps to the
+// client's own view, and a copy that a queue's report turns away where
+// the client's own view saw room goes to the picker's next choice.
 // With one client a fresh report plus the copies sent since is the
 // queue's own count, but for copies cancelled since, which leave without
 // an answer to carry a report (TestLoadReportsOneClientExact).

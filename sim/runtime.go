@@ -29,7 +29,8 @@ func (e *engine) drive(slot int32, r *request, now time.Duration) *hedgeRT {
 // Place picks the server the copy would go to and returns it with its
 // load, or -1, -1 when no server is eligible. With Config.LoadReports the
 // choice is decide.Policy.Place's, as the live engine's is: the picker's
-// next server while each is busy by its fresh report.
+// next server while each is busy by its fresh report where the client's
+// own view saw room.
 func (h *hedgeRT) Place(time.Duration) (int, int, bool) {
 	e := (*engine)(h)
 	if e.reports {
