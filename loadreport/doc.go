@@ -40,7 +40,10 @@
 // named metrics: to them a server reports a utilization like any other.
 //
 // Parse reads the TEXT form with any other ORCA keys present, and ignores
-// those it does not use. It reads the report of any ORCA server too: when
+// those it does not use. It reads a hedge_running, hedge_queued or
+// hedge_workers above MaxCount (about a billion) as MaxCount: such a
+// count says only that the server is as busy as can be, and capped it
+// adds to others without overflow. It reads the report of any ORCA server too: when
 // the hedge_* metrics are absent, application_utilization (or, failing
 // that, cpu_utilization) u is read as a server of 100 workers with
 // round(100*u) requests present, at most 100 of them running and the rest
