@@ -27,8 +27,38 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// hang bounds the waits of these tests, which synchronise on channels.
-const hang = 2 * time.Minute
+// hang bounds every wait of these tests and every call they make
+// (bounded): they synchronise on channels, and the bound only turns a
+// bug, such as a claim never answered, into a failure instead of a hang.
+// A test takes milliseconds, so the bound is generous on the busiest
+// machine.
+const hang = 10 * time.Second
+
+// claimTimeout is the ClaimTimeout of these tests' servers: longer than
+// hang, so that a claim never answered shows as a wait of the test
+// running out, not as a copy started after its claim failed.
+const claimTimeout = time.Minute
+
+// bounded returns a context for a test's calls that ends hang after the
+// call, or when the test ends, so that a call a failed test left behind
+// does not outlive it.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), hang)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// await waits for a value on ch, at most hang, and returns it.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(hang):
+		t.Fatalf("no %s in %v: a claim or call that never ends?", what, hang)
+	}
+	panic("unreachable")
+}
 
 var secret = []byte("a secret the test servers share, 32 bytes or more")
 
@@ -89,7 +119,7 @@ func startServers(t *testing.T, n int, cfg tied.Config, handle func(i int) func(
 	var srvs []*grpc.Server
 	for i, s := range out {
 		c := cfg
-		c.Secret, c.Sender, c.ClaimTimeout = secret, tiedgrpc.NewSender(), hang
+		c.Secret, c.Sender, c.ClaimTimeout = secret, tiedgrpc.NewSender(), claimTimeout
 		c.Peers = nil
 		for j, o := range out {
 			if j != i {
@@ -157,13 +187,16 @@ func testTiedCallEndToEnd(t *testing.T, form tied.Form) {
 			switch {
 			case in.GetValue() == "busy":
 				close(startedA)
-				<-blockA
+				select {
+				case <-blockA:
+				case <-ctx.Done():
+				}
 			case i == 0:
 				ranTiedOnA.Store(true)
 			default:
 				select { // answer once A dropped the sibling
 				case <-servers[0].dropped:
-				case <-time.After(hang):
+				case <-ctx.Done():
 				}
 			}
 			return wrapperspb.String(string(rune('A' + i))), nil
@@ -172,11 +205,12 @@ func testTiedCallEndToEnd(t *testing.T, form tied.Form) {
 	servers = startServers(t, 2, tied.Config{Workers: 1}, handle)
 	ccA, ccB := dial(t, servers[0].addr), dial(t, servers[1].addr)
 
+	ctx := bounded(t)
 	busy := make(chan error, 1)
 	go func() {
-		busy <- ccA.Invoke(context.Background(), echoMethod, wrapperspb.String("busy"), new(wrapperspb.StringValue))
+		busy <- ccA.Invoke(ctx, echoMethod, wrapperspb.String("busy"), new(wrapperspb.StringValue))
 	}()
-	<-startedA
+	await(t, startedA, "start of the busy call")
 
 	h, err := hedge.New(hedge.Config{Replicas: 2})
 	if err != nil {
@@ -187,8 +221,6 @@ func testTiedCallEndToEnd(t *testing.T, form tied.Form) {
 		t.Fatal(err)
 	}
 	client := dial(t, servers[0].addr, grpc.WithUnaryInterceptor(ic.Unary))
-	ctx, cancel := context.WithTimeout(context.Background(), hang)
-	defer cancel()
 	out := new(wrapperspb.StringValue)
 	if err := client.Invoke(ctx, echoMethod, wrapperspb.String("work"), out); err != nil {
 		t.Fatal(err)
@@ -197,7 +229,7 @@ func testTiedCallEndToEnd(t *testing.T, form tied.Form) {
 		t.Fatalf("answer %q, want B", out.GetValue())
 	}
 	close(blockA)
-	if err := <-busy; err != nil {
+	if err := await(t, busy, "answer to the busy call"); err != nil {
 		t.Fatal(err)
 	}
 	if ranTiedOnA.Load() {
@@ -221,7 +253,10 @@ func blocking(started chan<- struct{}, block <-chan struct{}) func(int) func(con
 		return func(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 			if in.GetValue() == "busy" {
 				started <- struct{}{}
-				<-block
+				select {
+				case <-block:
+				case <-ctx.Done():
+				}
 			}
 			return in, nil
 		}
@@ -231,12 +266,14 @@ func blocking(started chan<- struct{}, block <-chan struct{}) func(int) func(con
 // occupy makes a call "busy" on cc, which blocking's service holds until
 // block is closed, and returns once it has started; the call's error
 // comes on the channel returned.
-func occupy(cc *grpc.ClientConn, started <-chan struct{}) <-chan error {
+func occupy(t *testing.T, cc *grpc.ClientConn, started <-chan struct{}) <-chan error {
+	t.Helper()
+	ctx := bounded(t)
 	busy := make(chan error, 1)
 	go func() {
-		busy <- cc.Invoke(context.Background(), echoMethod, wrapperspb.String("busy"), new(wrapperspb.StringValue))
+		busy <- cc.Invoke(ctx, echoMethod, wrapperspb.String("busy"), new(wrapperspb.StringValue))
 	}()
-	<-started
+	await(t, started, "start of the busy call")
 	return busy
 }
 
@@ -248,8 +285,8 @@ func TestRefusals(t *testing.T) {
 	started := make(chan struct{}, 1)
 	servers := startServers(t, 2, tied.Config{Workers: 1, MaxQueue: -1}, blocking(started, block))
 	cc := dial(t, servers[0].addr)
-	ctx := context.Background()
-	busy := occupy(cc, started)
+	ctx := bounded(t)
+	busy := occupy(t, cc, started)
 	var refusal metadata.MD
 	err := cc.Invoke(ctx, echoMethod, wrapperspb.String("x"), new(wrapperspb.StringValue), grpc.Trailer(&refusal))
 	if status.Code(err) != codes.ResourceExhausted {
@@ -259,7 +296,7 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("the refusal reported %+v, want the one worker busy", got)
 	}
 	close(block)
-	if err := <-busy; err != nil {
+	if err := await(t, busy, "answer to the busy call"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -318,8 +355,8 @@ func TestLoadReports(t *testing.T) {
 	started := make(chan struct{}, 1)
 	servers := startServers(t, 1, tied.Config{Workers: 2}, blocking(started, block))
 	cc := dial(t, servers[0].addr)
-	ctx := context.Background()
-	busy := occupy(cc, started)
+	ctx := bounded(t)
+	busy := occupy(t, cc, started)
 	var trailer metadata.MD
 	if err := cc.Invoke(ctx, echoMethod, wrapperspb.String("x"), new(wrapperspb.StringValue), grpc.Trailer(&trailer)); err != nil {
 		t.Fatal(err)
@@ -328,7 +365,7 @@ func TestLoadReports(t *testing.T) {
 		t.Errorf("beside a busy call: %+v, utilization %v; want 1 of 2 running, 0.5", got, u)
 	}
 	close(block)
-	if err := <-busy; err != nil {
+	if err := await(t, busy, "answer to the busy call"); err != nil {
 		t.Fatal(err)
 	}
 	trailer = nil
@@ -350,16 +387,16 @@ func TestClaimMethods(t *testing.T) {
 	started := make(chan struct{}, 1)
 	servers := startServers(t, 1, tied.Config{Workers: 1, MaxQueue: -1}, blocking(started, block))
 	cc := dial(t, servers[0].addr)
-	busy := occupy(cc, started)
+	busy := occupy(t, cc, started)
 	for _, m := range []string{tiedgrpc.ClaimMethod, tiedgrpc.CancelMethod} {
 		msg := tied.Claim{ID: tied.NewID(), Ticket: 1, Sent: time.Now()}.Sign(secret)
 		out := new(wrapperspb.StringValue)
-		if err := cc.Invoke(context.Background(), m, wrapperspb.String(msg), out); err != nil || out.GetValue() != tied.VerdictGo.String() {
+		if err := cc.Invoke(bounded(t), m, wrapperspb.String(msg), out); err != nil || out.GetValue() != tied.VerdictGo.String() {
 			t.Errorf("claim by %s: %q, %v; want go", m, out.GetValue(), err)
 		}
 	}
 	close(block)
-	if err := <-busy; err != nil {
+	if err := await(t, busy, "answer to the busy call"); err != nil {
 		t.Fatal(err)
 	}
 	if s := servers[0].ts.Stats(); s.ClaimsReceived != 2 || s.ClaimsEarly != 2 || s.Refused != 0 {
@@ -373,8 +410,7 @@ func TestSenderCallsClaimMethod(t *testing.T) {
 	sender := tiedgrpc.NewSender()
 	defer sender.CloseIdleConnections()
 	msg := tied.Claim{ID: tied.NewID(), Ticket: 1, Sent: time.Now()}.Sign(secret)
-	ctx, cancel := context.WithTimeout(context.Background(), hang)
-	defer cancel()
+	ctx := bounded(t)
 	if answer, err := sender.SendClaim(ctx, servers[0].addr, msg); err != nil || answer != tied.VerdictGo.String() {
 		t.Fatalf("SendClaim: %q, %v; want go", answer, err)
 	}
@@ -455,8 +491,7 @@ func TestSenderFallsBackToCancelMethod(t *testing.T) {
 
 	sender := tiedgrpc.NewSender()
 	defer sender.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(context.Background(), hang)
-	defer cancel()
+	ctx := bounded(t)
 	for i := range 2 {
 		msg := tied.Claim{ID: tied.NewID(), Ticket: 1, Sent: time.Now()}.Sign(secret)
 		if answer, err := sender.SendClaim(ctx, ln.Addr().String(), msg); err != nil || answer != tied.VerdictGo.String() {
