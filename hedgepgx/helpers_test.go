@@ -111,8 +111,23 @@ func pauseReplay(t *testing.T, set *pgtest.ReplicaSet, s *pgtest.Cluster) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := s.ResumeReplay(context.Background()); err != nil {
-			t.Errorf("resuming replay: %v", err)
+		// The resume may be cancelled by a conflict with the replay it
+		// resumes (SQLSTATE 40001, at once when the WAL waited longer
+		// than max_standby_streaming_delay): it has taken effect when
+		// the standby says it is not paused.
+		ctx := context.Background()
+		for attempt := 1; ; attempt++ {
+			err := s.ResumeReplay(ctx)
+			if err == nil {
+				return
+			}
+			if st, serr := s.ReplayPauseState(ctx); serr == nil && st == "not paused" {
+				return
+			}
+			if attempt == 10 {
+				t.Errorf("resuming replay: %v", err)
+				return
+			}
 		}
 	})
 	p := pools(t, true, set.Primary)[0]
