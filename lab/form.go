@@ -207,7 +207,11 @@ func (f *form) millis(name string, def, hi time.Duration) time.Duration {
 		return def
 	}
 	var d time.Duration
-	if x, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(x) && !math.IsInf(x, 0) && math.Abs(x) < 1e9 {
+	if x, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(x) {
+		if math.IsInf(x, 0) || math.Abs(x) >= 1e9 {
+			f.bad(name, "%s milliseconds is out of range: use 0 to %v", quote(s), hi)
+			return def
+		}
 		d = time.Duration(math.Round(x * float64(time.Millisecond)))
 	} else if d, err = time.ParseDuration(s); err != nil {
 		f.bad(name, "%s is not a duration: give milliseconds (130) or a duration (130ms)", quote(s))
