@@ -28,6 +28,11 @@
 // (grpc.NewClient requires transport credentials; insecure ones are for
 // plaintext, inside a trusted network or a test.)
 //
+// Those copies go wherever target's balancer sends them, maybe to the
+// backend that holds the primary. Given the backends' addresses instead,
+// Dial and DialServiceConfig send each copy of a call to a different
+// backend (see "Where the copies go").
+//
 // The operation class of a call (the op of hedge.Do: delay estimates and
 // stats) is its full method name, "/package.Service/Method"; WithOpName
 // changes that. Interceptor.Hedger(method).OpStats(method) gives the stats.
@@ -151,46 +156,35 @@
 // previously used addresses to the balancer; an interceptor has no way
 // to.
 //
-// For a guarantee, dial one ClientConn per backend and pass them with
-// WithReplicas: the Hedger (Config.Replicas = number of conns) picks a
-// replica for each copy that holds no other copy of the call, preferring
-// the less busy, and the copy is invoked on that conn, never on the conn
-// the call was made on. The conns need the interceptor when they are
-// dialed, and the Interceptor needs the conns, so the conns are dialed
-// with a function that calls the Interceptor made afterwards:
+// For a guarantee, give Dial the address of each backend. It dials one
+// ClientConn per backend, each with the Interceptor installed, and makes
+// the Hedger with Config.Replicas = the number of addresses. The Hedger
+// picks a replica for each copy that holds no other copy of the call,
+// preferring the less busy, and the copy is invoked on that replica's
+// conn:
 //
-//	addrs := []string{"10.0.0.1:50051", "10.0.0.2:50051", "10.0.0.3:50051"}
-//	h, err := hedge.New(hedge.Config{
-//		Replicas:  len(addrs),
-//		Retryable: hedgegrpc.NonFatal(codes.Unavailable),
-//	})
+//	conns, err := hedgegrpc.Dial(
+//		[]string{"10.0.0.1:50051", "10.0.0.2:50051", "10.0.0.3:50051"},
+//		hedge.Config{Retryable: hedgegrpc.NonFatal(codes.Unavailable)},
+//		hedgegrpc.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials()))) // or your TLS credentials
 //	if err != nil {
 //		return err
 //	}
-//	var ic *hedgegrpc.Interceptor // set below, before the first call
-//	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-//		return ic.Unary(ctx, method, req, reply, cc, invoker, opts...)
-//	}
-//	conns := make([]*grpc.ClientConn, len(addrs))
-//	for i, addr := range addrs {
-//		conns[i], err = grpc.NewClient(addr,
-//			grpc.WithTransportCredentials(insecure.NewCredentials()), // or your TLS credentials
-//			grpc.WithUnaryInterceptor(unary))
-//		if err != nil {
-//			return err
-//		}
-//		defer conns[i].Close()
-//	}
-//	if ic, err = hedgegrpc.New(h, hedgegrpc.WithReplicas(conns...)); err != nil {
-//		return err
-//	}
-//	client := pb.NewYourServiceClient(conns[0]) // any of the conns will do
+//	defer conns.Close()
+//	client := pb.NewYourServiceClient(conns.Conn())
 //
-// With a service config, make ic with hedgegrpc.NewFromServiceConfig(sc,
-// hedge.Config{}, hedgegrpc.WithReplicas(conns...)) instead; it sets
-// Config.Replicas. The Interceptor is installed on every conn: it hedges
-// the calls made on any of them and passes its own copies through on the
-// others.
+// With a service config, DialServiceConfig(addrs, sc, hedge.Config{},
+// ...) does the same with NewFromServiceConfig's Hedgers.
+//
+// To bring conns of your own, pass them to New or NewFromServiceConfig
+// with WithReplicas, one per backend, and make the Hedger with
+// Config.Replicas = the number of conns (NewFromServiceConfig sets it).
+// The conns need the interceptor when they are dialed, and the
+// Interceptor needs the conns, so the conns are dialed with a function
+// that calls the Interceptor made afterwards, as Dial does (see
+// ExampleWithReplicas). The Interceptor is installed on every conn: it
+// hedges the calls made on any of them and passes its own copies through
+// on the others.
 //
 // # Load reports
 //

@@ -53,15 +53,19 @@ var prevAttempts = [hedge.HardMaxAttempts]string{"0", "1", "2", "3", "4"}
 type Option func(*options)
 
 type options struct {
-	conns  []*grpc.ClientConn
-	opName func(string) string
-	errs   []error
-	tied   *TiedConfig // WithTied
+	conns   []*grpc.ClientConn
+	opName  func(string) string
+	errs    []error
+	tied    *TiedConfig       // WithTied
+	dial    []grpc.DialOption // WithDialOptions
+	dialSet bool              // WithDialOptions was given
+	dialing bool              // Dial or DialServiceConfig makes the Interceptor
 }
 
 // WithReplicas sends each copy of a call on conns[a.Replica], where
 // a.Replica is the replica the Hedger picked for it (hedge.Attempt), and
-// never on the ClientConn the call was made on. The Hedger must have
+// never on the ClientConn the call was made on. Dial does the wiring for
+// you from the backends' addresses; WithReplicas is for conns of your own. The Hedger must have
 // Config.Replicas == len(conns) (NewFromServiceConfig sets it); the
 // Hedger's Picker then never sends two copies of a call to the same conn,
 // so with one conn per backend every copy reaches a different backend.
@@ -150,7 +154,7 @@ func New(h *hedge.Hedger, opts ...Option) (*Interceptor, error) {
 	if h == nil {
 		err = errors.Join(err, errors.New("hedgegrpc: New(nil): pass a *hedge.Hedger made with hedge.New"))
 	} else if o.conns != nil && h.Replicas() != len(o.conns) {
-		err = errors.Join(err, fmt.Errorf("hedgegrpc: the Hedger has Config.Replicas = %d but WithReplicas has %d conns: make it with Config.Replicas = %d", h.Replicas(), len(o.conns), len(o.conns)))
+		err = errors.Join(err, replicaMismatch(h.Replicas(), len(o.conns)))
 	}
 	ts, terr := newTiedState(o)
 	if err = errors.Join(err, terr); err != nil {
@@ -258,7 +262,19 @@ func collect(opts []Option) (options, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.dialSet && !o.dialing {
+		o.errs = append(o.errs, errors.New("hedgegrpc: WithDialOptions is for Dial and DialServiceConfig, which make the conns: give grpc.NewClient your dial options yourself"))
+	}
 	return o, errors.Join(o.errs...)
+}
+
+// replicaMismatch is the error of a Hedger whose Config.Replicas is not
+// the number of conns given to WithReplicas.
+func replicaMismatch(replicas, conns int) error {
+	if replicas == 0 {
+		return fmt.Errorf("hedgegrpc: the Hedger has no Config.Replicas but WithReplicas has %d conns: make it with Config.Replicas = %d, one per conn (Dial sets it for you)", conns, conns)
+	}
+	return fmt.Errorf("hedgegrpc: the Hedger has Config.Replicas = %d but WithReplicas has %d conns: pass WithReplicas one ClientConn per replica, %d of them (Dial dials one per address for you), or, if there are only %d backends, make the Hedger with Config.Replicas = %d", replicas, conns, replicas, conns, conns)
 }
 
 // Hedger returns the Hedger that hedges fullMethod ("/package.Service/
@@ -402,7 +418,7 @@ func (c *call) attempt(ctx context.Context, a hedge.Attempt) (int, error) {
 	case c.ic.conns == nil:
 		err = c.invoker(ctx, c.method, c.req, s.reply, c.cc, opts...)
 	case a.Replica < 0 || a.Replica >= len(c.ic.conns):
-		err = status.Errorf(codes.Internal, "hedgegrpc: the Hedger picked replica %d but WithReplicas has %d conns: make the Hedger with Config.Replicas = %d", a.Replica, len(c.ic.conns), len(c.ic.conns))
+		err = status.Errorf(codes.Internal, "hedgegrpc: the Hedger picked replica %d but WithReplicas has %d conns: pass one ClientConn per replica (Dial dials one per address for you)", a.Replica, len(c.ic.conns))
 	case c.ic.conns[a.Replica] == conn:
 		err = c.invoker(ctx, c.method, c.req, s.reply, c.cc, opts...)
 	default:

@@ -545,11 +545,19 @@ func TestReplicaMismatch(t *testing.T) {
 		t.Cleanup(func() { cc.Close() })
 		conns = append(conns, cc)
 	}
-	for _, replicas := range []int{0, 3} {
-		h := mustHedger(t, hedge.Config{Delay: hedge.Fixed(time.Hour), Replicas: replicas})
+	for _, tc := range []struct {
+		replicas int
+		want     string
+	}{
+		{0, "make it with Config.Replicas = 2"},
+		// More replicas than conns: the conns are missing, not the
+		// replicas too many.
+		{3, "pass WithReplicas one ClientConn per replica, 3 of them"},
+	} {
+		h := mustHedger(t, hedge.Config{Delay: hedge.Fixed(time.Hour), Replicas: tc.replicas})
 		_, err := hedgegrpc.New(h, hedgegrpc.WithReplicas(conns...))
-		if err == nil || !strings.Contains(err.Error(), "Config.Replicas = 2") {
-			t.Errorf("Replicas %d: err = %v, want one naming Config.Replicas = 2", replicas, err)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Replicas %d: err = %v, want one that says %q", tc.replicas, err, tc.want)
 		}
 	}
 }
