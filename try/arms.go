@@ -42,6 +42,12 @@ const NoneArm = "none"
 //   - fixed:DUR: the default with a fixed delay (hedge.Fixed(DUR));
 //   - pNN: the default with the delay at the live NNth percentile
 //     (hedge.Percentile{P: NN}), such as p90 or p99.5;
+//   - plain-pNN: plain percentile hedging, such as plain-p95: a delay at
+//     the live NNth percentile and the default's budget, without the
+//     default's other rules (the spare-capacity rule, the payoff rule and
+//     the head wait off: MaxReplicaLoad hedge.AnyReplicaLoad, MinWinRate
+//     -1), so that beside default it tells the rules' doing from
+//     hedging's;
 //   - any configuration name of "hedge bench --configs" (bench.StrategyNames)
 //     that needs no --delay and sends no fan-out calls.
 func ParseArm(name string) (Arm, error) {
@@ -60,20 +66,23 @@ func ParseArm(name string) (Arm, error) {
 		return Arm{Name: name, Doc: fmt.Sprintf("The default with a fixed delay of %v (hedge.Fixed).", d),
 			Config: constantConfig(hedge.Config{Delay: hedge.Fixed(d)})}, nil
 	case len(name) > 1 && name[0] == 'p' && (name[1] >= '0' && name[1] <= '9'):
-		p, err := strconv.ParseFloat(name[1:], 64)
-		if err != nil || p < 50 || p >= 100 {
-			return Arm{}, fmt.Errorf("%w: arm %q: write pNN with NN from 50 to below 100, such as p95 or p99", ErrInvalid, name)
-		}
-		cfg := hedge.Config{Delay: hedge.Percentile{P: p}}
-		if _, err := hedge.New(cfg); err != nil {
-			return Arm{}, fmt.Errorf("%w: arm %q: %v", ErrInvalid, name, err)
+		p, err := percentileArm(name, name[1:], "pNN", "p95 or p99")
+		if err != nil {
+			return Arm{}, err
 		}
 		return Arm{Name: name, Doc: fmt.Sprintf("The default with the delay at the live p%g of the arm's own latencies (hedge.Percentile{P: %g}).", p, p),
-			Config: constantConfig(cfg)}, nil
+			Config: constantConfig(hedge.Config{Delay: hedge.Percentile{P: p}})}, nil
+	case strings.HasPrefix(name, plainPrefix):
+		p, err := percentileArm(name, strings.TrimPrefix(name, plainPrefix), "plain-pNN", "plain-p95")
+		if err != nil {
+			return Arm{}, err
+		}
+		return Arm{Name: name, Doc: fmt.Sprintf("Plain percentile hedging: a hedge at the live p%g of the arm's own latencies after 100 of them, and the default's budget (10%%, a burst of 10), without the default's other rules: no spare-capacity rule, no payoff rule, no head wait (hedge.Config{Delay: hedge.Percentile{P: %g}, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}).", p, p),
+			Config: constantConfig(hedge.Config{Delay: hedge.Percentile{P: p}, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})}, nil
 	}
 	s, err := bench.LookupStrategy(name)
 	if err != nil {
-		return Arm{}, fmt.Errorf("%w: arm %q: use none, default, fixed:DURATION, pNN, or a configuration of hedge bench: %s", ErrInvalid, name, strings.Join(bench.StrategyNames(), ", "))
+		return Arm{}, fmt.Errorf("%w: arm %q: use none, default, fixed:DURATION, pNN, plain-pNN, or a configuration of hedge bench: %s", ErrInvalid, name, strings.Join(bench.StrategyNames(), ", "))
 	}
 	if s.Fan != nil {
 		return Arm{}, fmt.Errorf("%w: arm %q sends fan-out calls, which try does not: choose another", ErrInvalid, name)
@@ -108,6 +117,21 @@ func ParseArms(list string) ([]Arm, error) {
 		return nil, fmt.Errorf("%w: --arms %q: name at least two arms to compare, such as none,default", ErrInvalid, list)
 	}
 	return arms, nil
+}
+
+// plainPrefix begins the names of the plain percentile arms.
+const plainPrefix = "plain-p"
+
+// percentileArm reads the percentile of an arm's name, 50 to below 100.
+func percentileArm(name, num, form, example string) (float64, error) {
+	p, err := strconv.ParseFloat(num, 64)
+	if err != nil || p < 50 || p >= 100 || strings.ContainsAny(num, "+-eExXpP_") {
+		return 0, fmt.Errorf("%w: arm %q: write %s with NN from 50 to below 100, such as %s", ErrInvalid, name, form, example)
+	}
+	if _, err := hedge.New(hedge.Config{Delay: hedge.Percentile{P: p}}); err != nil {
+		return 0, fmt.Errorf("%w: arm %q: %v", ErrInvalid, name, err)
+	}
+	return p, nil
 }
 
 func constantConfig(cfg hedge.Config) func() (hedge.Config, error) {

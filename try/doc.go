@@ -44,29 +44,38 @@
 // Percentiles (p50, p90, p99, p99.9) get 95% intervals from a block
 // bootstrap: the measured span is cut into time blocks, and each resample
 // draws blocks with replacement, the same blocks for every arm (paired),
-// so that the interval of an arm's p99 over the baseline's carries the
-// time-varying noise both met. Each hedged arm gets one verdict, by its
-// p99, in the vocabulary of package drill:
+// so that the interval of an arm's percentile over the baseline's carries
+// the time-varying noise both met. Each hedged arm gets one verdict, by
+// its objective percentile (Options.Objective: the p99 unless told; the
+// p99.9 where stalls are rare enough to show there alone), in the
+// vocabulary of package drill:
 //
-//   - EXCESS LOAD: hedges above Options.LoadLimit of requests, or the p99
-//     ratio's whole interval above 1 (hedging made the tail worse) with
-//     hedges sent for at least as many requests as lie above the p99
-//     (fewer cannot have moved it: that is NOT SIGNIFICANT);
+//   - EXCESS LOAD: hedges above Options.LoadLimit of requests, or the
+//     ratio's whole interval above 1 (hedging made the tail worse);
 //   - TAIL CUT: the whole interval below 1 and a cut of at least
-//     Options.MinCut (10%), with hedges sent for at least as many requests
-//     as lie above the p99: a false TAIL CUT needs the interval to miss,
-//     which happens in about 2.5% of runs of a service hedging cannot help;
+//     Options.MinCut (10%): a false TAIL CUT needs the interval to miss,
+//     which happens in about 2.5% of runs of a service hedging cannot
+//     help;
 //   - NO TAIL GAIN: a cut of MinCut is ruled out (or the cut is real but
 //     smaller);
 //   - NOT SIGNIFICANT: the interval holds both no change and a cut of
-//     MinCut, or there were too few requests for a p99.
+//     MinCut, or there were too few requests for the percentile (200 an
+//     arm, 2,000 for a p99.9);
+//   - TOO FEW HEDGES (FewHedges): hedges went with fewer requests than lie
+//     above the percentile (at most a hundredth of the requests), which
+//     cannot have moved it either way. No verdict on hedging, for or
+//     against, comes from such an arm, and the summary says so in
+//     capitals (Result.Warnings): a default arm whose rules kept its
+//     hedges back says nothing of what hedging would do.
 //
 // A verdict says what an arm did, and ArmResult.NotSent says why it did
 // not do more: the hedges that came due in the measured span and a rule
 // of the arm's Hedger kept back (its budget, the spare-capacity and
 // payoff rules, the head wait), with its delay when measuring began and
 // at the end. A default arm that learnt from a starved warm-up shows it
-// there.
+// there. The arm plain-p95 (ParseArm) hedges at the live p95 with the
+// budget and none of the default's other rules: beside default, it tells
+// what the rules did from what hedging does.
 //
 // # Safety
 //

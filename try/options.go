@@ -143,6 +143,10 @@ type Options struct {
 	// LoadLimit is the extra load (hedge copies per request) above which
 	// an arm is EXCESS LOAD. Zero means 0.25, the drill's limit.
 	LoadLimit float64
+	// Objective is the percentile the verdicts judge by: "p50", "p90",
+	// "p99" or "p99.9". Empty means DefaultObjective, "p99". Stalls may
+	// show at the p99.9 alone; a p99.9 needs 2,000 requests an arm.
+	Objective string
 
 	// Progress, if not nil, receives a progress line every
 	// ProgressEvery (zero means a second).
@@ -187,6 +191,9 @@ func (o Options) Defaults() Options {
 	}
 	if o.LoadLimit == 0 {
 		o.LoadLimit = 0.25
+	}
+	if o.Objective == "" {
+		o.Objective = DefaultObjective
 	}
 	if o.ProgressEvery == 0 {
 		o.ProgressEvery = time.Second
@@ -262,6 +269,13 @@ func (o Options) Validate() error {
 	}
 	if o.MinCut <= 0 || o.MinCut >= 1 || o.LoadLimit <= 0 {
 		bad("min cut %g, load limit %g: use a min cut in (0, 1) and a positive load limit", o.MinCut, o.LoadLimit)
+	}
+	if o.Objective != "" && objectiveOf(o.Objective).name != o.Objective {
+		var names []string
+		for _, ob := range objectives {
+			names = append(names, ob.name)
+		}
+		bad("--objective %q: judge by %s (the percentiles the report estimates)", o.Objective, strings.Join(names, ", "))
 	}
 	if o.IdempotencyHeader != "" {
 		switch strings.ToLower(o.IdempotencyHeader) {

@@ -53,16 +53,20 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(bw, "stopped: %s\n", r.Stopped)
 	}
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "arm\trequests\terrors\tp50\tp90\tp99\tp99.9\tp99 ratio (95% CI)\thedged\twins\textra")
+	obj := objectiveOf(r.Objective)
+	fmt.Fprintf(tw, "arm\trequests\terrors\tp50\tp90\tp99\tp99.9\t%s ratio (%g%% CI)\thedged\twins\textra\n", obj.name, 100*Confidence)
 	for _, a := range r.Arms {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%d\t%.1f%%\n", a.Name, a.Requests, a.Errors,
 			fmtDur(a.P50.Value), fmtDur(a.P90.Value), fmtDur(a.P99.Value), fmtDur(a.P999.Value)+few(a.P999),
-			ratioText(a.P99), pct(a.Hedged, a.Requests), a.HedgeWins, 100*a.ExtraLoad)
+			ratioText(obj.of(a)), pct(a.Hedged, a.Requests), a.HedgeWins, 100*a.ExtraLoad)
 	}
 	tw.Flush()
-	fmt.Fprintln(bw)
+	fmt.Fprintf(bw, "\nverdicts by the %s (--objective):\n", obj.name)
 	for _, a := range r.Arms {
 		fmt.Fprintf(bw, "%-16s %s: %s\n", a.Name, a.Verdict, a.Why)
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(bw, "WARNING: %s\n", strings.ToUpper(w[:1])+w[1:])
 	}
 	for _, a := range r.Arms {
 		if a.DelayAtEnd > 0 || len(a.NotSent) > 0 {
@@ -275,10 +279,14 @@ func (r *Result) writeMarkdown(w *bufio.Writer) error {
 	if r.Stopped != "" {
 		fmt.Fprintf(w, "**Stopped**: %s.\n\n", r.Stopped)
 	}
-	fmt.Fprintf(w, "## Verdicts\n\nBaseline: `%s`. A verdict compares an arm's p99 with the baseline's; the interval of the ratio is a %g%% paired block bootstrap (%d resamples of %d time blocks). TAIL CUT needs the whole interval below 1 and a cut of at least %.0f%%; EXCESS LOAD, hedges above %.0f%% of requests or a tail worse beyond chance.\n\n",
-		r.Baseline, 100*Confidence, r.Resamples, r.Blocks, 100*r.MinCut, 100*r.LoadLimit)
+	obj := objectiveOf(r.Objective)
+	fmt.Fprintf(w, "## Verdicts\n\nBaseline: `%s`. A verdict compares an arm's %s (`--objective`) with the baseline's; the interval of the ratio is a %g%% paired block bootstrap (%d resamples of %d time blocks). TAIL CUT needs the whole interval below 1 and a cut of at least %.0f%%; EXCESS LOAD, hedges above %.0f%% of requests or a tail worse beyond chance; TOO FEW HEDGES, hedges with fewer requests than could move the %s, so that no verdict on hedging comes from the arm.\n\n",
+		r.Baseline, obj.name, 100*Confidence, r.Resamples, r.Blocks, 100*r.MinCut, 100*r.LoadLimit, obj.name)
 	for _, a := range r.Arms {
 		fmt.Fprintf(w, "- **%s**: %s. %s\n", a.Name, a.Verdict, a.Why)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "\n**Warning**: %s.\n", warn)
 	}
 	fmt.Fprintf(w, "\n## Latency\n\nFrom each request's intended start (no coordinated omission) %s; timeouts count at their time, other failures not. Intervals %g%%; * marks fewer than ten latencies above the percentile.\n\n", r.words().end, 100*Confidence)
 	fmt.Fprintf(w, "| arm | requests | errors | p50 | p90 | p99 | p99.9 | p99 ratio | p99.9 ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -17,17 +17,25 @@ import (
 )
 
 // NotSignificant is the verdict of an arm whose measured difference from
-// the baseline could be chance: the confidence interval of its p99 ratio
-// holds both 1 and a cut of Options.MinCut. The other verdicts are the
+// the baseline could be chance: the confidence interval of its ratio at
+// the objective percentile (Options.Objective) holds both 1 and a cut of
+// Options.MinCut, or there were too few requests for that percentile. The other verdicts are the
 // drill's: drill.Baseline, drill.TailCut, drill.NoTailGain and
 // drill.ExcessLoad.
 const NotSignificant drill.Outcome = "NOT SIGNIFICANT"
+
+// FewHedges is the verdict of an arm whose hedges went with fewer
+// requests than lie above the objective percentile (at most a hundredth
+// of the requests): whatever its percentile did, hedging did not do it,
+// and no verdict on hedging, for or against, can come from the arm. The
+// report warns of it (Result.Warnings).
+const FewHedges drill.Outcome = "TOO FEW HEDGES"
 
 // Confidence is the level of every confidence interval.
 const Confidence = 0.95
 
 // minVerdictRequests is the fewest measured requests per arm for a verdict
-// on the p99.
+// (more for a p99.9: see objective.leastRequests).
 const minVerdictRequests = 200
 
 // quantiles are the percentiles reported, as fractions.
@@ -109,8 +117,8 @@ type ArmResult struct {
 	DelayAtEnd   time.Duration `json:"delay_at_end_ns,omitempty"`
 
 	// Verdict is drill.Baseline for the baseline, else drill.TailCut,
-	// drill.NoTailGain, drill.ExcessLoad or NotSignificant; Why says
-	// what decided it and how sure it is.
+	// drill.NoTailGain, drill.ExcessLoad, NotSignificant or FewHedges;
+	// Why says what decided it and how sure it is.
 	Verdict drill.Outcome `json:"verdict"`
 	Why     string        `json:"why"`
 
@@ -171,6 +179,8 @@ type Result struct {
 	Resamples       int     `json:"resamples"`
 	MinCut          float64 `json:"min_cut"`
 	LoadLimit       float64 `json:"load_limit"`
+	// Objective is the percentile the verdicts judge by ("p99").
+	Objective string `json:"objective"`
 	// Baseline names the arm the others are compared with.
 	Baseline string           `json:"baseline"`
 	Arms     []*ArmResult     `json:"arms"`
@@ -187,6 +197,10 @@ type Result struct {
 	LagP50 time.Duration `json:"lag_p50_ns"`
 	LagP99 time.Duration `json:"lag_p99_ns"`
 	Notes  []string      `json:"notes,omitempty"`
+	// Warnings name the hedging arms from which no verdict on hedging can
+	// come (verdict FewHedges), and why: the summary prints them next to
+	// the verdicts, in capitals.
+	Warnings []string `json:"warnings,omitempty"`
 	// Interrupted is set when the run was cut short (Ctrl-C).
 	Interrupted bool `json:"interrupted,omitempty"`
 
@@ -213,7 +227,7 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 		Protocol: r.kind, Started: r.start, start: r.start, Elapsed: elapsed, Replicas: slices.Clone(o.Replicas),
 		Rate: o.Rate, Ramp: o.Ramp, Warmup: o.Warmup,
 		Duration: o.Duration, Sent: int(r.sent.Load()), Seed: o.Seed, Resamples: o.Resamples,
-		MinCut: o.MinCut, LoadLimit: o.LoadLimit, Interrupted: interrupted,
+		MinCut: o.MinCut, LoadLimit: o.LoadLimit, Objective: o.Objective, Interrupted: interrupted,
 	}
 	res.Targets, res.Methods = r.proto.requests()
 	res.Headers = redactHeaders(o.Header, r.secret, o.ShowHeaderValues)
@@ -350,6 +364,9 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 			ar.ExtraLoad = float64(ar.Hedges) / float64(ar.Requests)
 		}
 		ar.Verdict, ar.Why = verdict(res, ar, i == base, res.Arms[base])
+		if ar.Verdict == FewHedges {
+			res.Warnings = append(res.Warnings, fewHedgesWarning(ar))
+		}
 	}
 	if res.Overloaded() {
 		res.Notes = append(res.Notes, fmt.Sprintf("The load generator fell behind: it started 1%% of the measured requests %v or more after their intended starts (p50 %v), over a tenth of %s's p99. Latencies are timed from the intended start, so every arm carries that lag: the client's CPU, not the service, may have shaped the tail. Run with a lower --rate, or on a machine with cores to spare.", res.LagP99.Round(10*time.Microsecond), res.LagP50.Round(10*time.Microsecond), res.Baseline))
@@ -484,42 +501,39 @@ func interval(xs []float64) (lo, hi float64) {
 	return v[int(math.Floor(a*float64(len(v)-1)))], v[int(math.Ceil((1-a)*float64(len(v)-1)))]
 }
 
-// verdict judges one arm against the baseline by its p99.
+// verdict judges one arm against the baseline by its objective
+// percentile (Result.Objective).
 func verdict(res *Result, ar *ArmResult, isBase bool, base *ArmResult) (drill.Outcome, string) {
 	if isBase {
 		return drill.Baseline, "the arm the others are compared with"
 	}
-	e := ar.P99
-	ci := fmt.Sprintf("p99 %s vs %s, ratio %.2f (%g%% CI %.2f to %.2f)", fmtDur(e.Value), fmtDur(base.P99.Value), e.Ratio, 100*Confidence, e.RatioLo, e.RatioHi)
+	obj := objectiveOf(res.Objective)
+	e, be := obj.of(ar), obj.of(base)
+	ci := fmt.Sprintf("%s %s vs %s, ratio %.2f (%g%% CI %.2f to %.2f)", obj.name, fmtDur(e.Value), fmtDur(be.Value), e.Ratio, 100*Confidence, e.RatioLo, e.RatioHi)
 	if ar.ExtraLoad > res.LoadLimit {
 		return drill.ExcessLoad, fmt.Sprintf("hedges added %.0f%% requests, above the limit of %.0f%%; %s", 100*ar.ExtraLoad, 100*res.LoadLimit, ci)
 	}
 	n := min(len(ar.lat), len(base.lat))
-	if n < minVerdictRequests {
-		return NotSignificant, fmt.Sprintf("too few requests for a p99 (%d; at least %d an arm): run longer or at a higher rate", n, minVerdictRequests)
+	if least := obj.leastRequests(); n < least {
+		return NotSignificant, fmt.Sprintf("too few requests for a %s (%d; at least %d an arm): run longer or at a higher rate", obj.name, n, least)
+	}
+	// A percentile high in the tail is decided by the few requests above
+	// it. A hedge changes the request it goes with, and adds one copy's
+	// work: when hedges went with fewer requests than lie above the
+	// percentile (or than a hundredth of the requests, for the lower
+	// ones), they cannot have moved it beyond the noise of that handful
+	// either way, and no verdict on hedging can come from the arm, least
+	// of all that a cut is ruled out.
+	if need := obj.hedgedFor(n); ar.Hedged < need {
+		return FewHedges, fmt.Sprintf("hedges went with %d requests, fewer than the %d %s: whatever its %s did (%s), hedging did not do it", ar.Hedged, need, obj.needWhy(), obj.name, ci)
 	}
 	if math.IsNaN(e.RatioLo) {
 		return NotSignificant, "no interval: too few latencies in the blocks"
 	}
-	// The p99 is decided by the slowest hundredth of the requests. A
-	// hedge changes the request it goes with, and adds one copy's work:
-	// when hedges went with fewer requests than lie above the p99, they
-	// cannot have moved it far either way, and an interval resampled from
-	// that handful of slowest latencies is too narrow to say they did.
-	above := int(math.Ceil(float64(n) / 100))
-	thin := func(way string) string {
-		return fmt.Sprintf("%s: %s, but hedges went with %d requests, fewer than the %d above the p99: the noise of a tail that thin, not hedging; run longer to tell", ci, way, ar.Hedged, above)
-	}
 	switch {
-	case e.RatioLo > 1 && ar.Hedges > 0:
-		if ar.Hedged < above {
-			return NotSignificant, thin("worse")
-		}
+	case e.RatioLo > 1:
 		return drill.ExcessLoad, "the tail got worse with hedging, beyond chance: " + ci
 	case e.RatioHi < 1 && e.Ratio <= 1-res.MinCut:
-		if ar.Hedged < above {
-			return NotSignificant, thin("better")
-		}
 		return drill.TailCut, fmt.Sprintf("%s: the whole interval is below 1, a cut of %.0f%%", ci, 100*(1-e.Ratio))
 	case e.RatioHi < 1:
 		return drill.NoTailGain, fmt.Sprintf("%s: a real but small cut, under the %.0f%% that counts", ci, 100*res.MinCut)
@@ -527,6 +541,66 @@ func verdict(res *Result, ar *ArmResult, isBase bool, base *ArmResult) (drill.Ou
 		return drill.NoTailGain, fmt.Sprintf("%s: a cut of %.0f%% or more is ruled out", ci, 100*res.MinCut)
 	}
 	return NotSignificant, fmt.Sprintf("%s: the interval holds both no change and a cut of %.0f%%; run longer to tell", ci, 100*res.MinCut)
+}
+
+// fewHedgesWarning says why no verdict on hedging came from an arm.
+func fewHedgesWarning(ar *ArmResult) string {
+	w := fmt.Sprintf("arm %s hedged %d of %d requests (%d hedges): no verdict on hedging can come from it, for or against", ar.Name, ar.Hedged, ar.Requests, ar.Hedges)
+	if len(ar.NotSent) > 0 {
+		w += "; its rules kept back " + notSentText(ar.NotSent)
+	}
+	w += fmt.Sprintf("; its delay was %s when measuring began, %s at the end. Compare an arm that hedges without the default's rules, such as plain-p95, or fixed:DURATION", fmtDelay(ar.DelayAtStart), fmtDelay(ar.DelayAtEnd))
+	return w
+}
+
+// objective is a percentile the verdicts may judge by.
+type objective struct {
+	name string  // as --objective names it: "p99"
+	q    float64 // as a fraction: 0.99
+	of   func(*ArmResult) Estimate
+}
+
+// Objectives are the percentiles Options.Objective may name: those the
+// report estimates.
+var objectives = []objective{
+	{"p50", 0.5, func(a *ArmResult) Estimate { return a.P50 }},
+	{"p90", 0.9, func(a *ArmResult) Estimate { return a.P90 }},
+	{"p99", 0.99, func(a *ArmResult) Estimate { return a.P99 }},
+	{"p99.9", 0.999, func(a *ArmResult) Estimate { return a.P999 }},
+}
+
+// DefaultObjective is the percentile the verdicts judge by when
+// Options.Objective is empty.
+const DefaultObjective = "p99"
+
+// objectiveOf returns the objective of that name, the default's if none.
+func objectiveOf(name string) objective {
+	for _, o := range objectives {
+		if o.name == name {
+			return o
+		}
+	}
+	return objectiveOf(DefaultObjective)
+}
+
+// leastRequests is the fewest measured requests per arm for a verdict:
+// minVerdictRequests, and enough to put two above the percentile.
+func (o objective) leastRequests() int {
+	return max(minVerdictRequests, int(math.Ceil(2/(1-o.q)-1e-9)))
+}
+
+// hedgedFor is how many of n requests hedges must go with before a
+// verdict on hedging can come from an arm: as many as lie above the
+// percentile, and at most a hundredth of the requests.
+func (o objective) hedgedFor(n int) int {
+	return int(math.Ceil(math.Min(float64(n)*(1-o.q), float64(n)/100) - 1e-9))
+}
+
+func (o objective) needWhy() string {
+	if o.q >= 0.99 {
+		return "above the " + o.name
+	}
+	return "of a hundredth of the requests"
 }
 
 // fmtDur writes a latency with three significant digits.

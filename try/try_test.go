@@ -285,8 +285,8 @@ func TestStallsOnOneReplicaTailCut(t *testing.T) {
 	if fixed.NotSent["head"] == 0 || fixed.DelayAtStart != 10*time.Millisecond || fixed.DelayAtEnd != 10*time.Millisecond {
 		t.Errorf("fixed: hedges not sent %v, delay %v then %v; want holds for the head wait, and 10ms throughout", fixed.NotSent, fixed.DelayAtStart, fixed.DelayAtEnd)
 	}
-	if def.Verdict != drill.TailCut && def.Verdict != NotSignificant {
-		t.Errorf("default: verdict %s (%s), want %s or %s; hedges not sent: %v", def.Verdict, def.Why, drill.TailCut, NotSignificant, def.NotSent)
+	if def.Verdict != drill.TailCut && def.Verdict != NotSignificant && def.Verdict != FewHedges {
+		t.Errorf("default: verdict %s (%s), want %s, %s or %s; hedges not sent: %v", def.Verdict, def.Why, drill.TailCut, NotSignificant, FewHedges, def.NotSent)
 	}
 	if none.Hedges != 0 {
 		t.Errorf("none: %d hedges, want none", none.Hedges)
@@ -307,8 +307,8 @@ func TestNoStallsNoTailCut(t *testing.T) {
 	})
 	logSummary(t, res)
 	def := armByName(t, res, "default")
-	if def.Verdict != drill.NoTailGain && def.Verdict != NotSignificant {
-		t.Errorf("default: verdict %s (%s), want %s or %s", def.Verdict, def.Why, drill.NoTailGain, NotSignificant)
+	if def.Verdict != drill.NoTailGain && def.Verdict != NotSignificant && def.Verdict != FewHedges {
+		t.Errorf("default: verdict %s (%s), want %s, %s or %s", def.Verdict, def.Why, drill.NoTailGain, NotSignificant, FewHedges)
 	}
 }
 
@@ -586,11 +586,17 @@ func TestParseTargets(t *testing.T) {
 }
 
 func TestParseArms(t *testing.T) {
-	a, err := ParseArms("none, default, fixed:20ms, p99, hedge-live-budget5")
-	if err != nil || len(a) != 5 {
+	a, err := ParseArms("none, default, fixed:20ms, p99, hedge-live-budget5, plain-p95, plain-p99.5")
+	if err != nil || len(a) != 7 {
 		t.Fatalf("%v, %v", a, err)
 	}
-	for _, bad := range []string{"none", "none,none", "none,fixed:0", "none,p20", "none,bogus", "none,hedge-fixed", "none,default-fan"} {
+	// plain-p95 is the live p95 and the default budget, the default's
+	// other rules off.
+	cfg, err := a[5].Config()
+	if err != nil || cfg.Delay != (hedge.Percentile{P: 95}) || cfg.MaxReplicaLoad != hedge.AnyReplicaLoad || cfg.MinWinRate >= 0 || cfg.NoBudget || cfg.Budget != nil || !a[5].hedges() {
+		t.Errorf("plain-p95: %+v, %v", cfg, err)
+	}
+	for _, bad := range []string{"none", "none,none", "none,fixed:0", "none,p20", "none,bogus", "none,hedge-fixed", "none,default-fan", "none,plain-p20", "none,plain-p", "none,plain-px", "none,plain-p1e2"} {
 		if _, err := ParseArms(bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q: %v, want ErrInvalid", bad, err)
 		}
@@ -610,10 +616,10 @@ func TestNotSentText(t *testing.T) {
 	}
 }
 
-// A p99 worse, or better, beyond its interval is put down to hedging
-// (EXCESS LOAD, TAIL CUT) only when hedges went with at least as many
+// A p99 worse, better, or no better is put down to hedging (EXCESS LOAD,
+// TAIL CUT, NO TAIL GAIN) only when hedges went with at least as many
 // requests as lie above the p99; fewer cannot have moved it, and the
-// verdict is NOT SIGNIFICANT.
+// verdict is TOO FEW HEDGES.
 func TestVerdictThinTail(t *testing.T) {
 	res := &Result{LoadLimit: 0.25, MinCut: 0.1}
 	base := &ArmResult{Name: "none", lat: make([]int64, 250), P99: Estimate{Value: 3 * time.Millisecond}}
@@ -622,13 +628,15 @@ func TestVerdictThinTail(t *testing.T) {
 		ratio  [3]float64
 		want   drill.Outcome
 	}{
-		{1, [3]float64{1.5, 1.4, 1.7}, NotSignificant},
-		{2, [3]float64{1.5, 1.4, 1.7}, NotSignificant},
+		{1, [3]float64{1.5, 1.4, 1.7}, FewHedges},
+		{2, [3]float64{1.5, 1.4, 1.7}, FewHedges},
 		{3, [3]float64{1.5, 1.4, 1.7}, drill.ExcessLoad},
 		{10, [3]float64{1.5, 1.4, 1.7}, drill.ExcessLoad},
-		{0, [3]float64{0.57, 0.42, 0.63}, NotSignificant},
-		{2, [3]float64{0.57, 0.42, 0.63}, NotSignificant},
+		{0, [3]float64{0.57, 0.42, 0.63}, FewHedges},
+		{2, [3]float64{0.57, 0.42, 0.63}, FewHedges},
 		{3, [3]float64{0.57, 0.42, 0.63}, drill.TailCut},
+		{0, [3]float64{1.0, 0.95, 1.05}, FewHedges}, // a cut ruled out, but no hedge to have made it
+		{3, [3]float64{1.0, 0.95, 1.05}, drill.NoTailGain},
 	} {
 		ar := &ArmResult{Name: "default", lat: make([]int64, 250), Hedged: c.hedged, Hedges: c.hedged, ExtraLoad: float64(c.hedged) / 250,
 			P99: Estimate{Value: 5 * time.Millisecond, Ratio: c.ratio[0], RatioLo: c.ratio[1], RatioHi: c.ratio[2]}}

@@ -1,10 +1,14 @@
 package try
 
 import (
+	"context"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/drill"
 	"github.com/tailcut/hedge/quantile"
 )
@@ -112,4 +116,82 @@ func binomialTail(n int, p float64, k int) float64 {
 		sum += math.Exp(lgN - a - b + float64(x)*math.Log(p) + float64(n-x)*math.Log1p(-p))
 	}
 	return sum
+}
+
+// The verdicts judge by the objective percentile: a cut at the p99.9
+// alone is a TAIL CUT by the p99.9 and none by the p99.
+func TestVerdictObjective(t *testing.T) {
+	base := &ArmResult{Name: "none", lat: make([]int64, 5000), P99: Estimate{Value: 100 * time.Millisecond}, P999: Estimate{Value: time.Second}}
+	ar := &ArmResult{Name: "default", lat: make([]int64, 5000), Hedged: 250, Hedges: 250, ExtraLoad: 0.05,
+		P99:  Estimate{Value: 100 * time.Millisecond, Ratio: 1, RatioLo: 0.95, RatioHi: 1.05},
+		P999: Estimate{Value: 200 * time.Millisecond, Ratio: 0.2, RatioLo: 0.1, RatioHi: 0.5}}
+	for _, c := range []struct {
+		objective string
+		want      drill.Outcome
+	}{
+		{"", drill.NoTailGain},
+		{"p99", drill.NoTailGain},
+		{"p99.9", drill.TailCut},
+	} {
+		res := &Result{LoadLimit: 0.25, MinCut: 0.1, Objective: c.objective}
+		got, why := verdict(res, ar, false, base)
+		if got != c.want {
+			t.Errorf("objective %q: %s (%s), want %s", c.objective, got, why, c.want)
+		}
+		if name := objectiveOf(c.objective).name; !strings.HasPrefix(why, name+" ") {
+			t.Errorf("objective %q: why %q does not name the %s", c.objective, why, name)
+		}
+	}
+	// A p99.9 needs two latencies above it an arm: 2,000 requests.
+	short := &ArmResult{Name: "default", lat: make([]int64, 1999), Hedged: 250, P999: ar.P999}
+	if got, why := verdict(&Result{LoadLimit: 0.25, MinCut: 0.1, Objective: "p99.9"}, short, false, base); got != NotSignificant || !strings.Contains(why, "at least 2000") {
+		t.Errorf("1,999 requests by the p99.9: %s (%s), want %s, at least 2000", got, why, NotSignificant)
+	}
+}
+
+func TestObjectiveValidate(t *testing.T) {
+	o := Options{Replicas: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Targets: gets("/"), Arms: arms(t, "none,default")}
+	if d := o.Defaults(); d.Objective != "p99" || d.Validate() != nil {
+		t.Errorf("default objective %q, %v; want p99, valid", d.Objective, d.Validate())
+	}
+	for _, good := range []string{"p50", "p90", "p99", "p99.9"} {
+		o.Objective = good
+		if err := o.Defaults().Validate(); err != nil {
+			t.Errorf("objective %s: %v", good, err)
+		}
+	}
+	for _, bad := range []string{"p95", "99", "p99.90", "P99", "median"} {
+		o.Objective = bad
+		err := o.Defaults().Validate()
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "p50, p90, p99, p99.9") {
+			t.Errorf("objective %q: %v, want ErrInvalid naming the choices", bad, err)
+		}
+	}
+}
+
+// An arm that hedged about nothing gets no verdict on hedging, and the
+// summary and report.md warn of it, loudly.
+func TestFewHedgesWarned(t *testing.T) {
+	_, urls := startReplicas(t, 2, nil)
+	a := arms(t, "none,default")
+	a = append(a, Arm{Name: "never", Doc: "hedges after an hour", Config: constantConfig(hedge.Config{Delay: hedge.Fixed(time.Hour)})})
+	o := Options{Replicas: urls, Targets: gets("/w"), Arms: a, Rate: 200, Duration: 4 * time.Second, Seed: 6, Resamples: 200}
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	never := armByName(t, res, "never")
+	if never.Hedged != 0 || never.Verdict != FewHedges {
+		t.Fatalf("never: %d hedged, verdict %s (%s); want none and %s", never.Hedged, never.Verdict, never.Why, FewHedges)
+	}
+	files := outputs(t, res)
+	if s := files["summary"]; !strings.Contains(s, "WARNING: Arm never hedged 0 of") {
+		t.Errorf("the summary does not warn of arm never:\n%s", s)
+	}
+	if s := files["report.md"]; !strings.Contains(s, "**Warning**: arm never hedged 0 of") {
+		t.Errorf("report.md does not warn of arm never:\n%s", s)
+	}
+	if s := files["results.json"]; !strings.Contains(s, `"warnings"`) || !strings.Contains(s, `"objective": "p99"`) {
+		t.Errorf("results.json lacks the warnings or the objective")
+	}
 }

@@ -62,6 +62,8 @@ func TestTryValidation(t *testing.T) {
 		{[]string{r1, r2, "--url", "/x/{key}", "--values", vals, "--rate", "500", "--max-rate", "1000"}, "--allow-high-rate"},
 		{[]string{r1, r2, "--url", "/x/{key}", "--values", vals, "--arms", "none"}, "at least two arms"},
 		{[]string{r1, r2, "--url", "/x/{key}", "--values", vals, "--arms", "none,fixed:x"}, "fixed:DURATION"},
+		{[]string{r1, r2, "--url", "/x/{key}", "--values", vals, "--arms", "none,plain-p20"}, "plain-pNN"},
+		{[]string{r1, r2, "--url", "/x/{key}", "--values", vals, "--objective", "p95"}, `--objective "p95": judge by p50, p90, p99, p99.9`},
 		{[]string{r1, r2, "--url", "/x/{key}", "--values", vals, "--header-env", "Authorization=HEDGE_TRY_UNSET_VAR"}, "unset or empty"},
 		{[]string{r1, r2, "--url", "/x/{key}", "--values", vals, "--header", "Authorization Bearer hunter2"}, "'Name: value'"},
 		{[]string{"--replica", "http://user:pw@127.0.0.1:1", r2, "--url", "/x/{key}", "--values", vals}, "--header-env"},
