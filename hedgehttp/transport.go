@@ -122,8 +122,10 @@ type Config struct {
 	// the only scope in which credentials change what is sent.
 	SensitiveHeaders []string
 
-	// HedgeTransport is the RoundTripper that hedge copies (not primaries)
-	// go through. Nil means: a Clone of base when base is an
+	// HedgeTransport is the RoundTripper that hedge copies go through:
+	// copies sent while another copy of the request runs
+	// (hedge.Attempt.IsHedge), not primaries nor a copy that stands
+	// alone, such as a failover. Nil means: a Clone of base when base is an
 	// *http.Transport and there are no Replicas, so that a hedge gets a
 	// connection of its own instead of queueing behind the slow primary's
 	// (or sharing its HTTP/2 connection); base itself otherwise. With an

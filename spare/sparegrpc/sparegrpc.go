@@ -11,8 +11,10 @@
 // here. A unary copy is a spare.Copy: if a primary preempts
 // it, its handler is called again with the same request and the earlier
 // call's result is dropped, so the handler must be safe to call twice for
-// a request it may get twice anyway (a hedged one). Streams are
-// spare.CopyOnce: a stream cannot be replayed.
+// a request it may get twice anyway (a hedged one). A stream copy is a
+// spare.CopyOnce, since a stream cannot be replayed: it runs only on a
+// worker free when it comes, and is otherwise refused with
+// ResourceExhausted (spare.ErrNoSpare).
 //
 // # Load reports
 //
