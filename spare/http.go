@@ -30,10 +30,10 @@ const MaxBuffer = 1 << 20
 // Switching Protocols, which cannot be taken back. A held-back copy's
 // informational answers (1xx, such as 103 Early Hints) are dropped, not
 // sent ahead of an answer that may never come from this run; its final
-// status is kept. A copy with a body, which cannot
-// be read twice, is a CopyOnce. The handler must return soon after its
-// context is cancelled, as it should for any cancelled request: one that
-// does not holds its worker, and the primary waits for it.
+// status is kept. A copy with a body, which cannot be read twice, is a
+// CopyOnce. The handler must return soon after its context is cancelled,
+// as it should for any cancelled request: one that does not holds its
+// worker, and the primary waits for it.
 //
 // A request refused with ErrQueueFull is answered 503 Service
 // Unavailable with "Retry-After: 1". A copy refused with ErrNoSpare (a

@@ -29,9 +29,10 @@ var (
 	// that asks to Commit) found no worker it may hold: none was free
 	// when it came, a request was waiting, or such copies already hold
 	// Config.MaxUnpreemptible workers. The copy is refused, so that it
-	// cannot hold a worker that a primary will want. HTTP answers 503
-	// with Retry-After, which tells hedgehttp to send no further copy;
-	// gRPC answers ResourceExhausted.
+	// cannot hold a worker that a primary will want. HTTP answers 409
+	// with "Tied-Dropped: no-spare" (see Handler), which tells hedgehttp
+	// to send no further copy and leave the request to its primary; gRPC
+	// answers ResourceExhausted.
 	ErrNoSpare = errors.New("spare: no worker to spare for a copy that cannot be preempted")
 	// ErrInvalidConfig is wrapped by New's errors.
 	ErrInvalidConfig = errors.New("spare: invalid configuration")
