@@ -93,7 +93,8 @@ function show(res) {
     badge.textContent = 'DO NOT HEDGE';
     badge.className = 'badge NO_TAIL_GAIN';
   }
-  $('ad-verdict').textContent = res.verdict;
+  // The headline's lines: the library's default, then the recommendation.
+  $('ad-verdict').textContent = (res.headline && res.headline.length ? res.headline : [res.verdict]).join('\n');
   const img = $('ad-chart');
   img.src = 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(res.svg);
   img.alt = `Chart of the predictions for ${res.n} latencies: ${res.verdict}`;
