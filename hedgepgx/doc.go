@@ -119,11 +119,13 @@
 // the query runs again, on its own, after the check: one more round trip.
 // Read sends the check on the connection it hands to its function, a
 // round trip of its own, before calling it. A server found behind has its
-// answer dropped and its known position lowered, and the read goes to
-// another server at once, outside the budget (the copy fails as
-// hedge.NotSent; counted in ServerStats.Behind). If no server is left,
-// the read fails with an error that matches ErrNotCaughtUp. The primary
-// is not checked: it has every commit it acknowledged.
+// answer dropped and its known position lowered (counted in
+// ServerStats.Behind), and the copy moves on at once to another server of
+// the read's set that holds no copy of it, the primary if none else
+// (counted in Redirected). A copy with no server left fails as
+// hedge.NotSent, and the read fails with an error that matches
+// ErrNotCaughtUp if no other copy answers. The primary is not checked: it
+// has every commit it acknowledged.
 //
 // What a hedged read then guarantees:
 //

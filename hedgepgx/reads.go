@@ -206,27 +206,45 @@ func (cs *call) whenIdle() <-chan struct{} {
 // Redirected). A copy with nowhere to go sends nothing: it waits until
 // the read ends or its other copies have all ended, and fails then. On a
 // server other than the primary, a read with a minimum position is
-// checked on the copy's connection: a server found behind fails the copy
-// as hedge.NotSent (its answer, if any, is dropped), so that the read
-// goes elsewhere at once.
+// checked on the copy's connection: a server found behind has its answer
+// dropped, and the copy moves on to another eligible server that holds
+// no copy (the primary, if none else), as a redirect; with none left, it
+// fails as hedge.NotSent.
 func runCopy[T any](ctx context.Context, c *Client, cs *call, a hedge.Attempt, fn copyFunc[T]) (answer[T], error) {
 	if !c.gate.Enter() {
 		return answer[T]{}, hedge.Permanent(ErrClosed)
 	}
 	defer c.gate.Leave()
-	i := cs.take(c, a.Replica)
-	if i < 0 {
-		select {
-		case <-ctx.Done():
-			return answer[T]{}, ctx.Err()
-		case <-cs.whenIdle():
-			return answer[T]{}, errNowhere
+	want := a.Replica
+	var behind error
+	for {
+		i := cs.take(c, want)
+		if i < 0 {
+			if behind != nil {
+				return answer[T]{}, hedge.NotSent(behind)
+			}
+			select {
+			case <-ctx.Done():
+				return answer[T]{}, ctx.Err()
+			case <-cs.whenIdle():
+				return answer[T]{}, errNowhere
+			}
 		}
+		ans, err := runOn(ctx, c, cs, i, i != a.Replica, fn)
+		var be *behindError
+		if !errors.As(err, &be) {
+			return ans, err
+		}
+		behind, want = err, -1
 	}
+}
+
+// runOn runs one copy of a read on server i, which cs.take gave it.
+func runOn[T any](ctx context.Context, c *Client, cs *call, i int, redirected bool, fn copyFunc[T]) (answer[T], error) {
 	defer cs.done()
 	rs := &c.reps[i]
 	rs.Copies.Add(1)
-	if i != a.Replica {
+	if redirected {
 		rs.redirected.Add(1)
 	}
 	rs.InFlight.Add(1)
@@ -244,7 +262,7 @@ func runCopy[T any](ctx context.Context, c *Client, cs *call, a hedge.Attempt, f
 	var behind *behindError
 	if errors.As(err, &behind) {
 		rs.behind.Add(1)
-		return answer[T]{replica: i}, hedge.NotSent(err)
+		return answer[T]{replica: i}, err
 	}
 	if ctx.Err() != nil {
 		rs.Cancelled.Add(1)
