@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/drill"
 	"github.com/tailcut/hedge/sim"
 )
 
@@ -130,5 +131,37 @@ func TestRecommendationPredictedWithTheRules(t *testing.T) {
 	}
 	if plain == nil || plain.HedgeRate == rec.Predicted.HedgeRate {
 		t.Errorf("the rows' plain hedging %+v and the prediction with the rules %+v agree: the test cannot tell them apart", plain, rec.Predicted)
+	}
+}
+
+// The headline says to keep the default when the recommendation, as the
+// library runs it, is no TAIL CUT or cuts the objective's percentile by
+// less than TailMargin beyond the default's line; otherwise it leads
+// with the default and recommends without that advice.
+func TestHeadlineKeepsTheDefault(t *testing.T) {
+	out := func(p99 float64, v drill.Outcome) Outcome {
+		return Outcome{Choice: Choice{Label: "p95", Percentile: 95, Delay: 10 * time.Millisecond}, Budget: true, HedgeRate: 0.02, P99Ratio: p99, P999Ratio: p99, Verdict: v}
+	}
+	for _, c := range []struct {
+		name      string
+		def, pred Outcome
+		keep      bool
+	}{
+		{"clearly better", out(0.8, drill.TailCut), out(0.6, drill.TailCut), false},
+		{"within the margin", out(0.8, drill.TailCut), out(0.77, drill.TailCut), true},
+		{"no tail cut with the rules", out(1.0, drill.NoTailGain), out(0.97, drill.NoTailGain), true},
+		{"worse than the default", out(0.5, drill.TailCut), out(0.7, drill.TailCut), true},
+	} {
+		def, pred := c.def, c.pred
+		def.Choice = Choice{Label: "default", Delay: 12 * time.Millisecond}
+		rep := &Report{
+			Predictions: []Prediction{{Kind: "independent"}, {Kind: "queue-fresh", Default: &def}},
+			Recommended: &Recommendation{Outcome: pred, Kind: "independent", Predicted: &pred, PredictedKind: "queue-fresh"},
+		}
+		lines := rep.Headline()
+		said := strings.Contains(strings.Join(lines, "\n"), "keep the default")
+		if rep.KeepDefault() != c.keep || said != c.keep || !strings.HasPrefix(lines[0], "The library's default") {
+			t.Errorf("%s: KeepDefault %v, headline says to keep it %v, want %v:\n%s", c.name, rep.KeepDefault(), said, c.keep, strings.Join(lines, "\n"))
+		}
 	}
 }
