@@ -514,9 +514,6 @@ func verdict(res *Result, ar *ArmResult, isBase bool, base *ArmResult) (drill.Ou
 		return drill.ExcessLoad, fmt.Sprintf("hedges added %.0f%% requests, above the limit of %.0f%%; %s", 100*ar.ExtraLoad, 100*res.LoadLimit, ci)
 	}
 	n := min(len(ar.lat), len(base.lat))
-	if least := obj.leastRequests(); n < least {
-		return NotSignificant, fmt.Sprintf("too few requests for a %s (%d; at least %d an arm): run longer or at a higher rate", obj.name, n, least)
-	}
 	// A percentile high in the tail is decided by the few requests above
 	// it. A hedge changes the request it goes with, and adds one copy's
 	// work: when hedges went with fewer requests than lie above the
@@ -526,6 +523,9 @@ func verdict(res *Result, ar *ArmResult, isBase bool, base *ArmResult) (drill.Ou
 	// of all that a cut is ruled out.
 	if need := obj.hedgedFor(n); ar.Hedged < need {
 		return FewHedges, fmt.Sprintf("hedges went with %d requests, fewer than the %d %s: whatever its %s did (%s), hedging did not do it", ar.Hedged, need, obj.needWhy(), obj.name, ci)
+	}
+	if least := obj.leastRequests(); n < least {
+		return NotSignificant, fmt.Sprintf("too few requests for a %s (%d; at least %d an arm): run longer or at a higher rate", obj.name, n, least)
 	}
 	if math.IsNaN(e.RatioLo) {
 		return NotSignificant, "no interval: too few latencies in the blocks"
