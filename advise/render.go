@@ -71,7 +71,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			o.Choice.Label, round(o.Choice.Delay), map[bool]string{true: " with the default budget", false: " without a budget"}[o.Budget],
 			100*o.HedgeRate, round(r.Today.P99), round(o.P99), round(r.Today.P999), round(o.P999), 100*o.ExtraWork, r.Recommended.Kind)
 		if pr := r.Recommended.Predicted; pr != nil {
-			fmt.Fprintf(&b, "  As the library runs it, its rules on, %s: %s.\n", kindName(r.Recommended.PredictedKind), outcomeLine(*pr))
+			fmt.Fprintf(&b, "  As the library runs it, its rules %s, %s: %s.\n", map[bool]string{true: "off", false: "on"}[r.PlainHedging], kindName(r.Recommended.PredictedKind), outcomeLine(*pr))
 		}
 		fmt.Fprintf(&b, "  Why: %s\n", r.Recommended.Why)
 		if r.NoAdvice != "" {
