@@ -225,3 +225,39 @@ func TestCheckedOnTheConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestBehindMovesOn lets the Hedger send one copy per read
+// (MaxAttempts 1): a copy that finds its standby behind (its replay
+// paused, its known position set past it) moves on to another server
+// within the same copy, so that every read is answered, none stale.
+func TestBehindMovesOn(t *testing.T) {
+	set := replicaSet(t)
+	exec(t, set, "CREATE TABLE moves_t (id int PRIMARY KEY, v bigint); INSERT INTO moves_t VALUES (1, 0)")
+	pauseReplay(t, set, set.Standbys[0])
+	cfg := hedgeNow(time.Hour)
+	cfg.LagInterval = time.Hour // the positions are the test's
+	cfg.Hedge.MaxAttempts = 1
+	c := client(t, pools(t, true, set.All()...), cfg)
+	ctx := t.Context()
+	_, lsn, err := c.ExecLSN(ctx, "UPDATE moves_t SET v = 1 WHERE id = 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Standbys[1].WaitCaughtUpTo(ctx, set.Primary); err != nil {
+		t.Fatal(err)
+	}
+	for range 60 {
+		c.reps[1].lsn.Store(uint64(lsn))
+		c.reps[2].lsn.Store(uint64(lsn))
+		v, err := CollectOne(WithMinLSN(ctx, lsn), c, pgx.RowTo[int64], "SELECT v FROM moves_t WHERE id = 1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != 1 {
+			t.Fatalf("read %d, want 1", v)
+		}
+	}
+	if s := c.Stats(); s.Servers[1].Behind == 0 || s.Servers[1].Wins != 0 {
+		t.Errorf("the paused standby was found behind %d times and won %d reads", s.Servers[1].Behind, s.Servers[1].Wins)
+	}
+}

@@ -100,8 +100,8 @@ type behindError struct {
 }
 
 func (e *behindError) Error() string {
-	return fmt.Sprintf("%v: server %d had replayed up to %v, short of the read's minimum position %v (it restarted or fell behind since its position was read); the read goes to another server, or fails if none may serve it: retry it later, or read from the primary",
-		ErrNotCaughtUp, e.server, e.at, e.min)
+	return fmt.Sprintf("hedgepgx: server %d had replayed only up to %v, short of the read's minimum position %v (it restarted or fell behind since its position was read), and no other server of the read was left: retry the read later, or read from the primary",
+		e.server, e.at, e.min)
 }
 
 func (e *behindError) Unwrap() error { return ErrNotCaughtUp }
