@@ -55,10 +55,10 @@ func TestClaimFallback(t *testing.T) {
 				t.Fatal(err)
 			}
 			ts := httptest.NewServer(s.Handler(ap.handler(0)))
-			defer func() {
+			defer within(t, "the server at "+ts.URL, func() {
 				ts.Close()
 				s.Close()
-			}()
+			})
 			client := newClient(t)
 			for i := range c.requests {
 				name := "t" + strconv.Itoa(i)
@@ -165,10 +165,12 @@ func peerPair(t *testing.T, ap *app, workers int, bPath string, wrapB func(http.
 	bTS.Config.Handler = wrapB(b.Handler(ap.handler(1)))
 	bTS.Start()
 	t.Cleanup(func() {
-		aTS.Close()
-		bTS.Close()
-		a.Close()
-		b.Close()
+		within(t, "the servers at "+aTS.URL+" and "+bURL, func() {
+			aTS.Close()
+			bTS.Close()
+			a.Close()
+			b.Close()
+		})
 	})
 	return a, b, aTS.URL, bURL
 }

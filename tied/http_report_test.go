@@ -1,6 +1,7 @@
 package tied
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,7 +22,6 @@ func TestHandlerReportsLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	started := make(chan struct{})
 	hold := make(chan struct{})
 	ts := httptest.NewServer(s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,36 +34,52 @@ func TestHandlerReportsLoad(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})))
-	defer ts.Close()
+	defer within(t, "the server at "+ts.URL, func() {
+		ts.Close()
+		s.Close()
+	})
+	// The held requests end before the server closes, whatever the
+	// test's outcome.
+	var wg sync.WaitGroup
+	release := sync.OnceFunc(func() { close(hold) })
+	defer wg.Wait()
+	defer release()
 	client := newClient(t)
-	do := func(method, path, body string) (int, hedge.Load) {
-		t.Helper()
+	// get makes a request, and returns its status and load report.
+	get := func(method, path, body string) (int, hedge.Load, error) {
 		req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
 		if err != nil {
-			t.Fatal(err)
+			return 0, hedge.Load{}, err
 		}
 		resp, err := client.Do(req)
 		if err != nil {
 			timedOut(err)
-			t.Fatal(err)
+			return 0, hedge.Load{}, err
 		}
 		defer resp.Body.Close()
 		_, _ = io.Copy(io.Discard, resp.Body)
 		ld, err := loadreport.Parse(resp.Header.Get(loadreport.Header))
 		if err != nil {
-			t.Fatalf("%s %s: %d without a report: %v", method, path, resp.StatusCode, err)
+			return resp.StatusCode, ld, fmt.Errorf("%s %s: %d without a report: %w", method, path, resp.StatusCode, err)
 		}
-		return resp.StatusCode, ld
+		return resp.StatusCode, ld, nil
+	}
+	do := func(method, path, body string) (int, hedge.Load) {
+		t.Helper()
+		code, ld, err := get(method, path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code, ld
 	}
 
 	if code, ld := do(http.MethodGet, "/now", ""); code != http.StatusOK || ld != (hedge.Load{Workers: 2}) {
 		t.Errorf("alone: %d with %+v, want 200, idle with 2 workers", code, ld)
 	}
-	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			if code, _ := do(http.MethodGet, "/hold", ""); code != http.StatusOK {
-				t.Errorf("held: %d", code)
+			if code, _, err := get(http.MethodGet, "/hold", ""); err != nil || code != http.StatusOK {
+				t.Errorf("held: %d, %v", code, err)
 			}
 		})
 		await(t, started, "a held request to start")
@@ -75,7 +91,7 @@ func TestHandlerReportsLoad(t *testing.T) {
 	if code, ld := do(http.MethodPost, DefaultClaimPath, msg); code != http.StatusOK || ld != (hedge.Load{Running: 2, Workers: 2, Done: 1}) {
 		t.Errorf("a claim: %d with %+v, want 200, 2 running of 2 workers, 1 done", code, ld)
 	}
-	close(hold)
+	release()
 	wg.Wait()
 	if code, ld := do(http.MethodGet, "/now", ""); code != http.StatusOK || ld != (hedge.Load{Workers: 2, Done: 3}) {
 		t.Errorf("after: %d with %+v, want 200, idle, 3 done", code, ld)

@@ -39,10 +39,10 @@ func TestClaimPaths(t *testing.T) {
 			}
 			ap := newApp()
 			ts := httptest.NewServer(s.Handler(ap.handler(0)))
-			defer func() {
+			defer within(t, "the server at "+ts.URL, func() {
 				ts.Close()
 				s.Close()
-			}()
+			})
 			client := newClient(t)
 			post := func(path string) (int, string) {
 				t.Helper()
@@ -119,10 +119,10 @@ func TestClaimSentToClaimPath(t *testing.T) {
 				t.Fatal(err)
 			}
 			ts := httptest.NewServer(s.Handler(newApp().handler(0)))
-			defer func() {
+			defer within(t, "the server at "+ts.URL, func() {
 				ts.Close()
 				s.Close()
-			}()
+			})
 			if r := recv(t, send(context.Background(), newClient(t), ts.URL, "tied", NewID(), peer.URL)); r.code != 200 {
 				t.Fatalf("tied copy: %+v", r)
 			}

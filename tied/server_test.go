@@ -55,6 +55,24 @@ func timedOut(err error) bool {
 	return false
 }
 
+// within runs stop, which closes what (a test's servers), and waits for
+// it at most limit(): a server whose handler never returns (a claim that
+// deadlocked) fails the test instead of hanging it, and is left behind.
+func within(t *testing.T, what string, stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		stop()
+	}()
+	d := limit()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Errorf("closing %s: %s", what, ranOut(d))
+	}
+}
+
 // ranOut records that a wait ran out after d, and says so.
 func ranOut(d time.Duration) string {
 	hung.Store(true)
@@ -149,8 +167,10 @@ func newService(t *testing.T, n int, cfg Config, app func(i int) http.Handler, h
 	}
 	t.Cleanup(func() {
 		for _, nd := range nodes {
-			nd.ts.Close()
-			nd.s.Close()
+			within(t, "the server at "+nd.url, func() {
+				nd.ts.Close()
+				nd.s.Close()
+			})
 		}
 	})
 	return nodes

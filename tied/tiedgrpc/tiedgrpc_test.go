@@ -2,6 +2,7 @@ package tiedgrpc_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -39,25 +40,67 @@ const hang = 10 * time.Second
 // running out, not as a copy started after its claim failed.
 const claimTimeout = time.Minute
 
-// bounded returns a context for a test's calls that ends hang after the
-// call, or when the test ends, so that a call a failed test left behind
-// does not outlive it.
+// Once a wait ran out (hung), the package's tests have failed; the later
+// waits and calls give up after hungAfter instead of hang, so that a bug
+// that hangs every test fails the suite in seconds, not at the test
+// binary's timeout.
+const hungAfter = time.Second
+
+var hung atomic.Bool
+
+// limit returns the bound of a wait or call that starts now: hang, or
+// hungAfter once a wait ran out.
+func limit() time.Duration {
+	if hung.Load() {
+		return hungAfter
+	}
+	return hang
+}
+
+// ranOut records that a wait ran out after d, and says so.
+func ranOut(d time.Duration) string {
+	hung.Store(true)
+	return fmt.Sprintf("nothing in %v: a claim or call that never ends? (later waits give up after %v)", d, hungAfter)
+}
+
+// bounded returns a context for a test's calls that ends limit() after
+// the call, or when the test ends, so that a call a failed test left
+// behind does not outlive it.
 func bounded(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), hang)
+	ctx, cancel := context.WithTimeout(t.Context(), limit())
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// await waits for a value on ch, at most hang, and returns it.
+// await waits for a value on ch, at most limit(), and returns it.
 func await[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
+	d := limit()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(hang):
-		t.Fatalf("no %s in %v: a claim or call that never ends?", what, hang)
+	case <-time.After(d):
+		t.Fatalf("waiting for the %s: %s", what, ranOut(d))
 	}
 	panic("unreachable")
+}
+
+// within runs stop, which closes what (a test's servers), and waits for
+// it at most limit(): a server that never stops (a claim that
+// deadlocked) fails the test instead of hanging it, and is left behind.
+func within(t *testing.T, what string, stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		stop()
+	}()
+	d := limit()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Errorf("closing %s: %s", what, ranOut(d))
+	}
 }
 
 var secret = []byte("a secret the test servers share, 32 bytes or more")
@@ -149,17 +192,28 @@ func startServers(t *testing.T, n int, cfg tied.Config, handle func(i int) func(
 		go g.Serve(lns[i])
 	}
 	t.Cleanup(func() {
-		for i, g := range srvs {
-			g.Stop()
-			out[i].ts.Close()
-		}
+		within(t, "the test's servers", func() {
+			for i, g := range srvs {
+				g.Stop()
+				out[i].ts.Close()
+			}
+		})
 	})
 	return out
 }
 
+// dial returns a connection to addr. A call on it that runs out of time
+// (bounded) counts as a wait that ran out.
 func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+	timedOut := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoke(ctx, method, req, reply, cc, opts...)
+		if status.Code(err) == codes.DeadlineExceeded {
+			hung.Store(true)
+		}
+		return err
+	}
+	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithChainUnaryInterceptor(timedOut)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,10 +538,10 @@ func TestSenderFallsBackToCancelMethod(t *testing.T) {
 		t.Fatal(err)
 	}
 	go old.Serve(ln)
-	defer func() {
+	defer within(t, "the server", func() {
 		old.Stop()
 		ts.Close()
-	}()
+	})
 
 	sender := tiedgrpc.NewSender()
 	defer sender.CloseIdleConnections()
