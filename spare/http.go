@@ -35,10 +35,11 @@ const MaxBuffer = 1 << 20
 // as it should for any cancelled request: one that does not holds its
 // worker, and the primary waits for it.
 //
-// A request refused with ErrQueueFull is answered 503 Service
-// Unavailable with "Retry-After: 1". A copy refused with ErrNoSpare (a
-// CopyOnce that found no worker to spare, or a Copy whose answer would
-// have had to commit beyond Config.MaxUnpreemptible) is answered as a tied
+// A primary refused with ErrQueueFull is answered 503 Service
+// Unavailable with "Retry-After: 1". A copy refused, with ErrQueueFull
+// (the copies' queue is full) or with ErrNoSpare (a CopyOnce that found
+// no worker to spare, or a Copy whose answer would have had to commit
+// beyond Config.MaxUnpreemptible), is answered as a tied
 // server answers a spare copy that found no free worker: 409 Conflict with
 // "Tied-Dropped: no-spare" (tied.DroppedHeader), and nothing of its
 // handler's answer. hedgehttp then sends no further copy of the request,
@@ -84,7 +85,11 @@ func Handler(l *Limiter, next http.Handler) http.Handler {
 			return nil
 		})
 		switch {
-		case errors.Is(err, ErrNoSpare):
+		case errors.Is(err, ErrNoSpare), errors.Is(err, ErrQueueFull) && kind != Primary:
+			// A copy turned away, for want of a worker it may hold or
+			// of room in the copies' queue, is answered alike: a 503
+			// with Retry-After would make hedgehttp end the whole
+			// request, its primary included.
 			// Nothing of the copy was sent (bw dropped it): the answer
 			// of a tied server's spare copy that found no free worker.
 			rw.Header().Set(tied.DroppedHeader, tied.DroppedNoSpare)

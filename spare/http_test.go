@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/tied"
 )
 
 func get(t *testing.T, c *http.Client, url string, attempt string) (*http.Response, string) {
@@ -106,8 +107,8 @@ func TestHandlerSendsALargeCopyAsItComes(t *testing.T) {
 	srv.Client().CloseIdleConnections()
 }
 
-// TestHandlerRefusesWhenFull answers 503 with Retry-After when the queue
-// is full.
+// TestHandlerRefusesWhenFull answers a primary 503 with Retry-After when
+// the queue is full, and a copy 409 with Tied-Dropped: no-spare.
 func TestHandlerRefusesWhenFull(t *testing.T) {
 	l := newLimiter(t, Config{Workers: 1, MaxQueue: -1})
 	hold := make(chan struct{})
@@ -128,6 +129,12 @@ func TestHandlerRefusesWhenFull(t *testing.T) {
 	resp, _ := get(t, srv.Client(), srv.URL+"/other", "")
 	if resp == nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("a request with no worker and no queue: %v", resp)
+	}
+	// A copy turned away is answered as one with no spare worker, never
+	// with the 503 that would end its whole request, primary included.
+	resp, _ = get(t, srv.Client(), srv.URL+"/other", "1")
+	if resp == nil || resp.StatusCode != http.StatusConflict || resp.Header.Get(tied.DroppedHeader) != tied.DroppedNoSpare || resp.Header.Get("Retry-After") != "" {
+		t.Fatalf("a copy with no worker and no queue: %v", resp)
 	}
 	close(hold)
 	<-done
