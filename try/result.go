@@ -543,14 +543,25 @@ func verdict(res *Result, ar *ArmResult, isBase bool, base *ArmResult) (drill.Ou
 	return NotSignificant, fmt.Sprintf("%s: the interval holds both no change and a cut of %.0f%%; run longer to tell", ci, 100*res.MinCut)
 }
 
-// fewHedgesWarning says why no verdict on hedging came from an arm.
+// fewHedgesWarning says why no verdict on hedging came from an arm, and
+// what to try instead.
 func fewHedgesWarning(ar *ArmResult) string {
 	w := fmt.Sprintf("arm %s hedged %d of %d requests (%d hedges): no verdict on hedging can come from it, for or against", ar.Name, ar.Hedged, ar.Requests, ar.Hedges)
-	if len(ar.NotSent) > 0 {
-		w += "; its rules kept back " + notSentText(ar.NotSent)
+	if ar.DelayAtStart <= 0 && ar.DelayAtEnd <= 0 {
+		return w + "; its delay was still being learnt (a live percentile waits for 100 latencies of its arm): measure longer, or warm up longer (--warmup)"
 	}
-	w += fmt.Sprintf("; its delay was %s when measuring began, %s at the end. Compare an arm that hedges without the default's rules, such as plain-p95, or fixed:DURATION", fmtDelay(ar.DelayAtStart), fmtDelay(ar.DelayAtEnd))
-	return w
+	w += fmt.Sprintf("; its delay was %s when measuring began, %s at the end", fmtDelay(ar.DelayAtStart), fmtDelay(ar.DelayAtEnd))
+	ruled := false
+	for k := range ar.NotSent {
+		ruled = ruled || k != hedgeset.ReasonBudget
+	}
+	switch {
+	case ruled:
+		return w + "; its rules kept back " + notSentText(ar.NotSent) + ". To see what hedging without them does, add an arm such as plain-p95"
+	case len(ar.NotSent) > 0:
+		return w + "; its budget kept back " + notSentText(ar.NotSent)
+	}
+	return w + ": nearly every request ended before it. To see what an earlier hedge does, add an arm such as fixed:DURATION"
 }
 
 // objective is a percentile the verdicts may judge by.

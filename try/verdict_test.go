@@ -195,3 +195,21 @@ func TestFewHedgesWarned(t *testing.T) {
 		t.Errorf("results.json lacks the warnings or the objective")
 	}
 }
+
+// The warning of an arm that hedged about nothing says why, and what to
+// try instead.
+func TestFewHedgesWarning(t *testing.T) {
+	for _, c := range []struct {
+		ar   ArmResult
+		want string
+	}{
+		{ArmResult{Name: "default"}, "still being learnt"},
+		{ArmResult{Name: "default", DelayAtStart: time.Millisecond, DelayAtEnd: time.Millisecond, NotSent: map[string]int64{"head": 9, "budget": 1}}, "its rules kept back held for the head wait 9, budget spent 1. To see what hedging without them does, add an arm such as plain-p95"},
+		{ArmResult{Name: "plain-p95", DelayAtStart: time.Millisecond, DelayAtEnd: time.Millisecond, NotSent: map[string]int64{"budget": 4}}, "its budget kept back budget spent 4"},
+		{ArmResult{Name: "fixed:1s", DelayAtStart: time.Second, DelayAtEnd: time.Second}, "nearly every request ended before it"},
+	} {
+		if w := fewHedgesWarning(&c.ar); !strings.Contains(w, c.want) || !strings.HasPrefix(w, "arm "+c.ar.Name+" hedged 0 of 0 requests") {
+			t.Errorf("%s, delay %v, not sent %v: %q, want %q", c.ar.Name, c.ar.DelayAtEnd, c.ar.NotSent, w, c.want)
+		}
+	}
+}
