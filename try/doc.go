@@ -68,6 +68,10 @@
 //     capitals (Result.Warnings): a default arm whose rules kept its
 //     hedges back says nothing of what hedging would do.
 //
+// When an arm is no TAIL CUT by the objective but would be one by
+// another tail percentile (the p99.9, for a p99 objective), a note says
+// so: the gain of hedging against rare stalls may show there alone.
+//
 // A verdict says what an arm did, and ArmResult.NotSent says why it did
 // not do more: the hedges that came due in the measured span and a rule
 // of the arm's Hedger kept back (its budget, the spare-capacity and

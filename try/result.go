@@ -367,6 +367,9 @@ func (r *runner) result(elapsed time.Duration, interrupted bool, stopErr error) 
 		if ar.Verdict == FewHedges {
 			res.Warnings = append(res.Warnings, fewHedgesWarning(ar))
 		}
+		if i != base {
+			res.Notes = append(res.Notes, otherObjectives(res, ar, res.Arms[base])...)
+		}
 	}
 	if res.Overloaded() {
 		res.Notes = append(res.Notes, fmt.Sprintf("The load generator fell behind: it started 1%% of the measured requests %v or more after their intended starts (p50 %v), over a tenth of %s's p99. Latencies are timed from the intended start, so every arm carries that lag: the client's CPU, not the service, may have shaped the tail. Run with a lower --rate, or on a machine with cores to spare.", res.LagP99.Round(10*time.Microsecond), res.LagP50.Round(10*time.Microsecond), res.Baseline))
@@ -562,6 +565,29 @@ func fewHedgesWarning(ar *ArmResult) string {
 		return w + "; its budget kept back " + notSentText(ar.NotSent)
 	}
 	return w + ": nearly every request ended before it. To see what an earlier hedge does, add an arm such as fixed:DURATION"
+}
+
+// otherObjectives returns a note for each tail percentile other than the
+// objective by which an arm would be a TAIL CUT when it is not one by
+// the objective: a cut at the p99.9 alone is a gain the verdict does not
+// show.
+func otherObjectives(res *Result, ar, base *ArmResult) []string {
+	if ar.Verdict == drill.TailCut || ar.Verdict == drill.ExcessLoad {
+		return nil
+	}
+	var notes []string
+	for _, ob := range objectives {
+		if ob.name == objectiveOf(res.Objective).name || ob.q < 0.99 {
+			continue
+		}
+		alt := *res
+		alt.Objective = ob.name
+		if v, _ := verdict(&alt, ar, false, base); v == drill.TailCut {
+			e := ob.of(ar)
+			notes = append(notes, fmt.Sprintf("Arm %s is %s by the %s, but by the %s it cut the tail: %s ratio %.2f (%g%% CI %.2f to %.2f). --objective %s judges by the %s.", ar.Name, ar.Verdict, objectiveOf(res.Objective).name, ob.name, ob.name, e.Ratio, 100*Confidence, e.RatioLo, e.RatioHi, ob.name, ob.name))
+		}
+	}
+	return notes
 }
 
 // objective is a percentile the verdicts may judge by.

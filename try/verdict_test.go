@@ -213,3 +213,23 @@ func TestFewHedgesWarning(t *testing.T) {
 		}
 	}
 }
+
+// A cut at the p99.9 alone, beyond chance, is noted when the verdict is
+// by the p99.
+func TestOtherObjectivesNoted(t *testing.T) {
+	base := &ArmResult{Name: "none", lat: make([]int64, 5000), P99: Estimate{Value: 100 * time.Millisecond}, P999: Estimate{Value: time.Second}}
+	ar := &ArmResult{Name: "default", lat: make([]int64, 5000), Hedged: 250, Hedges: 250, ExtraLoad: 0.05,
+		P99:  Estimate{Value: 100 * time.Millisecond, Ratio: 1, RatioLo: 0.95, RatioHi: 1.05},
+		P999: Estimate{Value: 200 * time.Millisecond, Ratio: 0.2, RatioLo: 0.1, RatioHi: 0.5}}
+	res := &Result{LoadLimit: 0.25, MinCut: 0.1, Objective: "p99"}
+	ar.Verdict, ar.Why = verdict(res, ar, false, base)
+	notes := otherObjectives(res, ar, base)
+	if len(notes) != 1 || !strings.Contains(notes[0], "Arm default is NO TAIL GAIN by the p99, but by the p99.9 it cut the tail") || !strings.Contains(notes[0], "--objective p99.9") {
+		t.Errorf("notes %q, want one on the p99.9's cut", notes)
+	}
+	res.Objective = "p99.9"
+	ar.Verdict, ar.Why = verdict(res, ar, false, base)
+	if notes := otherObjectives(res, ar, base); len(notes) != 0 {
+		t.Errorf("a TAIL CUT by the objective: notes %q, want none", notes)
+	}
+}
