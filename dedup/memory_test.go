@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge/dedup"
-	"github.com/tailcut/hedge/dedup/storetest"
+	"github.com/tailcut/hedge/internal/storetest"
 )
 
 func TestMemoryStoreConformance(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tailcut/hedge/advise"
+	"github.com/tailcut/hedge/internal/advise"
 )
 
 func init() { register(adviseCommand) }

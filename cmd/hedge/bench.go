@@ -15,10 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tailcut/hedge/bench"
-	"github.com/tailcut/hedge/bench/grpcbench"
-	"github.com/tailcut/hedge/bench/pgbench"
-	"github.com/tailcut/hedge/bench/redisbench"
+	"github.com/tailcut/hedge/internal/bench"
+	"github.com/tailcut/hedge/internal/bench/grpcbench"
+	"github.com/tailcut/hedge/internal/bench/pgbench"
+	"github.com/tailcut/hedge/internal/bench/redisbench"
 )
 
 func init() { register(benchCommand) }

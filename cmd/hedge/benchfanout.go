@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tailcut/hedge/bench"
+	"github.com/tailcut/hedge/internal/bench"
 )
 
 // benchFanOutConfigs are the configurations "hedge bench fanout" compares

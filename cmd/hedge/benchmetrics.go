@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/tailcut/hedge/bench"
+	"github.com/tailcut/hedge/internal/bench"
 )
 
 // benchMetrics serves the live metrics of a running "hedge bench" on

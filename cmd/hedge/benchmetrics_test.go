@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
 
-	"github.com/tailcut/hedge/bench"
+	"github.com/tailcut/hedge/internal/bench"
 )
 
 // scrapeMetrics reads the text exposition at http://addr/metrics.

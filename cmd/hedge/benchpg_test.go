@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tailcut/hedge/bench"
+	"github.com/tailcut/hedge/internal/bench"
 	"github.com/tailcut/hedge/internal/pgtest"
 )
 

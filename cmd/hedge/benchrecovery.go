@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tailcut/hedge/advise"
-	"github.com/tailcut/hedge/bench"
+	"github.com/tailcut/hedge/internal/advise"
+	"github.com/tailcut/hedge/internal/bench"
 )
 
 // runBenchRecovery is "hedge bench recovery": every replica slows down at

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tailcut/hedge/bench"
-	"github.com/tailcut/hedge/bench/grpcbench"
+	"github.com/tailcut/hedge/internal/bench"
+	"github.com/tailcut/hedge/internal/bench/grpcbench"
 )
 
 // runBenchTied is "hedge bench tied": tied requests against servers with

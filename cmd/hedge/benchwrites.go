@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tailcut/hedge/dedup/exactlyonce"
+	"github.com/tailcut/hedge/internal/exactlyonce"
 	"github.com/tailcut/hedge/internal/pgtest"
 	"github.com/tailcut/hedge/internal/redistest"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/tailcut/hedge/drill"
+	"github.com/tailcut/hedge/internal/drill"
 )
 
 func init() { register(drillCommand) }

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tailcut/hedge/lab"
+	"github.com/tailcut/hedge/internal/lab"
 )
 
 func init() { register(labCommand) }

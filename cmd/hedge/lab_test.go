@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailcut/hedge/lab"
+	"github.com/tailcut/hedge/internal/lab"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server goroutine and the test.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/sim"
+	"github.com/tailcut/hedge/internal/sim"
 )
 
 func init() { register(simCommand) }

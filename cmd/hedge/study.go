@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tailcut/hedge/sim"
+	"github.com/tailcut/hedge/internal/sim"
 )
 
 func init() { register(studyCommand) }

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tailcut/hedge/try"
+	"github.com/tailcut/hedge/internal/try"
 )
 
 func init() { register(tryCommand) }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/tailcut/hedge/dedup"
 	"github.com/tailcut/hedge/dedup/deduppg"
-	"github.com/tailcut/hedge/dedup/storetest"
+	"github.com/tailcut/hedge/internal/storetest"
 	"github.com/tailcut/hedge/internal/pgtest"
 )
 

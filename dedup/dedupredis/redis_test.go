@@ -16,7 +16,7 @@ import (
 
 	"github.com/tailcut/hedge/dedup"
 	"github.com/tailcut/hedge/dedup/dedupredis"
-	"github.com/tailcut/hedge/dedup/storetest"
+	"github.com/tailcut/hedge/internal/storetest"
 	"github.com/tailcut/hedge/internal/redistest"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tailcut/hedge/dedup"
 	"github.com/tailcut/hedge/dedup/dedupsqlite"
-	"github.com/tailcut/hedge/dedup/storetest"
+	"github.com/tailcut/hedge/internal/storetest"
 )
 
 func TestMain(m *testing.M) {

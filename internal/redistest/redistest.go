@@ -22,7 +22,7 @@
 // ends a stall: the server gets SIGTERM, then SIGCONT, and shuts down
 // cleanly (TestStopEndsAStall). The servers are also started with DEBUG
 // enabled, for tools that stall a server for a set time with DEBUG SLEEP
-// (package bench/redisbench).
+// (package internal/bench/redisbench).
 //
 // The binary is /usr/bin/redis-server (Redis 7 from Debian); when it is
 // missing, the error says to run `apt-get install -y redis-server`. Need

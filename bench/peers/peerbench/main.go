@@ -2,7 +2,7 @@
 // through our hedgehttp.Transport and through the two peer libraries,
 // cristalhq/hedgedhttp v0.9.2 and failsafe-go v0.9.8's hedgepolicy, at the
 // same fixed hedge delay, on the same HTTP replicas, arrivals and stall
-// schedules (package github.com/tailcut/hedge/bench drives all of them
+// schedules (package github.com/tailcut/hedge/internal/bench drives all of them
 // through its Client interface), and writes the same report.
 //
 //	cd bench/peers
@@ -43,7 +43,7 @@ import (
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/hedgepolicy"
 
-	"github.com/tailcut/hedge/bench"
+	"github.com/tailcut/hedge/internal/bench"
 )
 
 func main() {

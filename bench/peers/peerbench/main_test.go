@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailcut/hedge/bench"
+	"github.com/tailcut/hedge/internal/bench"
 )
 
 // Every configuration of the comparison runs the workload on the shared
