@@ -15,8 +15,8 @@ import (
 
 	"github.com/tailcut/hedge/dedup"
 	"github.com/tailcut/hedge/dedup/deduppg"
-	"github.com/tailcut/hedge/internal/storetest"
 	"github.com/tailcut/hedge/internal/pgtest"
+	"github.com/tailcut/hedge/internal/storetest"
 )
 
 // shared is the one cluster of this test binary, started by the first

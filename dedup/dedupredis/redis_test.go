@@ -16,8 +16,8 @@ import (
 
 	"github.com/tailcut/hedge/dedup"
 	"github.com/tailcut/hedge/dedup/dedupredis"
-	"github.com/tailcut/hedge/internal/storetest"
 	"github.com/tailcut/hedge/internal/redistest"
+	"github.com/tailcut/hedge/internal/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/internal/drill"
 	"github.com/tailcut/hedge/hedgegrpc"
+	"github.com/tailcut/hedge/internal/drill"
 )
 
 // expSample is n exact quantiles of Exp(mean): the i-th is the

@@ -24,8 +24,8 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/internal/bench"
 	"github.com/tailcut/hedge/hedgegrpc"
+	"github.com/tailcut/hedge/internal/bench"
 )
 
 // Method is the full name of the method the workload calls.

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/orca"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/internal/bench"
 	"github.com/tailcut/hedge/hedgegrpc"
+	"github.com/tailcut/hedge/internal/bench"
 	"github.com/tailcut/hedge/spare"
 	"github.com/tailcut/hedge/spare/sparegrpc"
 	"github.com/tailcut/hedge/tied"

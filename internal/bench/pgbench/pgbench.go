@@ -62,8 +62,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/internal/bench"
 	"github.com/tailcut/hedge/hedgepgx"
+	"github.com/tailcut/hedge/internal/bench"
 	"github.com/tailcut/hedge/internal/pgtest"
 )
 

@@ -39,8 +39,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/internal/bench"
 	"github.com/tailcut/hedge/hedgeredis"
+	"github.com/tailcut/hedge/internal/bench"
 	"github.com/tailcut/hedge/internal/redistest"
 )
 

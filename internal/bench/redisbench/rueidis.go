@@ -11,8 +11,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/internal/bench"
 	"github.com/tailcut/hedge/hedgerueidis"
+	"github.com/tailcut/hedge/internal/bench"
 )
 
 // rueidisClient is the bench.Client of ClientRueidis: GET k:N through a
