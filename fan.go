@@ -18,7 +18,9 @@ var (
 	ErrNotNeeded = errors.New("hedge: leaf cancelled: the fan-out had the leaves it needed (FanOut.Need)")
 	// ErrLate is the error of a leaf cancelled because it had not
 	// answered when the fan-out's answer was good enough
-	// (FanOut.GoodEnough).
+	// (FanOut.GoodEnough). A leaf never sent because that time came while
+	// the canaries ran has an error of its own that matches ErrLate
+	// (errors.Is).
 	ErrLate = errors.New("hedge: leaf cancelled: no answer by the fan-out's good-enough time (FanOut.GoodEnough)")
 	// ErrNotSentCanary is the error of a leaf that was never sent because
 	// a canary failed (FanOut.Canaries).
@@ -38,6 +40,18 @@ var (
 	ErrFanOutKey = errors.New("hedge: DoFan's context carries an idempotency key, which every leaf would share: leaves are distinct requests, so give each its own key in the leaf function's request instead")
 )
 
+// errNotSentLate is the error of a leaf never sent because the fan-out's
+// good-enough time came while its canaries ran. It matches ErrLate.
+var errNotSentLate error = notSentLate{}
+
+type notSentLate struct{}
+
+func (notSentLate) Error() string {
+	return "hedge: leaf not sent: the fan-out's good-enough time came while its canaries ran (FanOut.GoodEnough)"
+}
+
+func (notSentLate) Unwrap() error { return ErrLate }
+
 // FanResult is what DoFan returns: each leaf's value or the reason it has
 // none, in leaf order.
 type FanResult[T any] struct {
@@ -47,8 +61,8 @@ type FanResult[T any] struct {
 	// Errs holds nil for each leaf that answered, and otherwise why it
 	// did not: its own error (as Do would have returned it), or one of
 	// ErrNotNeeded, ErrLate, ErrNotSentCanary, ErrNotSentNeedMet and
-	// ErrFanOutFailed. A leaf never sent because the caller's context
-	// ended first has the context's error.
+	// ErrFanOutFailed (match them with errors.Is). A leaf never sent
+	// because the caller's context ended first has the context's error.
 	Errs []error
 }
 
@@ -94,7 +108,7 @@ func (e *FanError) Error() string {
 // isCut reports whether err is one of the reasons DoFan gives for a leaf
 // it cut, rather than the leaf's own error.
 func isCut(err error) bool {
-	return err == ErrNotNeeded || err == ErrLate || err == ErrNotSentCanary || err == ErrNotSentNeedMet || err == ErrFanOutFailed
+	return err == ErrNotNeeded || err == ErrLate || err == errNotSentLate || err == ErrNotSentCanary || err == ErrNotSentNeedMet || err == ErrFanOutFailed
 }
 
 // Unwrap returns Cause, if any, and each leaf's error.
@@ -340,8 +354,11 @@ func (r *fanRun[T]) stop(cut, cause error) {
 	// A leaf not sent yet waits for the canaries: the fan-out ended
 	// before they all answered, or because they were all it needed.
 	r.unsent = cmp.Or(cause, cut)
-	if cut == ErrNotNeeded {
+	switch r.unsent {
+	case ErrNotNeeded:
 		r.unsent = ErrNotSentNeedMet
+	case ErrLate:
+		r.unsent = errNotSentLate
 	}
 	for j := range r.leaves {
 		if l := &r.leaves[j]; l.sent && !l.back {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -451,6 +452,14 @@ func TestDoFanEndsDuringCanaries(t *testing.T) {
 		res, err := hedge.DoFan(context.Background(), h, "read", 4, hedge.FanOut{Canaries: 1, GoodEnough: 5 * time.Millisecond}, slow)
 		if !errors.Is(err, hedge.ErrLate) || !errors.Is(res.Errs[0], hedge.ErrLate) || !errors.Is(res.Errs[3], hedge.ErrLate) || errors.Is(res.Errs[3], hedge.ErrNotSentCanary) {
 			t.Errorf("error %v; canary %v; leaf 3 %v: want ErrLate for both", err, res.Errs[0], res.Errs[3])
+		}
+		// The message says what happened to each: the canary was
+		// cancelled, leaf 3 never went.
+		if msg := res.Errs[3].Error(); !strings.Contains(msg, "not sent") || strings.Contains(msg, "cancelled") {
+			t.Errorf("leaf 3's error %q: want it to say the leaf was not sent", msg)
+		}
+		if msg := res.Errs[0].Error(); !strings.Contains(msg, "cancelled") {
+			t.Errorf("canary's error %q: want it to say the leaf was cancelled", msg)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 		defer cancel()
