@@ -214,7 +214,9 @@
 //     LoadReportInterceptor, or RecordLoad in your own) send the named
 //     metrics hedge_running, hedge_queued, hedge_workers and hedge_done
 //     (RunningMetric and the rest): they are read exactly, each a whole
-//     number, a missing one as 0;
+//     number, a missing one as 0, a hedge_running, hedge_queued or
+//     hedge_workers above loadreport.MaxCount (about a billion) as
+//     loadreport.MaxCount: a server as busy as can be;
 //   - any other ORCA server's report, without them, is read from its
 //     utilization u, application_utilization or, when that is 0 (proto3
 //     cannot tell unset from zero), cpu_utilization: as round(100u)
@@ -230,8 +232,8 @@
 //     go to a server that said nothing of its load.
 //
 // A malformed report (not an OrcaLoadReport, several values, a hedge_*
-// metric not a whole number in range, a negative, NaN or infinite
-// utilization) is ignored and counted, never an error for the call.
+// metric not a finite whole number, a hedge_done above 2^53, a negative,
+// NaN or infinite utilization) is ignored and counted, never an error for the call.
 // Interceptor.Stats counts the reports read, those read from a
 // utilization, the empty and the malformed.
 //

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/loadreport"
 )
 
 // LoadReportKey is the trailer key of gRPC's per-call load reports (ORCA,
@@ -47,13 +48,14 @@ const UtilizationWorkers = 100
 // a workers count below 1. Match it with errors.Is.
 var ErrInvalidWorkers = errors.New("hedgegrpc: invalid workers count")
 
-// maxCount bounds the counts read from a report: a larger Running, Queued
-// or Workers is malformed, and so is a larger Done than maxDone, the
-// largest whole number a float64 holds exactly. A utilization is capped
+// The bounds of what a report says. A Running, Queued or Workers above
+// loadreport.MaxCount (about a billion) reads as loadreport.MaxCount, as
+// package loadreport reads HTTP reports: such a count says only that the
+// server is as busy as can be. A Done above maxDone, the largest whole
+// number a float64 holds exactly, is malformed. A utilization is capped
 // at maxUtilization (a hundred times more work than workers), as package
-// loadreport caps it in HTTP reports.
+// loadreport caps it.
 const (
-	maxCount       = math.MaxInt32
 	maxDone        = 1 << 53
 	maxUtilization = 100
 )
@@ -155,7 +157,9 @@ type Stats struct {
 	EmptyLoadReports int64
 	// BadLoadReports counts malformed reports, ignored: a value that is
 	// not an OrcaLoadReport, several values, a hedge_* metric that is not
-	// a whole number in range (negative, fractional, NaN, too large), or
+	// a whole number in range (negative, fractional, NaN, infinite, or a
+	// hedge_done above 2^53; a larger count of the others reads as
+	// loadreport.MaxCount), or
 	// a utilization that is negative, NaN or infinite. A malformed report
 	// never fails the call.
 	BadLoadReports int64
@@ -233,29 +237,34 @@ func parseLoadReport(vs []string) (hedge.Load, reportKind) {
 }
 
 // loadOf maps an ORCA report to a Load: the hedge_* named metrics
-// exactly, when any is present (a missing one reads as 0); otherwise
+// exactly, when any is present (a missing one reads as 0, and a Running,
+// Queued or Workers above loadreport.MaxCount as loadreport.MaxCount);
+// otherwise
 // application_utilization, else cpu_utilization, u (capped at
 // maxUtilization) as round(100u) requests on UtilizationWorkers workers,
 // those beyond the workers queued.
 func loadOf(r *v3orcapb.OrcaLoadReport) (hedge.Load, reportKind) {
 	var l hedge.Load
 	named, ok := false, true
-	read := func(name string, limit float64) int64 {
+	// read returns the metric's value, a whole number at most limit,
+	// or 0 if absent. A larger one reads as limit when capped, and is
+	// malformed otherwise.
+	read := func(name string, limit float64, capped bool) int64 {
 		v, present := r.GetNamedMetrics()[name]
 		if !present {
 			return 0
 		}
 		named = true
-		if !(v >= 0 && v <= limit) || v != math.Trunc(v) {
+		if !(v >= 0) || math.IsInf(v, 1) || v != math.Trunc(v) || v > limit && !capped {
 			ok = false
 			return 0
 		}
-		return int64(v)
+		return int64(min(v, limit))
 	}
-	l.Running = int(read(RunningMetric, maxCount))
-	l.Queued = int(read(QueuedMetric, maxCount))
-	l.Workers = int(read(WorkersMetric, maxCount))
-	l.Done = read(DoneMetric, maxDone)
+	l.Running = int(read(RunningMetric, loadreport.MaxCount, true))
+	l.Queued = int(read(QueuedMetric, loadreport.MaxCount, true))
+	l.Workers = int(read(WorkersMetric, loadreport.MaxCount, true))
+	l.Done = read(DoneMetric, maxDone, false)
 	switch {
 	case !ok:
 		return hedge.Load{}, badReport

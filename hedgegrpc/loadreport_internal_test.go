@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/loadreport"
 )
 
 // marshal is r as it travels in a trailer.
@@ -50,10 +51,15 @@ func TestParseLoadReport(t *testing.T) {
 		{name: "fractional count", r: &v3orcapb.OrcaLoadReport{NamedMetrics: named(1.5, 0, 4, 0)}, kind: badReport},
 		{name: "NaN count", r: &v3orcapb.OrcaLoadReport{NamedMetrics: named(0, math.NaN(), 4, 0)}, kind: badReport},
 		{name: "infinite count", r: &v3orcapb.OrcaLoadReport{NamedMetrics: named(0, 0, math.Inf(1), 0)}, kind: badReport},
-		{name: "count beyond int32", r: &v3orcapb.OrcaLoadReport{NamedMetrics: named(1<<31, 0, 4, 0)}, kind: badReport},
+		{name: "count beyond int32 reads as the cap", r: &v3orcapb.OrcaLoadReport{NamedMetrics: named(1<<31, 0, 4, 0)},
+			want: hedge.Load{Running: loadreport.MaxCount, Workers: 4}, kind: namedReport},
+		{name: "huge queue reads as the cap", r: &v3orcapb.OrcaLoadReport{NamedMetrics: named(4, 1.5e300, 4, 9)},
+			want: hedge.Load{Running: 4, Queued: loadreport.MaxCount, Workers: 4, Done: 9}, kind: namedReport},
 		{name: "done beyond 2^53", r: &v3orcapb.OrcaLoadReport{NamedMetrics: named(0, 0, 4, 1<<54)}, kind: badReport},
-		{name: "largest counts", r: &v3orcapb.OrcaLoadReport{NamedMetrics: named(math.MaxInt32, math.MaxInt32, math.MaxInt32, 1<<53)},
-			want: hedge.Load{Running: math.MaxInt32, Queued: math.MaxInt32, Workers: math.MaxInt32, Done: 1 << 53}, kind: namedReport},
+		{name: "largest counts", r: &v3orcapb.OrcaLoadReport{NamedMetrics: named(loadreport.MaxCount, loadreport.MaxCount, loadreport.MaxCount, 1<<53)},
+			want: hedge.Load{Running: loadreport.MaxCount, Queued: loadreport.MaxCount, Workers: loadreport.MaxCount, Done: 1 << 53}, kind: namedReport},
+		{name: "counts above the cap", r: &v3orcapb.OrcaLoadReport{NamedMetrics: named(math.MaxInt32, math.MaxInt32+1, 1e19, 0)},
+			want: hedge.Load{Running: loadreport.MaxCount, Queued: loadreport.MaxCount, Workers: loadreport.MaxCount}, kind: namedReport},
 
 		{name: "application utilization", r: &v3orcapb.OrcaLoadReport{ApplicationUtilization: 0.374, CpuUtilization: 0.9},
 			want: hedge.Load{Running: 37, Workers: 100}, kind: utilReport},
@@ -85,11 +91,13 @@ func TestParseLoadReport(t *testing.T) {
 // FuzzLoadReport feeds parseLoadReport arbitrary trailer values, and
 // reports made of arbitrary metrics. Whatever it reads is a load
 // Hedger.ReportLoad accepts; a report of the toolkit's metrics in range
-// reads back exactly; one read from a utilization has 100 workers.
+// reads back exactly, its counts capped at loadreport.MaxCount; one read
+// from a utilization has 100 workers.
 func FuzzLoadReport(f *testing.F) {
 	f.Add([]byte(marshal(f, &v3orcapb.OrcaLoadReport{NamedMetrics: named(3, 2, 4, 17)})), 3.0, 2.0, 4.0, 17.0, 0.5, 0.0)
 	f.Add([]byte(marshal(f, &v3orcapb.OrcaLoadReport{ApplicationUtilization: 1.5})), -1.0, 0.5, math.NaN(), 1e20, 2.0, 0.7)
 	f.Add([]byte("\x0a\x05hello"), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+	f.Add([]byte{}, 4.0, 1e300, 4.0, 0.0, 0.0, 0.0)
 	f.Fuzz(func(t *testing.T, raw []byte, running, queued, workers, done, app, cpu float64) {
 		check := func(l hedge.Load, kind reportKind) {
 			switch kind {
@@ -100,6 +108,9 @@ func FuzzLoadReport(f *testing.F) {
 			case namedReport, utilReport:
 				if l.Running < 0 || l.Queued < 0 || l.Workers < 0 || l.Done < 0 {
 					t.Fatalf("negative count in %+v", l)
+				}
+				if l.Running > loadreport.MaxCount || l.Queued > loadreport.MaxCount || l.Workers > loadreport.MaxCount {
+					t.Fatalf("a count above MaxCount in %+v", l)
 				}
 				if kind == utilReport && (l.Workers != UtilizationWorkers || l.Done != 0 || l.Running > UtilizationWorkers || (l.Queued > 0 && l.Running != UtilizationWorkers)) {
 					t.Fatalf("utilization read as %+v", l)
@@ -113,9 +124,12 @@ func FuzzLoadReport(f *testing.F) {
 		r := &v3orcapb.OrcaLoadReport{NamedMetrics: named(running, queued, workers, done), ApplicationUtilization: app, CpuUtilization: cpu}
 		l, kind := parseLoadReport([]string{marshal(t, r)})
 		check(l, kind)
-		whole := func(v, limit float64) bool { return v >= 0 && v <= limit && v == math.Trunc(v) }
-		inRange := whole(running, maxCount) && whole(queued, maxCount) && whole(workers, maxCount) && whole(done, maxDone)
-		if want := (hedge.Load{Running: int(running), Queued: int(queued), Workers: int(workers), Done: int64(done)}); inRange && (kind != namedReport || l != want) {
+		// A count is a finite whole number, read capped at MaxCount; Done
+		// one up to maxDone, read exactly.
+		count := func(v float64) bool { return v >= 0 && !math.IsInf(v, 1) && v == math.Trunc(v) }
+		capped := func(v float64) int { return int(min(v, loadreport.MaxCount)) }
+		inRange := count(running) && count(queued) && count(workers) && count(done) && done <= maxDone
+		if want := (hedge.Load{Running: capped(running), Queued: capped(queued), Workers: capped(workers), Done: int64(done)}); inRange && (kind != namedReport || l != want) {
 			t.Fatalf("%v, %v, %v, %v read as %+v (kind %d)", running, queued, workers, done, l, kind)
 		}
 		if !inRange && kind != badReport {

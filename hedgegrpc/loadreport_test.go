@@ -348,6 +348,7 @@ func TestReportsDecideCopies(t *testing.T) {
 	}{
 		{"free worker", record(hedge.Load{Running: 2, Workers: 4}), true},
 		{"no free worker", record(hedge.Load{Running: 4, Queued: 1, Workers: 4}), false},
+		{"queue beyond int32", record(hedge.Load{Running: 4, Queued: 1 << 40, Workers: 4}), false},
 		{"utilization below 1", foreign(0.5, 0), true},
 		{"utilization above 1", foreign(2, 0), false},
 	} {
