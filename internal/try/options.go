@@ -148,8 +148,8 @@ type Options struct {
 	// show at the p99.9 alone; a p99.9 needs 2,000 requests an arm.
 	Objective string
 
-	// Progress, if not nil, receives a progress line every
-	// ProgressEvery (zero means a second).
+	// Progress, if not nil, receives a progress line, beginning
+	// "hedge try: ", every ProgressEvery (zero means a second).
 	Progress      io.Writer
 	ProgressEvery time.Duration
 

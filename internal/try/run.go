@@ -382,7 +382,7 @@ func (r *runner) progress(ctx context.Context) (stop func()) {
 			sent := r.sent.Load()
 			rate := float64(sent-lastSent) / (now - lastAt).Seconds()
 			lastSent, lastAt = sent, now
-			fmt.Fprintf(r.o.Progress, "try: %s of %s  %.0f req/s", now.Round(100*time.Millisecond), r.total, rate)
+			fmt.Fprintf(r.o.Progress, "hedge try: %s of %s  %.0f req/s", now.Round(100*time.Millisecond), r.total, rate)
 			if f, _, _ := r.bo.state(now); f < 1 {
 				fmt.Fprintf(r.o.Progress, " (backed off to x%.2f)", f)
 			}

@@ -534,6 +534,12 @@ func TestInterruptKeepsResults(t *testing.T) {
 	if !strings.Contains(prog.String(), "p99 (last 5s): none") {
 		t.Errorf("progress %q lacks the per-arm p99", prog.String())
 	}
+	// Each line is named as the command's other lines are, once.
+	for line := range strings.Lines(prog.String()) {
+		if !strings.HasPrefix(line, "hedge try: ") || strings.Count(line, "try:") != 1 {
+			t.Errorf("progress line %q: want it to begin with \"hedge try: \" alone", line)
+		}
+	}
 }
 
 type writerFunc func([]byte) (int, error)
