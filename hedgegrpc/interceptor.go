@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/wire"
 )
 
 // PreviousAttemptsKey is the metadata key that counts the copies sent
@@ -27,7 +28,7 @@ import (
 // the primary does not carry it. It does not mark a hedge: grpc-go sets it
 // on its own retries too, and on a failover it marks the request's only
 // copy. Servers tell hedges by AttemptKey.
-const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
+const PreviousAttemptsKey = wire.PreviousAttemptsKey
 
 // AttemptKey is the metadata key that marks a hedge copy: a copy sent
 // while another copy of the call runs (hedge.Attempt.IsHedge) carries its
@@ -37,14 +38,14 @@ const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 // the call's primary now, and a server that runs hedges at low priority
 // (package sparegrpc) must serve it as one. It is the gRPC form of
 // hedgehttp's Hedge-Attempt header.
-const AttemptKey = "hedge-attempt"
+const AttemptKey = wire.AttemptKey
 
 // PushbackKey is the trailer key with which a server asks the client to
 // hold off, as in gRPC's A6: its value is a number of milliseconds to wait
 // before the next copy, and a negative or unparsable value means "no
 // further copy" (see the package doc, "Server pushback"). A server sets it
 // with grpc.SetTrailer(ctx, metadata.Pairs(hedgegrpc.PushbackKey, "-1")).
-const PushbackKey = "grpc-retry-pushback-ms"
+const PushbackKey = wire.PushbackKey
 
 // prevAttempts[i] is the key's value for copy i.
 var prevAttempts = [hedge.HardMaxAttempts]string{"0", "1", "2", "3", "4"}

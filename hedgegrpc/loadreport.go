@@ -10,11 +10,11 @@ import (
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/orca"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/loadreport"
+	"github.com/tailcut/hedge/internal/wire"
+	"github.com/tailcut/hedge/internal/wire/orcawire"
 )
 
 // LoadReportKey is the trailer key of gRPC's per-call load reports (ORCA,
@@ -23,16 +23,16 @@ import (
 // orca.CallMetricsServerOption sends with every answer for which a
 // handler or interceptor recorded a metric (RecordLoad does). See the
 // package doc, "Load reports".
-const LoadReportKey = "endpoint-load-metrics-bin"
+const LoadReportKey = wire.LoadReportKey
 
 // The named metrics (OrcaLoadReport.named_metrics) of the toolkit's load
 // reports: the fields of hedge.Load, each a whole number. RecordLoad
 // writes them; the Interceptor reads them back exactly.
 const (
-	RunningMetric = "hedge_running" // hedge.Load.Running
-	QueuedMetric  = "hedge_queued"  // hedge.Load.Queued
-	WorkersMetric = "hedge_workers" // hedge.Load.Workers
-	DoneMetric    = "hedge_done"    // hedge.Load.Done
+	RunningMetric = wire.RunningMetric // hedge.Load.Running
+	QueuedMetric  = wire.QueuedMetric  // hedge.Load.Queued
+	WorkersMetric = wire.WorkersMetric // hedge.Load.Workers
+	DoneMetric    = wire.DoneMetric    // hedge.Load.Done
 )
 
 // UtilizationWorkers is the Workers of the load the Interceptor reads
@@ -42,7 +42,7 @@ const (
 // reads as spare capacity and one above 1 as requests queued (u is capped
 // at 100), as package loadreport reads HTTP reports (see the package doc,
 // "Load reports").
-const UtilizationWorkers = 100
+const UtilizationWorkers = wire.LoadUtilizationWorkers
 
 // ErrInvalidWorkers is wrapped by the error of LoadReportInterceptor for
 // a workers count below 1. Match it with errors.Is.
@@ -75,20 +75,7 @@ const (
 // option). Call it after the handler, with the load of the other calls:
 // sparegrpc, tiedgrpc and LoadReportInterceptor do. Counts must not be
 // negative: the Interceptor ignores such a report.
-func RecordLoad(ctx context.Context, l hedge.Load) bool {
-	r := orca.CallMetricsRecorderFromContext(ctx)
-	if r == nil {
-		return false
-	}
-	r.SetNamedMetric(RunningMetric, float64(l.Running))
-	r.SetNamedMetric(QueuedMetric, float64(l.Queued))
-	r.SetNamedMetric(WorkersMetric, float64(l.Workers))
-	r.SetNamedMetric(DoneMetric, float64(l.Done))
-	if l.Workers > 0 {
-		r.SetApplicationUtilization(float64(l.Running+l.Queued) / float64(l.Workers))
-	}
-	return true
-}
+func RecordLoad(ctx context.Context, l hedge.Load) bool { return orcawire.RecordLoad(ctx, l) }
 
 // LoadReportInterceptor returns a unary server interceptor that reports
 // the server's load with every answer (RecordLoad), for a gRPC server
@@ -261,9 +248,9 @@ func loadOf(r *v3orcapb.OrcaLoadReport) (hedge.Load, reportKind) {
 		}
 		return int64(min(v, limit))
 	}
-	l.Running = int(read(RunningMetric, loadreport.MaxCount, true))
-	l.Queued = int(read(QueuedMetric, loadreport.MaxCount, true))
-	l.Workers = int(read(WorkersMetric, loadreport.MaxCount, true))
+	l.Running = int(read(RunningMetric, wire.LoadMaxCount, true))
+	l.Queued = int(read(QueuedMetric, wire.LoadMaxCount, true))
+	l.Workers = int(read(WorkersMetric, wire.LoadMaxCount, true))
 	l.Done = read(DoneMetric, maxDone, false)
 	switch {
 	case !ok:

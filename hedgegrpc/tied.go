@@ -12,7 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/tied"
+	"github.com/tailcut/hedge/internal/tiedclient"
+	"github.com/tailcut/hedge/internal/wire"
 )
 
 // TiedConfig configures tied calls (WithTied).
@@ -24,7 +25,7 @@ type TiedConfig struct {
 	// zero value: the second copy runs only on a worker free when it
 	// arrives, in place of a first copy still queued) or
 	// tied.FormSymmetric (both queue; the first to start claims).
-	Form tied.Form
+	Form tiedclient.Form
 	// Picker chooses the two conns of a call by the Interceptor's tied
 	// copies in flight on each (two choices by default).
 	Picker hedge.Picker
@@ -58,7 +59,7 @@ func WithTied(cfg TiedConfig) Option {
 
 // tiedState is an Interceptor's tied client.
 type tiedState struct {
-	c     *tied.Client
+	c     *tiedclient.Client
 	addrs []string
 }
 
@@ -80,13 +81,13 @@ func newTiedState(o options) (*tiedState, error) {
 		if cfg.Addrs != nil {
 			a = cfg.Addrs[i]
 		}
-		n, err := tied.NormalizeAddr(a)
+		n, err := wire.NormalizeAddr(a)
 		if err != nil {
 			return nil, fmt.Errorf("hedgegrpc: WithTied: address of conn %d: %w", i, err)
 		}
 		st.addrs = append(st.addrs, n)
 	}
-	c, err := tied.NewClient(tied.ClientConfig{Replicas: len(o.conns), Picker: cfg.Picker, Gap: cfg.Gap, Form: cfg.Form})
+	c, err := tiedclient.NewClient(tiedclient.ClientConfig{Replicas: len(o.conns), Picker: cfg.Picker, Gap: cfg.Gap, Form: cfg.Form})
 	if err != nil {
 		return nil, fmt.Errorf("hedgegrpc: WithTied: %w", err)
 	}
@@ -96,7 +97,7 @@ func newTiedState(o options) (*tiedState, error) {
 
 // TiedClient returns the tied client of an Interceptor made with
 // WithTied, whose Stats count its tied calls, or nil.
-func (ic *Interceptor) TiedClient() *tied.Client {
+func (ic *Interceptor) TiedClient() *tiedclient.Client {
 	if ic.tied == nil {
 		return nil
 	}
@@ -106,26 +107,26 @@ func (ic *Interceptor) TiedClient() *tied.Client {
 // tiedCall runs c as a tied call.
 func (c *call) tiedCall(ctx context.Context) error {
 	st := c.ic.tied
-	attempt := func(ctx context.Context, cp tied.Copy) (int, error) {
-		ctx = metadata.AppendToOutgoingContext(ctx, tied.IDKey, cp.ID, tied.SiblingKey, st.addrs[cp.Sibling])
+	attempt := func(ctx context.Context, cp tiedclient.Copy) (int, error) {
+		ctx = metadata.AppendToOutgoingContext(ctx, wire.TiedIDKey, cp.ID, wire.TiedSiblingKey, st.addrs[cp.Sibling])
 		if r := cp.Role.String(); r != "" {
-			ctx = metadata.AppendToOutgoingContext(ctx, tied.RoleKey, r)
+			ctx = metadata.AppendToOutgoingContext(ctx, wire.TiedRoleKey, r)
 		}
 		// Copy 1 sent as a primary (copy 0 never reached its server)
 		// stands alone.
-		i, err := c.attempt(ctx, hedge.Attempt{Index: cp.Index, Replica: cp.Replica, Hedge: cp.Index > 0 && cp.Role != tied.RolePrimary})
+		i, err := c.attempt(ctx, hedge.Attempt{Index: cp.Index, Replica: cp.Replica, Hedge: cp.Index > 0 && cp.Role != wire.RolePrimary})
 		if err != nil && status.Code(err) == codes.Aborted {
-			if why := c.copies[cp.Index].trailer.Get(tied.DroppedKey); len(why) > 0 {
-				derr := tied.ErrDropped
-				if why[0] == tied.DroppedNoSpare {
-					derr = tied.ErrNoSpare
+			if why := c.copies[cp.Index].trailer.Get(wire.TiedDroppedKey); len(why) > 0 {
+				derr := wire.ErrTiedDropped
+				if why[0] == wire.DroppedNoSpare {
+					derr = wire.ErrTiedNoSpare
 				}
 				return i, fmt.Errorf("hedgegrpc: copy %d: %w", cp.Index, derr)
 			}
 		}
 		return i, err
 	}
-	i, release, err := tied.Run(ctx, st.c, attempt, nil)
+	i, release, err := tiedclient.Run(ctx, st.c, attempt, nil)
 	release()
 	if err != nil {
 		var se interface{ GRPCStatus() *status.Status }

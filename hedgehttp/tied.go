@@ -12,7 +12,8 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/dialerr"
-	"github.com/tailcut/hedge/tied"
+	"github.com/tailcut/hedge/internal/tiedclient"
+	"github.com/tailcut/hedge/internal/wire"
 )
 
 // TiedConfig makes a Transport send tied requests (Config.Tied): each
@@ -48,7 +49,7 @@ type TiedConfig struct {
 	// zero value: the second copy runs only on a worker free when it
 	// arrives, in place of a first copy still queued) or
 	// tied.FormSymmetric (both queue; the first to start claims).
-	Form tied.Form
+	Form tiedclient.Form
 	// Picker chooses the two replicas by this Transport's tied copies in
 	// flight on each (two choices by default).
 	Picker hedge.Picker
@@ -62,7 +63,7 @@ type TiedConfig struct {
 
 // tiedState is a Transport's tied client.
 type tiedState struct {
-	c     *tied.Client
+	c     *tiedclient.Client
 	addrs []string
 }
 
@@ -89,13 +90,13 @@ func newTied(cfg Config, replicas []replica) (*tiedState, []error) {
 		case i < len(replicas):
 			a = replicas[i].scheme + "://" + replicas[i].host
 		}
-		n, err := tied.NormalizeAddr(a)
+		n, err := wire.NormalizeAddr(a)
 		if err != nil && len(errs) == 0 {
 			errs = append(errs, fmt.Errorf("hedgehttp: Config.Tied: address of replica %d: %w", i, err))
 		}
 		st.addrs = append(st.addrs, n)
 	}
-	c, err := tied.NewClient(tied.ClientConfig{Replicas: len(cfg.Replicas), Picker: tc.Picker, Gap: tc.Gap, Form: tc.Form})
+	c, err := tiedclient.NewClient(tiedclient.ClientConfig{Replicas: len(cfg.Replicas), Picker: tc.Picker, Gap: tc.Gap, Form: tc.Form})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("hedgehttp: Config.Tied: %w", err))
 	}
@@ -105,7 +106,7 @@ func newTied(cfg Config, replicas []replica) (*tiedState, []error) {
 
 // TiedClient returns the tied client of a Transport made with
 // Config.Tied, whose Stats count its tied calls, or nil.
-func (t *Transport) TiedClient() *tied.Client {
+func (t *Transport) TiedClient() *tiedclient.Client {
 	if t.tied == nil {
 		return nil
 	}
@@ -115,10 +116,10 @@ func (t *Transport) TiedClient() *tied.Client {
 // roundTripTied sends req as a tied request (see TiedConfig). body is the
 // first copy's body (nil: the request's own); getBody makes the second's.
 func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body io.ReadCloser, getBody func() (io.ReadCloser, error), contentLength int64) (*http.Response, error) {
-	attempt := func(ctx context.Context, cp tied.Copy) (*http.Response, error) {
+	attempt := func(ctx context.Context, cp tiedclient.Copy) (*http.Response, error) {
 		// Copy 1 sent as a primary (copy 0 never reached its server)
 		// stands alone.
-		a := hedge.Attempt{Index: cp.Index, Replica: cp.Replica, Hedge: cp.Index > 0 && cp.Role != tied.RolePrimary}
+		a := hedge.Attempt{Index: cp.Index, Replica: cp.Replica, Hedge: cp.Index > 0 && cp.Role != wire.RolePrimary}
 		var gotConn atomic.Bool
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) }})
 		out, err := t.copyRequest(ctx, req, a, body, getBody, contentLength)
@@ -131,10 +132,10 @@ func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body i
 				out.Header = make(http.Header)
 			}
 		}
-		out.Header.Set(tied.IDHeader, cp.ID)
-		out.Header.Set(tied.SiblingHeader, t.tied.addrs[cp.Sibling])
+		out.Header.Set(wire.TiedIDHeader, cp.ID)
+		out.Header.Set(wire.TiedSiblingHeader, t.tied.addrs[cp.Sibling])
 		if r := cp.Role.String(); r != "" {
-			out.Header.Set(tied.RoleHeader, r)
+			out.Header.Set(wire.TiedRoleHeader, r)
 		}
 		rt := t.base
 		if a.IsHedge() {
@@ -146,19 +147,19 @@ func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body i
 				closeBody(resp.Body)
 			}
 			if !gotConn.Load() && dialerr.Is(err) {
-				err = tied.NotSent(err)
+				err = hedge.NotSent(err)
 			}
 			return nil, err
 		}
 		t.reportLoad(cp.Replica, resp)
-		if derr := tied.DroppedError(resp); derr != nil {
+		if derr := wire.DroppedError(resp); derr != nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 			resp.Body.Close()
 			return nil, fmt.Errorf("hedgehttp: copy %d to replica %d: %w", cp.Index, cp.Replica, derr)
 		}
 		return resp, nil
 	}
-	resp, release, err := tied.Run(ctx, t.tied.c, attempt, discard)
+	resp, release, err := tiedclient.Run(ctx, t.tied.c, attempt, discard)
 	if err != nil {
 		release()
 		return nil, err

@@ -13,8 +13,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/dialerr"
-	"github.com/tailcut/hedge/loadreport"
-	"github.com/tailcut/hedge/tied"
+	"github.com/tailcut/hedge/internal/wire"
 )
 
 // AttemptHeader is the header that marks a hedge copy: "Hedge-Attempt: N",
@@ -26,7 +25,7 @@ import (
 // running copy failed (a 503, say). That copy is the request's primary
 // now, and a server that runs hedges at low priority (package spare)
 // must serve it as one.
-const AttemptHeader = "Hedge-Attempt"
+const AttemptHeader = wire.AttemptHeader
 
 // DefaultMaxBodyBuffer is how many bytes of a request body without GetBody
 // are buffered for replay when Config.MaxBodyBuffer is zero: 1 MiB.
@@ -380,11 +379,11 @@ func (t *Transport) reportLoad(replica int, resp *http.Response) {
 	if replica < 0 || replica >= len(t.replicas) {
 		return
 	}
-	v := resp.Header[loadreport.Header] // the client canonicalizes keys, and Header is canonical
+	v := resp.Header[wire.LoadHeader] // the client canonicalizes keys, and Header is canonical
 	if len(v) == 0 || v[0] == "" {
 		return
 	}
-	l, err := loadreport.Parse(v[0])
+	l, err := wire.ParseLoad(v[0])
 	if err != nil {
 		t.badReports.Add(1)
 		return
@@ -425,13 +424,7 @@ func WithRoute(ctx context.Context, route string) context.Context {
 // AttemptIndex returns the hedge attempt index a server sees in a request's
 // Hedge-Attempt header: 0 for a primary copy (no header, or a header that
 // is not a positive number), N for the N-th hedge.
-func AttemptIndex(r *http.Request) int {
-	n, err := strconv.Atoi(r.Header.Get(AttemptHeader))
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
-}
+func AttemptIndex(r *http.Request) int { return wire.AttemptIndex(r) }
 
 // op returns the operation class of req.
 func (t *Transport) op(req *http.Request) string {
@@ -615,7 +608,7 @@ func sendCopy(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
 		return nil, dialerr.Mark(err)
 	}
 	t.reportLoad(a.Replica, resp)
-	if derr := tied.DroppedError(resp); derr != nil {
+	if derr := wire.DroppedError(resp); derr != nil {
 		// A server that runs hedges on spare capacity only (package
 		// spare) had none for this copy: no further copy, and the
 		// others go on.

@@ -196,4 +196,12 @@
 // TracedDo wraps the attempt function, and learns which copy won by
 // carrying its index beside the result through hedge.Do. DoHeld has no
 // traced counterpart yet.
+//
+// # Imports
+//
+// Besides the root package the exporter imports two of the toolkit's
+// packages, and only for the stats it exports: tied, for the counters of
+// a tied.Client and a tied.Server (WithTiedClient, WithTiedServer), and
+// hedgewatch, for the type of a watcher's state (hedgewatch.State). It
+// imports no client transport and no other server-side package.
 package hedgeotel

@@ -255,4 +255,12 @@
 // it stored are exactly the Hedgers' own, and reads the native
 // histograms back with histogram_count, histogram_sum and
 // histogram_fraction.
+//
+// # Imports
+//
+// Besides the root package the exporter imports two of the toolkit's
+// packages, and only for the stats it exports: tied, for the counters of
+// a tied.Client and a tied.Server (WithTiedClient, WithTiedServer), and
+// hedgewatch, for the type of a watcher's state (hedgewatch.State). It
+// imports no client transport and no other server-side package.
 package hedgeprom

@@ -7,9 +7,8 @@ import (
 	"net/http"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/hedgehttp"
+	"github.com/tailcut/hedge/internal/wire"
 	"github.com/tailcut/hedge/loadreport"
-	"github.com/tailcut/hedge/tied"
 )
 
 // MaxBuffer is the most of a copy's answer that Handler holds back; a
@@ -66,7 +65,7 @@ func Handler(l *Limiter, next http.Handler) http.Handler {
 			return ld
 		})
 		kind := Primary
-		if hedgehttp.AttemptIndex(r) > 0 {
+		if wire.AttemptIndex(r) > 0 {
 			kind = Copy
 			if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 				kind = CopyOnce
@@ -92,7 +91,7 @@ func Handler(l *Limiter, next http.Handler) http.Handler {
 			// request, its primary included.
 			// Nothing of the copy was sent (bw dropped it): the answer
 			// of a tied server's spare copy that found no free worker.
-			rw.Header().Set(tied.DroppedHeader, tied.DroppedNoSpare)
+			rw.Header().Set(wire.TiedDroppedHeader, wire.DroppedNoSpare)
 			http.Error(rw, "no spare capacity: no worker to spare for this hedge copy; its primary has the request", http.StatusConflict)
 		case errors.Is(err, ErrQueueFull):
 			rw.Header().Set("Retry-After", "1")

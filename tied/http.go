@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/wire"
 	"github.com/tailcut/hedge/loadreport"
 )
 
@@ -61,7 +62,7 @@ func (s *Server) Handler(next http.Handler) http.Handler {
 		release, err := s.Admit(r.Context(), t)
 		switch {
 		case errors.Is(err, ErrQueueFull):
-			w.Header().Set(RefusedHeader, "queue-full")
+			w.Header().Set(RefusedHeader, wire.RefusedQueueFull)
 			http.Error(w, "server busy: its queue is full; retry later or elsewhere", http.StatusServiceUnavailable)
 			return
 		case errors.Is(err, ErrNoSpare):
@@ -201,25 +202,10 @@ func (s *HTTPSender) CloseIdleConnections() {
 // IsDropped reports whether resp is the answer to a tied copy dropped by
 // its sibling, or a spare copy refused for want of a free worker: 409
 // with DroppedHeader.
-func IsDropped(resp *http.Response) bool {
-	return resp != nil && resp.StatusCode == http.StatusConflict && resp.Header.Get(DroppedHeader) != ""
-}
+func IsDropped(resp *http.Response) bool { return wire.IsDropped(resp) }
 
 // DroppedError returns the error that the answer resp stands for when it
 // is a dropped copy's (see IsDropped): ErrNoSpare for a spare copy that
 // found no free worker, ErrDropped otherwise; nil when resp is no such
 // answer.
-func DroppedError(resp *http.Response) error {
-	if !IsDropped(resp) {
-		return nil
-	}
-	return droppedErr(resp.Header.Get(DroppedHeader))
-}
-
-// droppedErr maps a DroppedHeader value to its error.
-func droppedErr(v string) error {
-	if v == DroppedNoSpare {
-		return ErrNoSpare
-	}
-	return ErrDropped
-}
+func DroppedError(resp *http.Response) error { return wire.DroppedError(resp) }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tailcut/hedge/internal/wire"
 )
 
 // Defaults of Config fields left at zero.
@@ -35,17 +37,17 @@ var (
 	// sibling won the right to start on the other server. HTTP answers
 	// 409 with DroppedHeader, gRPC Aborted with a DroppedKey trailer. A
 	// client treats it as "the other copy has it", not as a failure.
-	ErrDropped = errors.New("tied: dropped because the sibling copy started first")
+	ErrDropped = wire.ErrTiedDropped
 	// ErrNoSpare: a spare copy (RoleSpare) found no free worker, and was
 	// refused at once rather than queued behind other requests. It
 	// matches ErrDropped too (errors.Is), for a client treats it alike:
 	// the other copy, the primary, has the call. HTTP answers 409 with
 	// DroppedHeader "no-spare", gRPC Aborted with a DroppedKey trailer
 	// "no-spare".
-	ErrNoSpare = fmt.Errorf("%w (no spare capacity: no worker was free for the spare copy)", ErrDropped)
+	ErrNoSpare = wire.ErrTiedNoSpare
 	// ErrInvalidConfig is wrapped by NewServer's and NewClient's errors for
 	// a mistaken configuration.
-	ErrInvalidConfig = errors.New("tied: invalid configuration")
+	ErrInvalidConfig = wire.ErrTiedInvalidConfig
 )
 
 // Config configures a Server. Workers is required; Secret and Peers are

@@ -2,7 +2,6 @@ package tied
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -10,100 +9,78 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tailcut/hedge/internal/wire"
 )
 
 // IDHeader is the request header that makes a request tied: its value is
 // the tie identifier, shared by both copies of the request (see NewID).
-const IDHeader = "Tied-Id"
+const IDHeader = wire.TiedIDHeader
 
 // SiblingHeader is the request header that names where the other copy of a
 // tied request was sent: the address by which this server reaches the
 // sibling's server, one of the server's Config.Peers ("http://10.0.0.2:8080"
 // for HTTP, "10.0.0.2:9090" for gRPC).
-const SiblingHeader = "Tied-Sibling"
+const SiblingHeader = wire.TiedSiblingHeader
 
 // DroppedHeader is the response header (gRPC: trailer) set, with the value
 // "sibling", on the answer to a copy that its server dropped without
 // running it because the sibling copy started first. HTTP answers such a
 // copy 409 Conflict, gRPC with code Aborted; the header tells this answer
 // from a 409 or Aborted of the service itself.
-const DroppedHeader = "Tied-Dropped"
+const DroppedHeader = wire.TiedDroppedHeader
 
 // RefusedHeader is the response header set, with the value "queue-full",
 // on the 503 Service Unavailable answer (gRPC: ResourceExhausted) to a
 // request refused because the server's queue was full.
-const RefusedHeader = "Tied-Refused"
+const RefusedHeader = wire.TiedRefusedHeader
 
 // RoleHeader is the request header that gives a tied copy its role in
 // the spare form (see Role): "primary" or "spare". Without it a tied copy
 // takes part in the symmetric form.
-const RoleHeader = "Tied-Role"
+const RoleHeader = wire.TiedRoleHeader
 
 // IDKey, SiblingKey, RoleKey and DroppedKey are the gRPC metadata keys of
 // IDHeader, SiblingHeader, RoleHeader and DroppedHeader (gRPC metadata
 // keys are lower case).
 const (
-	IDKey      = "tied-id"
-	SiblingKey = "tied-sibling"
-	RoleKey    = "tied-role"
-	DroppedKey = "tied-dropped"
+	IDKey      = wire.TiedIDKey
+	SiblingKey = wire.TiedSiblingKey
+	RoleKey    = wire.TiedRoleKey
+	DroppedKey = wire.TiedDroppedKey
 )
 
 // The values of DroppedHeader (and DroppedKey): why a copy did not run.
 const (
 	// DroppedSibling: the sibling copy had the right to start.
-	DroppedSibling = "sibling"
+	DroppedSibling = wire.DroppedSibling
 	// DroppedNoSpare: a spare copy found no free worker (ErrNoSpare).
-	DroppedNoSpare = "no-spare"
+	DroppedNoSpare = wire.DroppedNoSpare
 )
 
 // Role is a tied copy's part in the spare form of tied requests (see the
 // package documentation, "Two forms"). The zero Role, RoleEither, is the
 // symmetric form: the copy queues, and claims its tie before it starts.
-type Role int
+type Role = wire.Role
 
 const (
 	// RoleEither is a copy of the symmetric form.
-	RoleEither Role = iota
+	RoleEither = wire.RoleEither
 	// RolePrimary is the first copy of the spare form: it queues as an
 	// untied request does and starts without claiming; while it is
 	// queued, its spare's claim drops it.
-	RolePrimary
+	RolePrimary = wire.RolePrimary
 	// RoleSpare is the second copy of the spare form: it runs only on a
 	// worker free when it arrives (otherwise it is refused at once,
 	// ErrNoSpare), and claims its tie, holding that worker, before it
 	// starts, so that it runs only in place of a primary still queued.
-	RoleSpare
+	RoleSpare = wire.RoleSpare
 )
-
-// String returns the role's wire name: "", "primary" or "spare".
-func (r Role) String() string {
-	switch r {
-	case RolePrimary:
-		return "primary"
-	case RoleSpare:
-		return "spare"
-	}
-	return ""
-}
 
 // ParseRole parses the value of RoleHeader: "" is RoleEither, "primary"
 // RolePrimary and "spare" RoleSpare. Anything else is an error wrapping
 // ErrBadTie.
-func ParseRole(s string) (Role, error) {
-	switch s {
-	case "":
-		return RoleEither, nil
-	case "primary":
-		return RolePrimary, nil
-	case "spare":
-		return RoleSpare, nil
-	}
-	if len(s) > 16 {
-		s = s[:16]
-	}
-	return RoleEither, fmt.Errorf("%w: %s %q: want primary or spare", ErrBadTie, RoleHeader, s)
-}
+func ParseRole(s string) (Role, error) { return wire.ParseRole(s) }
 
 // DefaultClaimPath is where Server.Handler serves claims from peers (see
 // Claim), and where HTTPSender posts them, unless Config.ClaimPath names
@@ -123,8 +100,6 @@ const DefaultCancelPath = "/.tied/cancel"
 const (
 	minIDLen = 16
 	maxIDLen = 64
-	// maxAddrLen bounds SiblingHeader.
-	maxAddrLen = 256
 	// maxMessageLen bounds a claim: "v2.", an ID, a ticket and a
 	// timestamp of at most 20 digits each and a signature of 43
 	// characters, with dots between.
@@ -135,7 +110,7 @@ const (
 var (
 	// ErrBadTie is wrapped by ParseTie's errors: the tie headers are
 	// malformed.
-	ErrBadTie = errors.New("tied: malformed tie headers")
+	ErrBadTie = wire.ErrBadTie
 	// ErrBadMessage is wrapped by the errors of a claim that is
 	// malformed, not signed with the shared secret, or stale.
 	ErrBadMessage = errors.New("tied: claim refused")
@@ -160,11 +135,7 @@ func (t Tie) Tied() bool { return t.ID != "" }
 // padding (22 characters). Identifiers must be unguessable: a claim
 // names only the identifier, so whoever could predict one could
 // have a peer's copy dropped in the name of a request it did not send.
-func NewID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
+func NewID() string { return wire.NewTieID() }
 
 // ParseTie parses the values of IDHeader and SiblingHeader. Both empty is
 // the zero Tie (an untied request) and no error; one without the other, an
@@ -233,34 +204,7 @@ func idChar(c byte) bool {
 // "HTTP://Node-2:8080/Svc/" becomes "http://node-2:8080/Svc". It refuses
 // an empty address, one longer than 256 bytes, and one with spaces or
 // control characters.
-func NormalizeAddr(addr string) (string, error) {
-	a := strings.TrimRight(addr, "/")
-	scheme, rest, ok := strings.Cut(a, "://")
-	if !ok {
-		scheme, rest = "", a
-	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	user := strings.LastIndexByte(rest[:end], '@') + 1
-	a = rest[:user] + strings.ToLower(rest[user:end]) + rest[end:]
-	if ok {
-		a = strings.ToLower(scheme) + "://" + a
-	}
-	if a == "" {
-		return "", errors.New("empty address: name the sibling's server, as in Config.Peers")
-	}
-	if len(a) > maxAddrLen {
-		return "", fmt.Errorf("address of %d bytes, longer than %d", len(a), maxAddrLen)
-	}
-	for i := 0; i < len(a); i++ {
-		if a[i] <= ' ' || a[i] == 0x7f {
-			return "", fmt.Errorf("address %q holds a space or control character", addr)
-		}
-	}
-	return a, nil
-}
+func NormalizeAddr(addr string) (string, error) { return wire.NormalizeAddr(addr) }
 
 // Claim is an authenticated claim: the server holding a worker for its
 // copy of tie ID asks the sibling's server for the right to start it,

@@ -45,7 +45,6 @@ package sparegrpc
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -54,7 +53,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/hedgegrpc"
+	"github.com/tailcut/hedge/internal/wire"
+	"github.com/tailcut/hedge/internal/wire/orcawire"
 	"github.com/tailcut/hedge/spare"
 )
 
@@ -62,11 +62,7 @@ import (
 // whether a copy can run again.
 func kindOf(ctx context.Context, replay bool) spare.Kind {
 	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get(hedgegrpc.AttemptKey)
-	if len(v) == 0 {
-		return spare.Primary
-	}
-	if n, err := strconv.Atoi(v[0]); err != nil || n < 1 {
+	if !wire.IsHedgeCopy(md.Get(wire.AttemptKey)) {
 		return spare.Primary
 	}
 	if replay {
@@ -119,11 +115,11 @@ func UnaryServerInterceptor(l *spare.Limiter) grpc.UnaryServerInterceptor {
 		var herr error
 		err := l.Run(ctx, kindOf(ctx, true), func(ctx context.Context) error {
 			resp, herr = handler(ctx, req)
-			hedgegrpc.RecordLoad(ctx, held(l)) // a rerun's overwrites
+			orcawire.RecordLoad(ctx, held(l)) // a rerun's overwrites
 			return nil
 		})
 		if err != nil {
-			hedgegrpc.RecordLoad(ctx, l.Load())
+			orcawire.RecordLoad(ctx, l.Load())
 			return nil, refused(err)
 		}
 		return resp, herr
@@ -139,11 +135,11 @@ func StreamServerInterceptor(l *spare.Limiter) grpc.StreamServerInterceptor {
 		var herr error
 		err := l.Run(ss.Context(), kindOf(ss.Context(), false), func(context.Context) error {
 			herr = handler(srv, ss)
-			hedgegrpc.RecordLoad(ss.Context(), held(l))
+			orcawire.RecordLoad(ss.Context(), held(l))
 			return nil
 		})
 		if err != nil {
-			hedgegrpc.RecordLoad(ss.Context(), l.Load())
+			orcawire.RecordLoad(ss.Context(), l.Load())
 			return refused(err)
 		}
 		return herr

@@ -52,7 +52,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/tailcut/hedge/hedgegrpc"
+	"github.com/tailcut/hedge/internal/wire/orcawire"
 	"github.com/tailcut/hedge/tied"
 )
 
@@ -106,7 +106,7 @@ func UnaryServerInterceptor(s *tied.Server) grpc.UnaryServerInterceptor {
 		}
 		release, err := s.Admit(ctx, t)
 		if err != nil {
-			hedgegrpc.RecordLoad(ctx, s.Load())
+			orcawire.RecordLoad(ctx, s.Load())
 		}
 		switch {
 		case errors.Is(err, tied.ErrQueueFull):
@@ -125,7 +125,7 @@ func UnaryServerInterceptor(s *tied.Server) grpc.UnaryServerInterceptor {
 		resp, err := handler(ctx, req)
 		ld := s.Load() // while the call holds its worker: of the others
 		ld.Running = max(0, ld.Running-1)
-		hedgegrpc.RecordLoad(ctx, ld)
+		orcawire.RecordLoad(ctx, ld)
 		return resp, err
 	}
 }
