@@ -23,18 +23,68 @@ func (testService) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (
 	return &testgrpc.SimpleResponse{Username: "replica"}, nil
 }
 
-// TestGRPCSnippet runs the README's hedgegrpc snippet against a real gRPC
-// server on loopback.
-func TestGRPCSnippet(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// generated stands in for the package protoc generates for a service, so
+// that the snippets' pb.NewYourServiceClient compiles here.
+type generated struct{}
+
+func (generated) NewYourServiceClient(cc grpc.ClientConnInterface) testgrpc.TestServiceClient {
+	return testgrpc.NewTestServiceClient(cc)
+}
+
+// grpcBackends starts n real gRPC servers on loopback and returns their
+// addresses.
+func grpcBackends(t *testing.T, n int) []string {
+	t.Helper()
+	var addrs []string
+	for range n {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		testgrpc.RegisterTestServiceServer(srv, testService{})
+		go srv.Serve(lis)
+		t.Cleanup(srv.Stop)
+		addrs = append(addrs, lis.Addr().String())
 	}
-	srv := grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(srv, testService{})
-	go srv.Serve(lis)
-	defer srv.Stop()
-	target := lis.Addr().String()
+	return addrs
+}
+
+const unaryCall = "/grpc.testing.TestService/UnaryCall"
+
+// TestGRPCSnippet runs the README's hedgegrpc.Dial snippet against three
+// real gRPC servers on loopback.
+func TestGRPCSnippet(t *testing.T) {
+	addrs := grpcBackends(t, 3)
+	var pb generated
+
+	// addrs: each backend's own address, such as "10.0.0.1:50051".
+	conns, err := hedgegrpc.Dial(addrs, hedge.Config{},
+		hedgegrpc.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials()))) // or your TLS credentials
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conns.Close()
+	client := pb.NewYourServiceClient(conns.Conn()) // each copy of a call on another backend
+
+	resp, err := client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+	if err != nil || resp.GetUsername() != "replica" {
+		t.Fatalf("UnaryCall = %v, %v", resp, err)
+	}
+	h := conns.Interceptor().Hedger(unaryCall)
+	if h == nil || h.Replicas() != 3 {
+		t.Fatalf("Hedger for %s = %v, want one over 3 replicas", unaryCall, h)
+	}
+	if st := h.OpStats(unaryCall); st.Requests != 1 {
+		t.Fatalf("stats %v, want one request", st)
+	}
+}
+
+// TestGRPCServiceConfigSnippet runs the transports guide's service-config
+// snippet against three real gRPC servers on loopback.
+func TestGRPCServiceConfigSnippet(t *testing.T) {
+	addrs := grpcBackends(t, 3)
+	var pb generated
 	serviceConfigJSON := `{"methodConfig": [{"name": [{"service": "grpc.testing.TestService"}],
 		"hedgingPolicy": {"maxAttempts": 2, "hedgingDelay": "0.010s", "nonFatalStatusCodes": ["UNAVAILABLE"]}}]}`
 
@@ -42,28 +92,24 @@ func TestGRPCSnippet(t *testing.T) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ic, err := hedgegrpc.NewFromServiceConfig(sc, hedge.Config{})
+	// One conn per backend, so that each copy of a call goes to a different one.
+	conns, err := hedgegrpc.DialServiceConfig(addrs, sc, hedge.Config{},
+		hedgegrpc.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials()))) // or your TLS credentials
 	if err != nil {
 		log.Fatal(err)
 	}
-	conn, err := grpc.NewClient(target,
-		grpc.WithTransportCredentials(insecure.NewCredentials()), // or your TLS credentials
-		grpc.WithUnaryInterceptor(ic.Unary))
+	defer conns.Close()
+	client := pb.NewYourServiceClient(conns.Conn())
 
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	resp, err := testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+	resp, err := client.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
 	if err != nil || resp.GetUsername() != "replica" {
 		t.Fatalf("UnaryCall = %v, %v", resp, err)
 	}
-	const method = "/grpc.testing.TestService/UnaryCall"
-	h := ic.Hedger(method)
+	h := conns.Interceptor().Hedger(unaryCall)
 	if h == nil {
-		t.Fatalf("no Hedger for %s: the service config was not applied", method)
+		t.Fatalf("no Hedger for %s: the service config was not applied", unaryCall)
 	}
-	if st := h.Stats(); len(st) != 1 || st[0].Requests != 1 {
+	if st := h.OpStats(unaryCall); st.Requests != 1 {
 		t.Fatalf("stats %v, want one request", st)
 	}
 	if len(sc.Warnings) != 0 {

@@ -8,25 +8,29 @@ import (
 	"testing"
 )
 
-// TestSnippetsAreTested checks that each ```go block of README.md appears,
-// line for line (leading indentation aside), in one of this package's test
-// files, where it is compiled and run.
-func TestSnippetsAreTested(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// guides are the Markdown pages whose Go snippets this package compiles
+// and runs, and whose relative links must resolve.
+func guides(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := goBlocks(string(readme))
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no Go snippets: the parser is broken")
-	}
+	return append([]string{"../../README.md", "../../cmd/hedge/README.md"}, docs...)
+}
+
+// TestSnippetsAreTested checks that each ```go block of the README, the
+// tools' page and the guides in docs/ appears, line for line (leading
+// indentation aside), in one of this package's test files, where it is
+// compiled and run.
+func TestSnippetsAreTested(t *testing.T) {
 	files, err := filepath.Glob("*_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var code []string
 	for _, f := range files {
-		if f == "readme_test.go" {
+		if f == "readme_test.go" || f == "links_test.go" {
 			continue
 		}
 		b, err := os.ReadFile(f)
@@ -35,10 +39,22 @@ func TestSnippetsAreTested(t *testing.T) {
 		}
 		code = append(code, normalise(string(b))...)
 	}
-	for i, b := range blocks {
-		if !contains(code, normalise(b)) {
-			t.Errorf("README.md Go snippet %d is not in this package's tests, so nothing compiles or runs it; copy it into a test here:\n%s", i+1, b)
+	total := 0
+	for _, page := range guides(t) {
+		md, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
 		}
+		blocks := goBlocks(string(md))
+		total += len(blocks)
+		for i, b := range blocks {
+			if !contains(code, normalise(b)) {
+				t.Errorf("%s: Go snippet %d is not in this package's tests, so nothing compiles or runs it; copy it into a test here:\n%s", page, i+1, b)
+			}
+		}
+	}
+	if total == 0 {
+		t.Fatal("no Go snippets found: the parser is broken")
 	}
 }
 
