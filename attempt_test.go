@@ -35,7 +35,7 @@ func TestAttemptHedgeOnlyWhileAnotherCopyRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				defer settle()
-				h := mustNew(t, hedge.Config{Replicas: 2, Delay: hedge.Fixed(10 * time.Millisecond), NoBudget: true, MaxAttempts: 2, MinWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad})
+				h := mustNew(t, hedge.Config{Replicas: 2, Delay: hedge.Fixed(10 * time.Millisecond), NoBudget: true, MaxAttempts: 2, PayoffWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad})
 				var mu sync.Mutex
 				var seen []hedge.Attempt
 				_, err := hedge.Do(context.Background(), h, "get", func(ctx context.Context, a hedge.Attempt) (int, error) {

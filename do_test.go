@@ -559,7 +559,7 @@ func TestReplicasDistinct(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		synctest.Test(t, func(t *testing.T) {
 			defer settle()
-			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3, Replicas: n, NoBudget: true, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3, Replicas: n, NoBudget: true, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1})
 			for range 50 {
 				s := newScript(behaviour{after: 50 * ms}, behaviour{after: 50 * ms}, behaviour{after: 1 * ms})
 				hedge.Do(context.Background(), h, "op", s.attempt)
@@ -602,7 +602,7 @@ func TestOpCardinalityBounded(t *testing.T) {
 func TestCountersExactUnderConcurrency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer settle()
-		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 4, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 4, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1})
 		var wg sync.WaitGroup
 		const n = 400
 		for i := range n {

@@ -34,7 +34,7 @@
 //     replica with none of this Hedger's requests in flight, is asked for
 //     again a delay later when there is none, and no copy goes while fewer
 //     than a quarter of recent primaries found their replica idle;
-//   - evidence and payoff (Config.MinWinRate): a hedge is classed by
+//   - evidence and payoff (Config.PayoffWinRate): a hedge is classed by
 //     whether its primary waits behind earlier work of this Hedger on its
 //     replica, and may go at the delay, or is at the head of it, where it
 //     may be slow itself, stuck with its server or queued behind other

@@ -38,7 +38,7 @@ func (r *driverLog) Arm(at time.Duration) { r.armed = append(r.armed, at) }
 // and slot come back) and counted as hedge.RefusedReplicas.
 func TestDriverSequence(t *testing.T) {
 	const d = 10 * time.Millisecond
-	p, err := decide.FromConfig(hedge.Config{Delay: hedge.Fixed(d), NoBudget: true, MaxAttempts: 3, Replicas: 3, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
+	p, err := decide.FromConfig(hedge.Config{Delay: hedge.Fixed(d), NoBudget: true, MaxAttempts: 3, Replicas: 3, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestDriverSequence(t *testing.T) {
 
 	// A copy that no replica can take, with a budget and a slot to give back.
 	b, _ := hedge.NewBudget(0.1, 1)
-	p, err = decide.FromConfig(hedge.Config{Delay: hedge.Fixed(d), Budget: b, MaxHedgesInFlight: 1, Replicas: 3, MinWinRate: -1})
+	p, err = decide.FromConfig(hedge.Config{Delay: hedge.Fixed(d), Budget: b, MaxHedgesInFlight: 1, Replicas: 3, PayoffWinRate: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

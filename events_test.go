@@ -42,7 +42,7 @@ func TestEvents(t *testing.T) {
 		defer settle()
 		var rec recorder
 		b, _ := hedge.NewBudget(0.1, 1)
-		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Replicas: 3, Budget: b, OnEvent: rec.on, MinWinRate: -1})
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Replicas: 3, Budget: b, OnEvent: rec.on, PayoffWinRate: -1})
 		slowPrimary := newScript(behaviour{after: 50 * ms, val: 1}, behaviour{after: 5 * ms, val: 2})
 		hedge.Do(context.Background(), h, "get", slowPrimary.attempt) // the one token: hedge sent, wins
 		again := newScript(behaviour{after: 50 * ms, val: 1}, behaviour{after: 5 * ms, val: 2})

@@ -172,7 +172,7 @@ func pays(p *decide.Policy, ev decide.Evidence) bool {
 // its replica until it has waited three delays, and asks for it again
 // then; a primary behind an earlier request is not held.
 func TestHeadWaits(t *testing.T) {
-	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MinWinRate: 0.2})
+	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, PayoffWinRate: 0.2})
 	pl := begin(p, 10*ms)
 	if why := ask(p, pl, 10*ms, 0, decide.EvidenceHead); why != hedge.RefusedHead {
 		t.Fatalf("a head hedge at the delay: %v, want head", why)
@@ -252,13 +252,13 @@ func TestPayoffKeepsCheapLosersAndWinners(t *testing.T) {
 // TestPayoffWinningIsNotEnough: hedges that win half the time but whose
 // losers run five delays (2.5 delays wasted per hedge) stop under the
 // zero Config, which never lets a class go on for winning alone; with
-// MinWinRate 0.35 they go on, as its win rate is above that.
+// PayoffWinRate 0.35 they go on, as its win rate is above that.
 func TestPayoffWinningIsNotEnough(t *testing.T) {
 	for _, tc := range []struct {
 		minWin float64
 		goOn   bool
 	}{{0, false}, {0.35, true}} {
-		p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MinWinRate: tc.minWin})
+		p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, PayoffWinRate: tc.minWin})
 		sent, late := 0, 0
 		for i := range 2000 {
 			if settleHedge(t, p, decide.EvidenceBehind, i%2 == 0, 50*ms) == hedge.Allowed {
@@ -269,10 +269,10 @@ func TestPayoffWinningIsNotEnough(t *testing.T) {
 			}
 		}
 		if tc.goOn && late < 990 {
-			t.Errorf("MinWinRate %v: %d of the last 1,000 hedges went, want all but a few", tc.minWin, late)
+			t.Errorf("PayoffWinRate %v: %d of the last 1,000 hedges went, want all but a few", tc.minWin, late)
 		}
 		if !tc.goOn && late > 100 {
-			t.Errorf("MinWinRate %v: %d of the last 1,000 hedges went (win rate %v, waste %v), want few", tc.minWin, late, p.WinRate(decide.EvidenceBehind), p.Waste(decide.EvidenceBehind))
+			t.Errorf("PayoffWinRate %v: %d of the last 1,000 hedges went (win rate %v, waste %v), want few", tc.minWin, late, p.WinRate(decide.EvidenceBehind), p.Waste(decide.EvidenceBehind))
 		}
 	}
 }
@@ -307,7 +307,7 @@ func TestPayoffComesBack(t *testing.T) {
 }
 
 func TestPayoffOff(t *testing.T) {
-	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MinWinRate: -1})
+	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, PayoffWinRate: -1})
 	for i := range 500 {
 		if why := settleHedge(t, p, decide.EvidenceHead, false, 50*ms); why != hedge.Allowed {
 			t.Fatalf("hedge %d refused without a payoff rule: %v", i, why)
@@ -333,10 +333,10 @@ func TestBehindAndGhost(t *testing.T) {
 	}
 }
 
-func TestMinWinRateValidation(t *testing.T) {
+func TestPayoffWinRateValidation(t *testing.T) {
 	for _, v := range []float64{1.5, 2} {
-		if _, err := hedge.New(hedge.Config{MinWinRate: v}); err == nil {
-			t.Errorf("MinWinRate %v accepted", v)
+		if _, err := hedge.New(hedge.Config{PayoffWinRate: v}); err == nil {
+			t.Errorf("PayoffWinRate %v accepted", v)
 		}
 	}
 	if _, err := hedge.New(hedge.Config{MaxReplicaLoad: -2}); err == nil {
@@ -351,9 +351,9 @@ func TestMinWinRateValidation(t *testing.T) {
 func TestLiveBusyReplicaWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer settle()
-		// MinWinRate 0.2: a new class pays at once, so that only the
+		// PayoffWinRate 0.2: a new class pays at once, so that only the
 		// spare-capacity rule holds the hedge back.
-		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2, MinWinRate: 0.2})
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2, PayoffWinRate: 0.2})
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var hedgeAt time.Duration
@@ -395,11 +395,11 @@ func TestLiveBusyReplicaWaits(t *testing.T) {
 // hedge won keeps counting on its replica: the next request's primary goes
 // to the other replica, until the stuck one answers or GhostDelays delays
 // pass. The stuck primary is at the head of its replica, so its hedge
-// goes after three delays; MinWinRate 0.2 lets a new class's hedges go.
+// goes after three delays; PayoffWinRate 0.2 lets a new class's hedges go.
 func TestLiveGhostAvoidsStuckReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer settle()
-		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2, MinWinRate: 0.2})
+		h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2, PayoffWinRate: 0.2})
 		stuck := -1
 		// The primary hangs until cancelled; its hedge wins at once.
 		hedge.Do(context.Background(), h, "op", func(ctx context.Context, a hedge.Attempt) (int, error) {

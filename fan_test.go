@@ -115,7 +115,7 @@ func TestDoFanSiblingTriggerOff(t *testing.T) {
 func TestDoFanCap(t *testing.T) {
 	const fanouts, leaves, hedges, inFlight = 1000, 20, 4, 2
 	synctest.Test(t, func(t *testing.T) {
-		h := mustNew(t, hedge.Config{Replicas: 10, Delay: hedge.Fixed(time.Millisecond), NoBudget: true, MaxAttempts: 3, MinWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad})
+		h := mustNew(t, hedge.Config{Replicas: 10, Delay: hedge.Fixed(time.Millisecond), NoBudget: true, MaxAttempts: 3, PayoffWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad})
 		var wg sync.WaitGroup
 		var worst, extra, spent atomic.Int64
 		for f := range fanouts {
@@ -490,7 +490,7 @@ func TestDoFanHugeBudget(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("Hedges=%d,InFlight=%d", f.Hedges, f.InFlight), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := mustNew(t, hedge.Config{Delay: hedge.Fixed(time.Millisecond), MaxAttempts: 2, NoBudget: true, MinWinRate: -1})
+				h := mustNew(t, hedge.Config{Delay: hedge.Fixed(time.Millisecond), MaxAttempts: 2, NoBudget: true, PayoffWinRate: -1})
 				f.Straggle = -1
 				res, err := hedge.DoFan(context.Background(), h, "read", 2, f, sleepLeaf(func(i int, a hedge.Attempt) time.Duration {
 					if i == 1 && a.Index == 0 {

@@ -542,7 +542,7 @@ func TestDeadlineTimeLeftFromNow(t *testing.T) {
 	t.Run("the next hedge", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			defer settle()
-			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3, MinWinRate: -1, OnEvent: onEvent})
+			h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), MaxAttempts: 3, PayoffWinRate: -1, OnEvent: onEvent})
 			time.Sleep(time.Hour)
 			// The first hedge goes at 10 ms; the second would go at 20 ms
 			// and could not answer before the deadline at 25 ms.
@@ -562,7 +562,7 @@ func TestDeadlineTimeLeftFromNow(t *testing.T) {
 	t.Run("a hedge asked for again", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			defer settle()
-			h := mustNew(t, hedge.Config{Replicas: 2, Delay: hedge.Fixed(10 * ms), MinWinRate: -1, OnEvent: onEvent})
+			h := mustNew(t, hedge.Config{Replicas: 2, Delay: hedge.Fixed(10 * ms), PayoffWinRate: -1, OnEvent: onEvent})
 			time.Sleep(time.Hour)
 			// x holds one replica until 15 ms; y's primary takes the other,
 			// and its hedge, due at 10 ms, finds x's replica busy.

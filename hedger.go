@@ -36,9 +36,9 @@ const OtherOp = "(other)"
 // server rather than the request (the rules of the module's
 // internal/decide, evidence.go): a copy goes only to an idle replica
 // (MaxReplicaLoad), the copy of a primary at the head of its replica
-// waits three delays and hedges that do not pay stop (MinWinRate), and a
+// waits three delays and hedges that do not pay stop (PayoffWinRate), and a
 // cancelled loser keeps counting on its replica for a while (Picker);
-// Config{MaxReplicaLoad: AnyReplicaLoad, MinWinRate: -1} turns those
+// Config{MaxReplicaLoad: AnyReplicaLoad, PayoffWinRate: -1} turns those
 // rules off, leaving the live percentile and the budget.
 type Config struct {
 	// Delay says when to send the next copy. Nil means Percentile{}: the
@@ -72,32 +72,16 @@ type Config struct {
 	// Hedger picks replicas (Replicas > 0): without them it cannot see a
 	// replica's load.
 	MaxReplicaLoad int
-	// MinWinRate is the payoff rule, with the head wait. Hedges are
-	// classed by what the client saw of the primary's replica when the
-	// hedge came due: a primary waiting behind earlier work of this
-	// Hedger there is held up by it, and its copy may go at the delay; a
-	// primary at the head of this Hedger's work there is slow itself,
-	// stuck with its server, or queued behind other clients' work, which
-	// the Hedger cannot see, and its copy waits until the primary has
-	// waited three delays (RefusedHead). For each class the Hedger keeps
-	// running averages over about the last 32 hedges of the share that
-	// won and of the time losers ran for nothing, per hedge and as a
-	// share of the delay; a class goes on while that waste is at most
-	// 0.4 of a delay times one plus its win rate, or while at least
-	// MinWinRate of its hedges win, and is otherwise refused
-	// (RefusedPayoff), except for a probe now and then (one in 5,000
-	// requests) that tells when it pays again; a probe whose copy wins in
-	// under half the time its primary had waited starts the class over,
-	// so that a burst of slowness on every replica, whose copies all
-	// lost, does not keep it off after the burst. A new class starts just
-	// short of paying (a win rate of 1/4 and a waste of 0.6, weighed as
-	// four hedges), so that its first hedges go at about one in four and
-	// decide. So where copies take as long as their primaries (big
-	// requests), hedging stops by itself, and where a slow server is the
-	// cause, it goes on. Zero means DefaultMinWinRate (1: no class goes
-	// on for winning alone); a negative value turns the rule and the head
-	// wait off.
-	MinWinRate float64
+	// PayoffWinRate sets the payoff rule: a kind of hedge goes on only
+	// while it pays. It pays while its losing copies waste little of a
+	// delay, or while at least this share of its hedges win; otherwise
+	// it is refused ([RefusedPayoff]). The copy of a primary at the head
+	// of its replica also waits three delays first ([RefusedHead]). Zero
+	// means 1: no kind goes on for winning alone. A negative value turns
+	// the rule and the head wait off. The full rule is in the package doc
+	// of [github.com/tailcut/hedge/internal/decide]; docs/default.md has
+	// the measurements.
+	PayoffWinRate float64
 
 	// Replicas, if positive, is the number of replicas the Hedger chooses
 	// among for each copy (Attempt.Replica), using Picker. Zero means the
@@ -284,8 +268,8 @@ func (cfg *Config) validate() error {
 	if cfg.MaxHedgesInFlight < 0 {
 		errs = append(errs, fmt.Errorf("hedge: Config.MaxHedgesInFlight = %d is negative: use 0 for no cap, or a positive cap", cfg.MaxHedgesInFlight))
 	}
-	if math.IsNaN(cfg.MinWinRate) || cfg.MinWinRate > 1 {
-		errs = append(errs, fmt.Errorf("hedge: Config.MinWinRate = %v: use a share of hedges in (0, 1], e.g. 0.5, zero for the default, or a negative value for no payoff rule", cfg.MinWinRate))
+	if math.IsNaN(cfg.PayoffWinRate) || cfg.PayoffWinRate > 1 {
+		errs = append(errs, fmt.Errorf("hedge: Config.PayoffWinRate = %v: use a share of hedges in (0, 1], e.g. 0.5, zero for the default, or a negative value for no payoff rule", cfg.PayoffWinRate))
 	}
 	if cfg.MaxReplicaLoad < AnyReplicaLoad {
 		errs = append(errs, fmt.Errorf("hedge: Config.MaxReplicaLoad = %d: use 0 (hedge only to an idle replica, the default), a positive number of requests in flight, or AnyReplicaLoad (-1) for no rule", cfg.MaxReplicaLoad))

@@ -35,7 +35,7 @@ import (
 // A primary placed while its replica's report was fresh is classed by it
 // (waiting behind other clients' work, or running) for the payoff rule,
 // and its copy waits the head wait as a copy of a primary at the head
-// does (see Config.MinWinRate). An older report, as a stalled replica's
+// does (see Config.PayoffWinRate). An older report, as a stalled replica's
 // last one soon is, gives way to the client's own view. Stats.LoadByReport and Stats.LoadByOwnView count which view each
 // hedge decision read. What the reports gain and cost is measured in
 // docs/default.md, "Load reports".

@@ -36,7 +36,7 @@ func runReplicaWorld(t *testing.T, replicas, calls int, delay time.Duration, b b
 	t.Helper()
 	w := &replicaWorld{hedges: map[int]int{}, running: make([]atomic.Int64, replicas)}
 	h, err := hedge.New(hedge.Config{
-		Replicas: replicas, Delay: hedge.Fixed(delay), NoBudget: true, MinWinRate: -1,
+		Replicas: replicas, Delay: hedge.Fixed(delay), NoBudget: true, PayoffWinRate: -1,
 		OnEvent: func(e hedge.Event) {
 			w.mu.Lock()
 			defer w.mu.Unlock()

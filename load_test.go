@@ -21,7 +21,7 @@ func TestReportLoadDecides(t *testing.T) {
 	for _, reports := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
 			defer settle()
-			h, err := hedge.New(hedge.Config{Replicas: 2, Delay: hedge.Fixed(delay), NoBudget: true, MinWinRate: -1})
+			h, err := hedge.New(hedge.Config{Replicas: 2, Delay: hedge.Fixed(delay), NoBudget: true, PayoffWinRate: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +79,7 @@ func TestReportLoadDecides(t *testing.T) {
 func TestReportLoadIgnoresBadReports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer settle()
-		h, err := hedge.New(hedge.Config{Replicas: 2, Delay: hedge.Fixed(time.Millisecond), NoBudget: true, MinWinRate: -1})
+		h, err := hedge.New(hedge.Config{Replicas: 2, Delay: hedge.Fixed(time.Millisecond), NoBudget: true, PayoffWinRate: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -167,7 +167,7 @@ func TestBudgetRefusalGivesBack(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			b, _ := NewBudget(0.001, 1)
 			var log refusals
-			h, err := New(Config{Delay: Fixed(delay), Budget: b, MaxHedgesInFlight: 2, MinWinRate: -1, OnEvent: log.event})
+			h, err := New(Config{Delay: Fixed(delay), Budget: b, MaxHedgesInFlight: 2, PayoffWinRate: -1, OnEvent: log.event})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +192,7 @@ func TestBudgetRefusalGivesBack(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			b, _ := NewBudget(0.001, 1)
 			var log refusals
-			h, err := New(Config{Delay: Fixed(delay), Budget: b, MinWinRate: -1, OnEvent: log.event})
+			h, err := New(Config{Delay: Fixed(delay), Budget: b, PayoffWinRate: -1, OnEvent: log.event})
 			if err != nil {
 				t.Fatal(err)
 			}

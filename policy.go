@@ -46,7 +46,7 @@ const (
 	// replica: no spare capacity to hedge into.
 	RefusedBusy Refusal = decide.RefusedBusy
 	// RefusedPayoff: hedges of the same kind have not been paying for
-	// themselves (Config.MinWinRate).
+	// themselves (Config.PayoffWinRate).
 	RefusedPayoff Refusal = decide.RefusedPayoff
 	// RefusedFanOut: the copy is of a leaf of a fan-out request (DoFan)
 	// whose own budget or cap on extra copies (FanOut.Hedges,
@@ -54,19 +54,12 @@ const (
 	RefusedFanOut Refusal = decide.RefusedFanOut
 	// RefusedHead: the primary is at the head of this Hedger's requests
 	// on its replica and has not yet waited three delays; the copy is
-	// asked for again when it has (Config.MinWinRate).
+	// asked for again when it has (Config.PayoffWinRate).
 	RefusedHead Refusal = decide.RefusedHead
 )
 
 // The modes of package hedge and of the decision are one set of values.
 var _ = [1]struct{}{}[int(On)-int(decide.On)+int(Shadow)-int(decide.Shadow)+int(Off)-int(decide.Off)]
-
-// DefaultMinWinRate is the Config.MinWinRate of the zero Config: 1, so
-// that no kind of hedges goes on for winning alone, only while its losers
-// cost little for how often it wins. With many clients on the replicas,
-// copies that jump other clients' queues win for their requests while the
-// work they add lands on everyone's (docs/default.md, "Many clients").
-const DefaultMinWinRate = 1
 
 // DefaultBudget returns a fresh copy of the budget a zero Config gets:
 // NewBudget(0.1, 10), hedges on at most 10% of requests with bursts of 10.
@@ -81,16 +74,16 @@ func DefaultBudget() *Budget {
 // fields get their defaults.
 func newPolicy(cfg Config, b *Budget, mv *ModeVar) *decide.Policy {
 	dc := decide.Config{
-		MaxAttempts: cfg.MaxAttempts,
-		MaxInFlight: cfg.MaxHedgesInFlight,
-		Replicas:    cfg.Replicas,
-		MaxLoad:     cfg.MaxReplicaLoad,
-		MinWinRate:  cfg.MinWinRate,
-		Mode:        &mv.v,
-		Rollout:     cfg.Rollout,
+		MaxAttempts:   cfg.MaxAttempts,
+		MaxInFlight:   cfg.MaxHedgesInFlight,
+		Replicas:      cfg.Replicas,
+		MaxLoad:       cfg.MaxReplicaLoad,
+		PayoffWinRate: cfg.PayoffWinRate,
+		Mode:          &mv.v,
+		Rollout:       cfg.Rollout,
 	}
-	if dc.MinWinRate == 0 {
-		dc.MinWinRate = DefaultMinWinRate
+	if dc.PayoffWinRate == 0 {
+		dc.PayoffWinRate = decide.DefaultPayoffWinRate
 	}
 	if dc.MaxAttempts == 0 {
 		dc.MaxAttempts = 2

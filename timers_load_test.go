@@ -38,7 +38,7 @@ func BenchmarkTimerLoad(b *testing.B) {
 			for _, precise := range []bool{false, true} {
 				b.Run(fmt.Sprintf("hold=%s/delay=%v/precise=%v", hold, d, precise), func(b *testing.B) {
 					h, err := hedge.New(hedge.Config{Delay: hedge.Fixed(d), NoBudget: true, PreciseTimers: precise,
-						MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
+						MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1})
 					if err != nil {
 						b.Fatal(err)
 					}

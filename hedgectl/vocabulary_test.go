@@ -29,9 +29,9 @@ func refusalWorkload(t *testing.T) map[string]*hedge.Hedger {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: budget, MinWinRate: -1})
+	a := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: budget, PayoffWinRate: -1})
 	b := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MaxAttempts: 3,
-		Replicas: 2, MaxHedgesInFlight: 1, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
+		Replicas: 2, MaxHedgesInFlight: 1, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1})
 	ctx := context.Background()
 	for range 3 {
 		hedge.Do(ctx, a, "get", hedgetest.Sleeper(50*ms, 5*ms))

@@ -57,7 +57,7 @@ func TestCopyRefusedBySpareServerLeavesThePrimary(t *testing.T) {
 	}()
 	<-started
 
-	h := newHedger(t, hedge.Config{Delay: hedge.Fixed(time.Millisecond), MaxAttempts: 2, NoBudget: true, MinWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad})
+	h := newHedger(t, hedge.Config{Delay: hedge.Fixed(time.Millisecond), MaxAttempts: 2, NoBudget: true, PayoffWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad})
 	tr := newTransport(t, nil, h, hedgehttp.Config{})
 	resp := roundTrip(t, tr, newRequest(t, http.MethodGet, srv.URL+"/item", nil))
 	if body := readAll(t, resp); resp.StatusCode != http.StatusOK || body != "primary" {

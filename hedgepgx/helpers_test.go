@@ -35,7 +35,7 @@ func hedgeNow(d time.Duration) Config {
 	return Config{
 		LagInterval: 2 * time.Millisecond,
 		Hedge: hedge.Config{Delay: hedge.Fixed(d), NoBudget: true,
-			MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1, Picker: hedge.Picker{Random: true}},
+			MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1, Picker: hedge.Picker{Random: true}},
 	}
 }
 

@@ -42,9 +42,9 @@ func workload(t *testing.T) map[string]*hedge.Hedger {
 	}
 	// Plain hedging (no spare-capacity or payoff rule), so that each
 	// counter below moves exactly as scripted.
-	a := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: budget, MaxOps: 2, MinWinRate: -1})
+	a := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), Budget: budget, MaxOps: 2, PayoffWinRate: -1})
 	b := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, MaxAttempts: 3,
-		Replicas: 2, MaxHedgesInFlight: 1, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
+		Replicas: 2, MaxHedgesInFlight: 1, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1})
 	ctx := context.Background()
 
 	// a: a hedge wins (the primary is censored), then the budget refuses.
@@ -78,7 +78,7 @@ func workload(t *testing.T) map[string]*hedge.Hedger {
 
 	// d: the spare-capacity rule reads a replica's load, once from its
 	// fresh report, once from d's own view.
-	d := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2, MinWinRate: -1})
+	d := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, Replicas: 2, PayoffWinRate: -1})
 	hedge.Do(ctx, d, "get", hedgetest.Reporting(d, 5*ms, 40*ms, 1*ms))
 	hedge.Do(ctx, d, "get", hedgetest.Sleeper(40*ms, 1*ms))
 

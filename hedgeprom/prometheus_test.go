@@ -97,7 +97,7 @@ func startTraffic(t testing.TB) *liveTraffic {
 	})
 	var err error
 	if lt.items, err = hedge.New(hedge.Config{Delay: hedge.Fixed(10 * time.Millisecond), NoBudget: true, Replicas: 2,
-		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}); err != nil {
+		MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}); err != nil {
 		t.Fatal(err)
 	}
 	budget, err := hedge.NewBudget(0.05, 2)
@@ -105,7 +105,7 @@ func startTraffic(t testing.TB) *liveTraffic {
 		t.Fatal(err)
 	}
 	if lt.direct, err = hedge.New(hedge.Config{Delay: hedge.Fixed(5 * time.Millisecond), Budget: budget, Replicas: 2,
-		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}); err != nil {
+		MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lt.direct.SetRollout(0.9); err != nil {

@@ -24,7 +24,7 @@ func hedgeNow() Config {
 	// Plain hedging: no spare-capacity or payoff rule, so that the tests
 	// that need hedges to go under load get them.
 	return Config{Hedge: hedge.Config{Delay: hedge.Fixed(5 * time.Millisecond), NoBudget: true,
-		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}}
+		MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}}
 }
 
 // startClient returns a Client over servers made by NewFromOptions, closed

@@ -218,7 +218,7 @@ func TestEveryCopyFails(t *testing.T) {
 	for i := range opts {
 		opts[i].DisableRetry = true
 	}
-	c, err := NewFromOptions(opts, Config{Hedge: hedge.Config{Delay: hedge.Fixed(time.Hour), NoBudget: true, MinWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad}})
+	c, err := NewFromOptions(opts, Config{Hedge: hedge.Config{Delay: hedge.Fixed(time.Hour), NoBudget: true, PayoffWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // releases it.
 func hedgeNow() Config {
 	return Config{Hedge: hedge.Config{Delay: hedge.Fixed(5 * time.Millisecond), NoBudget: true,
-		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}}
+		MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}}
 }
 
 // options returns the rueidis options of a client of s: one standalone

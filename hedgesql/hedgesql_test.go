@@ -158,7 +158,7 @@ func newClient(t *testing.T, cfg Config, keep bool, clusters ...*pgtest.Cluster)
 // uniformly.
 func hedgeAfter(d time.Duration) Config {
 	return Config{Hedge: hedge.Config{Delay: hedge.Fixed(d), NoBudget: true,
-		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1, Picker: hedge.Picker{Random: true}}}
+		MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1, Picker: hedge.Picker{Random: true}}}
 }
 
 // Every mistake is reported at once, each on its line, and the error

@@ -111,7 +111,7 @@ func TestStandaloneCopiesRunAsPrimaries(t *testing.T) {
 					return d.DialContext(ctx, network, addr)
 				}
 			}
-			h, err := hedge.New(hedge.Config{Replicas: 2, Delay: hedge.Fixed(time.Hour), NoBudget: true, MaxAttempts: 2, MinWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad})
+			h, err := hedge.New(hedge.Config{Replicas: 2, Delay: hedge.Fixed(time.Hour), NoBudget: true, MaxAttempts: 2, PayoffWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad})
 			if err != nil {
 				t.Fatal(err)
 			}

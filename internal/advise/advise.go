@@ -52,7 +52,7 @@ type Options struct {
 	Objective Objective
 	// PlainHedging makes the recommended configuration the plain hedging
 	// the rows predict, with the library's spare-capacity and payoff rules
-	// turned off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1).
+	// turned off (MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1).
 	// By default the recommendation keeps them: they only hold back hedges
 	// that find every replica busy or do not win, which latencies alone
 	// cannot foresee.

@@ -23,7 +23,7 @@ func newBudgetGate(budget bool) *budgetGate {
 	if !budget {
 		return nil
 	}
-	pol, err := decide.FromConfig(hedge.Config{Delay: hedge.Fixed(time.Millisecond), MaxAttempts: 2, MinWinRate: -1})
+	pol, err := decide.FromConfig(hedge.Config{Delay: hedge.Fixed(time.Millisecond), MaxAttempts: 2, PayoffWinRate: -1})
 	if err != nil {
 		panic(err) // a constant, valid Config
 	}

@@ -18,7 +18,7 @@ import (
 func (o Outcome) LibraryConfig(plain bool) hedge.Config {
 	cfg := o.Choice.Config(o.Budget)
 	if !plain {
-		cfg.MaxReplicaLoad, cfg.MinWinRate = 0, 0
+		cfg.MaxReplicaLoad, cfg.PayoffWinRate = 0, 0
 	}
 	return cfg
 }

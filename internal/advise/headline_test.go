@@ -89,7 +89,7 @@ func TestHeadlineLeadsWithTheDefault(t *testing.T) {
 
 // The recommended configuration is predicted as the library runs it: its
 // prediction is a simulation of that Config with the library's rules on
-// (the zero MaxReplicaLoad and MinWinRate), on the same script as the
+// (the zero MaxReplicaLoad and PayoffWinRate), on the same script as the
 // rows, and not the rows' plain hedging. Here the two differ: at load 0.5
 // the spare-capacity rule holds back hedges that find every replica busy.
 func TestRecommendationPredictedWithTheRules(t *testing.T) {

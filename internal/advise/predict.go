@@ -30,12 +30,12 @@ type Choice struct {
 // estimates model it. The delay is hedge.Fixed(Delay), at most two copies
 // go, and the budget is the library's default (a fresh
 // hedge.DefaultBudget()) or none. The library's evidence rules are
-// turned off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1):
+// turned off (MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1):
 // latencies alone say nothing of replicas' queues or of which hedges win,
 // so neither estimate could account for them. With them on, the library
 // sends fewer hedges where they would not pay than these rows predict.
 func (c Choice) Config(budget bool) hedge.Config {
-	cfg := hedge.Config{Delay: hedge.Fixed(c.Delay), MaxAttempts: 2, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}
+	cfg := hedge.Config{Delay: hedge.Fixed(c.Delay), MaxAttempts: 2, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}
 	if budget {
 		cfg.Budget = hedge.DefaultBudget()
 	} else {

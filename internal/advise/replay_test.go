@@ -98,8 +98,8 @@ func TestDefaultReplayStopsHedgesThatDoNotPay(t *testing.T) {
 	if n >= 1600/4 || p == 0 {
 		t.Errorf("spells: %d hedges and %d refusals by the payoff rule; want under 400 hedges of the 1,600 requests of 40 ms, the rest refused by the payoff rule", n, p)
 	}
-	if w := sp.pol.WinRate(decide.EvidenceHead); w >= hedge.DefaultMinWinRate {
-		t.Errorf("spells: win rate %.3f of hedges on a replica with nothing ahead, want under %v", w, hedge.DefaultMinWinRate)
+	if w := sp.pol.WinRate(decide.EvidenceHead); w >= decide.DefaultPayoffWinRate {
+		t.Errorf("spells: win rate %.3f of hedges on a replica with nothing ahead, want under %v", w, decide.DefaultPayoffWinRate)
 	}
 	t.Logf("hedges of 40,000 requests: alone %d, in spells %d (payoff refusals %d, win rate %.3f)", len(alone.hedged), n, p, sp.pol.WinRate(decide.EvidenceHead))
 }

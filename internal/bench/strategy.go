@@ -69,8 +69,8 @@ var builtinStrategies = []Strategy{
 	},
 	{
 		Name:   "hedge-live-plain",
-		Doc:    "The plain live p95 with the budget: the zero hedge.Config with the spare-capacity and payoff rules off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1).",
-		Config: constant(hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}),
+		Doc:    "The plain live p95 with the budget: the zero hedge.Config with the spare-capacity and payoff rules off (MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1).",
+		Config: constant(hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}),
 	},
 	{
 		Name:   "hedge-fixed",
@@ -80,7 +80,7 @@ var builtinStrategies = []Strategy{
 	{
 		Name:   "hedge-fixed-plain",
 		Doc:    "Plain hedging at a fixed delay (--delay): no budget, and the spare-capacity and payoff rules off, as hedge advise's rows model it.",
-		Config: fixedDelay(hedge.Config{NoBudget: true, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}),
+		Config: fixedDelay(hedge.Config{NoBudget: true, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}),
 	},
 	{
 		Name:   "hedge-fixed-nobudget",

@@ -1,18 +1,57 @@
-// Package decide is the hedging decision, without a clock: the Policy
-// that says when the next copy of a request is due, whether it may go
-// and, if not, why (a Refusal), and the driver (Policy.Schedule, Fire and
-// Try) that applies those rules to a request in one sequence.
+// Package decide is the hedging decision, without a clock. A [Policy]
+// says when the next copy of a request is due, whether it may go and, if
+// not, why (a [Refusal]). Its driver ([Policy.Schedule], [Policy.Fire]
+// and [Policy.Try]) applies those rules to a request in one sequence.
 //
 // Package hedge makes a Policy from a hedge.Config and drives it on the
-// wall clock (hedge.Do); the simulator in package sim drives the very same
-// Policy on virtual time, and advise replays it on a recorded sample.
-// Each engine supplies a Runtime: where a copy goes, how it is sent, how a
-// timer is armed. Times are durations from an origin the engine chooses;
-// nothing here reads a clock, starts a goroutine or allocates per request.
+// wall clock (hedge.Do). The simulator in package sim drives the very
+// same Policy on virtual time. Advise replays it on a recorded sample.
+// Each engine supplies a [Runtime]: where a copy goes, how it is sent,
+// how a timer is armed. Times are durations from an origin the engine
+// chooses. Nothing here reads a clock, starts a goroutine or allocates
+// per request.
 //
 // It is internal: users configure the decision through hedge.Config and
-// read its effects in hedge.Stats. The package exists so that the engines
-// of this module share one copy of every rule.
+// read its effects in hedge.Stats. The package exists so that the
+// engines of this module share one copy of every rule.
+//
+// # The payoff rule
+//
+// The payoff rule is what hedge.Config.PayoffWinRate sets. It stops
+// hedges that do not pay, and keeps those that do.
+//
+// Hedges are classed by what the client saw of the primary's replica
+// when the hedge came due ([Evidence]). A primary waiting behind earlier
+// work of this client there is held up by it: its copy may go at the
+// delay. A primary at the head of this client's work there may be slow
+// itself, stuck with its server, or queued behind other clients' work,
+// which the client cannot see. Its copy waits until the primary has
+// waited [HeadDelays] delays (RefusedHead).
+//
+// For each class the Policy keeps running averages over about the last
+// 32 hedges: the share that won, and the time losers ran for nothing,
+// per hedge and as a share of the delay. A class goes on while that
+// waste is at most 0.4 of a delay times one plus its win rate. It also
+// goes on while at least PayoffWinRate of its hedges win. Otherwise it
+// is refused (RefusedPayoff).
+//
+// A refused class still sends a probe now and then (one in 5,000
+// requests), which tells when it pays again. A probe whose copy wins in
+// under half the time its primary had waited starts the class over. So
+// a burst of slowness on every replica, whose copies all lost, does not
+// keep hedging off after the burst.
+//
+// A new class starts just short of paying: a win rate of 1/4 and a
+// waste of 0.6, weighed as four hedges. Its first hedges go at about
+// one in four, and their outcomes decide.
+//
+// So where copies take as long as their primaries (big requests),
+// hedging stops by itself. Where a slow server is the cause, it goes on.
+// The default, [DefaultPayoffWinRate], is 1: no class goes on for
+// winning alone. With many clients on the replicas, copies that jump
+// other clients' queues win for their requests, while the work they add
+// lands on everyone's (docs/default.md, "Many clients"). A negative
+// PayoffWinRate turns the rule and the head wait off.
 package decide
 
 import (
@@ -20,6 +59,11 @@ import (
 	"math/rand/v2"
 	"time"
 )
+
+// DefaultPayoffWinRate is the payoff rule's win rate when
+// hedge.Config.PayoffWinRate is zero: no class of hedges goes on for
+// winning alone (see the package doc).
+const DefaultPayoffWinRate = 1
 
 // Never is a time, or a delay, that does not come: hedge.Never.
 const Never = time.Duration(math.MaxInt64)

@@ -19,7 +19,7 @@ import (
 //     replica with none of this client's requests in flight, is asked for
 //     again a delay later if there is none, and no copy goes while fewer
 //     than a quarter of recent primaries found their replica idle;
-//   - evidence and payoff (Config.MinWinRate): each hedge is classed by
+//   - evidence and payoff (Config.PayoffWinRate): each hedge is classed by
 //     what the client saw of its primary's replica (Evidence). A primary
 //     waiting behind an earlier request of this client is held up by work
 //     the client can see, and its copy may go at the delay; a primary at
@@ -195,16 +195,14 @@ func (p *Policy) Ghost(d time.Duration) time.Duration {
 const (
 	// maxWaste is the most time losing hedges of a class that never wins
 	// may run, on average per hedge of the class and as a share of the
-	// delay, for the class to go on; a class that wins a share w of its
-	// hedges may waste maxWaste*(1+w). Hedges that lose often but cheaply
-	// (a stall hides among slow but ordinary requests) go on, hedges that
-	// lose and run long (copies of big requests) stop, however often the
-	// others win: with many clients, a copy that jumps another client's
-	// queue wins for its request while the work it adds lands on
-	// everyone.
-	maxWaste = 0.4
-	// maxWasteFixed is maxWaste in the fixed point.
-	maxWasteFixed = rateOne * 2 / 5
+	// delay, for the class to go on: 0.4, in the fixed point. A class
+	// that wins a share w of its hedges may waste maxWaste*(1+w). Hedges
+	// that lose often but cheaply (a stall hides among slow but ordinary
+	// requests) go on, hedges that lose and run long (copies of big
+	// requests) stop, however often the others win: with many clients, a
+	// copy that jumps another client's queue wins for its request while
+	// the work it adds lands on everyone.
+	maxWaste = rateOne * 2 / 5
 	// startRate and startWaste are the averages of a new class of hedges
 	// sent on evidence (EvidenceHead, EvidenceBehind), just short of
 	// paying: it may waste maxWaste*(1+1/4) = 0.5 of a delay and starts at
@@ -236,7 +234,7 @@ const (
 // ran for nothing, as a share of their delay (0 for a win), starting just
 // short of paying (startRate, startWaste) with the weight of payoffPrior
 // hedges. A class goes while its waste is at most maxWaste*(1+its win
-// rate), or its win rate is at least the minimum (Config.MinWinRate; with
+// rate), or its win rate is at least the minimum (Config.PayoffWinRate; with
 // the zero Config's 1, never). Otherwise it goes with probability (best
 // of the two ratios)^8, so that an average that dips by chance recovers
 // at once, and on probe tokens credited by every request, so that a class
@@ -274,7 +272,7 @@ func newPayoff(minWin float64) *payoff {
 
 // allowed returns the most waste a class with win rate r may have and go
 // on: maxWaste*(1+r), in the fixed point.
-func allowed(r int64) int64 { return maxWasteFixed + maxWasteFixed*r/rateOne }
+func allowed(r int64) int64 { return maxWaste + maxWaste*r/rateOne }
 
 // request credits every probe bucket for one request, up to one token.
 func (p *payoff) request() {

@@ -11,8 +11,8 @@ import (
 // again at once, as if the first admission had never happened.
 func TestGrantUndo(t *testing.T) {
 	const delay = time.Millisecond
-	b := &bucket{tokens: 1}                                                                                                  // one token: a second admission needs the first one's back
-	p := New(Config{Budget: b, Shadow: &bucket{}, MaxInFlight: 1, Replicas: 3, MaxAttempts: 3, MinWinRate: 0.2, Rollout: 1}) // a new class's win rate, 1/4, is above 0.2: it pays
+	b := &bucket{tokens: 1}                                                                                                     // one token: a second admission needs the first one's back
+	p := New(Config{Budget: b, Shadow: &bucket{}, MaxInFlight: 1, Replicas: 3, MaxAttempts: 3, PayoffWinRate: 0.2, Rollout: 1}) // a new class's win rate, 1/4, is above 0.2: it pays
 	var pl Plan
 	p.Begin(&pl, 0, fixed(delay), Never, false, nil)
 	at := HeadDelays * delay // a primary at the head of its replica has waited long enough

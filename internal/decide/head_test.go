@@ -33,7 +33,7 @@ func (r *headRT) Arm(at time.Duration)                        { r.armed = at }
 // of its replica is refused (RefusedHead) until the primary has waited
 // HeadDelays delays, and the driver asks for it again exactly then; a
 // primary behind an earlier request is not held; with the rule off
-// (MinWinRate negative), neither is.
+// (PayoffWinRate negative), neither is.
 func TestHeadWait(t *testing.T) {
 	const delay = 10 * time.Millisecond
 	const start = 5 * time.Millisecond
@@ -48,9 +48,9 @@ func TestHeadWait(t *testing.T) {
 		{"head without the payoff rule", -1, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			// MinWinRate 0.2 is below a new class's win rate: the payoff
+			// PayoffWinRate 0.2 is below a new class's win rate: the payoff
 			// rule itself lets the copy go.
-			p := New(Config{MaxAttempts: 2, Replicas: 3, MinWinRate: c.minWin, Rollout: 1, MaxLoad: -1})
+			p := New(Config{MaxAttempts: 2, Replicas: 3, PayoffWinRate: c.minWin, Rollout: 1, MaxLoad: -1})
 			var pl Plan
 			p.Begin(&pl, start, fixed(delay), Never, false, nil)
 			if got, want := pl.HeadAt(), start+HeadDelays*delay; got != want {

@@ -31,19 +31,19 @@ import (
 //     one with this win as its first outcome: 419,430 and 503,316 again,
 //     and it pays.
 //
-// MinWinRate 31/32 is never reached, so the win rate counts only through
+// PayoffWinRate 31/32 is never reached, so the win rate counts only through
 // allowed. The hedges go through the Policy as an engine's do (Check,
 // Admit, Succeeded), behind an earlier request so that the head wait does
 // not hold them, and a Shadow request reads the rule without its soft
 // gate.
 func TestPayoffBoundaryWinRate(t *testing.T) {
 	const delay = 10 * time.Millisecond
-	p := New(Config{MaxAttempts: 2, Replicas: 3, MinWinRate: 31.0 / 32, Rollout: 1})
+	p := New(Config{MaxAttempts: 2, Replicas: 3, PayoffWinRate: 31.0 / 32, Rollout: 1})
 	if p.payoff.min != 1_015_808 {
 		t.Fatalf("min = %d, want 1015808", p.payoff.min)
 	}
-	if maxWasteFixed != 419_430 {
-		t.Fatalf("maxWasteFixed = %d, want 419430", maxWasteFixed)
+	if maxWaste != 419_430 {
+		t.Fatalf("maxWaste = %d, want 419430", maxWaste)
 	}
 	hedge := func(won bool, ranFor time.Duration) {
 		t.Helper()
@@ -102,8 +102,8 @@ func TestPayoffBoundaryWinRate(t *testing.T) {
 // TestPayoffBoundaryWaste checks the rule's edges with averages set by
 // hand: a class with a win rate of 1/2 (2^19) may waste 419,430 +
 // 419,430/2 = 629,145 and goes on at exactly that, not one above it;
-// with MinWinRate 1/2 the same class goes on whatever its waste, and with
-// MinWinRate 1 (the zero Config's) a class never goes on for winning
+// with PayoffWinRate 1/2 the same class goes on whatever its waste, and with
+// PayoffWinRate 1 (the zero Config's) a class never goes on for winning
 // alone.
 func TestPayoffBoundaryWaste(t *testing.T) {
 	set := func(p *payoff, rate, waste int64) {
@@ -120,20 +120,20 @@ func TestPayoffBoundaryWaste(t *testing.T) {
 	}
 	set(p, 1<<19, 629_146)
 	if p.pays(EvidenceBehind) {
-		t.Fatal("a waste above the allowance pays with MinWinRate 1")
+		t.Fatal("a waste above the allowance pays with PayoffWinRate 1")
 	}
 	set(p, rateOne-1, 16*rateOne)
 	if p.pays(EvidenceBehind) {
-		t.Fatal("with MinWinRate 1, a class pays for winning alone")
+		t.Fatal("with PayoffWinRate 1, a class pays for winning alone")
 	}
 	q := newPayoff(0.5)
 	set(q, 1<<19, 16*rateOne)
 	if !q.pays(EvidenceBehind) {
-		t.Fatal("with MinWinRate 1/2, a class at that win rate does not pay")
+		t.Fatal("with PayoffWinRate 1/2, a class at that win rate does not pay")
 	}
 	set(q, 1<<19-1, 16*rateOne)
 	if q.pays(EvidenceBehind) {
-		t.Fatal("with MinWinRate 1/2, a class just below it and costly losers pays")
+		t.Fatal("with PayoffWinRate 1/2, a class just below it and costly losers pays")
 	}
 }
 

@@ -21,7 +21,7 @@ type placeWorld struct {
 func newPlaceWorld(t *testing.T) *placeWorld {
 	t.Helper()
 	const d = 10 * time.Millisecond
-	p := New(Config{MaxAttempts: 2, Replicas: 4, MinWinRate: -1, Rollout: 1, MaxLoad: 0})
+	p := New(Config{MaxAttempts: 2, Replicas: 4, PayoffWinRate: -1, Rollout: 1, MaxLoad: 0})
 	var pl Plan
 	p.Begin(&pl, 0, fixed(d), Never, false, nil) // reports count for a delay
 	return &placeWorld{p: p, now: 100 * time.Millisecond}

@@ -39,7 +39,7 @@ const (
 	RefusedBusy
 	// RefusedPayoff: hedges sent on the same evidence (see Evidence) have
 	// not been winning often enough to pay for themselves
-	// (Config.MinWinRate).
+	// (Config.PayoffWinRate).
 	RefusedPayoff
 	// RefusedFanOut: the copy is of a leaf of a fan-out request whose own
 	// budget or cap on extra copies is spent (see Fan).
@@ -148,10 +148,10 @@ type Config struct {
 	// MaxLoad is the spare-capacity rule's most requests in flight on a
 	// hedge's replica; negative turns the rule off.
 	MaxLoad int
-	// MinWinRate turns the payoff rule and the head wait on (positive)
+	// PayoffWinRate turns the payoff rule and the head wait on (positive)
 	// or off (0 or negative); a class of hedges that wins at least this
 	// share goes on whatever its waste (see payoff).
-	MinWinRate float64
+	PayoffWinRate float64
 	// Mode is where the mode in force is read, once per request.
 	Mode *atomic.Int32
 	// Rollout is the share of On requests hedged, in [0, 1].
@@ -178,7 +178,7 @@ func New(cfg Config) *Policy {
 		maxInFlight: int64(cfg.MaxInFlight),
 		replicas:    cfg.Replicas,
 		maxLoad:     cfg.MaxLoad,
-		payoff:      newPayoff(cfg.MinWinRate),
+		payoff:      newPayoff(cfg.PayoffWinRate),
 		mode:        cfg.Mode,
 		about:       cfg.About,
 		newEst:      cfg.NewEstimator,
@@ -449,7 +449,7 @@ func (p *Policy) ChecksLoad() bool { return p.maxLoad >= 0 }
 //   - the head wait (with the payoff rule): a primary at the head of
 //     this client's requests on its replica (ev is EvidenceHead) must have
 //     waited HeadDelays delays (see Plan.HeadAt);
-//   - the payoff rule (Config.MinWinRate): ev is what the engine saw of
+//   - the payoff rule (Config.PayoffWinRate): ev is what the engine saw of
 //     the primary's replica (EvidenceNone when it cannot tell), and hedges
 //     sent on the same evidence must have been paying (see payoff);
 //   - MaxHedgesInFlight;

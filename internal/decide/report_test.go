@@ -32,7 +32,7 @@ func TestReportAhead(t *testing.T) {
 // is never fresh; a stale one gives way to the client's own view.
 func TestReportFresh(t *testing.T) {
 	const d = 10 * time.Millisecond
-	p := New(Config{MaxAttempts: 2, Replicas: 3, MinWinRate: 1, Rollout: 1})
+	p := New(Config{MaxAttempts: 2, Replicas: 3, PayoffWinRate: 1, Rollout: 1})
 	rep := Report{At: 100 * time.Millisecond, Present: 4, Workers: 2}
 	if p.Fresh(rep.At, rep.At) {
 		t.Fatal("a report is fresh before any request had a delay")
@@ -99,7 +99,7 @@ func TestReportedEvidenceWaits(t *testing.T) {
 		ev       Evidence
 		wantHeld bool
 	}{{EvidenceRunning, true}, {EvidenceQueued, true}, {EvidenceHead, true}, {EvidenceBehind, false}} {
-		p := New(Config{MaxAttempts: 2, Replicas: 3, MinWinRate: 0.2, Rollout: 1, MaxLoad: 0})
+		p := New(Config{MaxAttempts: 2, Replicas: 3, PayoffWinRate: 0.2, Rollout: 1, MaxLoad: 0})
 		var pl Plan
 		p.Begin(&pl, 0, fixed(delay), Never, false, nil)
 		rt := &headRT{behind: c.ev == EvidenceBehind}

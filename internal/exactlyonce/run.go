@@ -320,7 +320,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		MaxReplicaLoad: hedge.AnyReplicaLoad,
 		// Nor do hedges stop for not winning: with deduplication a hedge
 		// that arrives second waits for the first copy's outcome.
-		MinWinRate: -1,
+		PayoffWinRate: -1,
 	})
 	if err != nil {
 		return Result{}, err

@@ -58,7 +58,7 @@ func Reporting(h *hedge.Hedger, report, primary, copy time.Duration) func(contex
 // call it inside a synctest bubble.
 func Rescuing(tb testing.TB) *hedge.Hedger {
 	tb.Helper()
-	h, err := hedge.New(hedge.Config{Delay: hedge.Fixed(10 * time.Millisecond), NoBudget: true, MinWinRate: -1})
+	h, err := hedge.New(hedge.Config{Delay: hedge.Fixed(10 * time.Millisecond), NoBudget: true, PayoffWinRate: -1})
 	if err != nil {
 		tb.Fatal(err)
 	}

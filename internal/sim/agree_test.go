@@ -66,7 +66,7 @@ func TestLiveAndSimulatorAgree(t *testing.T) {
 	c := cfg()
 	// Plain hedging: the rules of the zero Config have their own scenario
 	// below.
-	c.MaxReplicaLoad, c.MinWinRate = hedge.AnyReplicaLoad, -1
+	c.MaxReplicaLoad, c.PayoffWinRate = hedge.AnyReplicaLoad, -1
 	live := runLive(t, c, reqs, 20)
 	simd := runSim(t, c, reqs, 20, sim.LeastLoaded)
 	kinds := map[hedge.Refusal]int{}
@@ -147,7 +147,7 @@ func TestLiveAndSimulatorAgreeOnAFanOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return hedge.Config{Delay: hedge.Fixed(10 * time.Millisecond), Budget: b, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}
+		return hedge.Config{Delay: hedge.Fixed(10 * time.Millisecond), Budget: b, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}
 	}
 	var reqs []agreeRequest
 	for range 8 {

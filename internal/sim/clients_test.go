@@ -177,7 +177,7 @@ func TestClientsSpendOwnBudgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Strategy = Default
-	c.Hedge = &hedge.Config{Delay: hedge.Fixed(0), Budget: b, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}
+	c.Hedge = &hedge.Config{Delay: hedge.Fixed(0), Budget: b, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}
 	r, err = Run(c)
 	if err != nil {
 		t.Fatal(err)

@@ -711,7 +711,7 @@ func (c Config) HedgeConfig() (hedge.Config, bool) {
 	h.MaxOps = 1 // one operation class: the estimator's memory is one window
 	// The presets are the study's plain strategies: no spare-capacity or
 	// payoff rule.
-	h.MaxReplicaLoad, h.MinWinRate = hedge.AnyReplicaLoad, -1
+	h.MaxReplicaLoad, h.PayoffWinRate = hedge.AnyReplicaLoad, -1
 	return h, true
 }
 

@@ -121,11 +121,11 @@ func TestDefaultAlternatives(t *testing.T) {
 		cfg       hedge.Config
 		placement int // Config.placement: another place for the copy
 	}{
-		{"plain live p95 with the budget (MaxReplicaLoad AnyReplicaLoad, MinWinRate -1)", hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}, 0},
-		{"spare capacity only (MinWinRate -1)", hedge.Config{MinWinRate: -1}, 0},
+		{"plain live p95 with the budget (MaxReplicaLoad AnyReplicaLoad, PayoffWinRate -1)", hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}, 0},
+		{"spare capacity only (PayoffWinRate -1)", hedge.Config{PayoffWinRate: -1}, 0},
 		{"payoff only (MaxReplicaLoad AnyReplicaLoad)", hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad}, 0},
 		{"the default", hedge.Config{}, 0},
-		{"the default, with a class that wins 35% of the time going on whatever its losers cost (MinWinRate 0.35)", hedge.Config{MinWinRate: 0.35}, 0},
+		{"the default, with a class that wins 35% of the time going on whatever its losers cost (PayoffWinRate 0.35)", hedge.Config{PayoffWinRate: 0.35}, 0},
 		{"the default, one request in flight allowed (MaxReplicaLoad 1)", hedge.Config{MaxReplicaLoad: 1}, 0},
 		{"the default, the copy on the least loaded of all replicas", hedge.Config{}, placeLeastOfAll},
 		{"the default, the copy on the least loaded of four", hedge.Config{}, placeLeastOfFour},

@@ -179,7 +179,7 @@ func TestFanCallKeepsItsPromises(t *testing.T) {
 	} {
 		c := scenarioConfig(t, "stalls")
 		c.Load, c.Fanout, c.Requests, c.Warmup = 0.4, 40, requests, requests/10
-		c.Strategy, c.Hedge, c.FanCall = Default, &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1, NoBudget: true}, &hedge.FanOut{}
+		c.Strategy, c.Hedge, c.FanCall = Default, &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1, NoBudget: true}, &hedge.FanOut{}
 		p.set(&c)
 		fc := newFanCheck(t, c)
 		checkFanCopy, checkFanRetired = fc.copy, fc.retired

@@ -56,7 +56,7 @@ func TestLowPriorityCopiesNeverDelayAPrimary(t *testing.T) {
 		for _, clients := range []int{1, 10} {
 			c := scenarioConfig(t, sc)
 			c.Load, c.Requests, c.Warmup, c.Clients = 0.8, 20_000, 2_000, clients
-			c.Strategy, c.Hedge, c.LowPriorityCopies = Default, &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}, true
+			c.Strategy, c.Hedge, c.LowPriorityCopies = Default, &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}, true
 			var s Simulator
 			r, err := s.Run(c)
 			if err != nil {
@@ -181,7 +181,7 @@ func TestLowPriorityGrid(t *testing.T) {
 func TestIdleOnlyCopiesRefuseOnBusyServers(t *testing.T) {
 	c := scenarioConfig(t, "stalls")
 	c.Load, c.Requests, c.Warmup, c.Clients = 0.7, 20_000, 2_000, 10
-	c.Strategy, c.Hedge, c.IdleOnlyCopies = Default, &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}, true
+	c.Strategy, c.Hedge, c.IdleOnlyCopies = Default, &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}, true
 	var s Simulator
 	r, err := s.Run(c)
 	if err != nil {

@@ -21,11 +21,11 @@ var recoveryCases = []recoveryCase{
 	{"default", func(c *Config) { c.Strategy = Default }},
 	{"plain live p95, 10% budget", func(c *Config) {
 		c.Strategy = Default
-		c.Hedge = &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}
+		c.Hedge = &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}
 	}},
 	{"live p95, no budget", func(c *Config) {
 		c.Strategy = Default
-		c.Hedge = &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1, NoBudget: true}
+		c.Hedge = &hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1, NoBudget: true}
 	}},
 }
 

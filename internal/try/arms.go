@@ -45,7 +45,7 @@ const NoneArm = "none"
 //   - plain-pNN: plain percentile hedging, such as plain-p95: a delay at
 //     the live NNth percentile and the default's budget, without the
 //     default's other rules (the spare-capacity rule, the payoff rule and
-//     the head wait off: MaxReplicaLoad hedge.AnyReplicaLoad, MinWinRate
+//     the head wait off: MaxReplicaLoad hedge.AnyReplicaLoad, PayoffWinRate
 //     -1), so that beside default it tells the rules' doing from
 //     hedging's;
 //   - any configuration name of "hedge bench --configs" (bench.StrategyNames)
@@ -77,8 +77,8 @@ func ParseArm(name string) (Arm, error) {
 		if err != nil {
 			return Arm{}, err
 		}
-		return Arm{Name: name, Doc: fmt.Sprintf("Plain percentile hedging: a hedge at the live p%g of the arm's own latencies after 100 of them, and the default's budget (10%%, a burst of 10), without the default's other rules: no spare-capacity rule, no payoff rule, no head wait (hedge.Config{Delay: hedge.Percentile{P: %g}, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1}).", p, p),
-			Config: constantConfig(hedge.Config{Delay: hedge.Percentile{P: p}, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})}, nil
+		return Arm{Name: name, Doc: fmt.Sprintf("Plain percentile hedging: a hedge at the live p%g of the arm's own latencies after 100 of them, and the default's budget (10%%, a burst of 10), without the default's other rules: no spare-capacity rule, no payoff rule, no head wait (hedge.Config{Delay: hedge.Percentile{P: %g}, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1}).", p, p),
+			Config: constantConfig(hedge.Config{Delay: hedge.Percentile{P: p}, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1})}, nil
 	}
 	s, err := bench.LookupStrategy(name)
 	if err != nil {

@@ -69,7 +69,7 @@ func stallOnSchedule(t *testing.T, srv *redistest.Server, stall, period time.Dur
 // about one read a sleep is caught, and waits up to 120 ms: the unhedged
 // arm's p99 lands in the sleeps. The fixed delay hedges such a read from
 // the first one on (after 30 ms: a read alone on its replica waits three
-// delays, the head wait of hedge.Config.MinWinRate), cutting the p99
+// delays, the head wait of hedge.Config.PayoffWinRate), cutting the p99
 // about threefold.
 func TestRedisStallsTailCut(t *testing.T) {
 	servers, addrs, keys := startRedis(t, 3)

@@ -333,7 +333,7 @@ func TestBigRequestsNoGain(t *testing.T) {
 	_, urls := startReplicas(t, 3, func(_ int, r *replica) { r.cpu = cpu })
 	a := arms(t, "none,default")
 	a = append(a, Arm{Name: "plain-1ms", Doc: "fixed 1 ms, no budget, no rules", Config: constantConfig(hedge.Config{
-		Delay: hedge.Fixed(time.Millisecond), NoBudget: true, MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1,
+		Delay: hedge.Fixed(time.Millisecond), NoBudget: true, MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1,
 	})})
 	o := loadOptions(urls, a)
 	o.Rate = 100
@@ -638,7 +638,7 @@ func TestParseArms(t *testing.T) {
 	// plain-p95 is the live p95 and the default budget, the default's
 	// other rules off.
 	cfg, err := a[5].Config()
-	if err != nil || cfg.Delay != (hedge.Percentile{P: 95}) || cfg.MaxReplicaLoad != hedge.AnyReplicaLoad || cfg.MinWinRate >= 0 || cfg.NoBudget || cfg.Budget != nil || !a[5].hedges() {
+	if err != nil || cfg.Delay != (hedge.Percentile{P: 95}) || cfg.MaxReplicaLoad != hedge.AnyReplicaLoad || cfg.PayoffWinRate >= 0 || cfg.NoBudget || cfg.Budget != nil || !a[5].hedges() {
 		t.Errorf("plain-p95: %+v, %v", cfg, err)
 	}
 	for _, bad := range []string{"none", "none,none", "none,fixed:0", "none,p20", "none,bogus", "none,hedge-fixed", "none,default-fan", "none,plain-p20", "none,plain-p", "none,plain-px", "none,plain-p1e2"} {

@@ -161,7 +161,7 @@ func TestCopyAfterUnavailableRunsAsPrimary(t *testing.T) {
 	first.Store(true)
 	fail := func(_ context.Context, in string) bool { return in == "x" && first.CompareAndSwap(true, false) }
 	a, b := newBusyServer(t, fail), newBusyServer(t, fail)
-	h, err := hedge.New(hedge.Config{Replicas: 2, Delay: hedge.Fixed(time.Hour), NoBudget: true, MaxAttempts: 2, MinWinRate: -1,
+	h, err := hedge.New(hedge.Config{Replicas: 2, Delay: hedge.Fixed(time.Hour), NoBudget: true, MaxAttempts: 2, PayoffWinRate: -1,
 		MaxReplicaLoad: hedge.AnyReplicaLoad, Retryable: hedgegrpc.NonFatal(codes.Unavailable)})
 	if err != nil {
 		t.Fatal(err)

@@ -201,7 +201,7 @@ func TestRueidisStalledReplica(t *testing.T) {
 	// first copy's replica uniformly, so that a replica holding a
 	// cancelled copy is not avoided.
 	rc, err := b.newRueidis(hedge.Config{Replicas: 2, Delay: hedge.Fixed(time.Millisecond), NoBudget: true,
-		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1, Picker: hedge.Picker{Random: true}})
+		MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1, Picker: hedge.Picker{Random: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func Replicas(t testing.TB, calls int) *hedge.Hedger {
 func replicas(t testing.TB, calls int) *hedge.Hedger {
 	t.Helper()
 	h, err := hedge.New(hedge.Config{Replicas: 3, Delay: hedge.Fixed(10 * ms), NoBudget: true,
-		MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1})
+		MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
