@@ -352,7 +352,7 @@ func (c *call[T]) runCopy(ctx context.Context, a Attempt, hold bool) (held bool)
 			c.exited(a)
 		}
 	}()
-	v, err, p := c.invoke(ctx, a)
+	v, p, err := c.invoke(ctx, a)
 	returned = true
 	late, lost, held := c.complete(a.Index, v, err, p, hold)
 	if lost && c.discard != nil {
@@ -387,7 +387,9 @@ func (c *call[T]) exited(a Attempt) {
 // error instead.
 var ErrGoexit = errors.New("hedge: the attempt function called runtime.Goexit (t.FailNow, t.Fatal or t.SkipNow inside an attempt?); return an error instead")
 
-func (c *call[T]) invoke(ctx context.Context, a Attempt) (v T, err error, p *PanicError) {
+// invoke runs the copy's function, and returns its panic as p if it
+// panicked.
+func (c *call[T]) invoke(ctx context.Context, a Attempt) (v T, p *PanicError, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p = &PanicError{Value: r, Stack: debug.Stack()}
@@ -398,7 +400,7 @@ func (c *call[T]) invoke(ctx context.Context, a Attempt) (v T, err error, p *Pan
 	} else {
 		v, err = c.fn(ctx, a)
 	}
-	return v, err, nil
+	return v, nil, err
 }
 
 // complete records the outcome of copy i. It reports whether p is a panic
