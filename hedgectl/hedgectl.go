@@ -179,13 +179,13 @@ func New(hedgers map[string]*hedge.Hedger, opts Options) (*Handler, error) {
 	list, errs := hedgeset.Sort(hedgers)
 	var optErrs []error
 	if opts.Forwarded && opts.Authorize == nil {
-		optErrs = append(optErrs, errors.New("Forwarded is set without Authorize: behind a proxy every client connects from the proxy's address, so loopback-only would admit everyone the proxy admits; authorize the operator yourself"))
+		optErrs = append(optErrs, errors.New("Options.Forwarded is set without Options.Authorize: behind a proxy every client connects from the proxy's address, so loopback-only would admit everyone the proxy admits; authorize the operator yourself"))
 	}
 	hosts := map[string]bool{}
 	for i, name := range opts.Hosts {
 		n := hostName(name)
 		if _, _, err := net.SplitHostPort(name); err == nil || n == "" || strings.ContainsAny(n, " /\\@") {
-			optErrs = append(optErrs, fmt.Errorf("Hosts[%d] = %q: give a host name or IP address without a port, such as ops.example.com", i, name))
+			optErrs = append(optErrs, fmt.Errorf("Options.Hosts[%d] = %q: give a host name or IP address without a port, such as ops.example.com", i, name))
 			continue
 		}
 		hosts[n] = true

@@ -504,7 +504,7 @@ func (c *call) finish(i int, err error) error {
 			reflect.ValueOf(c.reply).Elem().Set(reflect.ValueOf(from.reply).Elem())
 		}
 	} else {
-		err, from = c.failure(err)
+		from, err = c.failure(err)
 	}
 	if c.special {
 		c.deliver(from, err)
@@ -512,10 +512,10 @@ func (c *call) finish(i int, err error) error {
 	return err
 }
 
-// failure picks the error to return: the last copy's when several failed,
-// as gRPC returned it (without hedge's marks), and the copy it came from
-// (nil if none).
-func (c *call) failure(err error) (error, *copyState) {
+// failure picks the copy the error to return came from (nil if none),
+// and that error: the last copy's when several failed, as gRPC returned
+// it (without hedge's marks).
+func (c *call) failure(err error) (*copyState, error) {
 	var from *copyState
 	var ae *hedge.AttemptsError
 	if errors.As(err, &ae) && len(ae.Errs) > 0 {
@@ -542,7 +542,7 @@ func (c *call) failure(err error) (error, *copyState) {
 	if !errors.As(err, &st) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		err = status.FromContextError(err).Err()
 	}
-	return err, from
+	return from, err
 }
 
 // sameError reports whether a and b are the same error value, without

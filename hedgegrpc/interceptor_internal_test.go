@@ -30,14 +30,14 @@ func TestFailureSeesThroughWrapping(t *testing.T) {
 		&hedge.CopyError{Index: 1, Err: st},
 	}}
 	for _, err := range []error{attempts, fmt.Errorf("wrapped: %w", attempts)} {
-		got, from := c.failure(err)
+		from, got := c.failure(err)
 		if got != st || from != &c.copies[1] {
 			t.Errorf("failure(%v) = %v from copy %p, want %v from copy 1 (%p)", err, got, from, st, &c.copies[1])
 		}
 	}
 
 	both := fmt.Errorf("%w (%w)", st, context.Canceled)
-	if got, _ := c.failure(both); status.Code(got) != codes.Unavailable {
+	if _, got := c.failure(both); status.Code(got) != codes.Unavailable {
 		t.Errorf("failure(%v) = %v, want its own Unavailable status kept", both, got)
 	}
 }

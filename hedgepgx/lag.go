@@ -5,15 +5,13 @@ import (
 	"time"
 )
 
-// positionSQL reads a server's WAL position: how far a standby has
-// replayed, or how far the primary has inserted (which covers every
-// commit made before, flushed or not: with synchronous_commit off, a
-// commit record may still be unwritten at pg_current_wal_lsn).
-const positionSQL = `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text`
-
-// pollSQL reads a server's position and when its postmaster started: a
-// new start time says that the server restarted, and its position may
-// have gone back (a standby replays again from its last restartpoint).
+// pollSQL reads a server's WAL position (how far a standby has replayed,
+// or how far the primary has inserted, which covers every commit made
+// before, flushed or not: with synchronous_commit off, a commit record
+// may still be unwritten at pg_current_wal_lsn) and when its postmaster
+// started: a new start time says that the server restarted, and its
+// position may have gone back (a standby replays again from its last
+// restartpoint).
 const pollSQL = `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text, pg_postmaster_start_time()::text`
 
 // checkSQL is the check a copy with a minimum position runs on its own

@@ -103,8 +103,7 @@ type Watcher struct {
 	last    sample
 	started bool
 	rates   []float64 // ring of healthy intervals' rates
-	next    int
-	healthy int // healthy intervals in a row while alarmed
+	healthy int       // healthy intervals in a row while alarmed
 	state   State
 }
 

@@ -185,19 +185,19 @@ type Server struct {
 func NewServer(cfg Config) (*Server, error) {
 	var errs []error
 	if cfg.Workers <= 0 {
-		errs = append(errs, fmt.Errorf("Workers is %d: set the most requests the server runs at once (at least 1)", cfg.Workers))
+		errs = append(errs, fmt.Errorf("Config.Workers is %d: set the most requests the server runs at once (at least 1)", cfg.Workers))
 	}
 	if len(cfg.Peers) > 0 && len(cfg.Secret) < MinSecret {
-		errs = append(errs, fmt.Errorf("Secret has %d bytes: share at least %d random bytes among the servers, so that nobody else can cancel their work", len(cfg.Secret), MinSecret))
+		errs = append(errs, fmt.Errorf("Config.Secret has %d bytes: share at least %d random bytes among the servers, so that nobody else can cancel their work", len(cfg.Secret), MinSecret))
 	}
 	if len(cfg.Secret) > 0 && len(cfg.Secret) < MinSecret {
-		errs = append(errs, fmt.Errorf("Secret has %d bytes, fewer than %d: use a longer random secret", len(cfg.Secret), MinSecret))
+		errs = append(errs, fmt.Errorf("Config.Secret has %d bytes, fewer than %d: use a longer random secret", len(cfg.Secret), MinSecret))
 	}
 	peers := map[string]*peer{}
 	for i, p := range cfg.Peers {
 		a, err := NormalizeAddr(p)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("Peers[%d]: %v", i, err))
+			errs = append(errs, fmt.Errorf("Config.Peers[%d]: %v", i, err))
 			continue
 		}
 		peers[a] = &peer{}

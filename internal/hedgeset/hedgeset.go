@@ -47,9 +47,9 @@ func Sort(hedgers map[string]*hedge.Hedger) ([]Named, []error) {
 	return list, errs
 }
 
-// NoHedgers is the mistake of an exporter given nothing to export: no
+// ErrNoHedgers is the mistake of an exporter given nothing to export: no
 // Hedger, and none of the tied clients and servers its options add.
-var NoHedgers = errors.New("no hedgers: pass at least one *hedge.Hedger, keyed by a short fixed name such as \"items\", or a tied client or server (WithTiedClient, WithTiedServer)")
+var ErrNoHedgers = errors.New("no hedgers: pass at least one *hedge.Hedger, keyed by a short fixed name such as \"items\", or a tied client or server (WithTiedClient, WithTiedServer)")
 
 // SortAllowEmpty is Sort for a set that may be empty, as an exporter's is
 // when its options give it something else to export.

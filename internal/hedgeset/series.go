@@ -19,7 +19,7 @@ var reasonHelp = map[hedge.Refusal]string{
 	hedge.RefusedInFlight: "Config.MaxHedgesInFlight hedges were in flight already",
 	hedge.RefusedBudget:   "the token bucket was empty",
 	hedge.RefusedBusy:     "the replica the copy would go to had more of this Hedger's requests in flight than Config.MaxReplicaLoad allows, by default any: it was not idle",
-	hedge.RefusedPayoff:   "hedges sent on the same evidence have not been winning often enough, Config.MinWinRate",
+	hedge.RefusedPayoff:   "hedges sent on the same evidence have not been winning often enough, Config.PayoffWinRate",
 	hedge.RefusedFanOut:   "the copy was of a fan-out's leaf, and the fan-out's own budget or cap on extra copies was spent, FanOut.Hedges or FanOut.InFlight",
 	hedge.RefusedHead:     "the primary was at the head of this Hedger's requests on its replica and had not yet waited three delays; the copy is asked for again when it has",
 }
@@ -311,11 +311,11 @@ type Set struct {
 // SortSet validates and sorts what an exporter is given: hedgers as Sort
 // does, except that they may be empty when a tied client or server is
 // given, and the tied clients and servers as SortItems does. It returns
-// every mistake, NoHedgers first when nothing at all is given.
+// every mistake, ErrNoHedgers first when nothing at all is given.
 func SortSet(hedgers map[string]*hedge.Hedger, clients []Item[tied.Client], servers []Item[tied.Server]) (Set, []error) {
 	var errs []error
 	if len(hedgers) == 0 && len(clients) == 0 && len(servers) == 0 {
-		errs = append(errs, NoHedgers)
+		errs = append(errs, ErrNoHedgers)
 	}
 	var set Set
 	var more []error

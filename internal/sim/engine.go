@@ -171,19 +171,19 @@ type engine struct {
 	spareMoves         int64 // TiedSpare: measured units their spare ran
 	busyInt, stallInt  float64
 
-	lat, unitLat      []float64
-	copies            int64 // copies placed by measured units
-	units, hedged     int64
-	multiRan          int64
-	workSum, sizeSum  float64
-	delaySum          float64
-	delayN            int64
-	events            int64
-	ctx               context.Context // checked every ctxEvery events
-	err               error           // ctx's error, when it stopped the run
-	maxAtt            uint8
-	serversN          int
-	leastLoaded, full bool
+	lat, unitLat     []float64
+	copies           int64 // copies placed by measured units
+	units, hedged    int64
+	multiRan         int64
+	workSum, sizeSum float64
+	delaySum         float64
+	delayN           int64
+	events           int64
+	ctx              context.Context // checked every ctxEvery events
+	err              error           // ctx's error, when it stopped the run
+	maxAtt           uint8
+	serversN         int
+	leastLoaded      bool
 }
 
 func (e *engine) init(c Config) {

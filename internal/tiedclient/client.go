@@ -101,13 +101,13 @@ type Client struct {
 func NewClient(cfg ClientConfig) (*Client, error) {
 	var errs []error
 	if cfg.Replicas < 2 {
-		errs = append(errs, fmt.Errorf("Replicas is %d: a tied call needs two replicas; list at least two", cfg.Replicas))
+		errs = append(errs, fmt.Errorf("ClientConfig.Replicas is %d: a tied call needs two replicas; list at least two", cfg.Replicas))
 	}
 	if cfg.Form != FormSpare && cfg.Form != FormSymmetric {
-		errs = append(errs, fmt.Errorf("Form is %d: use tied.FormSpare (the zero value) or tied.FormSymmetric", cfg.Form))
+		errs = append(errs, fmt.Errorf("ClientConfig.Form is %d: use tied.FormSpare (the zero value) or tied.FormSymmetric", cfg.Form))
 	}
 	if cfg.Picker.Zones != nil && len(cfg.Picker.Zones) != cfg.Replicas {
-		errs = append(errs, fmt.Errorf("Picker.Zones has %d entries for %d replicas: give one zone per replica", len(cfg.Picker.Zones), cfg.Replicas))
+		errs = append(errs, fmt.Errorf("ClientConfig.Picker.Zones has %d entries for %d replicas: give one zone per replica", len(cfg.Picker.Zones), cfg.Replicas))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", wire.ErrTiedInvalidConfig, errors.Join(errs...))

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 some gRPC servers speak only the v1alpha reflection service, which try falls back to when v1 is missing
+
 package try
 
 import (

@@ -338,7 +338,7 @@ func (r *Result) writeMarkdown(w *bufio.Writer) error {
 
 func estText(e Estimate) string {
 	s := fmtDur(e.Value)
-	if !math.IsNaN(float64(e.Lo)) && e.Hi > 0 {
+	if e.Hi > 0 {
 		s += fmt.Sprintf(" (%s–%s)", fmtDur(e.Lo), fmtDur(e.Hi))
 	}
 	return s + few(e)

@@ -102,7 +102,6 @@ type Backend struct {
 	client  string // ClientGoRedis or ClientRueidis
 	keys    []string
 
-	mu     sync.Mutex
 	stalls []*stallConn
 	once   sync.Once
 	err    error
