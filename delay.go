@@ -110,7 +110,7 @@ type Percentile struct {
 	// Window is how many recent latencies the percentile is computed
 	// over. Default 1,000; at most 1<<24. Each operation class holds its
 	// own window at 2 bytes per latency, and New refuses a Window that,
-	// over Config.MaxOps+1 classes, exceeds MaxEstimatorMemory.
+	// over Config.MaxOps+1 classes, exceeds 64 MiB.
 	Window int
 	// MinSamples is how many latencies must have been seen before the
 	// percentile is trusted. Default min(100, Window).

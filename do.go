@@ -572,7 +572,7 @@ func (c *call[T]) replicaOutcome(cs *copyState, ran, now time.Duration, err erro
 // server (see ErrNotSent), if the Policy lets the request go again, and
 // otherwise fails the call if nothing else runs. c.mu is held.
 func (c *call[T]) failover(now time.Duration) {
-	if c.plan.Mode == decide.Off || c.h.pol.Failover(&c.plan, now) != Allowed {
+	if c.plan.Mode == decide.Off || c.h.pol.Failover(&c.plan, now) != decide.Allowed {
 		return
 	}
 	ctx, a := c.launch(c.launched, now, -1, false)
@@ -877,7 +877,7 @@ func (c *call[T]) fire(at time.Duration) {
 	if c.decided {
 		return
 	}
-	if c.h.pol.Fire(&c.plan, now, c) != Allowed && c.running == 0 {
+	if c.h.pol.Fire(&c.plan, now, c) != decide.Allowed && c.running == 0 {
 		// Only a copy held back by a pushback was left, and it may not
 		// go: the call has failed.
 		c.decide(-1, now)

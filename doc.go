@@ -139,7 +139,7 @@
 // fixed-size histograms of about 20 KB each (the caller's latency, the
 // primary's, the hedges', the rollout's holdout and the timers' lag), and, for a Percentile delay,
 // a window of 2 bytes per latency. New refuses a configuration whose
-// windows would exceed MaxEstimatorMemory (64 MiB), and says which Window
+// windows would exceed 64 MiB, and says which Window
 // would fit.
 //
 // # What it is not

@@ -49,14 +49,14 @@ func TestDriverSequence(t *testing.T) {
 	if !slices.Equal(rt.armed, []time.Duration{d}) || len(rt.launched) != 0 {
 		t.Fatalf("after the primary: armed %v, launched %v; want the timer at %v and nothing sent", rt.armed, rt.launched, d)
 	}
-	if why := p.Fire(&pl, d, rt); why != hedge.Allowed {
+	if why := p.Fire(&pl, d, rt); why != decide.Allowed {
 		t.Fatalf("first fire: %v", why)
 	}
-	if why := p.Fire(&pl, 2*d, rt); why != hedge.Allowed {
+	if why := p.Fire(&pl, 2*d, rt); why != decide.Allowed {
 		t.Fatalf("second fire: %v", why)
 	}
-	if why := p.Fire(&pl, 3*d, rt); why != hedge.RefusedAttempts {
-		t.Fatalf("third fire: %v, want %v", why, hedge.RefusedAttempts)
+	if why := p.Fire(&pl, 3*d, rt); why != decide.RefusedAttempts {
+		t.Fatalf("third fire: %v, want %v", why, decide.RefusedAttempts)
 	}
 	if !slices.Equal(rt.armed, []time.Duration{d, 2 * d}) || len(rt.launched) != 2 || len(rt.refused) != 0 || pl.Copies != 3 {
 		t.Fatalf("armed %v, launched %v, refused %v, copies %d", rt.armed, rt.launched, rt.refused, pl.Copies)

@@ -34,7 +34,7 @@ func begin(p *decide.Policy, delay time.Duration) *decide.Plan {
 
 // ask runs Check then Admit at now, as an engine that picks replicas does.
 func ask(p *decide.Policy, pl *decide.Plan, now time.Duration, load int, ev decide.Evidence) hedge.Refusal {
-	if why := p.Check(pl, now, false); why != hedge.Allowed {
+	if why := p.Check(pl, now, false); why != decide.Allowed {
 		return why
 	}
 	_, why := p.Admit(pl, load, ev)
@@ -62,16 +62,16 @@ func TestSpareCapacityRule(t *testing.T) {
 	if at, _ := p.Due(pl, ms); at != 2*ms {
 		t.Fatalf("asked again at %v, want 2ms", at)
 	}
-	if why := ask(p, pl, 2*ms, 0, decide.EvidenceNone); why != hedge.Allowed {
+	if why := ask(p, pl, 2*ms, 0, decide.EvidenceNone); why != decide.Allowed {
 		t.Fatalf("a hedge to an idle replica: %v", why)
 	}
 
 	// A copy that replaces a failed one is not a bet on slowness.
 	pl = begin(p, ms)
-	if why := p.Check(pl, 0, true); why != hedge.Allowed {
+	if why := p.Check(pl, 0, true); why != decide.Allowed {
 		t.Fatal(why)
 	}
-	if _, why := p.Admit(pl, 5, decide.EvidenceNone); why != hedge.Allowed {
+	if _, why := p.Admit(pl, 5, decide.EvidenceNone); why != decide.Allowed {
 		t.Fatalf("a retry after a failure to a busy replica: %v", why)
 	}
 
@@ -82,9 +82,9 @@ func TestSpareCapacityRule(t *testing.T) {
 		load int
 		want hedge.Refusal
 	}{
-		{hedge.Config{MaxReplicaLoad: 2}, 2, hedge.Allowed},
+		{hedge.Config{MaxReplicaLoad: 2}, 2, decide.Allowed},
 		{hedge.Config{MaxReplicaLoad: 2}, 3, hedge.RefusedBusy},
-		{hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad}, 100, hedge.Allowed},
+		{hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad}, 100, decide.Allowed},
 	} {
 		tc.cfg.Delay, tc.cfg.NoBudget = hedge.Fixed(ms), true
 		p := policy(t, tc.cfg)
@@ -139,7 +139,7 @@ func TestSpareShare(t *testing.T) {
 	if s := p.Spare(); s < 0.99 {
 		t.Fatalf("spare %v after 5,000 idle placements", s)
 	}
-	if why := ask(p, begin(p, ms), ms, 0, decide.EvidenceNone); why != hedge.Allowed {
+	if why := ask(p, begin(p, ms), ms, 0, decide.EvidenceNone); why != decide.Allowed {
 		t.Fatalf("hedge once replicas are idle again: %v", why)
 	}
 }
@@ -156,7 +156,7 @@ func settleHedge(t *testing.T, p *decide.Policy, ev decide.Evidence, won bool, r
 		at = pl.HeadAt()
 	}
 	why := ask(p, pl, at, 0, ev)
-	if why == hedge.Allowed {
+	if why == decide.Allowed {
 		p.Succeeded(pl, at+ran, won)
 	}
 	return why
@@ -180,10 +180,10 @@ func TestHeadWaits(t *testing.T) {
 	if !p.Retries(pl, hedge.RefusedHead) || pl.HeadAt() != decide.HeadDelays*10*ms {
 		t.Fatalf("retries %v, head at %v; want true, %v", p.Retries(pl, hedge.RefusedHead), pl.HeadAt(), decide.HeadDelays*10*ms)
 	}
-	if why := ask(p, pl, pl.HeadAt(), 0, decide.EvidenceHead); why != hedge.Allowed {
+	if why := ask(p, pl, pl.HeadAt(), 0, decide.EvidenceHead); why != decide.Allowed {
 		t.Fatalf("a head hedge after three delays: %v", why)
 	}
-	if why := ask(p, begin(p, 10*ms), 10*ms, 0, decide.EvidenceBehind); why != hedge.Allowed {
+	if why := ask(p, begin(p, 10*ms), 10*ms, 0, decide.EvidenceBehind); why != decide.Allowed {
 		t.Fatalf("a behind hedge at the delay: %v", why)
 	}
 }
@@ -194,7 +194,7 @@ func TestPayoffStopsExpensiveLosers(t *testing.T) {
 	// (copies of big requests): the class stops.
 	sent := 0
 	for range 200 {
-		if settleHedge(t, p, decide.EvidenceHead, false, 30*ms) == hedge.Allowed {
+		if settleHedge(t, p, decide.EvidenceHead, false, 30*ms) == decide.Allowed {
 			sent++
 		}
 	}
@@ -206,7 +206,7 @@ func TestPayoffStopsExpensiveLosers(t *testing.T) {
 	}
 	var refused hedge.Refusal
 	for range 50 {
-		if why := settleHedge(t, p, decide.EvidenceHead, false, 30*ms); why != hedge.Allowed {
+		if why := settleHedge(t, p, decide.EvidenceHead, false, 30*ms); why != decide.Allowed {
 			refused = why
 		}
 	}
@@ -230,7 +230,7 @@ func TestPayoffKeepsCheapLosersAndWinners(t *testing.T) {
 		sent := 0
 		for i := 0; sent < 500; i++ {
 			why := settleHedge(t, p, ev, won(i), ran)
-			if why == hedge.Allowed {
+			if why == decide.Allowed {
 				sent++
 			} else if sent >= 10 {
 				t.Fatalf("%v hedge %d refused after %d went: %v (win rate %v, waste %v)", ev, i, sent, why, p.WinRate(ev), p.Waste(ev))
@@ -261,7 +261,7 @@ func TestPayoffWinningIsNotEnough(t *testing.T) {
 		p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, PayoffWinRate: tc.minWin})
 		sent, late := 0, 0
 		for i := range 2000 {
-			if settleHedge(t, p, decide.EvidenceBehind, i%2 == 0, 50*ms) == hedge.Allowed {
+			if settleHedge(t, p, decide.EvidenceBehind, i%2 == 0, 50*ms) == decide.Allowed {
 				sent++
 				if i >= 1000 {
 					late++
@@ -289,7 +289,7 @@ func TestPayoffComesBack(t *testing.T) {
 	}
 	probes := 0
 	for range 200_000 {
-		if settleHedge(t, p, decide.EvidenceHead, true, 0) == hedge.Allowed {
+		if settleHedge(t, p, decide.EvidenceHead, true, 0) == decide.Allowed {
 			probes++
 		}
 		if pays(p, decide.EvidenceHead) {
@@ -300,7 +300,7 @@ func TestPayoffComesBack(t *testing.T) {
 		t.Fatalf("win rate %v, waste %v after winning probes", p.WinRate(decide.EvidenceHead), p.Waste(decide.EvidenceHead))
 	}
 	pl := begin(p, 10*ms)
-	if why := ask(p, pl, pl.HeadAt(), 0, decide.EvidenceHead); why != hedge.Allowed {
+	if why := ask(p, pl, pl.HeadAt(), 0, decide.EvidenceHead); why != decide.Allowed {
 		t.Fatalf("head after it pays again: %v", why)
 	}
 	t.Logf("%d winning probes brought the class back", probes)
@@ -309,7 +309,7 @@ func TestPayoffComesBack(t *testing.T) {
 func TestPayoffOff(t *testing.T) {
 	p := policy(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, PayoffWinRate: -1})
 	for i := range 500 {
-		if why := settleHedge(t, p, decide.EvidenceHead, false, 50*ms); why != hedge.Allowed {
+		if why := settleHedge(t, p, decide.EvidenceHead, false, 50*ms); why != decide.Allowed {
 			t.Fatalf("hedge %d refused without a payoff rule: %v", i, why)
 		}
 	}

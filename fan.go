@@ -66,9 +66,6 @@ type FanResult[T any] struct {
 	Errs []error
 }
 
-// Answered reports whether leaf i answered.
-func (r FanResult[T]) Answered(i int) bool { return r.Errs[i] == nil }
-
 // FanError is DoFan's error when fewer leaves answered than the fan-out
 // needed. errors.Is and errors.As see through it to Cause and to every
 // leaf's error.

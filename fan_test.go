@@ -44,7 +44,7 @@ func TestDoFanAllLeaves(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, v := range res.Values {
-			if v != i*10 || !res.Answered(i) {
+			if v != i*10 || res.Errs[i] != nil {
 				t.Errorf("leaf %d: %d, %v; want %d, answered", i, v, res.Errs[i], i*10)
 			}
 		}
@@ -195,8 +195,8 @@ func TestDoFanNeed(t *testing.T) {
 			t.Errorf("took %v; want 1ms, when 8 leaves had answered", took)
 		}
 		for i := range 10 {
-			if want := i < 8; res.Answered(i) != want {
-				t.Errorf("leaf %d answered %v, error %v", i, res.Answered(i), res.Errs[i])
+			if want := i < 8; (res.Errs[i] == nil) != want {
+				t.Errorf("leaf %d answered %v, error %v", i, res.Errs[i] == nil, res.Errs[i])
 			}
 		}
 		if !errors.Is(res.Errs[9], hedge.ErrNotNeeded) || cancelled.Load() != 2 {
@@ -391,7 +391,7 @@ func ExampleDoFan() {
 	}
 	answered := 0
 	for i := range res.Values {
-		if res.Answered(i) {
+		if res.Errs[i] == nil {
 			answered++
 		}
 	}
@@ -417,7 +417,7 @@ func TestDoFanNeedMetByCanaries(t *testing.T) {
 		}
 		for i := range 10 {
 			switch {
-			case i < 2 && (!res.Answered(i) || res.Values[i] != i*10):
+			case i < 2 && (res.Errs[i] != nil || res.Values[i] != i*10):
 				t.Errorf("canary %d: %d, %v", i, res.Values[i], res.Errs[i])
 			case i >= 2 && (!errors.Is(res.Errs[i], hedge.ErrNotSentNeedMet) || errors.Is(res.Errs[i], hedge.ErrNotSentCanary)):
 				t.Errorf("leaf %d: %v; want ErrNotSentNeedMet", i, res.Errs[i])

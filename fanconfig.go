@@ -33,8 +33,10 @@ type FanOut struct {
 	Canaries int
 	// Hedges is the most extra copies (hedges and retries) the request's
 	// leaves may send in all, on top of the Hedger's own budget and caps.
-	// 0 means DefaultFanHedges(n, replicas); negative means none. Values
-	// of 2^31 or more are as good as no limit.
+	// 0 means twice the leaves one stuck replica holds (n over
+	// [Config.Replicas], rounded up, or over ten without replicas), and
+	// at least two. Negative means none. Values of 2^31 or more are as
+	// good as no limit.
 	Hedges int
 	// InFlight is the most extra copies of the request's leaves in flight
 	// at once. 0 means Hedges. Values of 2^31 or more are as good as no
@@ -42,9 +44,9 @@ type FanOut struct {
 	InFlight int
 	// Mark is the share of the needed leaves that must have answered
 	// before the sibling trigger starts: see Straggle. 0 means
-	// DefaultFanMark(replicas): 0.75 over ten replicas or more, less
-	// over fewer, so that one stuck replica's leaves cannot keep the
-	// mark from being reached.
+	// 1 - 1.5/replicas, within [0.5, 0.75]: 0.75 over ten replicas or
+	// more, less over fewer, so that one stuck replica's leaves cannot
+	// keep the mark from being reached.
 	Mark float64
 	// Straggle is the sibling trigger's multiple (0 means 3; negative
 	// turns the trigger off). Once Mark of the needed leaves have
@@ -53,34 +55,6 @@ type FanOut struct {
 	// if the Hedger's own delay has not made it due earlier, and it goes
 	// if the Hedger's rules and the request's budget allow.
 	Straggle float64
-}
-
-// DefaultFanHedges is the request budget (FanOut.Hedges) of a fan-out of
-// n leaves over replicas replicas (Config.Replicas; 0, when the attempt
-// function chooses, counts as ten) when FanOut leaves it zero: twice the
-// leaves one stuck replica holds, n/replicas rounded up, and at least
-// two. Twice, because the leaves' timers come due together when the
-// sibling trigger starts, and the tokens go to the first leaves asked
-// for, which are not always the stuck replica's.
-func DefaultFanHedges(n, replicas int) int {
-	r := fanReplicas(replicas)
-	return max(2, 2*((n+r-1)/r))
-}
-
-// DefaultFanMark is the sibling trigger's mark (FanOut.Mark) over
-// replicas replicas when FanOut leaves it zero: 1 - 1.5/replicas, within
-// [0.5, 0.75]. One stuck replica holds about 1/replicas of the leaves;
-// a mark above 1 - 1/replicas would wait for them.
-func DefaultFanMark(replicas int) float64 {
-	return min(max(1-1.5/float64(fanReplicas(replicas)), 0.5), 0.75)
-}
-
-// fanReplicas is replicas, or ten when the attempt function chooses.
-func fanReplicas(replicas int) int {
-	if replicas <= 0 {
-		return 10
-	}
-	return replicas
 }
 
 const defaultFanStraggle = 3
@@ -126,7 +100,7 @@ func (f *FanOut) fanConfig(n, replicas int) decide.FanConfig {
 	fc := decide.FanConfig{Hedges: f.Hedges, InFlight: f.InFlight, Straggle: f.Straggle}
 	switch {
 	case fc.Hedges == 0:
-		fc.Hedges = DefaultFanHedges(n, replicas)
+		fc.Hedges = decide.DefaultFanHedges(n, replicas)
 	case fc.Hedges < 0:
 		fc.Hedges = 0
 	}
@@ -138,7 +112,7 @@ func (f *FanOut) fanConfig(n, replicas int) decide.FanConfig {
 	fc.Hedges, fc.InFlight = min(fc.Hedges, math.MaxInt32), min(fc.InFlight, math.MaxInt32)
 	mark := f.Mark
 	if mark == 0 {
-		mark = DefaultFanMark(replicas)
+		mark = decide.DefaultFanMark(replicas)
 	}
 	switch {
 	case fc.Straggle == 0:

@@ -315,15 +315,15 @@ func (e invalidConfig) Error() string        { return errors.Join(e.errs...).Err
 func (e invalidConfig) Unwrap() []error      { return e.errs }
 func (e invalidConfig) Is(target error) bool { return target == ErrInvalidConfig }
 
-// MaxEstimatorMemory is the most memory that the delay estimators of one
+// maxEstimatorMemory is the most memory that the delay estimators of one
 // Hedger may hold, over all its operation classes (Config.MaxOps of them,
 // plus OtherOp). New refuses a Percentile whose Window, times that many
 // classes, would need more. The default, a window of 1,000 latencies over
 // 100 classes, holds about 1.2 MB.
-const MaxEstimatorMemory = 64 << 20
+const maxEstimatorMemory = 64 << 20
 
 // estimatorMemory checks that the per-class windows of delay fit in
-// MaxEstimatorMemory. Delays of other types are not sized.
+// maxEstimatorMemory. Delays of other types are not sized.
 func estimatorMemory(delay Delay, maxOps int) error {
 	var p Percentile
 	switch d := delay.(type) {
@@ -347,10 +347,10 @@ func estimatorMemory(delay Delay, maxOps int) error {
 	}
 	classes := int64(maxOps) + 1
 	per := int64(quantile.WindowBytes(p.Window))
-	if total := per * classes; total > MaxEstimatorMemory {
-		most := (MaxEstimatorMemory/classes - int64(quantile.WindowBytes(0))) / 2
+	if total := per * classes; total > maxEstimatorMemory {
+		most := (maxEstimatorMemory/classes - int64(quantile.WindowBytes(0))) / 2
 		return fmt.Errorf("hedge: Percentile.Window = %d with %d operation classes (Config.MaxOps + 1) can hold %s of latency windows, over the limit of %s: use a Window of at most %d (1,000 is plenty for a p95), or lower Config.MaxOps",
-			p.Window, classes, byteSize(total), byteSize(MaxEstimatorMemory), most)
+			p.Window, classes, byteSize(total), byteSize(maxEstimatorMemory), most)
 	}
 	return nil
 }

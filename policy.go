@@ -7,24 +7,20 @@ import (
 	"github.com/tailcut/hedge/internal/decide"
 )
 
-// Refusal says why a copy was not sent: Event.Refusal, and the index of
-// [Stats.Refused]. The zero value, Allowed, means it was. Its String is
-// the one name each refusal has everywhere: the value of the metrics'
-// "reason" label (hedgeprom, hedgeotel), the key of hedgectl's "refused"
-// object, and the word in Stats.String and Event.String (budget,
-// in_flight, busy, payoff, fan_out, head, deadline, replicas).
+// Refusal says why a copy was not sent: [Event.Refusal], and the index
+// of [Stats.Refused]. Its String is the one name each refusal has
+// everywhere: the "reason" label of the metrics (hedgeprom, hedgeotel),
+// the key of hedgectl's "refused" object, and the word in [Stats.String]
+// and [Event.String] (budget, in_flight, busy, payoff, fan_out, head,
+// deadline, replicas).
 type Refusal = decide.Refusal
 
-// NumRefusals is one more than the largest Refusal: the length of
+// NumRefusals is one more than the largest [Refusal]: the length of
 // [Refusals].
 const NumRefusals = decide.NumRefusals
 
-// The refusals.
+// The refusals that [Stats.Refused] counts.
 const (
-	// Allowed: the copy may go.
-	Allowed Refusal = decide.Allowed
-	// RefusedAttempts: MaxAttempts copies were sent already.
-	RefusedAttempts Refusal = decide.RefusedAttempts
 	// RefusedDeadline: the caller's deadline has passed, or (for a copy
 	// sent on a delay) is nearer than the delay.
 	RefusedDeadline Refusal = decide.RefusedDeadline
@@ -34,12 +30,6 @@ const (
 	RefusedInFlight Refusal = decide.RefusedInFlight
 	// RefusedBudget: the budget has no token.
 	RefusedBudget Refusal = decide.RefusedBudget
-	// RefusedMode: the request goes once (mode Off, MaxAttempts 1, or a
-	// write without an idempotency key).
-	RefusedMode Refusal = decide.RefusedMode
-	// RefusedPushback: a server asked for no further copy of the request
-	// (PushbackAfter with a negative delay).
-	RefusedPushback Refusal = decide.RefusedPushback
 	// RefusedBusy: the replica the copy would go to has more requests of
 	// this Hedger in flight than Config.MaxReplicaLoad allows (by
 	// default, it is not idle), or too few recent primaries found an idle
@@ -137,7 +127,7 @@ func modeVarOf(cfg Config) *ModeVar {
 func describeDelay(d Delay) string {
 	switch d := d.(type) {
 	case Fixed:
-		return "fixed delay " + FormatDelay(time.Duration(d))
+		return "fixed delay " + formatDelay(time.Duration(d))
 	case Percentile:
 		d = d.withDefaults()
 		return fmt.Sprintf("p%g of the last %d primary latencies (none before %d)", d.P, d.Window, d.MinSamples)

@@ -14,7 +14,7 @@ func ExampleRefusals() {
 	s.Refused[hedge.RefusedBusy] = 3
 	s.Refused[hedge.RefusedBudget] = 1
 
-	fmt.Println("busy:", s.Refused[hedge.RefusedBusy], "in all:", s.Refused.Total())
+	fmt.Println("busy:", s.Refused[hedge.RefusedBusy])
 	for why, n := range s.Refused.All() {
 		if n > 0 {
 			fmt.Printf("%s=%d\n", why, n)
@@ -22,7 +22,7 @@ func ExampleRefusals() {
 	}
 	fmt.Println(s.Refused)
 	// Output:
-	// busy: 3 in all: 4
+	// busy: 3
 	// budget=1
 	// busy=3
 	// deadline 0, replicas 0, in_flight 0, budget 1, busy 3, payoff 0, fan_out 0, head 0

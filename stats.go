@@ -112,8 +112,8 @@ type Stats struct {
 	// hedge advise --send-lag takes its median.
 	TimerLag Distribution
 
-	// Delay is the delay in force now (Never while warming up; String and
-	// FormatDelay print it as "never").
+	// Delay is the delay in force now (Never while warming up; String prints
+	// it as "never").
 	Delay time.Duration
 
 	// Fan counts the class's fan-outs (DoFan). Their leaves are requests
@@ -126,10 +126,8 @@ type Stats struct {
 //
 //	busy := s.Refused[hedge.RefusedBusy]
 //
-// The refusals counted are those [Refusals.All] yields. The others
-// (Allowed, RefusedAttempts, RefusedMode, RefusedPushback) say that a
-// request sends no more copies of its own accord, hold no copy back, and
-// stay zero.
+// [Refusals.All] yields the refusals counted. The other indexes stay
+// zero.
 type Refusals [NumRefusals]int64
 
 // All yields each counted [Refusal] and its count, zeros included, in the
@@ -143,15 +141,6 @@ func (c Refusals) All() iter.Seq2[Refusal, int64] {
 			}
 		}
 	}
-}
-
-// Total returns the number of hedges refused, for every reason.
-func (c Refusals) Total() int64 {
-	var t int64
-	for _, n := range c {
-		t += n
-	}
-	return t
 }
 
 // String lists the counts by name, as "budget 3, in_flight 0, ...".
@@ -188,9 +177,9 @@ type FanStats struct {
 	Latency Distribution
 }
 
-// ExtraBucket returns the index of ExtraCopies that counts a fan-out
+// extraBucket returns the index of ExtraCopies that counts a fan-out
 // with extra extra copies.
-func ExtraBucket(extra int) int {
+func extraBucket(extra int) int {
 	if extra <= 2 {
 		return max(extra, 0)
 	}
@@ -207,7 +196,7 @@ type fanState struct {
 // record counts a fan-out's end: its extra copies and latency.
 func (f *fanState) record(extra int, latency time.Duration) {
 	f.extra.Add(int64(extra))
-	f.extraCopies[ExtraBucket(extra)].Add(1)
+	f.extraCopies[extraBucket(extra)].Add(1)
 	f.latency.Record(int64(latency))
 }
 
@@ -235,12 +224,12 @@ func (s Stats) String() string {
 		"latency %v; primary %v (%d censored); hedge path %v; holdout %v; rescued %d, saved at least %v; timer lag %v",
 		s.Op, s.Requests, s.Hedges, 100*s.HedgeRate(), s.HedgeWins, 100*s.WinRate(), s.PrimaryWins, s.Failures,
 		s.Refused, s.ShadowHedges, s.Failovers, s.Unhedgeable, s.WastedWork,
-		FormatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast, s.TimerLag)
+		formatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast, s.TimerLag)
 }
 
-// FormatDelay formats a delay as time.Duration does, except that Never
+// formatDelay formats a delay as time.Duration does, except that Never
 // reads "never" rather than 2562047h47m16.854775807s.
-func FormatDelay(d time.Duration) string {
+func formatDelay(d time.Duration) string {
 	if d == Never {
 		return "never"
 	}

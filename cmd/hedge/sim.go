@@ -66,7 +66,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.c.Fanout, "fanout", 1, "sub-requests per request")
 	fs.IntVar(&f.c.FanoutNeed, "fanout-need", 0, "sub-requests a request waits for (0: all)")
 	fs.BoolVar(&f.fanCall, "fan-call", false, "run each fan-out request as hedge.DoFan does: a budget and a cap on its leaves' hedges, and the sibling trigger (hedging strategies; the --fan-* flags set its hedge.FanOut)")
-	fs.IntVar(&f.fan.Hedges, "fan-hedges", 0, "with --fan-call: the most hedges a request's leaves send in all (FanOut.Hedges; 0: hedge.DefaultFanHedges, negative: none)")
+	fs.IntVar(&f.fan.Hedges, "fan-hedges", 0, "with --fan-call: the most hedges a request's leaves send in all (FanOut.Hedges; 0: twice the leaves one stuck replica holds, negative: none)")
 	fs.IntVar(&f.fan.InFlight, "fan-in-flight", 0, "with --fan-call: the most hedges of a request's leaves in flight at once (FanOut.InFlight; 0: --fan-hedges)")
 	fs.Float64Var(&f.fan.Straggle, "fan-straggle", 0, "with --fan-call: the sibling trigger's multiple (FanOut.Straggle; 0: 3, negative: no trigger)")
 	fs.Float64Var(&f.fan.Mark, "fan-mark", 0, "with --fan-call: the share of the needed leaves that answer before the sibling trigger starts (FanOut.Mark; 0: 0.75)")

@@ -6,6 +6,34 @@ import (
 	"time"
 )
 
+// DefaultFanHedges is the request budget (hedge.FanOut.Hedges) of a fan-out of
+// n leaves over replicas replicas (hedge.Config.Replicas; 0, when the attempt
+// function chooses, counts as ten) when the FanOut leaves it zero: twice the
+// leaves one stuck replica holds, n/replicas rounded up, and at least
+// two. Twice, because the leaves' timers come due together when the
+// sibling trigger starts, and the tokens go to the first leaves asked
+// for, which are not always the stuck replica's.
+func DefaultFanHedges(n, replicas int) int {
+	r := fanReplicas(replicas)
+	return max(2, 2*((n+r-1)/r))
+}
+
+// DefaultFanMark is the sibling trigger's mark (hedge.FanOut.Mark) over
+// replicas replicas when the FanOut leaves it zero: 1 - 1.5/replicas, within
+// [0.5, 0.75]. One stuck replica holds about 1/replicas of the leaves;
+// a mark above 1 - 1/replicas would wait for them.
+func DefaultFanMark(replicas int) float64 {
+	return min(max(1-1.5/float64(fanReplicas(replicas)), 0.5), 0.75)
+}
+
+// fanReplicas is replicas, or ten when the attempt function chooses.
+func fanReplicas(replicas int) int {
+	if replicas <= 0 {
+		return 10
+	}
+	return replicas
+}
+
 // FanConfig is what the decision of one fan-out request is made of: the
 // hedge budget and cap its leaves share, and its sibling trigger. Package
 // hedge fills it, defaults applied, from a hedge.FanOut.

@@ -330,7 +330,7 @@ func TestFanCallGoals(t *testing.T) {
 			t.Logf("| %s, %d leaves, need %d | p50 | p99 | p99.9 | extra leaf requests | p99 goal %g |", h.name, p.w, p.need, p.goal)
 			for _, k := range knobs {
 				fo := k.fo
-				def := hedge.DefaultFanHedges(p.w, 10)
+				def := decide.DefaultFanHedges(p.w, 10)
 				switch k.name {
 				case "Hedges 2x":
 					fo = &hedge.FanOut{Hedges: 2 * def}
