@@ -43,11 +43,11 @@ func relativeLinks(md string) []string {
 }
 
 // TestRelativeLinksResolve checks that every relative link of the README,
-// the tools' page and the guides in docs/ points to a file or directory
-// of the repository.
+// the tools' page, the guides in docs/ and BENCHMARKS.md points to a file
+// or directory of the repository.
 func TestRelativeLinksResolve(t *testing.T) {
 	n := 0
-	for _, page := range guides(t) {
+	for _, page := range append(guides(t), "../../BENCHMARKS.md") {
 		md, err := os.ReadFile(page)
 		if err != nil {
 			t.Fatal(err)
