@@ -55,6 +55,14 @@ const adviseExamples = `Examples, one per input:
   # Judge by the p99.9 rather than the p99, for slowness too rare to reach the p99.
   hedge advise latencies.txt --objective p99.9
 
+The terminal gets the headline (what the library's default will do, then
+the recommendation as the library runs it, or to keep the default) and a
+summary: the sample, where its slowness lives, and the predicted hedge rate
+and tail of no hedging, the default and the recommendation. The details
+(every delay under each prediction, what each assumes, the configuration as
+Go and as a gRPC service config) are in report.txt (--out), or printed with
+--verbose.
+
 The probe sends only GET or HEAD requests (never anything else), at most
 50 per second and 100,000 in all, for at most an hour.
 `
@@ -71,7 +79,7 @@ type adviseFlags struct {
 	objective                                                string
 	load                                                     float64
 	servers, replicas, concurrency, simRequests              int
-	inOrder, plainHedging                                    bool
+	inOrder, plainHedging, verbose                           bool
 	seed                                                     uint64
 }
 
@@ -103,13 +111,14 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.concurrency, "concurrency", 0, "requests each replica serves at once: the queueing estimate's servers have one slot each (0: 1)")
 	fs.IntVar(&f.servers, "servers", 0, "the queueing estimate's single-slot servers as one number, replicas x concurrency; refused with --replicas or --concurrency, or on a sample with send times and no --replica-field, where it could also be the replicas: use --replicas and --concurrency")
 	fs.StringVar(&f.objective, "objective", "p99", "the tail percentile the verdicts and the recommendation are judged by: p99, or p99.9 for slowness too rare to reach the p99")
-	fs.BoolVar(&f.plainHedging, "plain-hedging", false, "recommend plain hedging as predicted, with the library's spare-capacity and payoff rules turned off (MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1); by default the recommendation keeps them")
+	fs.BoolVar(&f.plainHedging, "plain-hedging", false, "recommend plain hedging as predicted, with the library's spare-capacity and payoff rules turned off (MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1); by default the recommendation keeps them")
 
 	fs.IntVar(&f.simRequests, "sim-requests", 200_000, "simulated requests per run of the queueing estimate")
 	fs.StringVar(&f.sizes, "sizes", "all", "queueing estimates, comma-separated: fresh (each copy draws its own service time), shared (copies share the request's), stalls (servers stop now and then, as fitted to the sample's slow latencies; only when it shows stalls); both (fresh and shared) or all")
 	fs.BoolVar(&f.inOrder, "in-order", false, "the input lists requests in the order they were sent (the budget meets them in that order); without it and without send times, a random order")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the random order and the simulation")
-	fs.StringVar(&f.out, "out", "./advise-out", "directory for report.txt and advise.svg (empty: print only)")
+	fs.StringVar(&f.out, "out", "./advise-out", "directory for report.txt (the full report) and advise.svg (empty: print only)")
+	fs.BoolVar(&f.verbose, "verbose", false, "print the full report, as report.txt has it: every delay under each prediction, what each assumes, the replicas, and the configuration as Go and as a gRPC service config (without it: the headline and a summary)")
 	fs.StringVar(&f.grpcService, "grpc-service", "", "fully qualified gRPC service for the service-config snippet, such as pkg.Items")
 	fs.StringVar(&f.grpcMethod, "grpc-method", "", "gRPC method for the snippet, such as GetItem (needs --grpc-service)")
 	fs.DurationVar(&f.sendLag, "send-lag", 0, "how long after its delay a hedge leaves your client (timer lateness, up to about 1ms with the Go runtime's timers under load; a new connection's dial over HTTP/1.1): predictions hedge at delay + send-lag; with --send-lag-p99, the lag's median (hedge.Stats.TimerLag.P50)")
@@ -151,17 +160,29 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hedge advise: %v\n", err)
 		return exitFailure
 	}
-	if err := rep.WriteText(stdout); err != nil {
+	write := rep.WriteSummary
+	if f.verbose {
+		write = rep.WriteText
+	}
+	if err := write(stdout); err != nil {
 		fmt.Fprintf(stderr, "hedge advise: %v\n", err)
 		return exitFailure
 	}
+	var wrote []string
 	if f.out != "" {
-		files, err := writeAdvice(f.out, rep)
+		wrote, err = writeAdvice(f.out, rep)
 		if err != nil {
 			fmt.Fprintf(stderr, "hedge advise: %v\n", err)
 			return exitFailure
 		}
-		fmt.Fprintf(stderr, "hedge advise: wrote %s\n", strings.Join(files, ", "))
+		fmt.Fprintf(stderr, "hedge advise: wrote %s\n", strings.Join(wrote, ", "))
+	}
+	if !f.verbose {
+		where := "--verbose"
+		if len(wrote) > 0 {
+			where = wrote[0] + ", or --verbose"
+		}
+		fmt.Fprintf(stdout, "\nDetails (every delay, what each prediction assumes, the configuration as Go and as a gRPC service config): %s.\n", where)
 	}
 	return exitOK
 }

@@ -40,25 +40,51 @@ func TestAdviseFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
+	args := []string{"advise", "--in", in, "--load", "0.3", "--sim-requests", "5000"}
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"advise", "--in", in, "--load", "0.3", "--sim-requests", "5000", "--out", out}, &stdout, &stderr)
+	code := run(append(args, "--out", out), &stdout, &stderr)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"Independent copies", "Queueing, fresh sizes", "Queueing, stalling servers", "Recommendation", "hedge.Config{", "hedgingPolicy"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("output lacks %q", want)
+	// The terminal gets the headline and a summary; report.txt the
+	// details as well, and the summary says where they are.
+	short := stdout.String()
+	if n := strings.Count(short, "\n"); n > 30 {
+		t.Errorf("the terminal output has %d lines, want at most 30:\n%s", n, short)
+	}
+	for _, want := range []string{"The library's default (the zero hedge.Config", "\nRecommended: ", "Sample: 5000 latencies", "  the library's default  ", filepath.Join(out, "report.txt")} {
+		if !strings.Contains(short, want) {
+			t.Errorf("the terminal output lacks %q:\n%s", want, short)
 		}
 	}
-	for _, f := range []string{"report.txt", "advise.svg"} {
-		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
-			t.Error(err)
+	if strings.Contains(short, "assumes:") || strings.Contains(short, "hedge.Config{") {
+		t.Errorf("the terminal output holds the details:\n%s", short)
+	}
+	report, err := os.ReadFile(filepath.Join(out, "report.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Independent copies", "Queueing, fresh sizes", "Queueing, stalling servers", "Recommendation", "hedge.Config{", "hedgingPolicy"} {
+		if !strings.Contains(string(report), want) {
+			t.Errorf("report.txt lacks %q", want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "advise.svg")); err != nil {
+		t.Error(err)
+	}
+
+	// --verbose prints the full report, as report.txt has it.
+	stdout.Reset()
+	if code := run(append(args, "--verbose", "--out", ""), &stdout, &stderr); code != exitOK {
+		t.Fatalf("--verbose: exit %d: %s", code, stderr.String())
+	}
+	if stdout.String() != string(report) {
+		t.Errorf("--verbose printed:\n%s\nwant report.txt's text:\n%s", stdout.String(), report)
 	}
 
 	// --sizes picks the queueing estimates.
 	stdout.Reset()
-	if code := run([]string{"advise", "--in", in, "--load", "0.3", "--sim-requests", "5000", "--sizes", "shared,stalls", "--out", ""}, &stdout, &stderr); code != exitOK {
+	if code := run([]string{"advise", "--in", in, "--load", "0.3", "--sim-requests", "5000", "--sizes", "shared,stalls", "--out", "", "--verbose"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if o := stdout.String(); strings.Contains(o, "Queueing, fresh sizes") || !strings.Contains(o, "Queueing, shared sizes") || !strings.Contains(o, "Queueing, stalling servers") {
@@ -143,7 +169,7 @@ func TestAdviseArgumentsAndFlags(t *testing.T) {
 		{[]string{"advise", in, "--objective", "p50"}, exitUsage, []string{"--objective", "p99 or p99.9"}},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := run(append(tt.args, "--out", ""), &stdout, &stderr)
+		code := run(append(tt.args, "--out", "", "--verbose"), &stdout, &stderr)
 		out := stdout.String() + stderr.String()
 		if code != tt.code {
 			t.Errorf("%v: exit %d, want %d: %.300s", tt.args[1:], code, tt.code, stderr.String())

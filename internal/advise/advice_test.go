@@ -91,7 +91,7 @@ func TestRecommendationKeepsTheRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := b.String()
-		off := strings.Contains(text, "MaxReplicaLoad: hedge.AnyReplicaLoad") || strings.Contains(text, "PayoffWinRate:     -1")
+		off := strings.Contains(text, "MaxReplicaLoad: hedge.AnyReplicaLoad") || strings.Contains(text, "PayoffWinRate:  -1")
 		if off != plain {
 			t.Errorf("PlainHedging %v: the snippet turns the rules off: %v\n%s", plain, off, text)
 		}

@@ -125,8 +125,14 @@
 // (TailMargin), the headline says to keep the default
 // (Report.KeepDefault). Without a load, or send times with replicas, no
 // prediction can apply the rules: the headline says so, and the
-// recommendation's plain-hedging hedge rate is an upper bound. The
-// details follow: the sample, the diagnosis, the tables.
+// recommendation's plain-hedging hedge rate is an upper bound.
+//
+// A short summary follows (Report.WriteSummary, what hedge advise prints):
+// the sample and its percentiles, where its slowness lives, and one table
+// of no hedging, the default and the recommendation, from the prediction
+// that leads the headline. The full text (Report.WriteText, report.txt)
+// adds the details: the replicas, every row of every prediction with what
+// it assumes, and the recommendation as Go and as a gRPC service config.
 //
 // The queueing estimate's servers are single-slot: Options.Replicas (or
 // the replicas the sample names, or 10) times Options.Concurrency, the

@@ -3,6 +3,7 @@ package advise
 import (
 	"encoding/json"
 	"fmt"
+	"go/format"
 	"io"
 	"math"
 	"strconv"
@@ -11,33 +12,23 @@ import (
 	"time"
 )
 
-// WriteText writes the report for a terminal: the headline first (what
-// the library's default will do, then the recommended configuration as
-// the library runs it), then the details: the sample, the diagnosis, one
-// table per prediction with what it assumes, and the recommendation as Go
-// code and as a gRPC service-config snippet.
+// WriteText writes the full report: the summary first (WriteSummary's:
+// the headline, the sample, and what no hedging, the library's default
+// and the recommendation are predicted to do), then the details: the
+// replicas' latencies, one table per prediction with what it assumes, and the
+// recommendation as Go code and as a gRPC service-config snippet.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	for _, l := range r.Headline() {
-		b.WriteString(l + "\n")
-	}
-	b.WriteString("\nDetails\n\n")
-	fmt.Fprintf(&b, "Sample: %d latencies (%s).\n", r.N, r.Source)
-	fmt.Fprintf(&b, "Today: p50 %v, p99 %v, p99.9 %v, mean %v.\n", round(r.Today.P50), round(r.Today.P99), round(r.Today.P999), round(r.Mean))
-	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "Note: %s\n", n)
-	}
-	fmt.Fprintf(&b, "\nWhere the slowness lives: %s.\n", r.Diagnosis.Where)
+	r.writeSummary(&b)
+	b.WriteString("\nDetails\n")
 	if len(r.Diagnosis.Replicas) > 0 {
+		b.WriteString("\nThe replicas:\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  replica\tlatencies\tp50\tp99\tshare of the slowest 1%")
 		for _, rs := range r.Diagnosis.Replicas {
 			fmt.Fprintf(tw, "  %s\t%d\t%v\t%v\t%.2gx\n", rs.Replica, rs.Count, round(rs.P50), round(rs.P99), rs.TailShare)
 		}
 		tw.Flush()
-	}
-	for _, s := range r.Diagnosis.Reasons {
-		fmt.Fprintf(&b, "  - %s\n", s)
 	}
 	for _, p := range r.Predictions {
 		fmt.Fprintf(&b, "\n%s\n", p.Title)
@@ -86,7 +77,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			base = "NoBudget: true"
 		}
 		if r.PlainHedging {
-			base += ", MaxReplicaLoad: hedge.AnyReplicaLoad, MinWinRate: -1"
+			base += ", MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1"
 		}
 		fmt.Fprintf(&b, "\n    with base hedge.Config{%s}: a service config cannot say the budget.\n", base)
 		if r.GRPCService == "" {
@@ -157,14 +148,19 @@ func GoConfig(o Outcome, plain bool) string {
 		b.WriteString("\t// lines to let the library stop hedges that find every replica\n")
 		b.WriteString("\t// busy or do not win.\n")
 		b.WriteString("\tMaxReplicaLoad: hedge.AnyReplicaLoad,\n")
-		b.WriteString("\tMinWinRate:     -1,\n")
+		b.WriteString("\tPayoffWinRate:     -1,\n")
 	} else {
 		b.WriteString("\t// The library's spare-capacity and payoff rules stay on: they hold\n")
 		b.WriteString("\t// back hedges that find every replica busy or do not win, so it\n")
 		b.WriteString("\t// hedges at most as often as predicted.\n")
 	}
 	b.WriteString("})\n")
-	return b.String()
+	// Aligned as gofmt aligns it, whatever the delay's width.
+	out, err := format.Source([]byte(b.String()))
+	if err != nil {
+		return b.String() // a statement built above: cannot fail
+	}
+	return string(out)
 }
 
 // GoDuration formats d as a Go expression: "12500 * time.Microsecond",
