@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -171,5 +172,47 @@ func TestReplicasAndConcurrency(t *testing.T) {
 		if rep.Queue == nil || rep.Queue.Servers != 12 {
 			t.Errorf("servers 12, %s: queue %+v, want 12 servers", c.name, rep.Queue)
 		}
+	}
+}
+
+// When no row cuts the objective's percentile and one cuts the other's,
+// the report says by how much, from the latency without hedging of the
+// prediction that judged it: a simulation's queues make that slower than
+// the sample's, and against the sample's the cut could read as a rise.
+// Here the slowness lives in the requests (every 50th twenty times
+// slower, on every replica, evenly in time), so the shared-size
+// simulation decides, and it cuts only the p99.9.
+func TestOtherObjectiveCutFromItsOwnBase(t *testing.T) {
+	s := &Sample{Source: "test"}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for k := range 3000 {
+		x := time.Duration(1+k%7) * time.Millisecond
+		if k%50 == 3 {
+			x *= 20
+		}
+		s.Latencies = append(s.Latencies, x)
+		s.Replicas = append(s.Replicas, fmt.Sprintf("r%d", k%3))
+		s.Times = append(s.Times, t0.Add(time.Duration(k)*4*time.Millisecond))
+	}
+	rep, err := Advise(context.Background(), s, Options{Requests: 20_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alt, _ := pick(rep, P999)
+	if rep.Recommended != nil || alt == nil {
+		t.Fatalf("recommended %+v, by the p99.9 %+v: want none by the p99, one by the p99.9", rep.Recommended, alt)
+	}
+	var base *Prediction
+	for i := range rep.Predictions {
+		if rep.Predictions[i].Kind == alt.Kind {
+			base = &rep.Predictions[i]
+		}
+	}
+	if base == nil || base.Today.P999 == rep.Today.P999 {
+		t.Fatalf("the p99.9's recommendation is by %s, whose p99.9 without hedging is the sample's: want a simulation's, slower", alt.Kind)
+	}
+	want := fmt.Sprintf("takes it from %v to %v (%s estimate)", round(base.Today.P999), round(alt.Outcome.P999), alt.Kind)
+	if !strings.Contains(rep.NoAdvice, want) {
+		t.Errorf("no advice %q; want %q", rep.NoAdvice, want)
 	}
 }

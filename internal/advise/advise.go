@@ -562,10 +562,18 @@ func recommend(rep *Report) {
 	}
 	other := rep.Objective.other()
 	if alt, _ := pick(rep, other); alt != nil {
-		o := alt.Outcome
-		today, cut := rep.Today.P99, o.P99
+		// The cut is the deciding prediction's: from its own latency
+		// without hedging, which a simulation's queues make slower than
+		// the sample's.
+		o, base := alt.Outcome, rep.Today
+		for _, p := range rep.Predictions {
+			if p.Kind == alt.Kind {
+				base = p.Today
+			}
+		}
+		today, cut := base.P99, o.P99
 		if other == P999 {
-			today, cut = rep.Today.P999, o.P999
+			today, cut = base.P999, o.P999
 		}
 		rep.NoAdvice += fmt.Sprintf(" The %s it does cut: hedging at %s (%v) takes it from %v to %v (%s estimate). If the %s is the tail that matters here, give --objective %s.",
 			other, o.Choice.Label, round(o.Choice.Delay), round(today), round(cut), alt.Kind, other, other)
