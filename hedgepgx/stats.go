@@ -20,22 +20,19 @@ type Stats struct {
 	Servers []ServerStats
 }
 
-// ServerStats is one server's share of a Client's work.
+// ServerStats is one server's share of a Client's work. Of the counts it
+// embeds, Failed counts copies that failed (a connection error, a
+// SQLSTATE that says the server cannot serve now) while still wanted,
+// Writes counts Exec and ExecLSN calls, and InFlight counts copies that
+// each hold one connection of the pool.
 type ServerStats struct {
 	// Index is the pool's position.
 	Index int
 	// Primary is true for the primary.
 	Primary bool
-	// Copies counts read copies run here: primaries and hedges.
-	Copies int64
-	// Wins counts reads answered by this server.
-	Wins int64
-	// Failed counts copies that failed (a connection error, a SQLSTATE
-	// that says the server cannot serve now) while still wanted.
-	Failed int64
-	// Cancelled counts copies that ended with an error after their
-	// context ended: losers, or reads whose caller gave up.
-	Cancelled int64
+	// Counts are the server's read copies, wins, failures,
+	// cancellations, writes and copies in flight.
+	adapterstats.Counts
 	// Redirected counts copies run here although the Hedger had picked
 	// another server, which was not fresh enough for the read (WithMinLSN,
 	// MaxLag) or already held a copy of it.
@@ -46,11 +43,6 @@ type ServerStats struct {
 	// was rebuilt, since. Such a copy's answer is dropped and the read
 	// goes to another server at once.
 	Behind int64
-	// Writes counts Exec and ExecLSN calls. Zero but on the primary.
-	Writes int64
-	// InFlight is the number of copies running here now, losers being
-	// cancelled included. Each holds one connection of the pool.
-	InFlight int64
 	// LSN is the server's known WAL position (replayed, on a standby;
 	// inserted, on the primary): the highest read from it since the poll
 	// last saw it restart, or lower, where a copy found it behind; 0 if
@@ -74,14 +66,9 @@ func (c *Client) Stats() Stats {
 		s.Servers[i] = ServerStats{
 			Index:      i,
 			Primary:    i == c.primary,
-			Copies:     r.Copies.Load(),
-			Wins:       r.Wins.Load(),
-			Failed:     r.Failed.Load(),
-			Cancelled:  r.Cancelled.Load(),
+			Counts:     r.Load(),
 			Redirected: r.redirected.Load(),
 			Behind:     r.behind.Load(),
-			Writes:     r.Writes.Load(),
-			InFlight:   r.InFlight.Load(),
 			LSN:        LSN(r.lsn.Load()),
 			Polls:      r.polls.Load(),
 			PollErrors: r.pollErrors.Load(),

@@ -28,7 +28,15 @@ type Stats struct {
 func (s Stats) Op(op string) hedge.Stats { return adapterstats.Op(s.Ops, op) }
 
 // ReplicaStats is one replica's share of a Client's work, and its go-redis
-// connection pool.
+// connection pool. Of the counts it embeds, Failed counts read copies
+// that failed with a transport error or a replica-state error reply
+// (LOADING, BUSY, ...) while still wanted. Cancelled counts, with
+// go-redis, copies that were still waiting for a free connection (a read
+// already sent is not interrupted by cancellation), so a high count
+// means an exhausted pool; go-redis's own Pool stats do not count such
+// abandoned waits. InFlight counts losers still waiting for a stalled
+// server too; each copy holds one connection of the pool (or waits for
+// one).
 type ReplicaStats struct {
 	// Index is the replica's position among the clients.
 	Index int
@@ -37,27 +45,10 @@ type ReplicaStats struct {
 	// Primary is true for the write primary.
 	Primary bool
 
-	// Copies counts read copies started here: primaries and hedges.
-	Copies int64
-	// Wins counts reads answered by this replica (the copy the caller got).
-	Wins int64
-	// Failed counts read copies that failed with a transport error or a
-	// replica-state error reply (LOADING, BUSY, ...) while still wanted.
-	Failed int64
-	// Cancelled counts read copies that returned an error after their
-	// context ended: losers, or calls whose caller gave up. With go-redis
-	// these are copies that were still waiting for a free connection (a
-	// read already sent is not interrupted by cancellation), so a high
-	// count means an exhausted pool; go-redis's own Pool stats do not
-	// count such abandoned waits.
-	Cancelled int64
-	// Writes counts commands Do sent here as writes. It stays zero on
-	// every replica but the primary.
-	Writes int64
-	// InFlight is the number of read copies running here now, losers
-	// still waiting for a stalled server included. Each holds one
-	// connection of the pool (or waits for one).
-	InFlight int64
+	// Counts are the replica's read copies, wins, failures,
+	// cancellations, writes (commands Do sent here as writes) and copies
+	// in flight.
+	adapterstats.Counts
 
 	// Pool is go-redis's pool snapshot (redis.Client.PoolStats):
 	// TotalConns and IdleConns now; Hits, Misses, Timeouts (a pool wait
@@ -78,18 +69,12 @@ func (r ReplicaStats) PoolWait() time.Duration { return time.Duration(r.Pool.Wai
 func (c *Client) Stats() Stats {
 	s := Stats{Ops: c.h.Stats(), Replicas: make([]ReplicaStats, len(c.clients))}
 	for i, rc := range c.clients {
-		rs := &c.reps[i]
 		s.Replicas[i] = ReplicaStats{
-			Index:     i,
-			Addr:      rc.Options().Addr,
-			Primary:   i == c.primary,
-			Copies:    rs.Copies.Load(),
-			Wins:      rs.Wins.Load(),
-			Failed:    rs.Failed.Load(),
-			Cancelled: rs.Cancelled.Load(),
-			Writes:    rs.Writes.Load(),
-			InFlight:  rs.InFlight.Load(),
-			Pool:      *rc.PoolStats(),
+			Index:   i,
+			Addr:    rc.Options().Addr,
+			Primary: i == c.primary,
+			Counts:  c.reps[i].Load(),
+			Pool:    *rc.PoolStats(),
 		}
 	}
 	return s

@@ -22,7 +22,11 @@ type Stats struct {
 // zero counts if it was never used.
 func (s Stats) Op(op string) hedge.Stats { return adapterstats.Op(s.Ops, op) }
 
-// ReplicaStats is one replica's share of a Client's work.
+// ReplicaStats is one replica's share of a Client's work. Of the counts
+// it embeds, Failed counts read copies that failed with a transport error
+// or a replica-state error reply (LOADING, BUSY, ...) while still wanted,
+// and Cancelled copies that returned because their context ended, whose
+// replies rueidis reads and drops when the server sends them.
 type ReplicaStats struct {
 	// Index is the replica's position among the clients.
 	Index int
@@ -30,39 +34,20 @@ type ReplicaStats struct {
 	Addr string
 	// Primary is true for the write primary.
 	Primary bool
-	// Copies counts read copies started here: primaries and hedges.
-	Copies int64
-	// Wins counts reads answered by this replica (the copy the caller got).
-	Wins int64
-	// Failed counts read copies that failed with a transport error or a
-	// replica-state error reply (LOADING, BUSY, ...) while still wanted.
-	Failed int64
-	// Cancelled counts read copies that returned because their context
-	// ended: losers, or calls whose caller gave up. rueidis reads and
-	// drops their replies when the server sends them.
-	Cancelled int64
-	// Writes counts commands sent here as writes. It stays zero on every
-	// replica but the primary.
-	Writes int64
-	// InFlight is the number of read copies running here now.
-	InFlight int64
+	// Counts are the replica's read copies, wins, failures,
+	// cancellations, writes and copies in flight.
+	adapterstats.Counts
 }
 
 // Stats returns a snapshot of the Client.
 func (c *Client) Stats() Stats {
 	s := Stats{Ops: c.h.Stats(), Replicas: make([]ReplicaStats, len(c.clients))}
 	for i := range c.clients {
-		rs := &c.reps[i]
 		s.Replicas[i] = ReplicaStats{
-			Index:     i,
-			Addr:      c.addrs[i],
-			Primary:   i == c.primary,
-			Copies:    rs.Copies.Load(),
-			Wins:      rs.Wins.Load(),
-			Failed:    rs.Failed.Load(),
-			Cancelled: rs.Cancelled.Load(),
-			Writes:    rs.Writes.Load(),
-			InFlight:  rs.InFlight.Load(),
+			Index:   i,
+			Addr:    c.addrs[i],
+			Primary: i == c.primary,
+			Counts:  c.reps[i].Load(),
 		}
 	}
 	return s

@@ -129,27 +129,17 @@ type Stats struct {
 	Servers []ServerStats
 }
 
-// ServerStats is one server's share of a Client's work.
+// ServerStats is one server's share of a Client's work. Of the counts it
+// embeds, Failed counts copies that failed (see "Reads" in the package
+// doc) while still wanted, and Writes counts Exec calls.
 type ServerStats struct {
 	// Index is the database's position.
 	Index int
 	// Primary is true for the primary.
 	Primary bool
-	// Copies counts read copies run here: primaries and hedges.
-	Copies int64
-	// Wins counts reads answered by this server.
-	Wins int64
-	// Failed counts copies that failed (see "Reads" in the package doc)
-	// while still wanted.
-	Failed int64
-	// Cancelled counts copies that ended with an error after their
-	// context ended: losers, or reads whose caller gave up.
-	Cancelled int64
-	// Writes counts Exec calls. Zero but on the primary.
-	Writes int64
-	// InFlight is the number of copies running here now, losers being
-	// cancelled included.
-	InFlight int64
+	// Counts are the server's read copies, wins, failures,
+	// cancellations, writes and copies in flight.
+	adapterstats.Counts
 	// DB is database/sql's own snapshot: connections open and in use,
 	// waits for a connection, and connections closed.
 	DB sql.DBStats
@@ -159,17 +149,11 @@ type ServerStats struct {
 func (c *Client) Stats() Stats {
 	s := Stats{Ops: c.h.Stats(), Servers: make([]ServerStats, len(c.dbs))}
 	for i, db := range c.dbs {
-		r := &c.servers[i]
 		s.Servers[i] = ServerStats{
-			Index:     i,
-			Primary:   i == c.primary,
-			Copies:    r.Copies.Load(),
-			Wins:      r.Wins.Load(),
-			Failed:    r.Failed.Load(),
-			Cancelled: r.Cancelled.Load(),
-			Writes:    r.Writes.Load(),
-			InFlight:  r.InFlight.Load(),
-			DB:        db.Stats(),
+			Index:   i,
+			Primary: i == c.primary,
+			Counts:  c.servers[i].Load(),
+			DB:      db.Stats(),
 		}
 	}
 	return s
