@@ -153,7 +153,7 @@ func BenchmarkDoOneHedge(b *testing.B) {
 // BenchmarkPercentileObserve measures recording one latency in a live p95
 // delay, and reading the delay.
 func BenchmarkPercentileObserve(b *testing.B) {
-	e := hedge.Percentile{}.NewEstimator()
+	e := hedge.NewEstimator(hedge.Percentile{})
 	r := rand.New(rand.NewPCG(1, 1))
 	lat := make([]time.Duration, 4096)
 	for i := range lat {

@@ -8,65 +8,64 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tailcut/hedge/internal/decide"
 	"github.com/tailcut/hedge/quantile"
 )
 
-// Never is the delay that means "do not send another copy". An Estimator
-// returns it, for instance, while a percentile delay has too few samples and
-// no warm-up value.
+// Never is the delay that means "do not send another copy": a
+// [Percentile] delay with too few samples and no Warmup, for instance.
+// [Stats.Delay] reads Never while a delay is still being learnt.
 const Never = time.Duration(math.MaxInt64)
 
-// A Delay is the policy that says how long to wait before sending the next
-// copy of a request. It is a description, safe to copy; a Hedger builds one
-// Estimator from it for each operation class, and the simulator builds one
-// per run.
+// A Delay says how long to wait before sending the next copy of a
+// request: a [Fixed] delay, or a live [Percentile]. It is a description,
+// safe to copy. A [Hedger] keeps its state for each operation class, and
+// the simulator one per run. It is implemented by those two types only.
 type Delay interface {
-	// Validate reports a configuration mistake, with a message that says
-	// what to do about it.
-	Validate() error
-	// NewEstimator returns fresh state for one operation class. The Delay
-	// must be valid.
-	NewEstimator() Estimator
+	// validate reports a configuration mistake, with a message that
+	// says what to do about it.
+	validate() error
+	// newEstimator returns fresh state for one operation class. The
+	// Delay must be valid.
+	newEstimator() decide.Estimator
 }
 
-// An Estimator holds the state of a Delay for one operation class.
-//
-// Time reaches it only as arguments: now is a monotonic reading (time
-// elapsed since an arbitrary fixed origin). The live engine passes time
-// since the Hedger was made; the simulator passes virtual time. An Estimator
-// never reads the clock itself. Implementations in this package are safe for
-// concurrent use.
-type Estimator interface {
-	// Delay returns how long after a copy is sent the next copy should go,
-	// or Never.
-	Delay(now time.Duration) time.Duration
-	// Observe records the latency of one completed request, as chosen by
-	// the caller (see Percentile for what the live engine records).
-	Observe(now, latency time.Duration)
-}
-
-// Fixed is a constant delay: Fixed(20*time.Millisecond) sends the next copy
-// after 20 ms. It is both a Delay and its own Estimator. Any length is
-// valid: a delay that no call can outlive (up to Never) never hedges.
-// Fixed(0) sends every copy at once.
+// Fixed is a constant delay: Fixed(20*time.Millisecond) sends the next
+// copy after 20 ms. Any length is valid: a delay that no call can outlive
+// (up to [Never]) never hedges. Fixed(0) sends every copy at once.
 type Fixed time.Duration
 
-// Validate reports a negative delay.
-func (f Fixed) Validate() error {
+// validate reports a negative delay.
+func (f Fixed) validate() error {
 	if f < 0 {
 		return fmt.Errorf("hedge: Fixed delay %v is negative: use a delay >= 0 (0 sends every copy at once)", time.Duration(f))
 	}
 	return nil
 }
 
-// NewEstimator returns f itself: a fixed delay has no state.
-func (f Fixed) NewEstimator() Estimator { return f }
+// newEstimator returns f's state: the delay alone.
+func (f Fixed) newEstimator() decide.Estimator { return fixedEstimator(f) }
 
-// Delay returns f.
-func (f Fixed) Delay(time.Duration) time.Duration { return time.Duration(f) }
+// fixedEstimator is the state of a Fixed delay: none.
+type fixedEstimator time.Duration
+
+// Delay returns the fixed delay.
+func (f fixedEstimator) Delay(time.Duration) time.Duration { return time.Duration(f) }
 
 // Observe does nothing.
-func (Fixed) Observe(time.Duration, time.Duration) {}
+func (fixedEstimator) Observe(time.Duration, time.Duration) {}
+
+// estimatorDelay is a Delay whose every operation class shares one
+// estimator (decide.DelayOf): a delay that tests of the module's other
+// packages switch while their Hedger runs.
+type estimatorDelay struct{ est decide.Estimator }
+
+func (d estimatorDelay) validate() error                { return nil }
+func (d estimatorDelay) newEstimator() decide.Estimator { return d.est }
+
+func init() {
+	decide.DelayOf = func(est decide.Estimator) any { return estimatorDelay{est} }
+}
 
 // Percentile is a live delay: the P-th percentile of the last Window
 // latencies observed for the operation class, clamped to [Floor, Ceiling].
@@ -139,8 +138,8 @@ func (p Percentile) withDefaults() Percentile {
 	return p
 }
 
-// Validate reports configuration mistakes.
-func (p Percentile) Validate() error {
+// validate reports configuration mistakes.
+func (p Percentile) validate() error {
 	p = p.withDefaults()
 	var errs []error
 	switch {
@@ -170,19 +169,19 @@ func (p Percentile) Validate() error {
 	return errors.Join(errs...)
 }
 
-// NewEstimator returns a fresh estimator of the live percentile. It panics if p is not
-// valid; call Validate first (New does).
-func (p Percentile) NewEstimator() Estimator { return p.newEstimator() }
+// newEstimator returns fresh state for one operation class.
+func (p Percentile) newEstimator() decide.Estimator { return p.estimator() }
 
-// newEstimator returns the state of a live percentile delay.
-func (p Percentile) newEstimator() *percentileEstimator {
-	if err := p.Validate(); err != nil {
+// estimator returns the state of a live percentile delay. It panics if p
+// is not valid; New checks it first.
+func (p Percentile) estimator() *percentileEstimator {
+	if err := p.validate(); err != nil {
 		panic(err)
 	}
 	p = p.withDefaults()
 	w, err := quantile.NewWindow(p.Window, p.P/100)
 	if err != nil {
-		panic(err) // unreachable after Validate
+		panic(err) // unreachable after validate
 	}
 	e := &percentileEstimator{cfg: p, w: w}
 	e.cur.Store(int64(e.clamp(p.Warmup, true)))

@@ -44,7 +44,7 @@ func TestDriverSequence(t *testing.T) {
 	}
 	var pl decide.Plan
 	rt := &driverLog{place: -1, canSend: true}
-	p.Begin(&pl, 0, hedge.Fixed(d).NewEstimator(), hedge.Never, false, nil)
+	p.Begin(&pl, 0, hedge.NewEstimator(hedge.Fixed(d)), hedge.Never, false, nil)
 	p.Schedule(&pl, 0, rt)
 	if !slices.Equal(rt.armed, []time.Duration{d}) || len(rt.launched) != 0 {
 		t.Fatalf("after the primary: armed %v, launched %v; want the timer at %v and nothing sent", rt.armed, rt.launched, d)
@@ -70,7 +70,7 @@ func TestDriverSequence(t *testing.T) {
 	}
 	pl = decide.Plan{}
 	rt = &driverLog{place: 1, canSend: false}
-	p.Begin(&pl, 0, hedge.Fixed(d).NewEstimator(), hedge.Never, false, nil)
+	p.Begin(&pl, 0, hedge.NewEstimator(hedge.Fixed(d)), hedge.Never, false, nil)
 	tokens := b.Tokens()
 	if why := p.Fire(&pl, d, rt); why != hedge.RefusedReplicas {
 		t.Fatalf("fire with no replica to take the copy: %v, want %v", why, hedge.RefusedReplicas)

@@ -28,7 +28,7 @@ func policy(t *testing.T, cfg hedge.Config) *decide.Policy {
 
 func begin(p *decide.Policy, delay time.Duration) *decide.Plan {
 	var pl decide.Plan
-	p.Begin(&pl, 0, hedge.Fixed(delay).NewEstimator(), hedge.Never, false, nil)
+	p.Begin(&pl, 0, hedge.NewEstimator(hedge.Fixed(delay)), hedge.Never, false, nil)
 	return &pl
 }
 

@@ -252,7 +252,7 @@ func New(cfg Config) (*Hedger, error) {
 func (cfg *Config) validate() error {
 	var errs []error
 	if cfg.Delay != nil {
-		if err := cfg.Delay.Validate(); err != nil {
+		if err := cfg.Delay.validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -340,7 +340,7 @@ func estimatorMemory(delay Delay, maxOps int) error {
 	}
 	p = p.withDefaults()
 	if p.Window < 1 || p.Window > 1<<24 {
-		return nil // reported by Percentile.Validate
+		return nil // reported by Percentile.validate
 	}
 	if maxOps <= 0 {
 		maxOps = 100
@@ -444,7 +444,7 @@ type replicaFanOut struct {
 // opState is the per-operation-class state of a Hedger.
 type opState struct {
 	name string
-	est  Estimator
+	est  decide.Estimator
 
 	requests     atomic.Int64
 	hedges       atomic.Int64
@@ -511,7 +511,7 @@ func (h *Hedger) op(name string) *opState {
 		name = OtherOp
 	}
 	if !ok {
-		st = &opState{name: name, est: h.delay.NewEstimator()}
+		st = &opState{name: name, est: h.delay.newEstimator()}
 		h.nClasses++
 	}
 	m := make(map[string]*opState, len(old)+2)

@@ -85,7 +85,7 @@ func newPolicy(cfg Config, b *Budget, mv *ModeVar) *decide.Policy {
 		dc.Budget, dc.Shadow = bucket{b}, bucket{b.twin()}
 	}
 	d := delayOf(cfg)
-	dc.NewEstimator = func() decide.Estimator { return d.NewEstimator() }
+	dc.NewEstimator = func() decide.Estimator { return d.newEstimator() }
 	dc.About = describeDelay(d)
 	if b == nil {
 		dc.About += ", no budget"

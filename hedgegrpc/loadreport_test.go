@@ -18,6 +18,7 @@ import (
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgegrpc"
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // reportOf reads the ORCA report in a trailer, or nil if it has none.
@@ -314,12 +315,10 @@ func TestUtilizationReports(t *testing.T) {
 	}
 }
 
-// switchDelay is a Delay the test sets between calls: every operation
-// class reads it at the start of each request.
+// switchDelay is a delay the test sets between calls: every operation
+// class reads it at the start of each request (decide.DelayOf).
 type switchDelay struct{ d atomic.Int64 }
 
-func (s *switchDelay) Validate() error                      { return nil }
-func (s *switchDelay) NewEstimator() hedge.Estimator        { return s }
 func (s *switchDelay) Delay(time.Duration) time.Duration    { return time.Duration(s.d.Load()) }
 func (s *switchDelay) Observe(time.Duration, time.Duration) {}
 func (s *switchDelay) set(d time.Duration)                  { s.d.Store(int64(d)) }
@@ -362,7 +361,7 @@ func TestReportsDecideCopies(t *testing.T) {
 			delay := new(switchDelay)
 			delay.set(time.Hour)
 			h := mustHedger(t, hedge.Config{
-				Delay:     delay,
+				Delay:     decide.DelayOf(delay).(hedge.Delay),
 				Replicas:  2,
 				NoBudget:  true,
 				Retryable: hedgegrpc.NonFatal(codes.Unavailable),

@@ -82,11 +82,22 @@ const (
 )
 
 // Estimator is the delay of an operation class, learnt from its
-// latencies: hedge.Estimator.
+// latencies: the state a hedge.Delay keeps for each class. Time reaches
+// it only as arguments (now is a monotonic reading); it never reads the
+// clock.
 type Estimator interface {
+	// Delay returns how long after a copy is sent the next copy should
+	// go, or Never.
 	Delay(now time.Duration) time.Duration
+	// Observe records the latency of one completed request, as the
+	// engine chooses it (hedge records the primary's own).
 	Observe(now, latency time.Duration)
 }
+
+// DelayOf, set by package hedge, returns a hedge.Delay (as any) whose
+// every operation class reads est: a delay that the module's tests can
+// switch while their Hedger runs.
+var DelayOf func(est Estimator) any
 
 // AddSat returns t + d, or Never when that would reach or pass Never.
 func AddSat(t, d time.Duration) time.Duration {
