@@ -62,7 +62,7 @@
 // token bucket was empty), busy (the replica the copy would go to had
 // more of this Hedger's requests in flight than Config.MaxReplicaLoad
 // allows, by default any: it was not idle), payoff (hedges sent on the
-// same evidence have not been winning often enough, Config.MinWinRate),
+// same evidence have not been winning often enough, Config.PayoffWinRate),
 // fan_out (a fan-out leaf's copy, its fan-out's own budget or cap spent),
 // head (the primary was at the head of its replica's queue and had not
 // yet waited three delays). Each is exported, zero or not. Failovers
