@@ -26,7 +26,7 @@ const (
 	PathCaller  = hedgeset.PathCaller  // Stats.Latency
 	PathPrimary = hedgeset.PathPrimary // Stats.Primary
 	PathHedge   = hedgeset.PathHedge   // Stats.HedgePath
-	PathHoldout = "holdout"            // Stats.Holdout
+	PathHoldout = hedgeset.PathHoldout // Stats.Holdout
 )
 
 // Quantiles, the values of the "quantile" attribute of hedge.latency.
@@ -201,7 +201,7 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 			observeSeries(o, ins.tiedServer, hedgeset.TiedServerSeries, t.V.Stats(), attribute.String(hedgeset.LabelServer, t.Name))
 		}
 		for _, n := range list {
-			hedger := attribute.String("hedger", n.Name)
+			hedger := attribute.String(hedgeset.LabelHedger, n.Name)
 			if t := n.H.Budget().Tokens(); !math.IsInf(t, 1) {
 				o.ObserveFloat64(ins.tokens, t, metric.WithAttributes(hedger))
 			}
@@ -210,7 +210,7 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 			}
 			o.ObserveFloat64(ins.rollout, n.H.Rollout(), metric.WithAttributes(hedger))
 			for _, s := range n.H.Stats() {
-				op := attribute.String("op", s.Op)
+				op := attribute.String(hedgeset.LabelOp, s.Op)
 				attrs := metric.WithAttributes(hedger, op)
 				o.ObserveInt64(ins.requests, s.Requests, attrs)
 				o.ObserveInt64(ins.hedges, s.Hedges, attrs)
@@ -218,10 +218,10 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 				o.ObserveInt64(ins.primaryWins, s.PrimaryWins, attrs)
 				o.ObserveInt64(ins.failures, s.Failures, attrs)
 				for _, r := range hedgeset.Refusals(s) {
-					o.ObserveInt64(ins.refused, r.N, metric.WithAttributes(hedger, op, attribute.String("reason", r.Label)))
+					o.ObserveInt64(ins.refused, r.N, metric.WithAttributes(hedger, op, attribute.String(hedgeset.LabelReason, r.Label)))
 				}
 				for _, v := range hedgeset.LoadViews(s) {
-					o.ObserveInt64(ins.loadViews, v.N, metric.WithAttributes(hedger, op, attribute.String("view", v.Label)))
+					o.ObserveInt64(ins.loadViews, v.N, metric.WithAttributes(hedger, op, attribute.String(hedgeset.LabelView, v.Label)))
 				}
 				o.ObserveInt64(ins.shadow, s.ShadowHedges, attrs)
 				o.ObserveInt64(ins.failovers, s.Failovers, attrs)
@@ -238,14 +238,14 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 					if p.D.Count == 0 {
 						continue
 					}
-					path := attribute.String("path", p.Label)
+					path := attribute.String(hedgeset.LabelPath, p.Label)
 					for _, q := range quantiles(p.D) {
-						o.ObserveFloat64(ins.latency, q.v.Seconds(), metric.WithAttributes(hedger, op, path, attribute.String("quantile", q.name)))
+						o.ObserveFloat64(ins.latency, q.v.Seconds(), metric.WithAttributes(hedger, op, path, attribute.String(hedgeset.LabelQuantile, q.name)))
 					}
 				}
 				if d := s.TimerLag; d.Count > 0 {
 					for _, q := range quantiles(d) {
-						o.ObserveFloat64(ins.timerLag, q.v.Seconds(), metric.WithAttributes(hedger, op, attribute.String("quantile", q.name)))
+						o.ObserveFloat64(ins.timerLag, q.v.Seconds(), metric.WithAttributes(hedger, op, attribute.String(hedgeset.LabelQuantile, q.name)))
 					}
 				}
 				if s.Fan.Requests > 0 {

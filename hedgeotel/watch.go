@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/tailcut/hedge/hedgewatch"
+	"github.com/tailcut/hedge/internal/hedgeset"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -90,7 +91,7 @@ func RegisterWatchers(meter metric.Meter, watchers map[string]Watcher) (metric.R
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, n := range list {
 			s := n.w.State()
-			attrs := metric.WithAttributes(attribute.String("hedger", n.name))
+			attrs := metric.WithAttributes(attribute.String(hedgeset.LabelHedger, n.name))
 			o.ObserveFloat64(alarmed, b(s.Alarmed), attrs)
 			o.ObserveFloat64(shadowed, b(s.Shadowed), attrs)
 			o.ObserveFloat64(rate, s.Rate, attrs)

@@ -62,7 +62,7 @@ const (
 	PathCaller  = hedgeset.PathCaller  // Stats.Latency
 	PathPrimary = hedgeset.PathPrimary // Stats.Primary
 	PathHedge   = hedgeset.PathHedge   // Stats.HedgePath
-	PathHoldout = "holdout"            // Stats.Holdout
+	PathHoldout = hedgeset.PathHoldout // Stats.Holdout
 )
 
 var namespaceRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
@@ -114,7 +114,7 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 	}
 	slices.SortFunc(c.watchers, func(a, b namedWatcher) int { return strings.Compare(a.name, b.name) })
 
-	op := []string{"hedger", "op"}
+	op := []string{hedgeset.LabelHedger, hedgeset.LabelOp}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
 	}
@@ -130,9 +130,9 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 		"Calls that returned an error to the caller after every copy failed, a non-retryable error, or the caller's context ending.", op...)
 	c.refused = desc("hedges_refused_total",
 		"Hedges due but not sent, by reason: "+hedgeset.ReasonsHelp+". Copies not due because MaxAttempts was reached are not counted.",
-		"hedger", "op", "reason")
+		hedgeset.LabelHedger, hedgeset.LabelOp, hedgeset.LabelReason)
 	c.failovers = desc("failovers_total", hedgeset.FailoversHelp, op...)
-	c.loadViews = desc("load_views_total", hedgeset.LoadViewsHelp, "hedger", "op", "view")
+	c.loadViews = desc("load_views_total", hedgeset.LoadViewsHelp, hedgeset.LabelHedger, hedgeset.LabelOp, hedgeset.LabelView)
 	c.shadow = desc("shadow_hedges_total",
 		"Hedges Shadow mode would have sent, after the budget and caps; none was sent. The hedge rate to expect when switching to On.", op...)
 	c.unhedgeable = desc("unhedgeable_requests_total",
@@ -145,13 +145,13 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 		"Hedge delay in force now: a copy still running after this long may be hedged. Absent while the delay is hedge.Never (a live estimate warming up): no hedge is sent then.", op...)
 	c.tokens = desc("budget_tokens",
 		"Tokens in the Hedger's budget now. A ratio budget spends one per hedge and refuses below 1; a throttle (gRPC retryThrottling) refuses at or below half its maximum. Hedgers sharing a budget report the same value. Absent for an unlimited budget.",
-		"hedger")
+		hedgeset.LabelHedger)
 	c.latency = desc("latency_seconds",
 		"Latency quantiles since the Hedger was made, from its bounded histograms (within quantile.RelativeError, about 0.8%), not a recent window; use rate of _sum over _count for recent means. path=caller: what callers waited, from the call to Do's return, with the winner's answer or the final error. "+hedgeset.PrimaryHelp+" (see primaries_censored_total). path=hedge: hedge copies from send to success, won or not. path=holdout: what callers saw in the rollout's control group, calls left unhedged at random while a rollout below 1 is in force: against path=caller, the honest latency without and with hedging (empty at rollout 1). Quantiles cannot be averaged across series.",
-		"hedger", "op", "path")
+		hedgeset.LabelHedger, hedgeset.LabelOp, hedgeset.LabelPath)
 	c.histogram = desc("latency_distribution_seconds",
 		"The latencies of latency_seconds, bucketed: a native histogram (schema 6, 64 buckets per power of two) and classic buckets, both filled from the Hedger's log-linear buckets counted at their midpoints, so a value may sit up to quantile.RelativeError (about 0.8%) outside the bucket it is counted in. Since the Hedger was made: use rate() or increase() for a recent window; unlike the summary, it aggregates across ops, hedgers and instances. Paths as for latency_seconds.",
-		"hedger", "op", "path")
+		hedgeset.LabelHedger, hedgeset.LabelOp, hedgeset.LabelPath)
 	c.timerLag = desc("timer_lag_seconds",
 		"How late the hedge timers fired after they came due, whether a copy then went or was refused, since the Hedger was made (hedge.Stats.TimerLag). The Go runtime's timers fire up to about a millisecond late on a busy process: a lag near the delay means hedges leave far later than asked, which Config.PreciseTimers cures at some CPU. hedge advise takes the median and p99 (--send-lag, --send-lag-p99).", op...)
 	c.rescued = desc("rescued_requests_total",

@@ -51,7 +51,7 @@ type watchDescs struct {
 
 func newWatchDescs(namespace string) watchDescs {
 	desc := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "watch", name), help, []string{"hedger"}, nil)
+		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "watch", name), help, []string{hedgeset.LabelHedger}, nil)
 	}
 	return watchDescs{
 		alarmed: desc("alarmed",

@@ -27,6 +27,7 @@ const (
 	LabelServer   = "server"   // the name of a tied server
 	LabelOutcome  = "outcome"  // a claim's outcome (OutcomeWon...)
 	LabelQuantile = "quantile" // a quantile of a latency distribution
+	LabelView     = "view"     // a view of a replica's load (ViewReport...)
 )
 
 // Named is one Hedger of a set, with its name.
@@ -159,6 +160,7 @@ const (
 	PathCaller  = "caller"  // Stats.Latency
 	PathPrimary = "primary" // Stats.Primary
 	PathHedge   = "hedge"   // Stats.HedgePath
+	PathHoldout = "holdout" // Stats.Holdout
 )
 
 // Path is a latency distribution with its label value.
