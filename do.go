@@ -256,7 +256,7 @@ func (c *call[T]) pick(i int, now time.Duration, skip ...int) (replica int, prob
 		load = h.unhedgedLoad
 	}
 	if !h.prob.any() {
-		return h.picker.Pick(len(h.replicas), held, load, nil), false
+		return h.picker.pick(len(h.replicas), held, load), false
 	}
 	return c.pickAround(held, now, load)
 }
@@ -274,14 +274,14 @@ func (c *call[T]) pickAround(held []int, now time.Duration, load func(int) int) 
 		}
 	}
 	for len(ex) < n {
-		r := h.picker.Pick(n, ex, load, nil)
+		r := h.picker.pick(n, ex, load)
 		if probe, ok := h.prob.takeProbe(r, now); ok {
 			return r, probe
 		}
 		ex = append(ex, r) // another copy took its probe just now
 	}
 	// Every replica is held or out: a copy goes to one anyway.
-	return h.picker.Pick(n, held, load, nil), false
+	return h.picker.pick(n, held, load), false
 }
 
 // launch prepares copy i, sent at now: its replica (replica, if not -1,

@@ -18,8 +18,10 @@ type Picker struct {
 const maxHeld = 8
 
 // Pick returns the replica in [0, n) for the next copy, or -1 if every
-// replica already holds a copy (see hedge.Picker.Pick), with the
-// randomness supplied as 64 random bits. A pick makes at most two
+// replica already holds a copy, with the randomness supplied as 64
+// random bits. held lists the replicas holding a copy (at most 7,
+// distinct); load(i) is replica i's current load, and may be nil with
+// Random. A pick makes at most two
 // uniform draws, each from 32 of the bits by a multiplication: a draw
 // over k replicas takes each with a probability within 2^-32 of 1/k, a
 // bias far below anything a sample of picks can show. n must be below

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/decide"
 	"github.com/tailcut/hedge/internal/wire"
 )
 
@@ -285,10 +286,10 @@ type result[T any] struct {
 func Run[T any](ctx context.Context, c *Client, attempt func(ctx context.Context, cp Copy) (T, error), discard func(T)) (v T, release func(), err error) {
 	c.calls.Add(1)
 	id := wire.NewTieID()
-	var rng *rand.Rand // the package-level generator
-	r0 := c.picker.Pick(c.n, nil, c.loadFn, rng)
+	pk := (*decide.Picker)(&c.picker)
+	r0 := pk.Pick(c.n, nil, c.loadFn, rand.Uint64())
 	held := [1]int{r0}
-	r1 := c.picker.Pick(c.n, held[:], c.loadFn, rng)
+	r1 := pk.Pick(c.n, held[:], c.loadFn, rand.Uint64())
 
 	results := make(chan result[T], 2)
 	var cancels [2]context.CancelFunc
