@@ -21,11 +21,10 @@ const maxHeld = 8
 // replica already holds a copy, with the randomness supplied as 64
 // random bits. held lists the replicas holding a copy (at most 7,
 // distinct); load(i) is replica i's current load, and may be nil with
-// Random. A pick makes at most two
-// uniform draws, each from 32 of the bits by a multiplication: a draw
-// over k replicas takes each with a probability within 2^-32 of 1/k, a
-// bias far below anything a sample of picks can show. n must be below
-// 2^32.
+// Random. A pick makes at most two uniform draws, each from 32 of the
+// bits by a multiplication: a draw over k replicas takes each with a
+// probability within 2^-32 of 1/k, a bias far below anything a sample of
+// picks can show. n must be below 2^32.
 func (p *Picker) Pick(n int, held []int, load func(i int) int, u uint64) int {
 	// Fast paths for the common cases (the simulator's inner loop): no
 	// zones, at most one copy held, replicas in range.
