@@ -50,12 +50,3 @@ func (h *Hedger) Histograms() []Histograms {
 	slices.SortFunc(out, func(a, b Histograms) int { return strings.Compare(a.Op, b.Op) })
 	return out
 }
-
-// OpHistograms returns the latency bucket counts of one operation class
-// (empty if it was never used).
-func (h *Hedger) OpHistograms(op string) Histograms {
-	if st, ok := (*h.ops.Load())[op]; ok {
-		return st.histograms()
-	}
-	return Histograms{Op: op}
-}

@@ -56,7 +56,7 @@ func TestHistogramMatchesClientGolang(t *testing.T) {
 			NativeHistogramBucketFactor:  1.011, // schema 6: 2^(1/64) = 1.0109 <= 1.011 < 2^(1/32)
 			NativeHistogramZeroThreshold: hedgeprom.NativeZeroThreshold,
 		})
-		for _, b := range h.OpHistograms("get").Latency.Buckets {
+		for _, b := range h.Histograms()[0].Latency.Buckets {
 			for range b.Count {
 				ref.Observe(time.Duration(b.Mid()).Seconds())
 			}
@@ -139,5 +139,5 @@ func BenchmarkScrapeFilled(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(len(h.OpHistograms("get").Latency.Buckets)), "buckets")
+	b.ReportMetric(float64(len(h.Histograms()[0].Latency.Buckets)), "buckets")
 }
