@@ -43,22 +43,17 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tailcut/hedge/dedup"
+	"github.com/tailcut/hedge/dedup/internal/sqlstore"
 )
 
 // DefaultTable is the table used when Options.Table is empty.
 const DefaultTable = "dedup_keys"
-
-const (
-	purgeEvery = 1024
-	purgeBatch = 1000
-)
 
 // DB is what the store needs of a connection pool. *pgxpool.Pool
 // implements it; a *pgx.Conn does too but is not safe for concurrent use.
@@ -87,13 +82,11 @@ type Options struct {
 
 // Store is a dedup.Store in PostgreSQL. It is safe for concurrent use.
 type Store struct {
-	db     DB
-	pool   *pool
-	lease  time.Duration
-	ttl    time.Duration
-	claims atomic.Int64
-
-	qInsert, qTakeover, qSelect, qGet, qComplete, qDone, qRelease, qRenew, qPurge, qHeld string
+	db    DB
+	pool  *pool
+	lease time.Duration
+	ttl   time.Duration
+	core  sqlstore.Store
 }
 
 var tableName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -150,18 +143,74 @@ func New(ctx context.Context, db DB, o Options) (*Store, error) {
 		return nil, fmt.Errorf("deduppg: creating the index of %s: %w", t, err)
 	}
 	s := &Store{db: db, lease: o.Lease, ttl: o.TTL}
-	until := `clock_timestamp() + $%d * interval '1 microsecond'`
-	s.qInsert = `INSERT INTO ` + t + ` (key, fingerprint, token, done, outcome, expires) VALUES ($1, $2, $3, false, NULL, ` + fmt.Sprintf(until, 4) + `) ON CONFLICT (key) DO NOTHING`
-	s.qTakeover = `UPDATE ` + t + ` SET fingerprint = $2, token = $3, done = false, outcome = NULL, expires = ` + fmt.Sprintf(until, 4) + ` WHERE key = $1 AND expires <= clock_timestamp()`
-	s.qSelect = `SELECT fingerprint, token, done, outcome, expires > clock_timestamp() FROM ` + t + ` WHERE key = $1`
-	s.qGet = `SELECT fingerprint, token, done, outcome FROM ` + t + ` WHERE key = $1 AND expires > clock_timestamp()`
-	s.qComplete = `UPDATE ` + t + ` SET done = true, outcome = $3, expires = ` + fmt.Sprintf(until, 4) + ` WHERE key = $1 AND token = $2 AND NOT done`
-	s.qDone = `SELECT 1 FROM ` + t + ` WHERE key = $1 AND token = $2 AND done`
-	s.qRelease = `DELETE FROM ` + t + ` WHERE key = $1 AND token = $2 AND NOT done`
-	s.qRenew = `UPDATE ` + t + ` SET expires = ` + fmt.Sprintf(until, 3) + ` WHERE key = $1 AND token = $2 AND NOT done`
-	s.qPurge = `DELETE FROM ` + t + ` WHERE key IN (SELECT key FROM ` + t + ` WHERE expires <= clock_timestamp() LIMIT $1)`
-	s.qHeld = `SELECT done, outcome FROM ` + t + ` WHERE key = $1 AND token = $2 FOR UPDATE`
+	s.core = sqlstore.Store{D: dialect(t), DB: pgDB{db}}
 	return s, nil
+}
+
+// dialect is the store's SQL for table t. Times are the server's clock
+// (clock_timestamp()), so that the replicas' clocks do not matter; a
+// lease or TTL goes as microseconds.
+func dialect(t string) sqlstore.Dialect {
+	until := func(n int) string { return `clock_timestamp() + $` + strconv.Itoa(n) + ` * interval '1 microsecond'` }
+	var (
+		qInsert   = `INSERT INTO ` + t + ` (key, fingerprint, token, done, outcome, expires) VALUES ($1, $2, $3, false, NULL, ` + until(4) + `) ON CONFLICT (key) DO NOTHING`
+		qTakeover = `UPDATE ` + t + ` SET fingerprint = $2, token = $3, done = false, outcome = NULL, expires = ` + until(4) + ` WHERE key = $1 AND expires <= clock_timestamp()`
+		qSelect   = `SELECT fingerprint, token, done, outcome, expires > clock_timestamp() FROM ` + t + ` WHERE key = $1`
+		qGet      = `SELECT fingerprint, token, done, outcome FROM ` + t + ` WHERE key = $1 AND expires > clock_timestamp()`
+		qComplete = `UPDATE ` + t + ` SET done = true, outcome = $3, expires = ` + until(4) + ` WHERE key = $1 AND token = $2 AND NOT done`
+		qDone     = `SELECT 1 FROM ` + t + ` WHERE key = $1 AND token = $2 AND done`
+		qRelease  = `DELETE FROM ` + t + ` WHERE key = $1 AND token = $2 AND NOT done`
+		qRenew    = `UPDATE ` + t + ` SET expires = ` + until(3) + ` WHERE key = $1 AND token = $2 AND NOT done`
+		qPurge    = `DELETE FROM ` + t + ` WHERE key IN (SELECT key FROM ` + t + ` WHERE expires <= clock_timestamp() LIMIT $1)`
+		qHeld     = `SELECT done, outcome FROM ` + t + ` WHERE key = $1 AND token = $2 FOR UPDATE`
+	)
+	return sqlstore.Dialect{
+		Name: "deduppg",
+		Insert: func(key string, fp []byte, tok string, lease time.Duration) (string, []any) {
+			return qInsert, []any{key, fp, tok, lease.Microseconds()}
+		},
+		Takeover: func(key string, fp []byte, tok string, lease time.Duration) (string, []any) {
+			return qTakeover, []any{key, fp, tok, lease.Microseconds()}
+		},
+		Select: func(key string) (string, []any) { return qSelect, []any{key} },
+		Get:    func(key string) (string, []any) { return qGet, []any{key} },
+		Complete: func(key, tok string, out []byte, ttl time.Duration) (string, []any) {
+			return qComplete, []any{key, tok, out, ttl.Microseconds()}
+		},
+		Done:    func(key, tok string) (string, []any) { return qDone, []any{key, tok} },
+		Release: func(key, tok string) (string, []any) { return qRelease, []any{key, tok} },
+		Renew: func(key, tok string, lease time.Duration) (string, []any) {
+			return qRenew, []any{key, tok, lease.Microseconds()}
+		},
+		Purge: func(limit int) (string, []any) {
+			if limit < 0 {
+				return qPurge, []any{nil} // LIMIT NULL: no limit
+			}
+			return qPurge, []any{limit}
+		},
+		Held: func(key, tok string) (string, []any) { return qHeld, []any{key, tok} },
+	}
+}
+
+// pgDB is a pool or a transaction as sqlstore uses it.
+type pgDB struct {
+	db interface {
+		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	}
+}
+
+func (d pgDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := d.db.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
+}
+
+func (d pgDB) QueryRow(ctx context.Context, q string, args []any, dest ...any) error {
+	err := d.db.QueryRow(ctx, q, args...).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sqlstore.ErrNoRows
+	}
+	return err
 }
 
 // isDuplicateTable reports the error of two processes creating the table
@@ -189,154 +238,31 @@ func (s *Store) Close() {
 
 // Claim implements dedup.Store.
 func (s *Store) Claim(ctx context.Context, key string, fp dedup.Fingerprint, lease time.Duration) (dedup.Claim, error) {
-	if s.claims.Add(1)%purgeEvery == 0 {
-		if _, err := s.purge(ctx, purgeBatch); err != nil {
-			return dedup.Claim{}, err
-		}
-	}
-	tok := dedup.NewToken()
-	won := dedup.Claim{Key: key, Fingerprint: fp, Won: true, Token: tok}
-	for {
-		tag, err := s.db.Exec(ctx, s.qInsert, key, fp[:], tok, lease.Microseconds())
-		if err != nil {
-			return dedup.Claim{}, fmt.Errorf("deduppg: claim: %w", err)
-		}
-		if tag.RowsAffected() == 1 {
-			return won, nil
-		}
-		tag, err = s.db.Exec(ctx, s.qTakeover, key, fp[:], tok, lease.Microseconds())
-		if err != nil {
-			return dedup.Claim{}, fmt.Errorf("deduppg: claim: %w", err)
-		}
-		if tag.RowsAffected() == 1 {
-			return won, nil
-		}
-		rec, live, err := s.read(ctx, s.db, key)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
-			continue // deleted or expired since: claim again
-		}
-		if err != nil {
-			return dedup.Claim{}, err
-		}
-		return dedup.Claim{Key: key, Fingerprint: fp, Existing: rec}, nil
-	}
-}
-
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func (s *Store) read(ctx context.Context, q querier, key string) (dedup.Record, bool, error) {
-	var (
-		fpb, outb []byte
-		rec       = dedup.Record{Key: key}
-		live      bool
-	)
-	err := q.QueryRow(ctx, s.qSelect, key).Scan(&fpb, &rec.Token, &rec.Done, &outb, &live)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return rec, false, err
-	}
-	if err != nil {
-		return rec, false, fmt.Errorf("deduppg: reading key: %w", err)
-	}
-	return rec, live, decode(&rec, fpb, outb)
-}
-
-func decode(rec *dedup.Record, fpb, outb []byte) error {
-	if len(fpb) != len(rec.Fingerprint) {
-		return fmt.Errorf("deduppg: the stored fingerprint of %q has %d bytes", rec.Key, len(fpb))
-	}
-	copy(rec.Fingerprint[:], fpb)
-	if rec.Done {
-		if err := rec.Outcome.UnmarshalBinary(outb); err != nil {
-			return fmt.Errorf("deduppg: key %q: %w", rec.Key, err)
-		}
-	}
-	return nil
+	return s.core.Claim(ctx, key, fp, lease)
 }
 
 // Get implements dedup.Store.
 func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
-	var (
-		fpb, outb []byte
-		rec       = dedup.Record{Key: key}
-	)
-	err := s.db.QueryRow(ctx, s.qGet, key).Scan(&fpb, &rec.Token, &rec.Done, &outb)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return dedup.Record{}, fmt.Errorf("%w (key %q)", dedup.ErrNotFound, key)
-	}
-	if err != nil {
-		return dedup.Record{}, fmt.Errorf("deduppg: get: %w", err)
-	}
-	return rec, decode(&rec, fpb, outb)
-}
-
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	querier
+	return s.core.Get(ctx, key)
 }
 
 // Complete implements dedup.Store. A claim whose lease ended but that no
 // other copy took over still completes.
 func (s *Store) Complete(ctx context.Context, c dedup.Claim, out dedup.Outcome, ttl time.Duration) error {
-	return s.complete(ctx, s.db, c, out, ttl)
-}
-
-func (s *Store) complete(ctx context.Context, db execer, c dedup.Claim, out dedup.Outcome, ttl time.Duration) error {
-	b, _ := out.MarshalBinary()
-	tag, err := db.Exec(ctx, s.qComplete, c.Key, c.Token, b, ttl.Microseconds())
-	if err != nil {
-		return fmt.Errorf("deduppg: complete: %w", err)
-	}
-	if tag.RowsAffected() == 1 {
-		return nil
-	}
-	var one int
-	err = db.QueryRow(ctx, s.qDone, c.Key, c.Token).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w (key %q)", dedup.ErrLostClaim, c.Key)
-	}
-	if err != nil {
-		return fmt.Errorf("deduppg: complete: %w", err)
-	}
-	return nil
+	return s.core.Complete(ctx, s.core.DB, c, out, ttl)
 }
 
 // Release implements dedup.Store.
-func (s *Store) Release(ctx context.Context, c dedup.Claim) error {
-	if _, err := s.db.Exec(ctx, s.qRelease, c.Key, c.Token); err != nil {
-		return fmt.Errorf("deduppg: release: %w", err)
-	}
-	return nil
-}
+func (s *Store) Release(ctx context.Context, c dedup.Claim) error { return s.core.Release(ctx, c) }
 
 // Renew implements dedup.Store. A claim whose lease ended but that no
 // other copy took over is renewed too.
 func (s *Store) Renew(ctx context.Context, c dedup.Claim, lease time.Duration) error {
-	tag, err := s.db.Exec(ctx, s.qRenew, c.Key, c.Token, lease.Microseconds())
-	if err != nil {
-		return fmt.Errorf("deduppg: renew: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w (key %q)", dedup.ErrLostClaim, c.Key)
-	}
-	return nil
+	return s.core.Renew(ctx, c, lease)
 }
 
 // Purge deletes every expired record and returns how many it deleted.
-func (s *Store) Purge(ctx context.Context) (int64, error) { return s.purge(ctx, -1) }
-
-func (s *Store) purge(ctx context.Context, limit int) (int64, error) {
-	var lim any = limit
-	if limit < 0 {
-		lim = nil // LIMIT NULL: no limit
-	}
-	tag, err := s.db.Exec(ctx, s.qPurge, lim)
-	if err != nil {
-		return 0, fmt.Errorf("deduppg: purging expired records: %w", err)
-	}
-	return tag.RowsAffected(), nil
-}
+func (s *Store) Purge(ctx context.Context) (int64, error) { return s.core.Purge(ctx, -1) }
 
 // Commit runs fn, the operation's own write, in one transaction with
 // storing its outcome, fenced by the claim c (from
@@ -352,30 +278,9 @@ func (s *Store) Commit(ctx context.Context, c dedup.Claim, ttl time.Duration, fn
 		return dedup.Outcome{}, fmt.Errorf("deduppg: commit: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var (
-		done bool
-		outb []byte
-	)
-	err = tx.QueryRow(ctx, s.qHeld, c.Key, c.Token).Scan(&done, &outb)
-	if errors.Is(err, pgx.ErrNoRows) || c.Token == "" {
-		return dedup.Outcome{}, fmt.Errorf("%w (key %q)", dedup.ErrLostClaim, c.Key)
-	}
-	if err != nil {
-		return dedup.Outcome{}, fmt.Errorf("deduppg: commit: %w", err)
-	}
-	if done {
-		var out dedup.Outcome
-		if err := out.UnmarshalBinary(outb); err != nil {
-			return dedup.Outcome{}, fmt.Errorf("deduppg: key %q: %w", c.Key, err)
-		}
-		return out, nil
-	}
-	out, err := fn(ctx, tx)
-	if err != nil {
-		return dedup.Outcome{}, err
-	}
-	if err := s.complete(ctx, tx, c, out, ttl); err != nil {
-		return dedup.Outcome{}, err
+	out, done, err := s.core.Commit(ctx, pgDB{tx}, c, ttl, func() (dedup.Outcome, error) { return fn(ctx, tx) })
+	if err != nil || done {
+		return out, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return dedup.Outcome{}, fmt.Errorf("deduppg: commit: %w", err)
@@ -408,20 +313,14 @@ func (s *Store) Do(ctx context.Context, key string, fp dedup.Fingerprint, fn fun
 		return dedup.Outcome{}, false, fmt.Errorf("deduppg: do: %w", err)
 	}
 	tok := dedup.NewToken()
-	tag, err := tx.Exec(ctx, s.qInsert, key, fp[:], tok, s.lease.Microseconds())
+	won, err := s.core.TryClaim(ctx, pgDB{tx}, key, fp, tok, s.lease)
 	if err != nil {
 		return dedup.Outcome{}, false, fmt.Errorf("deduppg: do: claim: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		tag, err = tx.Exec(ctx, s.qTakeover, key, fp[:], tok, s.lease.Microseconds())
-		if err != nil {
-			return dedup.Outcome{}, false, fmt.Errorf("deduppg: do: claim: %w", err)
-		}
-	}
-	if tag.RowsAffected() == 0 {
-		rec, live, err := s.read(ctx, tx, key)
+	if !won {
+		rec, live, err := s.core.Read(ctx, pgDB{tx}, key)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows) || (err == nil && !live):
+		case errors.Is(err, sqlstore.ErrNoRows) || (err == nil && !live):
 			return dedup.Outcome{}, false, fmt.Errorf("%w: key %q changed under the claim; try again", dedup.ErrInProgress, key)
 		case err != nil:
 			return dedup.Outcome{}, false, err
@@ -436,7 +335,7 @@ func (s *Store) Do(ctx context.Context, key string, fp dedup.Fingerprint, fn fun
 	if err != nil {
 		return dedup.Outcome{}, false, err
 	}
-	if err := s.complete(ctx, tx, dedup.Claim{Key: key, Token: tok}, out, s.ttl); err != nil {
+	if err := s.core.Complete(ctx, pgDB{tx}, dedup.Claim{Key: key, Token: tok}, out, s.ttl); err != nil {
 		return dedup.Outcome{}, false, err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -38,24 +38,17 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite" // and the database/sql driver "sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/tailcut/hedge/dedup"
+	"github.com/tailcut/hedge/dedup/internal/sqlstore"
 )
 
 // DefaultTable is the table used when Options.Table is empty.
 const DefaultTable = "dedup_keys"
-
-// purgeEvery is how many claims pass between two batches of deletions of
-// expired records; purgeBatch is the most rows one batch deletes.
-const (
-	purgeEvery = 1024
-	purgeBatch = 1000
-)
 
 // Options configures Open and New. The zero value uses the defaults.
 type Options struct {
@@ -71,12 +64,10 @@ type Options struct {
 // Store is a dedup.Store in a SQLite database. It is safe for concurrent
 // use, and several processes may open the same file.
 type Store struct {
-	db     *sql.DB
-	own    bool
-	table  string
-	claims atomic.Int64
-
-	qInsert, qTakeover, qSelect, qGet, qComplete, qDone, qRelease, qRenew, qPurge, qHeld string
+	db    *sql.DB
+	own   bool
+	table string
+	core  sqlstore.Store
 }
 
 var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -134,17 +125,71 @@ func New(ctx context.Context, db *sql.DB, o Options) (*Store, error) {
 		return nil, fmt.Errorf("dedupsqlite: creating table %s: %w", t, err)
 	}
 	s := &Store{db: db, table: t}
-	s.qInsert = `INSERT INTO ` + t + ` (key, fingerprint, token, done, outcome, expires) VALUES (?, ?, ?, 0, NULL, ?) ON CONFLICT (key) DO NOTHING`
-	s.qTakeover = `UPDATE ` + t + ` SET fingerprint = ?, token = ?, done = 0, outcome = NULL, expires = ? WHERE key = ? AND expires <= ?`
-	s.qSelect = `SELECT fingerprint, token, done, outcome, expires FROM ` + t + ` WHERE key = ?`
-	s.qGet = `SELECT fingerprint, token, done, outcome FROM ` + t + ` WHERE key = ? AND expires > ?`
-	s.qComplete = `UPDATE ` + t + ` SET done = 1, outcome = ?, expires = ? WHERE key = ? AND token = ? AND done = 0`
-	s.qDone = `SELECT 1 FROM ` + t + ` WHERE key = ? AND token = ? AND done = 1`
-	s.qRelease = `DELETE FROM ` + t + ` WHERE key = ? AND token = ? AND done = 0`
-	s.qRenew = `UPDATE ` + t + ` SET expires = ? WHERE key = ? AND token = ? AND done = 0`
-	s.qPurge = `DELETE FROM ` + t + ` WHERE key IN (SELECT key FROM ` + t + ` WHERE expires <= ? LIMIT ?)`
-	s.qHeld = `SELECT done, outcome FROM ` + t + ` WHERE key = ? AND token = ?`
+	s.core = sqlstore.Store{D: dialect(t), DB: sqlDB{db}}
 	return s, nil
+}
+
+// dialect is the store's SQL for table t. Times are the local clock's,
+// in Unix microseconds, which the processes sharing a file share.
+func dialect(t string) sqlstore.Dialect {
+	var (
+		qInsert   = `INSERT INTO ` + t + ` (key, fingerprint, token, done, outcome, expires) VALUES (?, ?, ?, 0, NULL, ?) ON CONFLICT (key) DO NOTHING`
+		qTakeover = `UPDATE ` + t + ` SET fingerprint = ?, token = ?, done = 0, outcome = NULL, expires = ? WHERE key = ? AND expires <= ?`
+		qSelect   = `SELECT fingerprint, token, done, outcome, expires > ? FROM ` + t + ` WHERE key = ?`
+		qGet      = `SELECT fingerprint, token, done, outcome FROM ` + t + ` WHERE key = ? AND expires > ?`
+		qComplete = `UPDATE ` + t + ` SET done = 1, outcome = ?, expires = ? WHERE key = ? AND token = ? AND done = 0`
+		qDone     = `SELECT 1 FROM ` + t + ` WHERE key = ? AND token = ? AND done = 1`
+		qRelease  = `DELETE FROM ` + t + ` WHERE key = ? AND token = ? AND done = 0`
+		qRenew    = `UPDATE ` + t + ` SET expires = ? WHERE key = ? AND token = ? AND done = 0`
+		qPurge    = `DELETE FROM ` + t + ` WHERE key IN (SELECT key FROM ` + t + ` WHERE expires <= ? LIMIT ?)`
+		qHeld     = `SELECT done, outcome FROM ` + t + ` WHERE key = ? AND token = ?`
+	)
+	return sqlstore.Dialect{
+		Name: "dedupsqlite",
+		Insert: func(key string, fp []byte, tok string, lease time.Duration) (string, []any) {
+			return qInsert, []any{key, fp, tok, now() + lease.Microseconds()}
+		},
+		Takeover: func(key string, fp []byte, tok string, lease time.Duration) (string, []any) {
+			t := now()
+			return qTakeover, []any{fp, tok, t + lease.Microseconds(), key, t}
+		},
+		Select: func(key string) (string, []any) { return qSelect, []any{now(), key} },
+		Get:    func(key string) (string, []any) { return qGet, []any{key, now()} },
+		Complete: func(key, tok string, out []byte, ttl time.Duration) (string, []any) {
+			return qComplete, []any{out, now() + ttl.Microseconds(), key, tok}
+		},
+		Done:    func(key, tok string) (string, []any) { return qDone, []any{key, tok} },
+		Release: func(key, tok string) (string, []any) { return qRelease, []any{key, tok} },
+		Renew: func(key, tok string, lease time.Duration) (string, []any) {
+			return qRenew, []any{now() + lease.Microseconds(), key, tok}
+		},
+		Purge: func(limit int) (string, []any) { return qPurge, []any{now(), limit} }, // LIMIT -1: no limit
+		Held:  func(key, tok string) (string, []any) { return qHeld, []any{key, tok} },
+	}
+}
+
+// sqlDB is a database or a transaction as sqlstore uses it.
+type sqlDB struct {
+	db interface {
+		ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	}
+}
+
+func (d sqlDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	res, err := d.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (d sqlDB) QueryRow(ctx context.Context, q string, args []any, dest ...any) error {
+	err := d.db.QueryRowContext(ctx, q, args...).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sqlstore.ErrNoRows
+	}
+	return err
 }
 
 // setWAL switches the database file to WAL mode, which the file keeps
@@ -228,145 +273,31 @@ func now() int64 { return time.Now().UnixMicro() }
 
 // Claim implements dedup.Store.
 func (s *Store) Claim(ctx context.Context, key string, fp dedup.Fingerprint, lease time.Duration) (dedup.Claim, error) {
-	if s.claims.Add(1)%purgeEvery == 0 {
-		if _, err := s.purge(ctx, purgeBatch); err != nil {
-			return dedup.Claim{}, err
-		}
-	}
-	tok := dedup.NewToken()
-	won := dedup.Claim{Key: key, Fingerprint: fp, Won: true, Token: tok}
-	for {
-		t := now()
-		res, err := s.db.ExecContext(ctx, s.qInsert, key, fp[:], tok, t+lease.Microseconds())
-		if err != nil {
-			return dedup.Claim{}, fmt.Errorf("dedupsqlite: claim: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			return won, nil
-		}
-		res, err = s.db.ExecContext(ctx, s.qTakeover, fp[:], tok, t+lease.Microseconds(), key, t)
-		if err != nil {
-			return dedup.Claim{}, fmt.Errorf("dedupsqlite: claim: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			return won, nil
-		}
-		rec, expires, err := s.read(ctx, key)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue // deleted between the two statements: claim again
-		}
-		if err != nil {
-			return dedup.Claim{}, err
-		}
-		if expires <= now() {
-			continue // expired since: take it over
-		}
-		return dedup.Claim{Key: key, Fingerprint: fp, Existing: rec}, nil
-	}
-}
-
-func (s *Store) read(ctx context.Context, key string) (dedup.Record, int64, error) {
-	var (
-		fpb     []byte
-		rec     = dedup.Record{Key: key}
-		outb    []byte
-		expires int64
-	)
-	err := s.db.QueryRowContext(ctx, s.qSelect, key).Scan(&fpb, &rec.Token, &rec.Done, &outb, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		return rec, 0, err
-	}
-	if err != nil {
-		return rec, 0, fmt.Errorf("dedupsqlite: reading key: %w", err)
-	}
-	return rec, expires, decode(&rec, fpb, outb)
-}
-
-func decode(rec *dedup.Record, fpb, outb []byte) error {
-	if len(fpb) != len(rec.Fingerprint) {
-		return fmt.Errorf("dedupsqlite: the stored fingerprint of %q has %d bytes", rec.Key, len(fpb))
-	}
-	copy(rec.Fingerprint[:], fpb)
-	if rec.Done {
-		if err := rec.Outcome.UnmarshalBinary(outb); err != nil {
-			return fmt.Errorf("dedupsqlite: key %q: %w", rec.Key, err)
-		}
-	}
-	return nil
+	return s.core.Claim(ctx, key, fp, lease)
 }
 
 // Get implements dedup.Store.
 func (s *Store) Get(ctx context.Context, key string) (dedup.Record, error) {
-	var (
-		fpb, outb []byte
-		rec       = dedup.Record{Key: key}
-	)
-	err := s.db.QueryRowContext(ctx, s.qGet, key, now()).Scan(&fpb, &rec.Token, &rec.Done, &outb)
-	if errors.Is(err, sql.ErrNoRows) {
-		return dedup.Record{}, fmt.Errorf("%w (key %q)", dedup.ErrNotFound, key)
-	}
-	if err != nil {
-		return dedup.Record{}, fmt.Errorf("dedupsqlite: get: %w", err)
-	}
-	return rec, decode(&rec, fpb, outb)
+	return s.core.Get(ctx, key)
 }
 
 // Complete implements dedup.Store. A claim whose lease ended but that no
 // other copy took over still completes.
 func (s *Store) Complete(ctx context.Context, c dedup.Claim, out dedup.Outcome, ttl time.Duration) error {
-	b, _ := out.MarshalBinary()
-	res, err := s.db.ExecContext(ctx, s.qComplete, b, now()+ttl.Microseconds(), c.Key, c.Token)
-	if err != nil {
-		return fmt.Errorf("dedupsqlite: complete: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return nil
-	}
-	var one int
-	err = s.db.QueryRowContext(ctx, s.qDone, c.Key, c.Token).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%w (key %q)", dedup.ErrLostClaim, c.Key)
-	}
-	if err != nil {
-		return fmt.Errorf("dedupsqlite: complete: %w", err)
-	}
-	return nil // completed before by the same claim
+	return s.core.Complete(ctx, s.core.DB, c, out, ttl)
 }
 
 // Release implements dedup.Store.
-func (s *Store) Release(ctx context.Context, c dedup.Claim) error {
-	if _, err := s.db.ExecContext(ctx, s.qRelease, c.Key, c.Token); err != nil {
-		return fmt.Errorf("dedupsqlite: release: %w", err)
-	}
-	return nil
-}
+func (s *Store) Release(ctx context.Context, c dedup.Claim) error { return s.core.Release(ctx, c) }
 
 // Renew implements dedup.Store. A claim whose lease ended but that no
 // other copy took over is renewed too.
 func (s *Store) Renew(ctx context.Context, c dedup.Claim, lease time.Duration) error {
-	res, err := s.db.ExecContext(ctx, s.qRenew, now()+lease.Microseconds(), c.Key, c.Token)
-	if err != nil {
-		return fmt.Errorf("dedupsqlite: renew: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("%w (key %q)", dedup.ErrLostClaim, c.Key)
-	}
-	return nil
+	return s.core.Renew(ctx, c, lease)
 }
 
 // Purge deletes every expired record and returns how many it deleted.
-func (s *Store) Purge(ctx context.Context) (int64, error) {
-	return s.purge(ctx, -1)
-}
-
-func (s *Store) purge(ctx context.Context, limit int) (int64, error) {
-	res, err := s.db.ExecContext(ctx, s.qPurge, now(), limit)
-	if err != nil {
-		return 0, fmt.Errorf("dedupsqlite: purging expired records: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	return n, nil
-}
+func (s *Store) Purge(ctx context.Context) (int64, error) { return s.core.Purge(ctx, -1) }
 
 // Commit runs fn, the operation's own write, in one transaction with
 // storing its outcome, fenced by the claim c (from
@@ -382,31 +313,9 @@ func (s *Store) Commit(ctx context.Context, c dedup.Claim, ttl time.Duration, fn
 		return dedup.Outcome{}, fmt.Errorf("dedupsqlite: commit: %w", err)
 	}
 	defer tx.Rollback()
-	var (
-		done bool
-		outb []byte
-	)
-	err = tx.QueryRowContext(ctx, s.qHeld, c.Key, c.Token).Scan(&done, &outb)
-	if errors.Is(err, sql.ErrNoRows) || c.Token == "" {
-		return dedup.Outcome{}, fmt.Errorf("%w (key %q)", dedup.ErrLostClaim, c.Key)
-	}
-	if err != nil {
-		return dedup.Outcome{}, fmt.Errorf("dedupsqlite: commit: %w", err)
-	}
-	if done {
-		var out dedup.Outcome
-		if err := out.UnmarshalBinary(outb); err != nil {
-			return dedup.Outcome{}, fmt.Errorf("dedupsqlite: key %q: %w", c.Key, err)
-		}
-		return out, nil
-	}
-	out, err := fn(ctx, tx)
-	if err != nil {
-		return dedup.Outcome{}, err
-	}
-	b, _ := out.MarshalBinary()
-	if _, err := tx.ExecContext(ctx, s.qComplete, b, now()+ttl.Microseconds(), c.Key, c.Token); err != nil {
-		return dedup.Outcome{}, fmt.Errorf("dedupsqlite: commit: %w", err)
+	out, done, err := s.core.Commit(ctx, sqlDB{tx}, c, ttl, func() (dedup.Outcome, error) { return fn(ctx, tx) })
+	if err != nil || done {
+		return out, err
 	}
 	if err := tx.Commit(); err != nil {
 		return dedup.Outcome{}, fmt.Errorf("dedupsqlite: commit: %w", err)
