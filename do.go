@@ -33,11 +33,6 @@ type Attempt struct {
 	Hedge bool
 }
 
-// IsHedge reports whether this copy is a hedge: whether another copy of
-// the same request was running when it started (Hedge). A copy with an
-// Index above 0 may still be no hedge.
-func (a Attempt) IsHedge() bool { return a.Hedge }
-
 // Do runs attempt, and more copies of it if it is slow or fails, and
 // returns the first successful result.
 //

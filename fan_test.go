@@ -122,7 +122,7 @@ func TestDoFanCap(t *testing.T) {
 			wg.Go(func() {
 				var now, peak, sent atomic.Int64
 				_, err := hedge.DoFan(context.Background(), h, "read", leaves, hedge.FanOut{Hedges: hedges, InFlight: inFlight}, func(ctx context.Context, i int, a hedge.Attempt) (int, error) {
-					if a.IsHedge() {
+					if a.Hedge {
 						sent.Add(1)
 						n := now.Add(1)
 						defer now.Add(-1)

@@ -64,7 +64,7 @@ func TestStallHedgesComeBackAfterABurst(t *testing.T) {
 				wg.Go(func() {
 					var hedges atomic.Int32
 					_, _ = hedge.Do(context.Background(), h, "get", func(ctx context.Context, a hedge.Attempt) (int, error) {
-						if a.IsHedge() {
+						if a.Hedge {
 							hedges.Add(1)
 						}
 						u := mix(seed, uint64(i), uint64(a.Index))

@@ -123,7 +123,7 @@
 // Each hedge copy carries the metadata AttemptKey ("hedge-attempt") with
 // its attempt index, so that a server can tell hedges from primaries. The
 // primary carries none, nor does a copy sent when no other copy of the
-// call runs (hedge.Attempt.IsHedge): a failover, or the copy sent at once
+// call runs (hedge.Attempt.Hedge): a failover, or the copy sent at once
 // after an UNAVAILABLE. That copy is the call's only one, and a server
 // must serve it as a primary. Every copy after the first also carries
 // PreviousAttemptsKey ("grpc-previous-rpc-attempts"), as in gRPC; it

@@ -31,7 +31,7 @@ import (
 const PreviousAttemptsKey = wire.PreviousAttemptsKey
 
 // AttemptKey is the metadata key that marks a hedge copy: a copy sent
-// while another copy of the call runs (hedge.Attempt.IsHedge) carries its
+// while another copy of the call runs (hedge.Attempt.Hedge) carries its
 // index, "1" for the first hedge. The primary never carries it, nor does a
 // copy that stands alone: a failover (the first copy never reached a
 // server) or a copy sent after the only running copy failed. That copy is
@@ -409,7 +409,7 @@ func (c *call) attempt(ctx context.Context, a hedge.Attempt) (int, error) {
 	}
 	opts := s.redirect(c.opts)
 	switch {
-	case a.IsHedge():
+	case a.Hedge:
 		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, prevAttempts[a.Index], AttemptKey, prevAttempts[a.Index])
 	case a.Index > 0:
 		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, prevAttempts[a.Index])

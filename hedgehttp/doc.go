@@ -179,7 +179,7 @@
 // Every hedge copy carries "Hedge-Attempt: N" (AttemptHeader, N >= 1) so
 // that servers, logs and tied-request middleware can tell copies apart;
 // AttemptIndex reads it. The primary never carries it, nor does a copy
-// sent when no other copy of the request runs (hedge.Attempt.IsHedge): a
+// sent when no other copy of the request runs (hedge.Attempt.Hedge): a
 // failover, or the copy sent at once after a 503. That copy is the
 // request's only one, and a server must serve it as a primary. The caller's
 // *http.Request is never modified: each hedge is a req.Clone, and the

@@ -138,7 +138,7 @@ func (t *Transport) roundTripTied(ctx context.Context, req *http.Request, body i
 			out.Header.Set(wire.TiedRoleHeader, r)
 		}
 		rt := t.base
-		if a.IsHedge() {
+		if a.Hedge {
 			rt = t.hedgeRT
 		}
 		resp, err := rt.RoundTrip(out)

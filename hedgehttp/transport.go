@@ -19,7 +19,7 @@ import (
 // AttemptHeader is the header that marks a hedge copy: "Hedge-Attempt: N",
 // where N is the copy's hedge.Attempt.Index (1 for the first hedge). Only
 // a copy sent while another copy of the request runs carries it
-// (hedge.Attempt.IsHedge). The primary never carries it, even if the
+// (hedge.Attempt.Hedge). The primary never carries it, even if the
 // caller's request did, nor does a copy that stands alone: a failover
 // (the first copy never reached a server) or a copy sent after the only
 // running copy failed (a 503, say). That copy is the request's primary
@@ -123,7 +123,7 @@ type Config struct {
 
 	// HedgeTransport is the RoundTripper that hedge copies go through:
 	// copies sent while another copy of the request runs
-	// (hedge.Attempt.IsHedge), not primaries nor a copy that stands
+	// (hedge.Attempt.Hedge), not primaries nor a copy that stands
 	// alone, such as a failover. Nil means: a Clone of base when base is an
 	// *http.Transport and there are no Replicas, so that a hedge gets a
 	// connection of its own instead of queueing behind the slow primary's
@@ -595,7 +595,7 @@ func sendCopy(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
 		return nil, err
 	}
 	base := t.base
-	if a.IsHedge() {
+	if a.Hedge {
 		base = t.hedgeRT
 	}
 	resp, err := base.RoundTrip(out)
@@ -660,7 +660,7 @@ func (t *Transport) copyRequest(ctx context.Context, req *http.Request, a hedge.
 		}
 	}
 	switch {
-	case a.IsHedge():
+	case a.Hedge:
 		if out.Header == nil {
 			out.Header = make(http.Header)
 		}

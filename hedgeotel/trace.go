@@ -24,7 +24,7 @@ const (
 const (
 	AttrOp      = attribute.Key("hedge.op")             // the operation class
 	AttrIndex   = attribute.Key("hedge.copy.index")     // hedge.Attempt.Index: 0 for the primary
-	AttrKind    = attribute.Key("hedge.copy.kind")      // "hedge" if hedge.Attempt.IsHedge, else "primary"
+	AttrKind    = attribute.Key("hedge.copy.kind")      // "hedge" if hedge.Attempt.Hedge, else "primary"
 	AttrReplica = attribute.Key("hedge.copy.replica")   // hedge.Attempt.Replica, when the Hedger picks
 	AttrOutcome = attribute.Key("hedge.copy.outcome")   // OutcomeWon, OutcomeCancelled, OutcomeLost, OutcomeFailed
 	AttrWinner  = attribute.Key("hedge.copy.winner")    // on every copy: the index of the copy that won, when one did
@@ -38,7 +38,7 @@ const (
 //
 // Each span carries the operation (hedge.op), the copy's index
 // (hedge.copy.index) and kind (hedge.copy.kind: hedge for a copy sent
-// while another copy ran, hedge.Attempt.IsHedge; primary for the primary
+// while another copy ran, hedge.Attempt.Hedge; primary for the primary
 // and for a copy that stands for it, sent when no other ran), its
 // replica when the Hedger picks replicas, and, once the call is decided,
 // its outcome (hedge.copy.outcome: won, cancelled, lost or failed), the
@@ -120,7 +120,7 @@ type copySpan struct {
 
 func (tc *tracedCall) start(ctx context.Context, tracer trace.Tracer, a hedge.Attempt) (context.Context, *copySpan) {
 	kind := "primary"
-	if a.IsHedge() {
+	if a.Hedge {
 		kind = "hedge"
 	}
 	attrs := []attribute.KeyValue{AttrOp.String(tc.op), AttrIndex.Int(a.Index), AttrKind.String(kind)}

@@ -23,7 +23,7 @@ func ExampleTracedDo() {
 	}
 	ctx, span := tracer.Start(context.Background(), "GET /items/42")
 	v, err := hedgeotel.TracedDo(ctx, tracer, h, "GetItem", func(ctx context.Context, a hedge.Attempt) (string, error) {
-		if !a.IsHedge() {
+		if !a.Hedge {
 			<-ctx.Done() // stuck until cancelled
 			return "", ctx.Err()
 		}

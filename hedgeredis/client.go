@@ -219,7 +219,7 @@ func runCopy[C redis.Cmder](ctx context.Context, c *Client, a hedge.Attempt, new
 		rs.InFlight.Add(-1)
 		c.gate.Leave()
 	}()
-	if a.IsHedge() {
+	if a.Hedge {
 		// Copies run at the same time; none shares the caller's slice.
 		args = slices.Clone(args)
 	}

@@ -63,7 +63,7 @@ func TestPeersAgree(t *testing.T) {
 					h := newNoHedgeHedger()
 					for range n {
 						v, err := hedge.Do(ctx, h, op, func(ctx context.Context, a hedge.Attempt) (int, error) {
-							if a.IsHedge() {
+							if a.Hedge {
 								t.Errorf("%s: a hedge ran", pc.name)
 							}
 							return fastAttempt(ctx, a)
@@ -365,7 +365,7 @@ func (c *countingTransport) lastCtx() context.Context {
 func reportingExit(exits chan<- error) func(context.Context, hedge.Attempt) (int, error) {
 	return func(ctx context.Context, a hedge.Attempt) (int, error) {
 		v, err := slowPrimary(ctx, a)
-		if !a.IsHedge() {
+		if !a.Hedge {
 			exits <- err
 		}
 		return v, err

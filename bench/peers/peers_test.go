@@ -156,7 +156,7 @@ func newOneHedgeExecutor(delay time.Duration) failsafe.Executor[int] {
 // slowPrimary is the attempt function of BenchmarkOneHedge: the primary
 // blocks until its context is cancelled, the hedge returns at once.
 func slowPrimary(ctx context.Context, a hedge.Attempt) (int, error) {
-	if !a.IsHedge() {
+	if !a.Hedge {
 		<-ctx.Done()
 		return primaryVal, ctx.Err()
 	}
