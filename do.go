@@ -159,7 +159,7 @@ type callState[T any] struct {
 	running  int  // copies whose function has not returned
 	held     bool // a pushback holds the next copy back until the timer
 	// placedProbe is set while the replica Place picked for the next copy
-	// is the probe of a replica on probation (see ProbationFailures).
+	// is the probe of a replica on probation (see probationFailures).
 	placedProbe bool
 	decided     bool
 	decidedAt   time.Duration
@@ -231,7 +231,7 @@ func (c *call[T]) run() (T, func(), error) {
 
 // pick returns the replica for copy i at now, by the Hedger's Picker,
 // leaving out those in skip as if they held a copy, and whether the copy
-// is the probe of a replica on probation (see ProbationFailures), which
+// is the probe of a replica on probation (see probationFailures), which
 // the copy must give back (probation.ended) if it does not go. c.mu is
 // held.
 func (c *call[T]) pick(i int, now time.Duration, skip ...int) (replica int, probe bool) {
@@ -530,7 +530,7 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 
 // replicaOutcome records what copy cs, which ran for ran and returned at
 // now, says about its replica: its stats, and its probation (see
-// ProbationFailures). c.mu is held; c.decided is as it was before the
+// probationFailures). c.mu is held; c.decided is as it was before the
 // copy returned.
 func (c *call[T]) replicaOutcome(cs *copyState, ran, now time.Duration, err error, p *PanicError) {
 	h, r := c.h, int(cs.replica)

@@ -23,3 +23,10 @@ func (p *Picker) Pick(n int, held []int, load func(i int) int, r *rand.Rand) int
 	}
 	return (*decide.Picker)(p).Pick(n, held, load, u)
 }
+
+// The probation's constants, and the span of a recent Distribution.
+const (
+	ProbationFailures = probationFailures
+	ProbationTime     = probationTime
+	RecentWindow      = recentSpan
+)

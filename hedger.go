@@ -173,7 +173,7 @@ type Hedger struct {
 	// unhedgedLoad is the load the rollout's control group is placed by.
 	unhedgedLoad func(int) int
 	reps         []replicaState // per-replica stats (ReplicaStats)
-	prob         *probation     // replicas on probation (ProbationFailures)
+	prob         *probation     // replicas on probation (probationFailures)
 	picker       Picker
 	retryable    func(error) bool
 	bgReap       bool

@@ -1,11 +1,11 @@
 package hedge
 
 import (
-	"github.com/tailcut/hedge/internal/decide"
-
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // A replica that fails every copy it gets (one that refuses connections,
@@ -14,15 +14,15 @@ import (
 // hole. The Hedger puts such a replica on probation, as outlier detection
 // in a load balancer ejects a host:
 //
-//   - ProbationFailures consecutive failed copies on a replica (retryable
+//   - probationFailures consecutive failed copies on a replica (retryable
 //     errors and ErrNotSent, not the caller's context ending, not copies
 //     cancelled because another won, not pushbacks, which say the server is
 //     alive) take it out of every pick, primaries included, for
-//     ProbationTime;
+//     probationTime;
 //   - when that has passed, the replica gets one copy at a time, a probe:
 //     a probe that succeeds (or gets any answer that is not a retryable
 //     failure) ends the probation; one that fails takes the replica out
-//     again, for twice as long as the last time, up to MaxProbationTime;
+//     again, for twice as long as the last time, up to maxProbationTime;
 //   - at most half the replicas (at least one, never all) are on probation
 //     at once, so that a fault of the clients' own cannot empty the pool;
 //     when every replica a copy could go to is out, it goes to one anyway.
@@ -30,14 +30,14 @@ import (
 // The time a replica is out is wall time in the live engine; the
 // simulator's servers never fail, so it has no probation.
 const (
-	// ProbationFailures is how many consecutive failed copies put a
-	// replica on probation.
-	ProbationFailures = 3
-	// ProbationTime is how long a replica is out of the picks the first
+	// probationFailures is how many consecutive failed copies put a
+	// replica on probation (the package doc's "Replicas that fail").
+	probationFailures = 3
+	// probationTime is how long a replica is out of the picks the first
 	// time.
-	ProbationTime = time.Second
-	// MaxProbationTime bounds the doubling of ProbationTime.
-	MaxProbationTime = 30 * time.Second
+	probationTime = time.Second
+	// maxProbationTime bounds the doubling of probationTime.
+	maxProbationTime = 30 * time.Second
 )
 
 // ErrNotSent is matched (errors.Is) by the error of a copy that provably
@@ -70,7 +70,7 @@ func (e notSent) Unwrap() error        { return e.error }
 func (e notSent) Is(target error) bool { return target == ErrNotSent }
 
 // probation is the state of the replicas' probation (see
-// ProbationFailures): one entry per replica, all atomics, so that the
+// probationFailures): one entry per replica, all atomics, so that the
 // common case (no replica out, a copy that succeeded on a replica with no
 // failures) costs one or two atomic loads.
 type probation struct {
@@ -141,7 +141,7 @@ func (p *probation) failed(r int, now time.Duration, probe bool) {
 		p.probe[r].Store(false)
 		return
 	}
-	if p.fails[r].Add(1) < ProbationFailures || p.until[r].Load() != 0 {
+	if p.fails[r].Add(1) < probationFailures || p.until[r].Load() != 0 {
 		return
 	}
 	for {
@@ -164,9 +164,9 @@ func (p *probation) failed(r int, now time.Duration, probe bool) {
 // the length its streak of probations sets.
 func (p *probation) eject(r int, now time.Duration) {
 	k := p.streak[r].Add(1) - 1
-	d := MaxProbationTime
+	d := maxProbationTime
 	if k < 16 {
-		d = min(ProbationTime<<k, MaxProbationTime)
+		d = min(probationTime<<k, maxProbationTime)
 	}
 	p.until[r].Store(max(int64(decide.AddSat(now, d)), 1))
 }

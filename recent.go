@@ -8,15 +8,15 @@ import (
 	"github.com/tailcut/hedge/quantile"
 )
 
-// RecentWindow is how far back a recent Distribution (ReplicaStats.Recent)
+// recentSpan is how far back a recent Distribution (ReplicaStats.Recent)
 // looks. It is kept as two halves, the current one and the one before,
-// so that it holds the values of the last RecentWindow/2 at least and of
-// the last RecentWindow at most: a burst of slowness leaves it within a
+// so that it holds the values of the last recentSpan/2 at least and of
+// the last recentSpan at most: a burst of slowness leaves it within a
 // minute.
-const RecentWindow = time.Minute
+const recentSpan = time.Minute
 
 // recentHalf is the span of one half of a recent window.
-const recentHalf = RecentWindow / 2
+const recentHalf = recentSpan / 2
 
 // recentHist counts the values of the current half-window span and of the
 // one before it, on the Hedger's clock (times are arguments: it reads no

@@ -349,10 +349,10 @@ func (h *Hedger) OpStats(op string) Stats {
 	return Stats{Op: op, Delay: d}
 }
 
-// ReplicaStats is one replica's share of a Hedger's traffic, over every
-// operation class: where copies went, how they fared, and whether the
-// replica is on probation (see ProbationFailures). An operator reads it to
-// see which replica is slow or failing.
+// ReplicaStats is one replica's share of a [Hedger]'s traffic, over
+// every operation class: where copies went, how they fared, and whether
+// the replica is on probation (see "Replicas that fail" in the package
+// doc). An operator reads it to see which replica is slow or failing.
 type ReplicaStats struct {
 	Replica  int   // index in [0, Config.Replicas)
 	InFlight int64 // copies running there now
@@ -368,10 +368,10 @@ type ReplicaStats struct {
 	// Latency is its copies that succeeded, from send to success, since
 	// the Hedger was made.
 	Latency Distribution
-	// Recent is the same over the last RecentWindow (30 to 60 seconds):
-	// what the replica does now. A burst of slowness stays in Latency's
-	// quantiles for good, and leaves Recent within a minute. It is
-	// empty for a replica with no success in that time.
+	// Recent is the same over the last 30 to 60 seconds: what the
+	// replica does now. A burst of slowness stays in Latency's quantiles
+	// for good, and leaves Recent within a minute. It is empty for a
+	// replica with no success in that time.
 	Recent Distribution
 }
 

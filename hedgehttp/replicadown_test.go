@@ -14,9 +14,18 @@ import (
 // zero hedge.Config: no call fails (a request whose connection is refused
 // never reached a server, so it goes to another replica at once, outside
 // the budget), and once the Hedger has seen the replica fail
-// hedge.ProbationFailures times in a row it sends it nothing but a probe
-// now and then, the first after hedge.ProbationTime and each later one
-// after twice as long as the one before.
+// three times in a row it sends it nothing but a probe now and then, the
+// first after a second and each later one after twice as long as the one
+// before, up to 30 seconds (the probation of package hedge's doc).
+// The probation's rule, as package hedge's doc gives it: this many failed
+// copies in a row put a replica out of the picks for probationTime, then
+// for twice as long after each failed probe, up to maxProbationTime.
+const (
+	probationFailures = 3
+	probationTime     = time.Second
+	maxProbationTime  = 30 * time.Second
+)
+
 func TestOneReplicaDown(t *testing.T) {
 	ok := func(s *server, w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }
 	var srv [3]*server
@@ -75,7 +84,7 @@ func TestOneReplicaDown(t *testing.T) {
 	// probation, and the probes its probations allowed in the time the
 	// run took (1 s, then 2, 4, ...: a probe at each end).
 	probes := 0
-	for d, out := time.Duration(0), hedge.ProbationTime; d+out <= elapsed; d, out = d+out, min(2*out, hedge.MaxProbationTime) {
+	for d, out := time.Duration(0), probationTime; d+out <= elapsed; d, out = d+out, min(2*out, maxProbationTime) {
 		probes++
 	}
 	// A copy there either fails (connection refused) or is cancelled as a
@@ -91,7 +100,7 @@ func TestOneReplicaDown(t *testing.T) {
 	// another copy of its call won first (a primary whose hedge elsewhere
 	// answered before the refusal came back, or a hedge whose primary
 	// did): there are at most as many as hedges sent in the run.
-	if most := int64(hedge.ProbationFailures + probes); errs > most || errs == 0 || sent-errs > st.Hedges {
+	if most := int64(probationFailures + probes); errs > most || errs == 0 || sent-errs > st.Hedges {
 		t.Fatalf("the dead replica got %d copies (%d errors, %d of them hedges) in %v, with %d hedges in all; want at most %d errors (the failures that put it on probation and one probe per probation), and each other copy cancelled by a copy of its call that won", sent, errs, hedges, elapsed, st.Hedges, most)
 	}
 	if !rs[1].Probation {

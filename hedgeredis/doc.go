@@ -93,7 +93,7 @@
 // A connection that could not be made (refused, unreachable, a name that
 // did not resolve) sent nothing: its error is marked hedge.NotSent, so the
 // read goes to another replica at once, outside the budget, and a replica
-// that keeps refusing goes on probation (see hedge.ProbationFailures).
+// that keeps refusing goes on probation (see hedge.ReplicaStats).
 // go-redis retries a failed dial up to five times with a backoff by
 // default, which can make a refused connection slower than the hedge
 // delay; set redis.Options.DialerRetries to 1 for replicas behind hedging,

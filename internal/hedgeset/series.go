@@ -104,7 +104,7 @@ const ReplicaRecent = "latency.recent"
 
 // ReplicaRecentHelp describes the per-replica latency over the recent
 // window.
-const ReplicaRecentHelp = "Latency of the copies sent to each replica that succeeded, from send to success, over the last 30 to 60 seconds (hedge.RecentWindow), within quantile.RelativeError (about 0.8%): what each replica does now, where the latency since the Hedger was made keeps a past burst for good. Absent for a replica with no success in that time, and for Hedgers that do not pick replicas."
+const ReplicaRecentHelp = "Latency of the copies sent to each replica that succeeded, from send to success, over the last 30 to 60 seconds, within quantile.RelativeError (about 0.8%): what each replica does now, where the latency since the Hedger was made keeps a past burst for good. Absent for a replica with no success in that time, and for Hedgers that do not pick replicas."
 
 // ReplicaSeries are the series of a Hedger's ReplicaStats, labelled by
 // hedger and replica, besides ReplicaLatency.
@@ -125,7 +125,7 @@ var ReplicaSeries = []Series[hedge.ReplicaStats]{
 		Help:   "Calls won by a hedge copy on the replica.",
 		Values: one(func(s hedge.ReplicaStats) int64 { return s.HedgeWins })},
 	{Name: "probation", Unit: "1", Kind: Gauge,
-		Help: "1 while the replica is on probation (out of the picks after hedge.ProbationFailures failed copies in a row, or back through one probe copy at a time), else 0.",
+		Help: "1 while the replica is on probation (out of the picks after three failed copies in a row, or back through one probe copy at a time), else 0.",
 		Values: one(func(s hedge.ReplicaStats) int64 {
 			if s.Probation {
 				return 1

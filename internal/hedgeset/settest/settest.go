@@ -234,7 +234,7 @@ func TiedMistakes(t testing.TB) []Mistake {
 
 // Burst returns a Hedger over two replicas that never hedges
 // (MaxAttempts 1), after a burst of slowness and a recovery: 40 calls
-// answered in 800 ms, then, a RecentWindow later, 40 answered in 2 ms.
+// answered in 800 ms, then, a minute later, 40 answered in 2 ms.
 // Its replicas' latency since it was made keeps the burst in its p99;
 // their recent latency holds the fast answers alone. Call it inside a
 // synctest bubble.
@@ -253,7 +253,7 @@ func Burst(t testing.TB) *hedge.Hedger {
 	for range 40 {
 		call(800 * ms)
 	}
-	time.Sleep(hedge.RecentWindow)
+	time.Sleep(time.Minute) // the span of a Hedger's ReplicaStats.Recent
 	for range 40 {
 		call(2 * ms)
 	}
