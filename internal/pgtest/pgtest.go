@@ -7,9 +7,9 @@
 // The binaries are found under /usr/lib/postgresql/*/bin (Debian's
 // postgresql package; the newest version wins), or in Options.BinDir.
 // When they are missing, the error says to run
-// `apt-get install -y postgresql`, and Need decides, as redistest.Need
-// does for Redis, whether the test skips or fails (HEDGE_REQUIRE_DEPS=1,
-// as in CI).
+// `apt-get install -y postgresql`, and Need decides, by testproc.Need as
+// for every dependency of the tests, whether the test skips or fails
+// (HEDGE_REQUIRE_DEPS=1, as in CI).
 //
 // Root: postgres refuses to run as root. When the process runs as root,
 // initdb and postgres run as the unprivileged user "nobody" (through
@@ -43,7 +43,6 @@ package pgtest
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +52,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tailcut/hedge/internal/redistest"
 	"github.com/tailcut/hedge/internal/testproc"
 )
 
@@ -145,27 +143,19 @@ func isExecutable(p string) bool {
 }
 
 // Need reports whether PostgreSQL is installed. If it is not, the test is
-// skipped, or fails when redistest.DepsRequired (HEDGE_REQUIRE_DEPS=1);
+// skipped, or fails when testproc.DepsRequired (HEDGE_REQUIRE_DEPS=1);
 // either way the message says how to install it. With a *testing.T or
 // *testing.B it returns only when PostgreSQL is there.
-func Need(tb redistest.TB) bool {
+func Need(tb testproc.TB) bool {
 	tb.Helper()
 	_, err := FindBinDir()
-	switch {
-	case err == nil:
-		return true
-	case redistest.DepsRequired():
-		tb.Fatalf("%v (%s is set: a missing dependency fails the test)", err, redistest.RequireDepsEnv)
-	default:
-		tb.Skipf("%v (skipped; set %s=1 to make this a failure)", err, redistest.RequireDepsEnv)
-	}
-	return false
+	return testproc.Need(tb, err)
 }
 
 // Start starts a cluster with the default Options and registers its Stop
 // with tb.Cleanup. Without PostgreSQL it skips or fails as Need does; if
 // the cluster does not start, it fails the test.
-func Start(tb redistest.TB) *Cluster {
+func Start(tb testproc.TB) *Cluster {
 	tb.Helper()
 	if !Need(tb) {
 		return nil
@@ -244,32 +234,15 @@ func startWith(opt Options, makeData func(dir, data string, cred *runAs) error) 
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	var errs []error
-	for range 5 {
-		c, err := launch(opt, dir, data, cred)
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, err)
-	}
-	os.RemoveAll(dir)
-	return nil, errors.Join(errs...)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	c, err := testproc.OnFreePort(5, func(port int) (*Cluster, error) { return launch(opt, dir, data, port, cred) })
 	if err != nil {
-		return 0, fmt.Errorf("pgtest: finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func launch(opt Options, dir, data string, cred *runAs) (*Cluster, error) {
-	port, err := freePort()
-	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
+	return c, nil
+}
+
+func launch(opt Options, dir, data string, port int, cred *runAs) (*Cluster, error) {
 	args := postgresArgs(dir, data, port, opt.Args)
 	logf, err := os.CreateTemp("", "pgtest-log-")
 	if err != nil {
@@ -348,22 +321,13 @@ func (c *Cluster) Restart(args ...string) error {
 // waitReady polls pg_isready until the server accepts connections, exits,
 // or time runs out.
 func (c *Cluster) waitReady(isready string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := exec.Command(isready, "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(c.Port), "-U", c.User, "-t", "2").Run()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-c.proc.Done():
-			return fmt.Errorf("pgtest: postgres on port %d exited before accepting connections (%v); its log:\n%s", c.Port, c.proc.Err(), c.Log())
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pgtest: postgres on port %d did not accept connections within %v; its log:\n%s", c.Port, timeout, c.Log())
-		}
-		time.Sleep(20 * time.Millisecond)
+	err := c.proc.WaitReady(timeout, 20*time.Millisecond, func() error {
+		return exec.Command(isready, "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(c.Port), "-U", c.User, "-t", "2").Run()
+	})
+	if err != nil {
+		return fmt.Errorf("pgtest: postgres on port %d did not accept connections: %w; its log:\n%s", c.Port, err, c.Log())
 	}
+	return nil
 }
 
 // Log returns the tail (last 8 KiB) of the server's log.

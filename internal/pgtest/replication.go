@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tailcut/hedge/internal/redistest"
+	"github.com/tailcut/hedge/internal/testproc"
 )
 
 // ReplicaSet is a primary cluster and hot standbys that follow it by
@@ -41,7 +41,7 @@ func (r *ReplicaSet) All() []*Cluster {
 // and the default Options, and registers its Stop with tb.Cleanup.
 // Without PostgreSQL it skips or fails as Need does; if the clusters do
 // not start, it fails the test.
-func StartReplicated(tb redistest.TB, standbys int) *ReplicaSet {
+func StartReplicated(tb testproc.TB, standbys int) *ReplicaSet {
 	tb.Helper()
 	if !Need(tb) {
 		return nil

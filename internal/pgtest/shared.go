@@ -5,7 +5,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/tailcut/hedge/internal/redistest"
+	"github.com/tailcut/hedge/internal/testproc"
 )
 
 // Shared is a ReplicaSet that a package's tests share, started by the
@@ -24,7 +24,7 @@ type Shared struct {
 // Later calls return the same set, whatever their arguments. Without
 // PostgreSQL it skips or fails tb as Need does; if the set did not start,
 // or init failed, it fails tb.
-func (s *Shared) Get(tb redistest.TB, standbys int, init func(*ReplicaSet) error) *ReplicaSet {
+func (s *Shared) Get(tb testproc.TB, standbys int, init func(*ReplicaSet) error) *ReplicaSet {
 	tb.Helper()
 	if !Need(tb) {
 		return nil

@@ -20,7 +20,7 @@
 // exactly that). No test needs to sleep and hope that a scrape happened.
 //
 // Need decides what a test does when the binary is missing: it skips, or
-// fails when HEDGE_REQUIRE_DEPS=1 is set, the rule of package redistest,
+// fails when HEDGE_REQUIRE_DEPS=1 is set, the rule of package testproc,
 // which this package reuses so that the module decides it in one place.
 //
 // What it is not: a Prometheus client library (it reads the few result
@@ -47,7 +47,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tailcut/hedge/internal/redistest"
 	"github.com/tailcut/hedge/internal/testproc"
 )
 
@@ -120,15 +119,10 @@ type Server struct {
 
 // TB is the part of testing.TB that Start and Need use; *testing.T and
 // *testing.B implement it.
-type TB interface {
-	Helper()
-	Fatalf(format string, args ...any)
-	Skipf(format string, args ...any)
-	Cleanup(func())
-}
+type TB = testproc.TB
 
 // Need reports whether DefaultBinary is on PATH. If it is not, the test
-// is skipped, or fails when redistest.DepsRequired (HEDGE_REQUIRE_DEPS=1);
+// is skipped, or fails when testproc.DepsRequired (HEDGE_REQUIRE_DEPS=1);
 // either way the message says how to install it.
 func Need(tb TB) bool {
 	tb.Helper()
@@ -140,15 +134,7 @@ func Need(tb TB) bool {
 func NeedBinary(tb TB, binary string) bool {
 	tb.Helper()
 	_, err := lookBinary(binary)
-	switch {
-	case err == nil:
-		return true
-	case redistest.DepsRequired():
-		tb.Fatalf("%v (%s is set: a missing dependency fails the test)", err, redistest.RequireDepsEnv)
-	default:
-		tb.Skipf("%v (skipped; set %s=1 to make this a failure)", err, redistest.RequireDepsEnv)
-	}
-	return false
+	return testproc.Need(tb, err)
 }
 
 // lookBinary returns the path of binary, or an error matching ErrMissing
@@ -200,30 +186,7 @@ func StartServer(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The port is free when chosen, and another process may take it
-	// before the server binds it: try again on a fresh one then.
-	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		s, err := launch(path, opt, port)
-		if err == nil {
-			return s, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(errs...)
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("promtest: finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return testproc.OnFreePort(5, func(port int) (*Server, error) { return launch(path, opt, port) })
 }
 
 // config returns the server's configuration file.
@@ -260,7 +223,7 @@ func launch(path string, opt Options, port int) (*Server, error) {
 	cmd.Dir = dir
 	log := &testproc.Tail{Max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = testproc.SysProcAttr()
 	proc, err := testproc.Start(cmd)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -287,22 +250,10 @@ func launch(path string, opt Options, port int) (*Server, error) {
 // runs out (a bound for a broken system, not a guess of how long it
 // takes).
 func (s *Server) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := s.ready()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-s.proc.Done():
-			return fmt.Errorf("promtest: prometheus on port %d exited before it was ready (%v); its log:\n%s", s.Port, s.proc.Err(), s.log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("promtest: prometheus on port %d not ready within %v: %v; its log:\n%s", s.Port, timeout, err, s.log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := s.proc.WaitReady(timeout, 20*time.Millisecond, s.ready); err != nil {
+		return fmt.Errorf("promtest: prometheus on port %d: %w; its log:\n%s", s.Port, err, s.log.String())
 	}
+	return nil
 }
 
 func (s *Server) ready() error {

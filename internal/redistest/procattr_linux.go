@@ -5,17 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"syscall"
 )
-
-// sysProcAttr asks the kernel to kill the server if the process that
-// started it dies without stopping it (a test binary killed by a timeout),
-// so that no redis-server outlives its test run. Pdeathsig is tied to the
-// OS thread that forked; the Go runtime does not end threads that have not
-// been locked, so in practice it is the process.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
 
 // processStopped reports whether the process pid is stopped by a signal,
 // from the state field of /proc/<pid>/stat ("T"; "t" is a tracing stop).

@@ -109,21 +109,12 @@ type Server struct {
 }
 
 // TB is the part of testing.TB that Start and Need use; *testing.T and
-// *testing.B implement it. It keeps this package free of an import of
-// testing.
-type TB interface {
-	Helper()
-	Fatalf(format string, args ...any)
-	Skipf(format string, args ...any)
-	Cleanup(func())
-}
+// *testing.B implement it.
+type TB = testproc.TB
 
 // RequireDepsEnv is the environment variable that turns a missing
-// redis-server from a skipped test into a failed one. A developer without
-// redis-server sees the tests that need it skipped, with the command that
-// installs it; CI sets HEDGE_REQUIRE_DEPS=1 so that a missing dependency
-// cannot pass for a green run.
-const RequireDepsEnv = "HEDGE_REQUIRE_DEPS"
+// redis-server from a skipped test into a failed one (testproc.RequireDepsEnv).
+const RequireDepsEnv = testproc.RequireDepsEnv
 
 // ErrMissing is matched (errors.Is) by the error of StartN, and the
 // messages of Need, when the redis-server executable is missing.
@@ -133,14 +124,7 @@ var ErrMissing = errors.New("redis-server is missing")
 // dependency to fail the test: it does when set to anything but the empty
 // string or a value strconv.ParseBool reads as false ("0", "false"), so
 // that a misspelt value errs on the side of failing.
-func DepsRequired() bool {
-	v := os.Getenv(RequireDepsEnv)
-	if v == "" {
-		return false
-	}
-	on, err := strconv.ParseBool(v)
-	return on || err != nil
-}
+func DepsRequired() bool { return testproc.DepsRequired() }
 
 // Need reports whether DefaultBinary is installed. If it is not, the test
 // is skipped, or fails when DepsRequired; either way the message says how
@@ -155,16 +139,7 @@ func Need(tb TB) bool {
 // NeedBinary is Need for the redis-server executable at binary.
 func NeedBinary(tb TB, binary string) bool {
 	tb.Helper()
-	err := checkBinary(binary)
-	switch {
-	case err == nil:
-		return true
-	case DepsRequired():
-		tb.Fatalf("%v (%s is set: a missing dependency fails the test)", err, RequireDepsEnv)
-	default:
-		tb.Skipf("%v (skipped; set %s=1 to make this a failure)", err, RequireDepsEnv)
-	}
-	return false
+	return testproc.Need(tb, checkBinary(binary))
 }
 
 // checkBinary returns an error matching ErrMissing, with the command that
@@ -227,30 +202,7 @@ func StartN(n int, opt Options) ([]*Server, error) {
 // startOne starts one server, retrying on a fresh port if the one chosen
 // was taken between choosing it and the server binding it.
 func startOne(opt Options) (*Server, error) {
-	var errs []error
-	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		s, err := launch(opt, port)
-		if err == nil {
-			return s, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(errs...)
-}
-
-// freePort asks the kernel for a free loopback port. Another process may
-// take it before the server binds it; startOne retries then.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redistest: finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return testproc.OnFreePort(5, func(port int) (*Server, error) { return launch(opt, port) })
 }
 
 func launch(opt Options, port int) (*Server, error) {
@@ -271,7 +223,7 @@ func launch(opt Options, port int) (*Server, error) {
 	cmd := exec.Command(opt.Binary, args...)
 	log := &testproc.Tail{Max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = testproc.SysProcAttr()
 	proc, err := testproc.Start(cmd)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -295,22 +247,11 @@ func launch(opt Options, port int) (*Server, error) {
 
 // waitReady polls PING until the server answers, exits or time runs out.
 func (s *Server) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := s.ping(200 * time.Millisecond)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-s.proc.Done():
-			return fmt.Errorf("redistest: redis-server on port %d exited before answering PING (%v); its log:\n%s", s.Port, s.proc.Err(), s.log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redistest: redis-server on port %d did not answer PING within %v: %v; its log:\n%s", s.Port, timeout, err, s.log.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := s.proc.WaitReady(timeout, 5*time.Millisecond, func() error { return s.ping(200 * time.Millisecond) })
+	if err != nil {
+		return fmt.Errorf("redistest: redis-server on port %d did not answer PING: %w; its log:\n%s", s.Port, err, s.log.String())
 	}
+	return nil
 }
 
 // ping sends PING on a fresh connection and expects +PONG.

@@ -7,15 +7,22 @@ import (
 	"time"
 )
 
-func TestStop(t *testing.T) {
+// startSleep starts sleep(1) for seconds, or skips the test without it.
+func startSleep(t *testing.T, seconds string) *Proc {
+	t.Helper()
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Skip("no sleep(1)")
 	}
-	p, err := Start(exec.Command(sleep, "600"))
+	p, err := Start(exec.Command(sleep, seconds))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+func TestStop(t *testing.T) {
+	p := startSleep(t, "600")
 	if p.Exited() {
 		t.Fatal("exited before it was stopped")
 	}
