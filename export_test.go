@@ -30,3 +30,9 @@ const (
 	ProbationTime     = probationTime
 	RecentWindow      = recentSpan
 )
+
+// ParseMode parses a mode's name.
+var ParseMode = parseMode
+
+// HedgeRate returns hedges sent per request.
+func (s Stats) HedgeRate() float64 { return s.hedgeRate() }

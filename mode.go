@@ -34,8 +34,8 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int32(m))
 }
 
-// ParseMode parses "on", "shadow" or "off".
-func ParseMode(s string) (Mode, error) {
+// parseMode parses "on", "shadow" or "off".
+func parseMode(s string) (Mode, error) {
 	switch s {
 	case "on":
 		return On, nil
@@ -93,7 +93,7 @@ func (v *ModeVar) MarshalText() ([]byte, error) { return []byte(v.Mode().String(
 
 // UnmarshalText sets the mode from its name ("on", "shadow" or "off").
 func (v *ModeVar) UnmarshalText(b []byte) error {
-	m, err := ParseMode(string(b))
+	m, err := parseMode(string(b))
 	if err != nil {
 		return err
 	}

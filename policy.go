@@ -15,10 +15,6 @@ import (
 // deadline, replicas).
 type Refusal = decide.Refusal
 
-// NumRefusals is one more than the largest [Refusal]: the length of
-// [Refusals].
-const NumRefusals = decide.NumRefusals
-
 // The refusals that [Stats.Refused] counts.
 const (
 	// RefusedDeadline: the caller's deadline has passed, or (for a copy

@@ -128,7 +128,10 @@ type Stats struct {
 //
 // [Refusals.All] yields the refusals counted. The other indexes stay
 // zero.
-type Refusals [NumRefusals]int64
+type Refusals [12]int64
+
+// Refusals has a count for every Refusal of the decision.
+var _ [decide.NumRefusals]int64 = Refusals{}
 
 // All yields each counted [Refusal] and its count, zeros included, in the
 // order of the Refusal values. Each Refusal's String is the name the
@@ -222,7 +225,7 @@ func (s Stats) String() string {
 	return fmt.Sprintf("%s: %d requests, %d hedges (%.1f%%), %d hedge wins (%.1f%% of hedges), %d primary wins, %d failures; "+
 		"refused: %v; shadow hedges %d, failovers %d, unhedgeable %d; wasted %v; delay %s; "+
 		"latency %v; primary %v (%d censored); hedge path %v; holdout %v; rescued %d, saved at least %v; timer lag %v",
-		s.Op, s.Requests, s.Hedges, 100*s.HedgeRate(), s.HedgeWins, 100*s.WinRate(), s.PrimaryWins, s.Failures,
+		s.Op, s.Requests, s.Hedges, 100*s.hedgeRate(), s.HedgeWins, 100*s.winRate(), s.PrimaryWins, s.Failures,
 		s.Refused, s.ShadowHedges, s.Failovers, s.Unhedgeable, s.WastedWork,
 		formatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast, s.TimerLag)
 }
@@ -236,11 +239,11 @@ func formatDelay(d time.Duration) string {
 	return d.String()
 }
 
-// HedgeRate returns hedges sent per request.
-func (s Stats) HedgeRate() float64 { return ratio(s.Hedges, s.Requests) }
+// hedgeRate returns hedges sent per request.
+func (s Stats) hedgeRate() float64 { return ratio(s.Hedges, s.Requests) }
 
-// WinRate returns the share of hedges sent that won their call.
-func (s Stats) WinRate() float64 { return ratio(s.HedgeWins, s.Hedges) }
+// winRate returns the share of hedges sent that won their call.
+func (s Stats) winRate() float64 { return ratio(s.HedgeWins, s.Hedges) }
 
 func ratio(a, b int64) float64 {
 	if b == 0 {

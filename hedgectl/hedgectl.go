@@ -309,11 +309,12 @@ func (h *Handler) change(w http.ResponseWriter, r *http.Request, path string) {
 	var apply func(*hedge.Hedger) error
 	switch path {
 	case "/mode":
-		m, err := hedge.ParseMode(q.mode)
-		if err != nil {
+		var mv hedge.ModeVar
+		if err := mv.UnmarshalText([]byte(q.mode)); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		m := mv.Mode()
 		apply = func(hd *hedge.Hedger) error { return hd.SetMode(m) }
 	case "/rollout":
 		f := q.fraction
@@ -471,8 +472,8 @@ func (h *Handler) Snapshot() State {
 		}
 		for _, st := range hd.Stats() {
 			op := OpState{
-				Op: st.Op, Requests: st.Requests, Hedges: st.Hedges, HedgeRate: st.HedgeRate(),
-				HedgeWins: st.HedgeWins, WinRate: st.WinRate(), PrimaryWins: st.PrimaryWins, Failures: st.Failures,
+				Op: st.Op, Requests: st.Requests, Hedges: st.Hedges, HedgeRate: share(st.Hedges, st.Requests),
+				HedgeWins: st.HedgeWins, WinRate: share(st.HedgeWins, st.Hedges), PrimaryWins: st.PrimaryWins, Failures: st.Failures,
 				Refused: refused(st.Refused), LoadByReport: st.LoadByReport, LoadByOwnView: st.LoadByOwnView, ShadowHedges: st.ShadowHedges, Unhedgeable: st.Unhedgeable,
 				WastedSeconds: st.WastedWork.Seconds(), LatencyP99: st.Latency.P99.Seconds(),
 				PrimaryP99: st.Primary.P99.Seconds(), PrimaryCensored: st.PrimaryCensored, HedgePathP99: st.HedgePath.P99.Seconds(),
@@ -489,9 +490,17 @@ func (h *Handler) Snapshot() State {
 	return s
 }
 
+// share returns a/b, or 0 when b is 0.
+func share(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
 // refused returns r by the names of its refusals.
 func refused(r hedge.Refusals) map[string]int64 {
-	m := make(map[string]int64, hedge.NumRefusals)
+	m := make(map[string]int64, len(r))
 	for why, n := range r.All() {
 		m[why.String()] = n
 	}

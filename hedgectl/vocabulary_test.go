@@ -153,7 +153,7 @@ func TestOneVocabularyForRefusals(t *testing.T) {
 		want := 0
 		for name, h := range hedgers {
 			for _, s := range h.Stats() {
-				for r := range hedge.Refusal(hedge.NumRefusals) {
+				for r := range hedge.Refusal(len(hedge.Refusals{})) {
 					n := r.String()
 					if !snakeCase.MatchString(n) {
 						t.Errorf("Refusal %d is named %q, not in snake_case", r, n)

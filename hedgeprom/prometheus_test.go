@@ -322,8 +322,8 @@ func TestPrometheusScrapesWhatClientsCounted(t *testing.T) {
 			{"hedge_wasted_work_seconds_total" + sel, s.WastedWork.Seconds()},
 			// The hedge rate (extra load) and the win rate, as a
 			// dashboard computes them.
-			{"hedge_hedges_sent_total" + sel + " / hedge_requests_total" + sel, s.HedgeRate()},
-			{"hedge_hedge_wins_total" + sel + " / hedge_hedges_sent_total" + sel, s.WinRate()},
+			{"hedge_hedges_sent_total" + sel + " / hedge_requests_total" + sel, float64(s.Hedges) / float64(s.Requests)},
+			{"hedge_hedge_wins_total" + sel + " / hedge_hedges_sent_total" + sel, float64(s.HedgeWins) / float64(s.Hedges)},
 			{`hedge_latency_seconds{quantile="0.99",path="caller",hedger="` + name + `"}`, s.Latency.P99.Seconds()},
 			{`hedge_latency_seconds_count{path="primary",hedger="` + name + `"}`, float64(s.Primary.Count)},
 			{`hedge_latency_seconds_sum{path="hedge",hedger="` + name + `"}`, s.HedgePath.Sum.Seconds()},

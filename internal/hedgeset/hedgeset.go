@@ -103,7 +103,7 @@ type Count struct {
 // Refusals returns s's refusal counts, labelled by Refusal.String, for
 // every counted refusal (hedge.Refusals.All), zeros included.
 func Refusals(s hedge.Stats) []Count {
-	out := make([]Count, 0, hedge.NumRefusals)
+	out := make([]Count, 0, len(s.Refused))
 	for why, n := range s.Refused.All() {
 		out = append(out, Count{why.String(), n})
 	}
