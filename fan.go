@@ -34,10 +34,6 @@ var (
 	// fan-out had failed: so many leaves had failed that FanOut.Need
 	// could no longer answer.
 	ErrFanOutFailed = errors.New("hedge: leaf cancelled: too many other leaves of the fan-out failed for FanOut.Need to answer")
-	// ErrFanOutKey is DoFan's error for a context that carries an
-	// idempotency key (WithIdempotencyKey), which every leaf would share
-	// although each is a request of its own.
-	ErrFanOutKey = errors.New("hedge: DoFan's context carries an idempotency key, which every leaf would share: leaves are distinct requests, so give each its own key in the leaf function's request instead")
 )
 
 // errNotSentLate is the error of a leaf never sent because the fan-out's
@@ -51,6 +47,11 @@ func (notSentLate) Error() string {
 }
 
 func (notSentLate) Unwrap() error { return ErrLate }
+
+// errFanOutKey is DoFan's error for a context that carries an idempotency
+// key ([WithIdempotencyKey]), which every leaf would share although each
+// is a request of its own. It matches ErrInvalidConfig.
+var errFanOutKey = invalidConfig{[]error{errors.New("hedge: DoFan's context carries an idempotency key, which every leaf would share: leaves are distinct requests, so give each its own key in the leaf function's request instead")}}
 
 // FanResult is what DoFan returns: each leaf's value or the reason it has
 // none, in leaf order.
@@ -166,7 +167,8 @@ type fanLeaf[T any] struct {
 // The error is nil when at least Need leaves answered, and otherwise a
 // *FanError. Either way the FanResult says which leaves answered and why
 // the others did not. An invalid FanOut, or a context that carries an
-// idempotency key (ErrFanOutKey), is an error before any leaf goes. A
+// idempotency key, is an error that matches [ErrInvalidConfig], before
+// any leaf goes. A
 // context marked NotIdempotent sends every leaf once, unhedged.
 //
 // Each leaf runs on a goroutine of its own; everything else is as in Do,
@@ -179,7 +181,7 @@ func DoFan[T any](ctx context.Context, h *Hedger, op string, n int, f FanOut, le
 	}
 	in, _ := ctx.Value(marksKey{}).(*marks)
 	if in != nil && in.key != "" {
-		return FanResult[T]{}, ErrFanOutKey
+		return FanResult[T]{}, errFanOutKey
 	}
 	need := f.Need
 	if need == 0 {

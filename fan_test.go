@@ -354,8 +354,8 @@ func TestDoFanBadInput(t *testing.T) {
 		}
 	}
 	ctx := hedge.WithIdempotencyKey(context.Background(), "k")
-	if _, err := hedge.DoFan(ctx, h, "read", 3, hedge.FanOut{}, leaf); !errors.Is(err, hedge.ErrFanOutKey) {
-		t.Errorf("a context with a key: %v; want ErrFanOutKey", err)
+	if _, err := hedge.DoFan(ctx, h, "read", 3, hedge.FanOut{}, leaf); !errors.Is(err, hedge.ErrInvalidConfig) || !strings.Contains(err.Error(), "idempotency key") {
+		t.Errorf("a context with a key: %v; want ErrInvalidConfig, about the key", err)
 	}
 	res, err := hedge.DoFan(context.Background(), h, "read", 0, hedge.FanOut{}, leaf)
 	if err != nil || len(res.Values) != 0 {

@@ -194,9 +194,10 @@ type Hedger struct {
 	firstOp atomic.Pointer[opState]
 }
 
-// ErrInvalidConfig is wrapped by every error New returns for
-// a mistaken Config: errors.Is(err, hedge.ErrInvalidConfig) tells a
-// configuration mistake from other errors.
+// ErrInvalidConfig is matched by every error [New] returns for a
+// mistaken [Config], and by [DoFan]'s for a mistaken [FanOut] or a
+// context it cannot fan out. errors.Is(err, hedge.ErrInvalidConfig)
+// tells a configuration mistake from other errors.
 var ErrInvalidConfig = errors.New("hedge: invalid Config")
 
 // New validates cfg and returns a Hedger. The error lists every mistake
