@@ -15,40 +15,39 @@ import (
 	"github.com/tailcut/hedge/internal/decide"
 )
 
-// AnyReplicaLoad, as Config.MaxReplicaLoad, lets a copy go to a replica
+// AnyReplicaLoad, as [Config.MaxReplicaLoad], lets a copy go to a replica
 // whatever its load.
 const AnyReplicaLoad = -1
 
-// HardMaxAttempts is the most copies of one request a Hedger will ever send,
-// as in gRPC.
+// HardMaxAttempts is the most copies of one request a [Hedger] will ever
+// send, as in gRPC.
 const HardMaxAttempts = 5
 
 // OtherOp is the operation class that absorbs operations beyond
-// Config.MaxOps, so that a caller passing raw paths or IDs as operation
-// names cannot grow a Hedger's memory without bound.
+// [Config.MaxOps]. A caller passing raw paths or IDs as operation names
+// cannot grow a Hedger's memory without bound.
 const OtherOp = "(other)"
 
-// Config configures a Hedger. The zero Config is valid and means: a live
-// p95 delay per operation class, at most 2 copies per request, hedges
-// budgeted to 10% of requests with a burst of 10, every error except
-// Permanent ones and context errors retryable, losers reaped before Do
-// returns, mode On for every request. With Replicas, it also hedges the
-// server rather than the request (the rules of the module's
-// internal/decide, evidence.go): a copy goes only to an idle replica
-// (MaxReplicaLoad), the copy of a primary at the head of its replica
-// waits three delays and hedges that do not pay stop (PayoffWinRate), and a
-// cancelled loser keeps counting on its replica for a while (Picker);
+// Config configures a [Hedger]. The zero Config is valid. It means a live
+// p95 delay per operation class ([Percentile]), at most two copies per
+// request, and hedges budgeted to 10% of requests ([DefaultBudget]).
+// Every error but [Permanent] ones is retryable. Losers are reaped before
+// [Do] returns, and the mode is [On].
+//
+// With Replicas, the zero Config also hedges the server rather than the
+// request: see MaxReplicaLoad, PayoffWinRate and [Picker].
 // Config{MaxReplicaLoad: AnyReplicaLoad, PayoffWinRate: -1} turns those
 // rules off, leaving the live percentile and the budget.
 type Config struct {
-	// Delay says when to send the next copy. Nil means Percentile{}: the
-	// p95 of the last 1,000 primary latencies of the operation class, and
-	// no hedging until 100 were seen.
+	// Delay says when to send the next copy: [Fixed] or [Percentile].
+	// Nil means Percentile{}: the p95 of the last 1,000 primary
+	// latencies of the operation class, and no hedging until 100 were
+	// seen.
 	Delay Delay
 
-	// Budget limits hedges relative to requests and is shared by every
-	// operation class of the Hedger (and by Hedgers given the same one).
-	// Nil means a fresh NewBudget(0.1, 10) unless NoBudget is set.
+	// Budget limits hedges relative to requests. It is shared by every
+	// operation class of the Hedger, and by Hedgers given the same one.
+	// Nil means a fresh [DefaultBudget] unless NoBudget is set.
 	Budget *Budget
 	// NoBudget removes the default budget. Hedges are then limited only
 	// by MaxAttempts and MaxHedgesInFlight: this is the configuration that
@@ -56,21 +55,17 @@ type Config struct {
 	NoBudget bool
 
 	// MaxAttempts is the most copies of one request, the primary included:
-	// 1 to HardMaxAttempts. Zero means 2.
+	// 1 to [HardMaxAttempts]. Zero means 2.
 	MaxAttempts int
 	// MaxHedgesInFlight caps hedge copies running at once across the
 	// Hedger. Zero means no cap.
 	MaxHedgesInFlight int
-	// MaxReplicaLoad is the spare-capacity rule: a further copy goes only
-	// to a replica with at most this many requests of this Hedger in
-	// flight (the load the Picker sees), and is refused (RefusedBusy)
-	// otherwise. Zero, the default, means an idle replica: a hedge then
-	// never queues behind this client's own work nor slows it, and hedges
-	// stop by themselves when every replica is busy, which is when copies
-	// would only add load. AnyReplicaLoad turns the rule off (the
-	// behaviour of a plain percentile delay). It applies only when the
-	// Hedger picks replicas (Replicas > 0): without them it cannot see a
-	// replica's load.
+	// MaxReplicaLoad is the spare-capacity rule. A further copy goes only
+	// to a replica with at most this many of this Hedger's requests in
+	// flight, and is refused ([RefusedBusy]) otherwise. Zero, the
+	// default, means an idle replica: hedges stop by themselves when
+	// every replica is busy. [AnyReplicaLoad] turns the rule off. It
+	// applies only when the Hedger picks replicas (Replicas > 0).
 	MaxReplicaLoad int
 	// PayoffWinRate sets the payoff rule: a kind of hedge goes on only
 	// while it pays. It pays while its losing copies waste little of a
@@ -84,74 +79,62 @@ type Config struct {
 	PayoffWinRate float64
 
 	// Replicas, if positive, is the number of replicas the Hedger chooses
-	// among for each copy (Attempt.Replica), using Picker. Zero means the
-	// attempt function chooses, and Attempt.Replica is -1.
+	// among for each copy ([Attempt].Replica), using Picker. Zero means
+	// the attempt function chooses, and Attempt.Replica is -1.
 	Replicas int
 	// Picker chooses replicas by their in-flight copies. Its Zones, if
 	// set, must have Replicas entries.
 	Picker Picker
 
 	// Retryable reports whether a failed copy may be followed by another
-	// copy at once. Nil means DefaultRetryable: every error is retryable
-	// except those marked Permanent; a custom predicate can wrap it.
-	// Errors from the caller's own context ending are always final, and
-	// a copy that never reached its server (ErrNotSent) is always
-	// replaced, whatever Retryable says.
+	// copy at once. Nil means [DefaultRetryable]: every error but those
+	// marked [Permanent]. The caller's own context ending is always
+	// final, and a copy that never reached its server ([ErrNotSent]) is
+	// always replaced.
 	Retryable func(err error) bool
 
-	// ReapInBackground makes Do return as soon as the outcome is known,
-	// leaving losers to finish on their own goroutines (they are still
-	// cancelled). By default Do returns only after every copy has returned,
-	// so nothing it started outlives the call. With this set the primary
-	// also runs on its own goroutine, which costs allocations and a
-	// goroutine wake-up per call.
-	//
-	// It is required for clients that do not stop a request when its
-	// context is cancelled (go-redis v9, once a command holds a connection,
-	// waits for the reply whatever the context says): without it, a hedge
-	// that wins still waits for the stalled loser. Losers keep their
-	// connections until they return.
+	// ReapInBackground makes Do return as soon as the outcome is known.
+	// Losers are still cancelled, but finish on their own goroutines,
+	// holding their connections until they return. The primary then runs
+	// on a goroutine too, which costs allocations per call. Set it for
+	// clients that do not stop a request when its context is cancelled
+	// (go-redis v9, once a command holds a connection): without it, a
+	// hedge that wins still waits for the stalled loser.
 	ReapInBackground bool
 
-	// AttemptTimeout, if positive, bounds each copy: its context ends that
-	// long after the copy starts, so that one stuck copy cannot use up the
-	// caller's whole deadline. A copy that runs out fails like any copy
-	// (its error is its context's, context.DeadlineExceeded), and is
-	// retryable by default: the next copy goes at once, as far as the
-	// budget and caps allow. Do tells it from the caller's own deadline,
-	// which always ends the call. With DoHeld the winner's context stays
-	// bounded until release: an HTTP body must be read within it. Zero
-	// means no bound but the caller's.
+	// AttemptTimeout, if positive, bounds each copy: its context ends
+	// that long after the copy starts. A copy that runs out fails with
+	// context.DeadlineExceeded and is retryable: the next copy goes at
+	// once, as far as the budget and caps allow. The caller's own
+	// deadline always ends the call. With [DoHeld], the winner's context
+	// stays bounded until release. Zero means no bound but the caller's.
 	AttemptTimeout time.Duration
 
-	// PreciseTimers makes hedge timers fire within tens of microseconds
-	// instead of the runtime timer's granularity (about a millisecond on
-	// many Linux machines): the timer goroutine sleeps in the kernel until
-	// shortly before each timer and spins only the last stretch, sized
-	// from the measured wake-up error, and never more than 5% of a core
-	// (past that allowance it sleeps and fires later). Use it for delays
-	// under a few milliseconds, such as hedging an in-memory store.
+	// PreciseTimers makes hedge timers fire within tens of microseconds,
+	// instead of the runtime's granularity (about a millisecond on many
+	// Linux machines). The timer goroutine sleeps in the kernel until
+	// shortly before each timer and spins the last stretch, within 5% of
+	// a core. Use it for delays under a few milliseconds.
 	PreciseTimers bool
 
 	// MaxOps bounds the number of operation classes with their own state.
-	// Zero means 100. Further classes share the state of OtherOp.
+	// Zero means 100. Further classes share the state of [OtherOp].
 	MaxOps int
 
-	// OnEvent, if set, is told what the Hedger does: hedges sent and
-	// refused (and why), hedges that won, copies that panicked, mode
-	// changes (see Event; LogEvents writes them to a slog.Logger). It
-	// runs synchronously on the goroutine that made the decision, while
-	// the call's state is locked: it must return quickly and must not
+	// OnEvent, if set, is told what the Hedger does: hedges sent, refused
+	// and won, panics, mode changes (see [Event]; [LogEvents] writes them
+	// to a slog.Logger). It runs on the goroutine that made the decision,
+	// with the call's state locked: it must return quickly, and must not
 	// block or call Do. Unset, it costs nothing.
 	OnEvent func(Event)
 
-	// Mode is the Hedger's mode: a Mode (On, Shadow or Off), its initial
-	// mode, or a *ModeVar, shared with every Hedger given the same one, so
-	// that SetMode on any of them, or ModeVar.Set, switches them all. Nil
-	// means On.
+	// Mode is the Hedger's mode: a [Mode] ([On], [Shadow] or [Off]), its
+	// initial mode, or a *[ModeVar], shared with every Hedger given the
+	// same one. Nil means On.
 	Mode Moder
 	// Rollout is the initial fraction of requests hedged in mode On; the
-	// rest run in Shadow (see SetRollout). Zero means 1: all of them.
+	// rest run in Shadow (see [Hedger.SetRollout]). Zero means 1: all of
+	// them.
 	Rollout float64
 }
 
