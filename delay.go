@@ -57,7 +57,7 @@ func (fixedEstimator) Observe(time.Duration, time.Duration) {}
 
 // estimatorDelay is a Delay whose every operation class shares one
 // estimator (decide.DelayOf): a delay that tests of the module's other
-// packages switch while their Hedger runs.
+// packages switch while their [Hedger] runs.
 type estimatorDelay struct{ est decide.Estimator }
 
 func (d estimatorDelay) validate() error                { return nil }
@@ -71,13 +71,13 @@ func init() {
 // latencies observed for the operation class, clamped to [Floor, Ceiling].
 // Until MinSamples latencies have been seen, Warmup is used instead.
 //
-// The zero value of each field means its default, so Percentile{} is p95
+// The zero value of each field means its default, so [Percentile]{} is p95
 // over the last 1,000 latencies, no hedging until 100 have been seen, and no
 // clamp.
 //
 // # What the live engine records
 //
-// A Hedger feeds the estimator the latency of the primary copy alone. That
+// A [Hedger] feeds the estimator the latency of the primary copy alone. That
 // is the distribution the delay is meant to be a percentile of: how long a
 // request takes when nothing rescues it. Other choices feed the policy's own
 // effects back into its input. Recording each copy's own running time (as
@@ -88,8 +88,8 @@ func init() {
 //
 // When the primary is cancelled because a hedge won, its latency is
 // unknown, but it is at least the primary's running time when the hedge
-// won, which is at least the delay in force. The Hedger records that lower
-// bound (and counts it in Stats.PrimaryCensored). For a percentile at or
+// won, which is at least the delay in force. The [Hedger] records that lower
+// bound (and counts it in [Stats.PrimaryCensored]). For a percentile at or
 // above the delay the lower bound has the right rank, so the estimate does
 // not sink; dropping censored samples instead would remove exactly the slow
 // ones. The price: when the delay starts below the true percentile (a
@@ -109,7 +109,7 @@ type Percentile struct {
 	// Window is how many recent latencies the percentile is computed
 	// over. Default 1,000; at most 1<<24. Each operation class holds its
 	// own window at 2 bytes per latency, and New refuses a Window that,
-	// over Config.MaxOps+1 classes, exceeds 64 MiB.
+	// over [Config.MaxOps]+1 classes, exceeds 64 MiB.
 	Window int
 	// MinSamples is how many latencies must have been seen before the
 	// percentile is trusted. Default min(100, Window).
@@ -188,7 +188,7 @@ func (p Percentile) estimator() *percentileEstimator {
 	return e
 }
 
-// percentileEstimator is the state of a Percentile delay. Observe takes a
+// percentileEstimator is the state of a [Percentile] delay. Observe takes a
 // mutex; Delay is a single atomic load, so the hot path of a request never
 // waits on the lock.
 type percentileEstimator struct {

@@ -15,18 +15,18 @@ import (
 type Attempt struct {
 	// Index is 0 for the primary, 1 for the first hedge, and so on.
 	Index int
-	// Replica is the replica chosen for this copy, in [0, Config.Replicas),
-	// or -1 when the Hedger has no replicas and the function chooses.
+	// Replica is the replica chosen for this copy, in [0, [Config.Replicas]),
+	// or -1 when the [Hedger] has no replicas and the function chooses.
 	// Never the replica of another copy of the same request.
 	Replica int
 	// Key is the request's idempotency key, or "" (see
-	// WithIdempotencyKey).
+	// [WithIdempotencyKey]).
 	Key string
 	// Hedge is set when another copy of the same request was running
 	// when this copy started: the copy races it, and a server may run it
 	// at low priority (package spare). It is false for the primary, and
 	// for a copy sent when no other copy of the request was running: a
-	// failover (the first copy never reached a server, ErrNotSent) or a
+	// failover (the first copy never reached a server, [ErrNotSent]) or a
 	// copy sent at once after the only running copy failed with a
 	// retryable error. Such a copy is the request's only one: it stands
 	// for the primary, and transports must not mark it as a hedge.
@@ -37,7 +37,7 @@ type Attempt struct {
 // returns the first successful result.
 //
 // op is the operation class ("GetItem"): delay estimates and stats are kept
-// per class. Use a small fixed set of names; beyond Config.MaxOps they all
+// per class. Use a small fixed set of names; beyond [Config.MaxOps] they all
 // share OtherOp.
 //
 // The primary copy starts at once. If it has not succeeded after the delay,
@@ -182,7 +182,7 @@ type copyState struct {
 	done    bool // the copy's function has returned
 	probe   bool // the probe of a replica on probation
 	// failover marks a copy sent in place of one that never reached its
-	// server (ErrNotSent): the request itself, sent again, not a hedge.
+	// server ([ErrNotSent]): the request itself, sent again, not a hedge.
 	failover bool
 }
 
@@ -195,7 +195,7 @@ func (cs *copyState) stop() {
 	}
 }
 
-// stopFunc returns stop as a function for DoHeld's release.
+// stopFunc returns stop as a function for [DoHeld]'s release.
 func (cs *copyState) stopFunc() func() {
 	switch {
 	case cs.own != nil:
@@ -207,7 +207,7 @@ func (cs *copyState) stopFunc() func() {
 }
 
 // run starts the primary, waits for the outcome and returns it, with
-// DoHeld's release.
+// [DoHeld]'s release.
 func (c *call[T]) run() (T, func(), error) {
 	c.mu.Lock()
 	ctx, a := c.launch(0, c.plan.Start, -1, false)
@@ -229,7 +229,7 @@ func (c *call[T]) run() (T, func(), error) {
 	return c.result()
 }
 
-// pick returns the replica for copy i at now, by the Hedger's Picker,
+// pick returns the replica for copy i at now, by the [Hedger]'s Picker,
 // leaving out those in skip as if they held a copy, and whether the copy
 // is the probe of a replica on probation (see probationFailures), which
 // the copy must give back (probation.ended) if it does not go. c.mu is
@@ -242,10 +242,10 @@ func (c *call[T]) pick(i int, now time.Duration, skip ...int) (replica int, prob
 	}
 	held = append(held, skip...)
 	h := c.h
-	// Copies are routed by the Hedger's own view, reports or not: a
+	// Copies are routed by the [Hedger]'s own view, reports or not: a
 	// report is fresh for few of the replicas, and its count of every
 	// client's requests cannot be weighed against another replica's count
-	// of this Hedger's alone (Place reads the chosen replicas' reports).
+	// of this [Hedger]'s alone (Place reads the chosen replicas' reports).
 	load := h.loadFn
 	if c.plan.Holdout {
 		load = h.unhedgedLoad
@@ -361,7 +361,7 @@ func (c *call[T]) runCopy(ctx context.Context, a Attempt, hold bool) (held bool)
 
 // exited runs on a goroutine that is unwinding because the attempt
 // function called runtime.Goexit (t.FailNow does), which recover cannot
-// see. The copy is completed with ErrGoexit, which ends the call, so that
+// see. The copy is completed with [ErrGoexit], which ends the call, so that
 // the caller does not wait forever for a copy that will never report. If
 // the copy ran on the caller's own goroutine, that goroutine is ending and
 // will not return from Do: it still waits for the other copies, so that
@@ -564,7 +564,7 @@ func (c *call[T]) replicaOutcome(cs *copyState, ran, now time.Duration, err erro
 }
 
 // failover sends the copy that replaces one that never reached its
-// server (see ErrNotSent), if the Policy lets the request go again, and
+// server (see [ErrNotSent]), if the Policy lets the request go again, and
 // otherwise fails the call if nothing else runs. c.mu is held.
 func (c *call[T]) failover(now time.Duration) {
 	if c.plan.Mode == decide.Off || c.h.pol.Failover(&c.plan, now) != decide.Allowed {
@@ -592,7 +592,7 @@ func (c *call[T]) Place(now time.Duration) (replica, load int, byReport bool) {
 	return replica, load, byReport
 }
 
-// Evidence is decide.Runtime.Evidence: what the Hedger sees of the
+// Evidence is decide.Runtime.Evidence: what the [Hedger] sees of the
 // primary's replica (see decide.Behind), or decide.EvidenceNone when it
 // does not pick replicas.
 // c.mu is held.
@@ -639,12 +639,12 @@ func (c *call[T]) Launch(now time.Duration, replica int, g decide.Grant) bool {
 	return true
 }
 
-// Arm is decide.Runtime.Arm: the call's timer, in the Hedger's timer queue.
+// Arm is decide.Runtime.Arm: the call's timer, in the [Hedger]'s timer queue.
 // c.mu is held.
 func (c *call[T]) Arm(at time.Duration) { c.h.timers.add(c, at, &c.slot) }
 
 // Refused is decide.Runtime.Refused: it counts the refusal in the operation's
-// stats, reports it to Config.OnEvent, and gives back the probe of a
+// stats, reports it to [Config.OnEvent], and gives back the probe of a
 // replica on probation that placed was for. c.mu is held.
 func (c *call[T]) Refused(now time.Duration, why Refusal, placed int) {
 	if c.placedProbe {
@@ -657,7 +657,7 @@ func (c *call[T]) Refused(now time.Duration, why Refusal, placed int) {
 	}
 }
 
-// event reports e to Config.OnEvent, filling in the call's operation
+// event reports e to [Config.OnEvent], filling in the call's operation
 // class and the time since it started. Callers check that OnEvent is set
 // first, so that an unset hook does not even build the Event. c.mu is
 // held.
@@ -755,7 +755,7 @@ func (c *call[T]) waitLocked() {
 	c.mu.Lock()
 }
 
-// result turns the outcome into Do's return values (with DoHeld's
+// result turns the outcome into Do's return values (with [DoHeld]'s
 // release) and records the call's stats. The caller may return: c.decided
 // is true and no copy will change winner, val, errs or pnc any more.
 // c.mu is held, and released on return; c may be used again by then.
@@ -787,7 +787,7 @@ func (c *call[T]) result() (v T, release func(), err error) {
 // so that another call may use it: the primary alone ran, on the caller's
 // goroutine, and the timer queue never took the call's timer to fire it
 // (fire would then run late, on whatever call c had become). A leaf of
-// DoFan is never reused: it lives in its fan-out's array. c.mu is held.
+// [DoFan] is never reused: it lives in its fan-out's array. c.mu is held.
 func (c *call[T]) reusable() bool {
 	return c.launched == 1 && !c.h.bgReap && !c.timerDue && c.leaf == nil
 }
@@ -822,8 +822,8 @@ func (c *call[T]) outcome() (T, error) {
 		return c.val, nil
 	}
 	if c.leaf == nil || context.Cause(c.parent) != ErrNotNeeded {
-		// A leaf of DoFan cancelled because its fan-out had the leaves
-		// it needed did not fail: FanStats.NotNeeded counts it.
+		// A leaf of [DoFan] cancelled because its fan-out had the leaves
+		// it needed did not fail: [FanStats.NotNeeded] counts it.
 		st.failures.Add(1)
 	}
 	var zero T
@@ -836,7 +836,7 @@ func (c *call[T]) outcome() (T, error) {
 	return zero, &AttemptsError{Errs: c.errs}
 }
 
-// freeWinner releases c.mu and, for DoHeld, frees a winner that the caller
+// freeWinner releases c.mu and, for [DoHeld], frees a winner that the caller
 // will never see because a copy panicked after the winner was chosen: its
 // result goes to discard and its context is cancelled.
 func (c *call[T]) freeWinner() {
@@ -862,7 +862,7 @@ func (c *call[T]) freeWinner() {
 func (c *call[T]) due() { c.timerDue = true }
 
 // fire runs when the delay since the last copy has passed: the timer was
-// due at at. How late it fired is recorded (Stats.TimerLag).
+// due at at. How late it fired is recorded ([Stats.TimerLag]).
 func (c *call[T]) fire(at time.Duration) {
 	now := c.h.now()
 	c.st.timerLag.Record(int64(now - at))

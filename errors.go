@@ -26,8 +26,8 @@ func (p pushback) Is(target error) bool { return target == errPushback }
 
 // Pushback marks err as the server asking for less traffic (HTTP 429 or a
 // Retry-After, gRPC's grpc-retry-pushback-ms): the call ends at once with
-// it, whatever Config.Retryable says, the other copies are cancelled, and a
-// throttle budget (NewThrottle) is debited as for any failure that says
+// it, whatever [Config.Retryable] says, the other copies are cancelled, and a
+// throttle budget ([NewThrottle]) is debited as for any failure that says
 // something about the servers' health. errors.Is and errors.As see through
 // the mark to err.
 func Pushback(err error) error {
@@ -46,7 +46,7 @@ func (p pushbackAfter) Unwrap() error { return p.error }
 
 // PushbackAfter marks err as a server asking the client to hold off, as
 // gRPC's grpc-retry-pushback-ms trailer does (gRFC A6). It applies to a
-// copy whose error is retryable (Config.Retryable); a final error ends
+// copy whose error is retryable ([Config.Retryable]); a final error ends
 // the call as usual. A negative after means "no further copy": copies
 // already running go on, and the call fails only if they all fail. A
 // zero or positive after means "the next copy, not before after": it goes
@@ -55,7 +55,7 @@ func (p pushbackAfter) Unwrap() error { return p.error }
 // budget is debited once for the failure. errors.Is and errors.As see
 // through the mark to err.
 //
-// Pushback, by contrast, ends the call at once: it suits HTTP's 429, where
+// [Pushback], by contrast, ends the call at once: it suits HTTP's 429, where
 // the server refuses the work itself.
 func PushbackAfter(err error, after time.Duration) error {
 	if err == nil {

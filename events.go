@@ -11,18 +11,18 @@ import (
 type EventKind uint8
 
 const (
-	// HedgeSent: a hedge copy went (Event.Copy, Event.Replica), or in
-	// Shadow mode would have (Event.Shadow).
+	// HedgeSent: a hedge copy went ([Event.Copy], [Event.Replica]), or in
+	// Shadow mode would have ([Event.Shadow]).
 	HedgeSent EventKind = iota + 1
-	// HedgeRefused: a copy was not sent; Event.Refusal says why (any
-	// Refusal that Stats.Refused counts, those Refusals.All yields).
+	// HedgeRefused: a copy was not sent; [Event.Refusal] says why (any
+	// [Refusal] that [Stats.Refused] counts, those [Refusals.All] yields).
 	HedgeRefused
 	// HedgeWon: a hedge copy won its call.
 	HedgeWon
-	// CopyPanicked: a copy panicked (Event.Panic); the panic is re-raised
+	// CopyPanicked: a copy panicked ([Event.Panic]); the panic is re-raised
 	// on the caller's goroutine.
 	CopyPanicked
-	// ModeChanged: SetMode switched the Hedger to Event.Mode.
+	// ModeChanged: SetMode switched the [Hedger] to [Event.Mode].
 	ModeChanged
 )
 
@@ -43,16 +43,16 @@ func (k EventKind) String() string {
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
 
-// Event is one thing a Hedger did, reported to Config.OnEvent.
+// Event is one thing a [Hedger] did, reported to [Config.OnEvent].
 type Event struct {
 	Kind EventKind
-	// Op is the operation class (empty for ModeChanged).
+	// Op is the operation class (empty for [ModeChanged]).
 	Op string
-	// Copy is the copy's Attempt.Index, and Replica its Attempt.Replica
-	// (-1 when the attempt function chooses), for HedgeSent, HedgeWon and
+	// Copy is the copy's [Attempt.Index], and Replica its [Attempt.Replica]
+	// (-1 when the attempt function chooses), for [HedgeSent], [HedgeWon] and
 	// CopyPanicked.
 	Copy, Replica int
-	// Shadow marks a HedgeSent that Shadow mode counted without sending.
+	// Shadow marks a [HedgeSent] that Shadow mode counted without sending.
 	Shadow bool
 	// Refusal says why, for HedgeRefused.
 	Refusal Refusal

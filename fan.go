@@ -9,29 +9,29 @@ import (
 	"time"
 )
 
-// The reasons DoFan gives for a leaf that did not answer, in
-// FanResult.Errs; a leaf whose own copies failed has its own error there
+// The reasons [DoFan] gives for a leaf that did not answer, in
+// [FanResult.Errs]; a leaf whose own copies failed has its own error there
 // instead.
 var (
-	// ErrNotNeeded is the error of a leaf cancelled because FanOut.Need
+	// ErrNotNeeded is the error of a leaf cancelled because [FanOut.Need]
 	// leaves had answered.
 	ErrNotNeeded = errors.New("hedge: leaf cancelled: the fan-out had the leaves it needed (FanOut.Need)")
 	// ErrLate is the error of a leaf cancelled because it had not
 	// answered when the fan-out's answer was good enough
-	// (FanOut.GoodEnough). A leaf never sent because that time came while
-	// the canaries ran has an error of its own that matches ErrLate
+	// ([FanOut.GoodEnough]). A leaf never sent because that time came while
+	// the canaries ran has an error of its own that matches [ErrLate]
 	// (errors.Is).
 	ErrLate = errors.New("hedge: leaf cancelled: no answer by the fan-out's good-enough time (FanOut.GoodEnough)")
 	// ErrNotSentCanary is the error of a leaf that was never sent because
-	// a canary failed (FanOut.Canaries).
+	// a canary failed ([FanOut.Canaries]).
 	ErrNotSentCanary = errors.New("hedge: leaf not sent: a canary of the fan-out failed (FanOut.Canaries)")
 	// ErrNotSentNeedMet is the error of a leaf that was never sent because
 	// the canaries alone were the leaves the fan-out needed
-	// (FanOut.Canaries, FanOut.Need). It is no failure: the fan-out
+	// ([FanOut.Canaries], [FanOut.Need]). It is no failure: the fan-out
 	// answered.
 	ErrNotSentNeedMet = errors.New("hedge: leaf not sent: the canaries were the leaves the fan-out needed (FanOut.Need)")
 	// ErrFanOutFailed is the error of a leaf cancelled because the
-	// fan-out had failed: so many leaves had failed that FanOut.Need
+	// fan-out had failed: so many leaves had failed that [FanOut.Need]
 	// could no longer answer.
 	ErrFanOutFailed = errors.New("hedge: leaf cancelled: too many other leaves of the fan-out failed for FanOut.Need to answer")
 )
@@ -48,12 +48,12 @@ func (notSentLate) Error() string {
 
 func (notSentLate) Unwrap() error { return ErrLate }
 
-// errFanOutKey is DoFan's error for a context that carries an idempotency
+// errFanOutKey is [DoFan]'s error for a context that carries an idempotency
 // key ([WithIdempotencyKey]), which every leaf would share although each
 // is a request of its own. It matches ErrInvalidConfig.
 var errFanOutKey = invalidConfig{[]error{errors.New("hedge: DoFan's context carries an idempotency key, which every leaf would share: leaves are distinct requests, so give each its own key in the leaf function's request instead")}}
 
-// FanResult is what DoFan returns: each leaf's value or the reason it has
+// FanResult is what [DoFan] returns: each leaf's value or the reason it has
 // none, in leaf order.
 type FanResult[T any] struct {
 	// Values holds each leaf's value; a leaf that did not answer has T's
@@ -61,23 +61,23 @@ type FanResult[T any] struct {
 	Values []T
 	// Errs holds nil for each leaf that answered, and otherwise why it
 	// did not: its own error (as Do would have returned it), or one of
-	// ErrNotNeeded, ErrLate, ErrNotSentCanary, ErrNotSentNeedMet and
-	// ErrFanOutFailed (match them with errors.Is). A leaf never sent
+	// [ErrNotNeeded], [ErrLate], [ErrNotSentCanary], [ErrNotSentNeedMet] and
+	// [ErrFanOutFailed] (match them with errors.Is). A leaf never sent
 	// because the caller's context ended first has the context's error.
 	Errs []error
 }
 
-// FanError is DoFan's error when fewer leaves answered than the fan-out
+// FanError is [DoFan]'s error when fewer leaves answered than the fan-out
 // needed. errors.Is and errors.As see through it to Cause and to every
 // leaf's error.
 type FanError struct {
-	// Leaves holds each leaf's error, as FanResult.Errs.
+	// Leaves holds each leaf's error, as [FanResult.Errs].
 	Leaves []error
 	// Answered is how many leaves answered, and Need how many the fan-out
 	// needed.
 	Answered, Need int
 	// Cause is what ended the fan-out early, if anything but its leaves'
-	// failures did: ErrLate for FanOut.GoodEnough, ErrNotSentCanary for a
+	// failures did: [ErrLate] for [FanOut.GoodEnough], [ErrNotSentCanary] for a
 	// failed canary, or the caller's context's error.
 	Cause error
 }
@@ -103,7 +103,7 @@ func (e *FanError) Error() string {
 	return b.String()
 }
 
-// isCut reports whether err is one of the reasons DoFan gives for a leaf
+// isCut reports whether err is one of the reasons [DoFan] gives for a leaf
 // it cut, rather than the leaf's own error.
 func isCut(err error) bool {
 	return err == ErrNotNeeded || err == ErrLate || err == errNotSentLate || err == ErrNotSentCanary || err == ErrNotSentNeedMet || err == ErrFanOutFailed
@@ -123,7 +123,7 @@ func (e *FanError) Unwrap() []error {
 	return errs
 }
 
-// leafState is a DoFan leaf's own part of its call: which leaf it is, the
+// leafState is a [DoFan] leaf's own part of its call: which leaf it is, the
 // leaf function, and its outcome.
 type leafState[T any] struct {
 	fn  func(ctx context.Context, i int, a Attempt) (T, error)
@@ -134,7 +134,7 @@ type leafState[T any] struct {
 	end time.Duration // when the call returned
 }
 
-// fanLeaf is a leaf of DoFan: its call and its own state, in one array
+// fanLeaf is a leaf of [DoFan]: its call and its own state, in one array
 // for the whole fan-out.
 type fanLeaf[T any] struct {
 	call[T]
@@ -147,34 +147,34 @@ type fanLeaf[T any] struct {
 // n)), each through h as Do runs a request, and returns their values in
 // leaf order.
 //
-// The leaves share a budget and a cap on extra copies (FanOut.Hedges,
-// FanOut.InFlight) on top of the Hedger's, so that a wide fan-out cannot
-// spend the Hedger's budget at once; and a sibling trigger
-// (FanOut.Straggle): a leaf still running long after most of its
+// The leaves share a budget and a cap on extra copies ([FanOut.Hedges],
+// [FanOut.InFlight]) on top of the [Hedger]'s, so that a wide fan-out cannot
+// spend the [Hedger]'s budget at once; and a sibling trigger
+// ([FanOut.Straggle]): a leaf still running long after most of its
 // siblings answered is a straggler, and its hedge is due then, whatever
-// the Hedger's delay says. The leaves are marked as one fan-out
-// (WithFanOut), so that the spare-capacity rule does not take the
+// the [Hedger]'s delay says. The leaves are marked as one fan-out
+// ([WithFanOut]), so that the spare-capacity rule does not take the
 // request's own leaves for other work.
 //
-// DoFan returns once FanOut.Need leaves (by default all) have answered;
-// or at FanOut.GoodEnough with what has answered; or as soon as so many
+// [DoFan] returns once [FanOut.Need] leaves (by default all) have answered;
+// or at [FanOut.GoodEnough] with what has answered; or as soon as so many
 // leaves failed that Need cannot be met, or the caller's context ends.
-// The leaves still running are then cancelled, and DoFan returns when
+// The leaves still running are then cancelled, and [DoFan] returns when
 // they have returned: no goroutine it started outlives it. With
-// FanOut.Canaries, the first leaves go alone, and the rest only once they
+// [FanOut.Canaries], the first leaves go alone, and the rest only once they
 // have all answered, if the fan-out still needs them.
 //
 // The error is nil when at least Need leaves answered, and otherwise a
-// *FanError. Either way the FanResult says which leaves answered and why
+// *FanError. Either way the [FanResult] says which leaves answered and why
 // the others did not. An invalid FanOut, or a context that carries an
 // idempotency key, is an error that matches [ErrInvalidConfig], before
 // any leaf goes. A
-// context marked NotIdempotent sends every leaf once, unhedged.
+// context marked [NotIdempotent] sends every leaf once, unhedged.
 //
 // Each leaf runs on a goroutine of its own; everything else is as in Do,
 // per leaf, in h's operation class op: a panic in any leaf is re-raised
 // on the caller's goroutine as a *PanicError once every leaf has
-// returned. Stats.Fan counts the fan-outs.
+// returned. [Stats.Fan] counts the fan-outs.
 func DoFan[T any](ctx context.Context, h *Hedger, op string, n int, f FanOut, leaf func(ctx context.Context, i int, a Attempt) (T, error)) (FanResult[T], error) {
 	if err := f.validate(n); err != nil {
 		return FanResult[T]{}, err
@@ -236,7 +236,7 @@ func DoFan[T any](ctx context.Context, h *Hedger, op string, n int, f FanOut, le
 	return r.result(&res)
 }
 
-// fanRun is the state of one DoFan call. The caller's goroutine alone
+// fanRun is the state of one [DoFan] call. The caller's goroutine alone
 // touches it, but for the leaves' calls, which run on their own.
 type fanRun[T any] struct {
 	h        *Hedger
@@ -343,7 +343,7 @@ func (r *fanRun[T]) returned(i int) {
 
 // stop ends the fan-out: the leaves still running are cancelled, and cut
 // (nil: their own errors) is the error of those that do not answer after
-// all; cause is what ended the request, for FanError.Cause, or nil when
+// all; cause is what ended the request, for [FanError.Cause], or nil when
 // its leaves did.
 func (r *fanRun[T]) stop(cut, cause error) {
 	if r.ended {

@@ -8,18 +8,18 @@ import (
 	"github.com/tailcut/hedge/internal/decide"
 )
 
-// FanOut says how DoFan runs a fan-out request: how many of its leaves it
+// FanOut says how [DoFan] runs a fan-out request: how many of its leaves it
 // needs, how long it waits, whether canaries go first, and the hedge
 // budget, cap and sibling trigger its leaves share. The zero FanOut waits
 // for every leaf, sends no canary, and sizes the budget from the number
 // of leaves (see Hedges).
 type FanOut struct {
-	// Need is how many leaves must answer: DoFan returns once Need have,
+	// Need is how many leaves must answer: [DoFan] returns once Need have,
 	// and cancels the others (quorum and erasure-coded reads). 0 means
 	// every leaf.
 	Need int
 	// GoodEnough, when positive, is how long after the call started the
-	// answer is good enough as it stands: DoFan then returns with the
+	// answer is good enough as it stands: [DoFan] then returns with the
 	// leaves that have answered, and cancels the others, whose errors
 	// match ErrLate. It is not a deadline for the leaves' work: use the
 	// context for that.
@@ -32,7 +32,7 @@ type FanOut struct {
 	// every leaf at once.
 	Canaries int
 	// Hedges is the most extra copies (hedges and retries) the request's
-	// leaves may send in all, on top of the Hedger's own budget and caps.
+	// leaves may send in all, on top of the [Hedger]'s own budget and caps.
 	// 0 means twice the leaves one stuck replica holds (n over
 	// [Config.Replicas], rounded up, or over ten without replicas), and
 	// at least two. Negative means none. Values of 2^31 or more are as
@@ -52,8 +52,8 @@ type FanOut struct {
 	// turns the trigger off). Once Mark of the needed leaves have
 	// answered, a leaf still running Straggle times as long after the
 	// request started as that took is a straggler: its hedge is due then,
-	// if the Hedger's own delay has not made it due earlier, and it goes
-	// if the Hedger's rules and the request's budget allow.
+	// if the [Hedger]'s own delay has not made it due earlier, and it goes
+	// if the [Hedger]'s rules and the request's budget allow.
 	Straggle float64
 }
 

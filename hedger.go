@@ -25,7 +25,7 @@ const HardMaxAttempts = 5
 
 // OtherOp is the operation class that absorbs operations beyond
 // [Config.MaxOps]. A caller passing raw paths or IDs as operation names
-// cannot grow a Hedger's memory without bound.
+// cannot grow a [Hedger]'s memory without bound.
 const OtherOp = "(other)"
 
 // Config configures a [Hedger]. The zero Config is valid. It means a live
@@ -36,17 +36,17 @@ const OtherOp = "(other)"
 //
 // With Replicas, the zero Config also hedges the server rather than the
 // request: see MaxReplicaLoad, PayoffWinRate and [Picker].
-// Config{MaxReplicaLoad: AnyReplicaLoad, PayoffWinRate: -1} turns those
+// Config{MaxReplicaLoad: [AnyReplicaLoad], PayoffWinRate: -1} turns those
 // rules off, leaving the live percentile and the budget.
 type Config struct {
 	// Delay says when to send the next copy: [Fixed] or [Percentile].
-	// Nil means Percentile{}: the p95 of the last 1,000 primary
+	// Nil means [Percentile]{}: the p95 of the last 1,000 primary
 	// latencies of the operation class, and no hedging until 100 were
 	// seen.
 	Delay Delay
 
 	// Budget limits hedges relative to requests. It is shared by every
-	// operation class of the Hedger, and by Hedgers given the same one.
+	// operation class of the [Hedger], and by Hedgers given the same one.
 	// Nil means a fresh [DefaultBudget] unless NoBudget is set.
 	Budget *Budget
 	// NoBudget removes the default budget. Hedges are then limited only
@@ -61,11 +61,11 @@ type Config struct {
 	// Hedger. Zero means no cap.
 	MaxHedgesInFlight int
 	// MaxReplicaLoad is the spare-capacity rule. A further copy goes only
-	// to a replica with at most this many of this Hedger's requests in
+	// to a replica with at most this many of this [Hedger]'s requests in
 	// flight, and is refused ([RefusedBusy]) otherwise. Zero, the
 	// default, means an idle replica: hedges stop by themselves when
 	// every replica is busy. [AnyReplicaLoad] turns the rule off. It
-	// applies only when the Hedger picks replicas (Replicas > 0).
+	// applies only when the [Hedger] picks replicas (Replicas > 0).
 	MaxReplicaLoad int
 	// PayoffWinRate sets the payoff rule: a kind of hedge goes on only
 	// while it pays. It pays while its losing copies waste little of a
@@ -78,9 +78,9 @@ type Config struct {
 	// the measurements.
 	PayoffWinRate float64
 
-	// Replicas, if positive, is the number of replicas the Hedger chooses
+	// Replicas, if positive, is the number of replicas the [Hedger] chooses
 	// among for each copy ([Attempt].Replica), using Picker. Zero means
-	// the attempt function chooses, and Attempt.Replica is -1.
+	// the attempt function chooses, and [Attempt.Replica] is -1.
 	Replicas int
 	// Picker chooses replicas by their in-flight copies. Its Zones, if
 	// set, must have Replicas entries.
@@ -121,15 +121,15 @@ type Config struct {
 	// Zero means 100. Further classes share the state of [OtherOp].
 	MaxOps int
 
-	// OnEvent, if set, is told what the Hedger does: hedges sent, refused
+	// OnEvent, if set, is told what the [Hedger] does: hedges sent, refused
 	// and won, panics, mode changes (see [Event]; [LogEvents] writes them
 	// to a slog.Logger). It runs on the goroutine that made the decision,
 	// with the call's state locked: it must return quickly, and must not
 	// block or call Do. Unset, it costs nothing.
 	OnEvent func(Event)
 
-	// Mode is the Hedger's mode: a [Mode] ([On], [Shadow] or [Off]), its
-	// initial mode, or a *[ModeVar], shared with every Hedger given the
+	// Mode is the [Hedger]'s mode: a [Mode] ([On], [Shadow] or [Off]), its
+	// initial mode, or a *[ModeVar], shared with every [Hedger] given the
 	// same one. Nil means On.
 	Mode Moder
 	// Rollout is the initial fraction of requests hedged in mode On; the
@@ -300,8 +300,8 @@ func (e invalidConfig) Unwrap() []error      { return e.errs }
 func (e invalidConfig) Is(target error) bool { return target == ErrInvalidConfig }
 
 // maxEstimatorMemory is the most memory that the delay estimators of one
-// Hedger may hold, over all its operation classes (Config.MaxOps of them,
-// plus OtherOp). New refuses a Percentile whose Window, times that many
+// [Hedger] may hold, over all its operation classes ([Config.MaxOps] of them,
+// plus [OtherOp]). New refuses a [Percentile] whose Window, times that many
 // classes, would need more. The default, a window of 1,000 latencies over
 // 100 classes, holds about 1.2 MB.
 const maxEstimatorMemory = 64 << 20
@@ -352,8 +352,8 @@ func byteSize(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// SetMode switches the Hedger's mode at run time (and that of every
-// Hedger sharing its ModeVar). Calls already started keep the mode they
+// SetMode switches the [Hedger]'s mode at run time (and that of every
+// [Hedger] sharing its [ModeVar]). Calls already started keep the mode they
 // started with. It is a single atomic store.
 func (h *Hedger) SetMode(m Mode) error {
 	if err := h.mode.Set(m); err != nil {
@@ -368,8 +368,8 @@ func (h *Hedger) SetMode(m Mode) error {
 // Mode returns the current mode.
 func (h *Hedger) Mode() Mode { return h.mode.Mode() }
 
-// ModeVar returns the Hedger's mode switch: Config.Mode when that is a
-// *ModeVar, or the Hedger's own.
+// ModeVar returns the [Hedger]'s mode switch: [Config.Mode] when that is a
+// *ModeVar, or the [Hedger]'s own.
 func (h *Hedger) ModeVar() *ModeVar { return h.mode }
 
 // SetRollout sets the fraction of requests, in [0, 1], that hedge for real
@@ -379,17 +379,17 @@ func (h *Hedger) SetRollout(f float64) error { return h.pol.SetRollout(f) }
 // Rollout returns the fraction set by SetRollout.
 func (h *Hedger) Rollout() float64 { return h.pol.Rollout() }
 
-// Replicas returns Config.Replicas: how many replicas the Hedger picks
+// Replicas returns [Config.Replicas]: how many replicas the [Hedger] picks
 // among (0 when the attempt function chooses).
 func (h *Hedger) Replicas() int { return len(h.replicas) }
 
-// MaxAttempts returns the most copies of one request the Hedger sends.
+// MaxAttempts returns the most copies of one request the [Hedger] sends.
 func (h *Hedger) MaxAttempts() int { return h.pol.MaxAttempts() }
 
 // Budget returns the budget in force (nil when unlimited).
 func (h *Hedger) Budget() *Budget { return h.budget }
 
-// String describes the Hedger's decision in a few words, for labels and
+// String describes the [Hedger]'s decision in a few words, for labels and
 // logs: "p95 of the last 1000 primary latencies (none before 100), budget
 // ratio(0.1, burst=10), at most 2 copies, ...", then the rollout and mode
 // when they are not 1 and On.
@@ -403,7 +403,7 @@ func (h *Hedger) String() string {
 // now is the monotonic reading passed to policies.
 func (h *Hedger) now() time.Duration { return time.Since(h.epoch) }
 
-// ownLoad is replica i's load as this Hedger sees it alone: its copies in
+// ownLoad is replica i's load as this [Hedger] sees it alone: its copies in
 // flight there, and one more while a copy cancelled there as a loser has
 // had no answer from the replica since (decide.Policy.Ghost).
 func (h *Hedger) ownLoad(i int) int {
@@ -414,8 +414,8 @@ func (h *Hedger) ownLoad(i int) int {
 	return n
 }
 
-// replicaFanOut is which fan-out (WithFanOut) made a replica busy with
-// this Hedger's copies, and whether every copy there since is of it. It
+// replicaFanOut is which fan-out ([WithFanOut]) made a replica busy with
+// this [Hedger]'s copies, and whether every copy there since is of it. It
 // is kept with atomics, not a lock: copies launched at the same moment on
 // one replica may see a stale value, and a leaf then counts its replica
 // as busy (or, rarely, as idle), which moves the spare share by a
@@ -460,7 +460,7 @@ type opState struct {
 // lock-free map read; creation copies the map under a lock, which happens
 // at most MaxOps times.
 //
-// This is where operation names enter the Hedger, and so where they are
+// This is where operation names enter the [Hedger], and so where they are
 // made fit for every exporter: a name that is not valid UTF-8 (one built
 // from raw request bytes) is recorded with each invalid byte sequence
 // replaced by U+FFFD, as strings.ToValidUTF8 does. Such a name is mapped

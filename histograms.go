@@ -14,8 +14,8 @@ import (
 // quantile (64 per power of two, see quantile.Bucket); each field is the
 // histogram of the Stats field of the same name.
 //
-// Reading them is scrape-side work only: the Hedger records into these
-// histograms whether or not anyone reads them, so Histograms adds nothing
+// Reading them is scrape-side work only: the [Hedger] records into these
+// histograms whether or not anyone reads them, so [Histograms] adds nothing
 // to a call of Do.
 type Histograms struct {
 	Op string // operation class
@@ -40,7 +40,7 @@ func (st *opState) histograms() Histograms {
 // seen so far, sorted by name, like Stats. A copy taken while calls run is
 // consistent within each histogram (its Count is the sum of its buckets)
 // but not with a Stats snapshot taken at another moment; once calls stop,
-// each Count equals the Count of the matching Distribution of Stats.
+// each Count equals the Count of the matching [Distribution] of Stats.
 func (h *Hedger) Histograms() []Histograms {
 	ops := h.classes()
 	out := make([]Histograms, 0, len(ops))

@@ -19,7 +19,7 @@ import (
 // it for every copy and retry of that intent: a hedge, a retry after a
 // timeout, a resend after a crash of the client (store the key with the
 // pending work). A key made per attempt defeats deduplication: the server
-// sees distinct operations and runs each. Pass it with WithIdempotencyKey,
+// sees distinct operations and runs each. Pass it with [WithIdempotencyKey],
 // or as the Idempotency-Key header through hedgehttp with
 // HedgeKeyedWrites; package dedup is the server half that makes the write
 // commit once.
@@ -44,7 +44,7 @@ func NewIdempotencyKey() string {
 	return string(b[:])
 }
 
-// marks is what WithIdempotencyKey, NotIdempotent and WithFanOut attach
+// marks is what [WithIdempotencyKey], [NotIdempotent] and [WithFanOut] attach
 // to a context, under one key so that Do finds them all with one lookup.
 type marks struct {
 	key   string
@@ -65,8 +65,8 @@ func with(ctx context.Context, set func(*marks)) context.Context {
 }
 
 // WithIdempotencyKey attaches an idempotency key to the request: every copy
-// sees it in Attempt.Key and should send it, so that the server applies the
-// request once however many copies arrive. A request marked NotIdempotent
+// sees it in [Attempt.Key] and should send it, so that the server applies the
+// request once however many copies arrive. A request marked [NotIdempotent]
 // is hedged only if it carries a key.
 func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return with(ctx, func(m *marks) { m.key = key })
@@ -74,13 +74,13 @@ func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 
 // NotIdempotent marks the request as unsafe to repeat (a write). Do sends it
 // once, unhedged, unless it also carries an idempotency key, and counts it
-// in Stats.Unhedgeable.
+// in [Stats.Unhedgeable].
 func NotIdempotent(ctx context.Context) context.Context {
 	return with(ctx, func(m *marks) { m.write = true })
 }
 
 // fanOut is one fan-out: its identity (a distinct pointer per fan-out)
-// and, for DoFan's, the decision state its leaves share.
+// and, for [DoFan]'s, the decision state its leaves share.
 type fanOut struct {
 	dec  decide.Fan
 	call bool // made by DoFan: its leaves' Plans share dec
@@ -91,7 +91,7 @@ type fanOut struct {
 // together and awaited together, such as the reads of one page from many
 // shards. Call it once per fan-out, before sending the leaves.
 //
-// The spare-capacity rule (Config.MaxReplicaLoad) reads a replica that
+// The spare-capacity rule ([Config.MaxReplicaLoad]) reads a replica that
 // holds this client's requests as busy with earlier work, and stops
 // hedging when most primaries find their replica busy. A fan-out puts
 // several leaves on each replica at once, so without the mark its own
@@ -99,7 +99,7 @@ type fanOut struct {
 // would send no hedge at all; with it, a replica that holds only leaves
 // of the same fan-out counts as idle for that rule. A hedge still goes
 // only to a replica within MaxReplicaLoad, and the budget is the
-// Hedger's, as for any request.
+// [Hedger]'s, as for any request.
 func WithFanOut(ctx context.Context) context.Context {
 	f := new(fanOut)
 	return with(ctx, func(m *marks) { m.fan = f })

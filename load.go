@@ -7,38 +7,26 @@ import (
 	"github.com/tailcut/hedge/internal/decide"
 )
 
-// Load is a server's own account of its load, sent with an answer: what
-// the toolkit's server middleware reports (package loadreport over HTTP,
-// ORCA over gRPC), and what a transport passes to Hedger.ReportLoad.
+// Load is a server's own account of its load, sent with an answer. The
+// toolkit's server middleware reports it (package loadreport over HTTP,
+// ORCA over gRPC), and a transport passes it to [Hedger.ReportLoad].
 //
-// A client alone sees only its own requests in flight on each replica,
-// which are the replica's load only when it sends most of the replica's
-// traffic. While a replica's last report is fresh (it arrived less than a
-// hedge delay ago), the spare-capacity rule reads the replica's load from
-// it instead: a copy goes to the replica the picker chose only if the
-// report, with the copies this Hedger sent there since, leaves a worker
-// free, however idle the replica looks to this Hedger alone. The picker
-// itself keeps reading this Hedger's own requests in flight: a report is
-// fresh for few replicas at a time, and its count of every client's
-// requests cannot be weighed against another replica's count of this
-// Hedger's alone. So a report never draws a copy to its replica; it
-// only says whether the replica the picker chose has room. When that
-// replica is busy by its report while this Hedger's own view says it has
-// room, the copy goes to the picker's next choice among the replicas
-// holding no copy of the request (up to four replicas are read), so that
-// a replica that says it is busy, truly or not, keeps copies off itself
-// but not off the others; where both views say busy, the copy is refused
-// as it is without reports. Nor does a report count fewer requests than
-// this Hedger has in flight there itself: a replica that says it is idle
-// while this Hedger's requests wait there gains no copy by saying so.
+// A client alone sees only its own requests in flight on each replica.
+// While a replica's last report is fresh (less than a hedge delay old),
+// the spare-capacity rule reads the replica's load from it instead. A
+// copy goes to the replica the [Picker] chose only if the report, with
+// the copies sent there since, leaves a worker free. When the report
+// says busy while the client's own view says idle, the copy goes to the
+// picker's next choice (up to four replicas are read). A report never
+// draws a copy to its replica, and never counts fewer requests than this
+// Hedger has in flight there.
 //
-// A primary placed while its replica's report was fresh is classed by it
-// (waiting behind other clients' work, or running) for the payoff rule,
-// and its copy waits the head wait as a copy of a primary at the head
-// does (see Config.PayoffWinRate). An older report, as a stalled replica's
-// last one soon is, gives way to the client's own view. Stats.LoadByReport and Stats.LoadByOwnView count which view each
-// hedge decision read. What the reports gain and cost is measured in
-// docs/default.md, "Load reports".
+// A fresh report also classes the primary for the payoff rule (waiting
+// behind other clients' work, or running): see [Config.PayoffWinRate].
+// An older report gives way to the client's own view.
+// [Stats.LoadByReport] and [Stats.LoadByOwnView] count which view each
+// hedge decision read. docs/default.md, "Load reports", measures what
+// the reports gain and cost.
 type Load struct {
 	// Running is the requests the server was running when it answered,
 	// not counting the one answered. Running and Queued are added with
@@ -62,10 +50,10 @@ func (l Load) valid() bool {
 	return l.Running >= 0 && l.Queued >= 0 && l.Workers >= 0 && l.Done >= 0
 }
 
-// ReportLoad records the load that replica (in [0, Config.Replicas))
+// ReportLoad records the load that replica (in [0, [Config.Replicas]))
 // reported with an answer that arrived now. Transports call it for every
 // answer that carries a report (hedgehttp and hedgegrpc do); a report for
-// a replica out of range, with a negative count, or to a Hedger without
+// a replica out of range, with a negative count, or to a [Hedger] without
 // Replicas is ignored. It is safe for concurrent use and does not
 // allocate more than one small value per report.
 func (h *Hedger) ReportLoad(replica int, l Load) {
@@ -77,14 +65,14 @@ func (h *Hedger) ReportLoad(replica int, l Load) {
 	h.sent[replica].Store(0)
 }
 
-// replicaReports is what a Hedger keeps of its replicas' reports: the
+// replicaReports is what a [Hedger] keeps of its replicas' reports: the
 // last from each, and the copies sent there since it arrived.
 type replicaReports struct {
 	reports []atomic.Pointer[decide.Report]
 	sent    []atomic.Int64
 }
 
-// replicaView is what this Hedger knows of replica i's load, as
+// replicaView is what this [Hedger] knows of replica i's load, as
 // decide.Policy.Place reads it: its last report (the zero Report for
 // none), the copies sent there since, and its own view (ownLoad).
 func (h *Hedger) replicaView(i int) (rep decide.Report, sent, own int) {

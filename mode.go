@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 )
 
-// Mode is the runtime switch of a Hedger: the kill switch and the dry run.
+// Mode is the runtime switch of a [Hedger]: the kill switch and the dry run.
 type Mode int32
 
 const (
@@ -47,8 +47,8 @@ func parseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("hedge: unknown mode %q: use on, shadow or off", s)
 }
 
-// Moder is where a Hedger reads its mode (Config.Mode): a Mode, the
-// Hedger's initial mode, or a *ModeVar, a mode shared by every Hedger given
+// Moder is where a [Hedger] reads its mode ([Config.Mode]): a Mode, the
+// [Hedger]'s initial mode, or a *ModeVar, a mode shared by every [Hedger] given
 // it, as slog.HandlerOptions.Level takes a slog.Level or a *slog.LevelVar.
 // It is implemented by those two types only.
 type Moder interface {
@@ -62,12 +62,12 @@ func (m Mode) Mode() Mode { return m }
 func (Mode) moder()     {}
 func (*ModeVar) moder() {}
 
-// ModeVar is a Mode that can be switched at run time and shared: Hedgers
-// made with the same *ModeVar as Config.Mode all follow it, so that one Set flips
-// every Hedger of a service (hedgegrpc's per-method Hedgers share one this
-// way). It is to Mode what slog.LevelVar is to slog.Level. The zero
-// ModeVar is On; it is safe for concurrent use, and Set is one atomic
-// store.
+// ModeVar is a [Mode] that can be switched at run time and shared.
+// Hedgers made with the same *ModeVar as [Config.Mode] all follow it, so
+// that one Set flips every Hedger of a service (hedgegrpc's per-method
+// Hedgers share one this way). It is to Mode what slog.LevelVar is to
+// slog.Level. The zero ModeVar is [On]. It is safe for concurrent use,
+// and Set is one atomic store.
 type ModeVar struct {
 	v atomic.Int32
 }

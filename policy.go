@@ -27,20 +27,20 @@ const (
 	// RefusedBudget: the budget has no token.
 	RefusedBudget Refusal = decide.RefusedBudget
 	// RefusedBusy: the replica the copy would go to has more requests of
-	// this Hedger in flight than Config.MaxReplicaLoad allows (by
+	// this [Hedger] in flight than [Config.MaxReplicaLoad] allows (by
 	// default, it is not idle), or too few recent primaries found an idle
 	// replica: no spare capacity to hedge into.
 	RefusedBusy Refusal = decide.RefusedBusy
 	// RefusedPayoff: hedges of the same kind have not been paying for
-	// themselves (Config.PayoffWinRate).
+	// themselves ([Config.PayoffWinRate]).
 	RefusedPayoff Refusal = decide.RefusedPayoff
-	// RefusedFanOut: the copy is of a leaf of a fan-out request (DoFan)
-	// whose own budget or cap on extra copies (FanOut.Hedges,
-	// FanOut.InFlight) is spent.
+	// RefusedFanOut: the copy is of a leaf of a fan-out request ([DoFan])
+	// whose own budget or cap on extra copies ([FanOut.Hedges],
+	// [FanOut.InFlight]) is spent.
 	RefusedFanOut Refusal = decide.RefusedFanOut
-	// RefusedHead: the primary is at the head of this Hedger's requests
+	// RefusedHead: the primary is at the head of this [Hedger]'s requests
 	// on its replica and has not yet waited three delays; the copy is
-	// asked for again when it has (Config.PayoffWinRate).
+	// asked for again when it has ([Config.PayoffWinRate]).
 	RefusedHead Refusal = decide.RefusedHead
 )
 
@@ -107,7 +107,7 @@ func budgetOf(cfg Config) *Budget {
 	return cfg.Budget
 }
 
-// modeVarOf is the ModeVar a Hedger made from cfg reads its mode from.
+// modeVarOf is the [ModeVar] a [Hedger] made from cfg reads its mode from.
 func modeVarOf(cfg Config) *ModeVar {
 	if mv, ok := cfg.Mode.(*ModeVar); ok {
 		return mv

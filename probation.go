@@ -11,7 +11,7 @@ import (
 // A replica that fails every copy it gets (one that refuses connections,
 // or answers every request with an error at once) has nothing in flight,
 // so a picker that prefers the less loaded replica prefers it: a black
-// hole. The Hedger puts such a replica on probation, as outlier detection
+// hole. The [Hedger] puts such a replica on probation, as outlier detection
 // in a load balancer ejects a host:
 //
 //   - probationFailures consecutive failed copies on a replica (retryable
@@ -50,11 +50,11 @@ const (
 // in modes On and Shadow (a held-out request fails over too, as an
 // unhedged client's failover would), within MaxAttempts and the caller's
 // deadline, never in mode Off. Such replacements are counted in
-// Stats.Failovers. Transports mark their dial errors with NotSent.
+// [Stats.Failovers]. Transports mark their dial errors with NotSent.
 var ErrNotSent = errors.New("hedge: the request never reached a server")
 
 // NotSent marks err as the failure of a copy that never reached a server
-// (see ErrNotSent). Mark only errors from before the request was written:
+// (see [ErrNotSent]). Mark only errors from before the request was written:
 // a copy marked wrongly may run twice. errors.Is and errors.As see through
 // the mark to err.
 func NotSent(err error) error {

@@ -8,7 +8,7 @@ import (
 	"github.com/tailcut/hedge/quantile"
 )
 
-// recentSpan is how far back a recent Distribution (ReplicaStats.Recent)
+// recentSpan is how far back a recent [Distribution] ([ReplicaStats.Recent])
 // looks. It is kept as two halves, the current one and the one before,
 // so that it holds the values of the last recentSpan/2 at least and of
 // the last recentSpan at most: a burst of slowness leaves it within a
@@ -19,7 +19,7 @@ const recentSpan = time.Minute
 const recentHalf = recentSpan / 2
 
 // recentHist counts the values of the current half-window span and of the
-// one before it, on the Hedger's clock (times are arguments: it reads no
+// one before it, on the [Hedger]'s clock (times are arguments: it reads no
 // clock). Its zero value is ready to use. Record is lock-free except on
 // the first value of a span, which starts a fresh histogram (about
 // 20 KB) under the mutex; reading takes the mutex.
@@ -76,7 +76,7 @@ func (r *recentHist) distribution(now time.Duration) Distribution {
 	return merged(cur, prev)
 }
 
-// merged returns the Distribution of the values of a and b (b may be
+// merged returns the [Distribution] of the values of a and b (b may be
 // nil): quantiles within quantile.RelativeError, as those of distribution,
 // and Sum exact once recording stops.
 func merged(a, b *quantile.Histogram) Distribution {

@@ -27,20 +27,20 @@ type Stats struct {
 	// Refused counts the hedges not sent, by the [Refusal] that kept
 	// each: Refused[RefusedBusy] those refused for want of an idle
 	// replica, and so on. A copy that is asked for again later
-	// (RefusedBusy, RefusedFanOut, RefusedHead) counts each time.
+	// ([RefusedBusy], [RefusedFanOut], [RefusedHead]) counts each time.
 	Refused Refusals
 	// LoadByReport counts hedge decisions that read the load of the
 	// replica the copy would go to from that replica's own fresh report
-	// (Load, Hedger.ReportLoad), and LoadByOwnView those that read this
-	// Hedger's own requests in flight there, for want of one. Both are
-	// zero for a Hedger without Replicas.
+	// (Load, [Hedger.ReportLoad]), and LoadByOwnView those that read this
+	// [Hedger]'s own requests in flight there, for want of one. Both are
+	// zero for a [Hedger] without Replicas.
 	LoadByReport, LoadByOwnView int64
 	// ShadowHedges counts hedges that Shadow mode would have sent.
 	ShadowHedges int64
 	// Failovers counts copies sent at once in place of one that never
-	// reached its server (ErrNotSent), outside the budget: not hedges.
+	// reached its server ([ErrNotSent]), outside the budget: not hedges.
 	Failovers int64
-	// Unhedgeable counts calls marked NotIdempotent without a key, sent
+	// Unhedgeable counts calls marked [NotIdempotent] without a key, sent
 	// once.
 	Unhedgeable int64
 	// WastedWork is the running time of copies that did not win, from
@@ -105,9 +105,9 @@ type Stats struct {
 
 	// TimerLag is how late the hedge timers fired: for each timer that
 	// came due (whether a copy then went or was refused), the time from
-	// when it was due to when the Hedger acted on it. The runtime's
+	// when it was due to when the [Hedger] acted on it. The runtime's
 	// timers fire up to about a millisecond late under load
-	// (Config.PreciseTimers brings that to tens of microseconds): a
+	// ([Config.PreciseTimers] brings that to tens of microseconds): a
 	// TimerLag near the delay means hedges leave far later than asked.
 	// hedge advise --send-lag takes its median.
 	TimerLag Distribution
@@ -116,13 +116,13 @@ type Stats struct {
 	// it as "never").
 	Delay time.Duration
 
-	// Fan counts the class's fan-outs (DoFan). Their leaves are requests
+	// Fan counts the class's fan-outs ([DoFan]). Their leaves are requests
 	// of the class too, counted above like any.
 	Fan FanStats
 }
 
 // Refusals counts hedges not sent, by [Refusal]: [Stats.Refused]. Index
-// it by a Refusal:
+// it by a [Refusal]:
 //
 //	busy := s.Refused[hedge.RefusedBusy]
 //
@@ -130,11 +130,11 @@ type Stats struct {
 // zero.
 type Refusals [12]int64
 
-// Refusals has a count for every Refusal of the decision.
+// Refusals has a count for every [Refusal] of the decision.
 var _ [decide.NumRefusals]int64 = Refusals{}
 
 // All yields each counted [Refusal] and its count, zeros included, in the
-// order of the Refusal values. Each Refusal's String is the name the
+// order of the [Refusal] values. Each [Refusal]'s String is the name the
 // metrics (the "reason" label) and hedgectl give it.
 func (c Refusals) All() iter.Seq2[Refusal, int64] {
 	return func(yield func(Refusal, int64) bool) {
@@ -158,7 +158,7 @@ func (c Refusals) String() string {
 	return b.String()
 }
 
-// FanStats counts an operation class's fan-outs (DoFan).
+// FanStats counts an operation class's fan-outs ([DoFan]).
 type FanStats struct {
 	Requests int64 // DoFan calls
 	Leaves   int64 // their leaves
@@ -166,9 +166,9 @@ type FanStats struct {
 	// (a *FanError): a leaf failed, a canary failed, the good-enough time
 	// came first, or the caller gave up.
 	Partial int64
-	// NotNeeded counts leaves cancelled because FanOut.Need leaves had
-	// answered (not failures: Stats.Failures leaves them out), and Late
-	// those cancelled at FanOut.GoodEnough.
+	// NotNeeded counts leaves cancelled because [FanOut.Need] leaves had
+	// answered (not failures: [Stats.Failures] leaves them out), and Late
+	// those cancelled at [FanOut.GoodEnough].
 	NotNeeded, Late int64
 	// Extra is the extra copies (hedges and retries) the leaves sent, in
 	// all; ExtraCopies counts fan-outs by how many each sent: [0] none,
@@ -176,7 +176,7 @@ type FanStats struct {
 	// 16, [6] 17 to 32, [7] more.
 	Extra       int64
 	ExtraCopies [8]int64
-	// Latency is what callers of DoFan waited.
+	// Latency is what callers of [DoFan] waited.
 	Latency Distribution
 }
 
@@ -189,7 +189,7 @@ func extraBucket(extra int) int {
 	return min(bits.Len(uint(extra-1))+1, 7)
 }
 
-// fanState is an operation class's fan-out counters (FanStats).
+// fanState is an operation class's fan-out counters ([FanStats]).
 type fanState struct {
 	requests, leaves, partial, notNeeded, late, extra atomic.Int64
 	extraCopies                                       [8]atomic.Int64
@@ -369,7 +369,7 @@ type ReplicaStats struct {
 	// probation, taking one probe copy at a time.
 	Probation bool
 	// Latency is its copies that succeeded, from send to success, since
-	// the Hedger was made.
+	// the [Hedger] was made.
 	Latency Distribution
 	// Recent is the same over the last 30 to 60 seconds: what the
 	// replica does now. A burst of slowness stays in Latency's quantiles
@@ -378,7 +378,7 @@ type ReplicaStats struct {
 	Recent Distribution
 }
 
-// replicaState is what ReplicaStats reads.
+// replicaState is what [ReplicaStats] reads.
 type replicaState struct {
 	copies, errors, hedges, hedgeWins atomic.Int64
 	latency                           quantile.Histogram
@@ -393,7 +393,7 @@ func (r *replicaState) succeeded(now, latency time.Duration) {
 }
 
 // ReplicaStats returns a snapshot of each replica, in replica order, or
-// nil when the Hedger does not pick replicas (Config.Replicas is 0).
+// nil when the [Hedger] does not pick replicas ([Config.Replicas] is 0).
 func (h *Hedger) ReplicaStats() []ReplicaStats {
 	if h.reps == nil {
 		return nil

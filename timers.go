@@ -23,7 +23,7 @@ type timerItem struct {
 	slot *int // guarded by timerQueue.mu; -1 when not queued
 }
 
-// timerQueue runs the hedge timers of one Hedger on one goroutine.
+// timerQueue runs the hedge timers of one [Hedger] on one goroutine.
 //
 // Why not one time.AfterFunc per call: that costs two allocations per call
 // (the timer and the bound callback), on every call, for a timer that fires
@@ -39,11 +39,11 @@ type timerItem struct {
 // operation on every call: it fires later, finds nothing due, and arms
 // itself for the earliest timer left, if any. So a timer removed before
 // it is due (a call whose primary answered) costs no goroutine, though an
-// idle queue's kick may still fire once, for nothing. An idle Hedger runs
+// idle queue's kick may still fire once, for nothing. An idle [Hedger] runs
 // no goroutine and needs no Close. A precise queue starts its loop at the
 // first timer instead, to spin before it.
 //
-// Precise timers (Config.PreciseTimers). The runtime's timers fire about a
+// Precise timers ([Config.PreciseTimers]). The runtime's timers fire about a
 // millisecond late when the process is otherwise idle (the runtime then
 // sleeps in epoll_wait, whose timeout is rounded up to a millisecond), and
 // the kernel's own sleep (nanosleep) wakes tens of microseconds late (its
