@@ -23,7 +23,7 @@ type Stats struct {
 	Hedges      int64 // hedge copies sent (copies beyond the primary)
 	HedgeWins   int64 // calls won by a hedge copy
 	PrimaryWins int64 // calls won by the primary, or by a failover copy in its place
-	Failures    int64 // calls that returned an error, but for leaves DoFan did not need (FanStats.NotNeeded)
+	Failures    int64 // calls that returned an error, but for leaves DoFan did not need ([FanStats].NotNeeded)
 	// Refused counts the hedges not sent, by the [Refusal] that kept
 	// each: Refused[RefusedBusy] those refused for want of an idle
 	// replica, and so on. A copy that is asked for again later
@@ -31,11 +31,11 @@ type Stats struct {
 	Refused Refusals
 	// LoadByReport counts hedge decisions that read the load of the
 	// replica the copy would go to from that replica's own fresh report
-	// (Load, [Hedger.ReportLoad]), and LoadByOwnView those that read this
+	// ([Load], [Hedger.ReportLoad]), and LoadByOwnView those that read this
 	// [Hedger]'s own requests in flight there, for want of one. Both are
 	// zero for a [Hedger] without Replicas.
 	LoadByReport, LoadByOwnView int64
-	// ShadowHedges counts hedges that Shadow mode would have sent.
+	// ShadowHedges counts hedges that [Shadow] mode would have sent.
 	ShadowHedges int64
 	// Failovers counts copies sent at once in place of one that never
 	// reached its server ([ErrNotSent]), outside the budget: not hedges.
@@ -49,52 +49,32 @@ type Stats struct {
 	WastedWork time.Duration
 
 	// Latency is what callers waited: from the call to Do's return,
-	// with the winner's answer or the final error, and the losers reaped
-	// (unless ReapInBackground returns before they are). A loser that
-	// does not honour its cancellation makes the caller wait, and shows
-	// here.
+	// the losers reaped (unless [Config.ReapInBackground]). A loser that
+	// ignores its cancellation makes the caller wait, and shows here.
 	Latency Distribution
-	// Primary is the primary copy on its own, from send to return. It is
-	// not the latency the call would have had without hedging: a primary
-	// cancelled because a hedge won is recorded at its running time when
-	// cancelled, a lower bound; there were PrimaryCensored of them, so
-	// quantiles of Primary above 1 - PrimaryCensored/Primary.Count are
-	// lower bounds too. Failed primaries are not recorded. While no hedge
-	// wins, Primary and Latency are the same latencies: each call's
-	// primary was its answer. Holdout is the latency without hedging.
+	// Primary is the primary copy on its own, from send to return. A
+	// primary cancelled because a hedge won is recorded at its running
+	// time then, a lower bound; PrimaryCensored counts them. Failed
+	// primaries are not recorded. Primary is not the latency without
+	// hedging: Holdout is.
 	Primary         Distribution
 	PrimaryCensored int64
 	// Holdout is what callers saw in the rollout's control group: the
-	// requests that a rollout below 1 (SetRollout) kept in Shadow while
-	// the mode is On. They run at the same time, on the same replicas,
-	// through the same picker as the hedged ones, placed by the load a
-	// client that never hedges would see (copies that hedging cancelled
-	// on a replica count there until it answers), so Holdout against
-	// Latency is the honest comparison of latency without and with
-	// hedging (Latency counts every call, the control group's included:
-	// keep the group small, 5 to 10%, and the difference is small). It
-	// is empty unless a rollout below 1 is in force.
-	//
-	// The control group shares the servers with the hedged calls, so it
-	// measures what hedging does to each call, not to the servers: where
-	// hedging changes the servers' state (it takes work off a stalled
-	// replica's queue by cancelling the copies there, so that the
-	// replica catches up sooner once it resumes; it adds load elsewhere),
-	// the control group gets that state too. When the hedged share is
-	// large and such effects are strong, the control group's tail is
-	// better than that of a service that never hedges: for what hedging
-	// does to the whole service, compare blocks of time with hedging on
-	// and off (SetMode), alternated so that drift hits both.
+	// requests that a rollout below 1 ([Hedger.SetRollout]) kept in
+	// Shadow. They share the replicas and the picker with the hedged
+	// ones, so Holdout against Latency compares latency without and with
+	// hedging. It measures what hedging does to each call, not to the
+	// servers: for that, alternate blocks of time with hedging on and
+	// off ([Hedger.SetMode]). It is empty unless a rollout below 1 is in
+	// force.
 	Holdout Distribution
 	// Rescued counts calls won by a hedge while their primary was still
 	// running (not those won by a copy that replaced a failed primary).
 	Rescued int64
 	// SavedAtLeast is a lower bound of the time hedges saved: for each
 	// rescued call whose primary later returned a success, how much
-	// later it did. A primary that stops when cancelled returns at once
-	// with an error and adds nothing, so it is far below the time really
-	// saved unless primaries run on (ReapInBackground, clients that do
-	// not stop when cancelled); Holdout is the measure to compare.
+	// later it did. A primary that stops when cancelled adds nothing, so
+	// Holdout is the measure to compare.
 	SavedAtLeast time.Duration
 
 	// HedgePath is hedge copies on their own, from the moment each was
@@ -104,16 +84,15 @@ type Stats struct {
 	HedgePath Distribution
 
 	// TimerLag is how late the hedge timers fired: for each timer that
-	// came due (whether a copy then went or was refused), the time from
-	// when it was due to when the [Hedger] acted on it. The runtime's
-	// timers fire up to about a millisecond late under load
-	// ([Config.PreciseTimers] brings that to tens of microseconds): a
-	// TimerLag near the delay means hedges leave far later than asked.
-	// hedge advise --send-lag takes its median.
+	// came due, the time from when it was due to when the [Hedger] acted
+	// on it. The runtime's timers fire up to about a millisecond late
+	// under load ([Config.PreciseTimers] brings that to tens of
+	// microseconds). A TimerLag near the delay means hedges leave far
+	// later than asked.
 	TimerLag Distribution
 
-	// Delay is the delay in force now (Never while warming up; String prints
-	// it as "never").
+	// Delay is the delay in force now: [Never] while it is still being
+	// learnt, which String prints as "never".
 	Delay time.Duration
 
 	// Fan counts the class's fan-outs ([DoFan]). Their leaves are requests
