@@ -38,17 +38,17 @@ type Attempt struct {
 //
 // op is the operation class ("GetItem"): delay estimates and stats are kept
 // per class. Use a small fixed set of names; beyond [Config.MaxOps] they all
-// share OtherOp.
+// share [OtherOp].
 //
-// The primary copy starts at once. If it has not succeeded after the delay,
-// and the budget, MaxAttempts, MaxHedgesInFlight and the caller's deadline
-// allow, a hedge copy starts on another replica, and so on up to
-// MaxAttempts copies. A copy that fails with a retryable error starts the
-// next copy at once instead of waiting for the delay. The first copy to
-// succeed wins: the contexts of all others are cancelled, and Do returns
-// once they have returned (or at once with ReapInBackground). A
-// non-retryable error, or the caller's context ending, ends the call with
-// that error. If every copy fails, the error wraps each copy's error, so
+// The primary copy starts at once. If it has not succeeded after the
+// delay, and the budget, [Config.MaxAttempts], [Config.MaxHedgesInFlight]
+// and the caller's deadline allow, a hedge copy starts on another
+// replica, and so on up to MaxAttempts copies. A copy that fails with a
+// retryable error starts the next copy at once instead of waiting for
+// the delay. The first copy to succeed wins: the contexts of all others
+// are cancelled, and Do returns once they have returned (or at once with
+// [Config.ReapInBackground]). A non-retryable error, or the caller's
+// context ending, ends the call with that error. If every copy fails, the error wraps each copy's error, so
 // errors.Is and errors.As work on any of them.
 //
 // Each copy gets its own context, derived from ctx and cancelled when the

@@ -65,7 +65,7 @@ func PushbackAfter(err error, after time.Duration) error {
 }
 
 // DefaultRetryable is the Retryable of a Config that sets none: every
-// error is retryable except those marked Permanent.
+// error is retryable except those marked [Permanent].
 func DefaultRetryable(err error) bool { return !errors.Is(err, errPermanent) }
 
 // Permanent marks err as not worth another copy: with the default
@@ -96,7 +96,7 @@ func (p *PanicError) Unwrap() error {
 	return err
 }
 
-// CopyError is the failure of one copy, in an AttemptsError.
+// CopyError is the failure of one copy, in an [AttemptsError].
 type CopyError struct {
 	Index int // the copy's Attempt.Index
 	Err   error

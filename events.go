@@ -50,17 +50,17 @@ type Event struct {
 	Op string
 	// Copy is the copy's [Attempt.Index], and Replica its [Attempt.Replica]
 	// (-1 when the attempt function chooses), for [HedgeSent], [HedgeWon] and
-	// CopyPanicked.
+	// [CopyPanicked].
 	Copy, Replica int
 	// Shadow marks a [HedgeSent] that Shadow mode counted without sending.
 	Shadow bool
-	// Refusal says why, for HedgeRefused.
+	// Refusal says why, for [HedgeRefused].
 	Refusal Refusal
 	// Elapsed is the time since the call started.
 	Elapsed time.Duration
-	// Mode is the new mode, for ModeChanged.
+	// Mode is the new mode, for [ModeChanged].
 	Mode Mode
-	// Panic is the copy's panic, for CopyPanicked.
+	// Panic is the copy's panic, for [CopyPanicked].
 	Panic *PanicError
 }
 

@@ -37,7 +37,7 @@ var (
 )
 
 // errNotSentLate is the error of a leaf never sent because the fan-out's
-// good-enough time came while its canaries ran. It matches ErrLate.
+// good-enough time came while its canaries ran. It matches [ErrLate].
 var errNotSentLate error = notSentLate{}
 
 type notSentLate struct{}
@@ -50,7 +50,7 @@ func (notSentLate) Unwrap() error { return ErrLate }
 
 // errFanOutKey is [DoFan]'s error for a context that carries an idempotency
 // key ([WithIdempotencyKey]), which every leaf would share although each
-// is a request of its own. It matches ErrInvalidConfig.
+// is a request of its own. It matches [ErrInvalidConfig].
 var errFanOutKey = invalidConfig{[]error{errors.New("hedge: DoFan's context carries an idempotency key, which every leaf would share: leaves are distinct requests, so give each its own key in the leaf function's request instead")}}
 
 // FanResult is what [DoFan] returns: each leaf's value or the reason it has

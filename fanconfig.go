@@ -21,14 +21,14 @@ type FanOut struct {
 	// GoodEnough, when positive, is how long after the call started the
 	// answer is good enough as it stands: [DoFan] then returns with the
 	// leaves that have answered, and cancels the others, whose errors
-	// match ErrLate. It is not a deadline for the leaves' work: use the
+	// match [ErrLate]. It is not a deadline for the leaves' work: use the
 	// context for that.
 	GoodEnough time.Duration
 	// Canaries is how many leaves go first: leaves 0 to Canaries-1. The
 	// others go only once every canary has answered; a canary that fails
 	// ends the request, and the leaves that never went match
-	// ErrNotSentCanary. When the canaries are all the leaves Need asks
-	// for, the others never go, and match ErrNotSentNeedMet. 0 sends
+	// [ErrNotSentCanary]. When the canaries are all the leaves Need asks
+	// for, the others never go, and match [ErrNotSentNeedMet]. 0 sends
 	// every leaf at once.
 	Canaries int
 	// Hedges is the most extra copies (hedges and retries) the request's

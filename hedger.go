@@ -58,7 +58,7 @@ type Config struct {
 	// 1 to [HardMaxAttempts]. Zero means 2.
 	MaxAttempts int
 	// MaxHedgesInFlight caps hedge copies running at once across the
-	// Hedger. Zero means no cap.
+	// [Hedger]. Zero means no cap.
 	MaxHedgesInFlight int
 	// MaxReplicaLoad is the spare-capacity rule. A further copy goes only
 	// to a replica with at most this many of this [Hedger]'s requests in
@@ -183,8 +183,8 @@ type Hedger struct {
 // tells a configuration mistake from other errors.
 var ErrInvalidConfig = errors.New("hedge: invalid Config")
 
-// New validates cfg and returns a Hedger. The error lists every mistake
-// found, each with what to do about it, and matches ErrInvalidConfig.
+// New validates cfg and returns a [Hedger]. The error lists every mistake
+// found, each with what to do about it, and matches [ErrInvalidConfig].
 func New(cfg Config) (*Hedger, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -292,7 +292,7 @@ func (cfg *Config) validate() error {
 
 // invalidConfig is New's error: the mistakes, one per line as errors.Join
 // prints them. It unwraps to each mistake, as a joined error does, and
-// also matches ErrInvalidConfig.
+// also matches [ErrInvalidConfig].
 type invalidConfig struct{ errs []error }
 
 func (e invalidConfig) Error() string        { return errors.Join(e.errs...).Error() }
@@ -425,7 +425,7 @@ type replicaFanOut struct {
 	pure atomic.Bool
 }
 
-// opState is the per-operation-class state of a Hedger.
+// opState is the per-operation-class state of a [Hedger].
 type opState struct {
 	name string
 	est  decide.Estimator

@@ -50,7 +50,7 @@ const (
 // in modes On and Shadow (a held-out request fails over too, as an
 // unhedged client's failover would), within MaxAttempts and the caller's
 // deadline, never in mode Off. Such replacements are counted in
-// [Stats.Failovers]. Transports mark their dial errors with NotSent.
+// [Stats.Failovers]. Transports mark their dial errors with [NotSent].
 var ErrNotSent = errors.New("hedge: the request never reached a server")
 
 // NotSent marks err as the failure of a copy that never reached a server
