@@ -71,7 +71,7 @@ func init() {
 // latencies observed for the operation class, clamped to [Floor, Ceiling].
 // Until MinSamples latencies have been seen, Warmup is used instead.
 //
-// The zero value of each field means its default, so [Percentile]{} is p95
+// The zero value of each field means its default, so Percentile{} is p95
 // over the last 1,000 latencies, no hedging until 100 have been seen, and no
 // clamp.
 //

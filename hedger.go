@@ -40,7 +40,7 @@ const OtherOp = "(other)"
 // rules off, leaving the live percentile and the budget.
 type Config struct {
 	// Delay says when to send the next copy: [Fixed] or [Percentile].
-	// Nil means [Percentile]{}: the p95 of the last 1,000 primary
+	// Nil means Percentile{}: the p95 of the last 1,000 primary
 	// latencies of the operation class, and no hedging until 100 were
 	// seen.
 	Delay Delay
