@@ -15,7 +15,7 @@ import (
 type Attempt struct {
 	// Index is 0 for the primary, 1 for the first hedge, and so on.
 	Index int
-	// Replica is the replica chosen for this copy, in [0, [Config.Replicas]),
+	// Replica is the replica chosen for this copy, in [0, Config.Replicas),
 	// or -1 when the [Hedger] has no replicas and the function chooses.
 	// Never the replica of another copy of the same request.
 	Replica int

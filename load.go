@@ -50,7 +50,7 @@ func (l Load) valid() bool {
 	return l.Running >= 0 && l.Queued >= 0 && l.Workers >= 0 && l.Done >= 0
 }
 
-// ReportLoad records the load that replica (in [0, [Config.Replicas]))
+// ReportLoad records the load that replica (in [0, Config.Replicas))
 // reported with an answer that arrived now. Transports call it for every
 // answer that carries a report (hedgehttp and hedgegrpc do); a report for
 // a replica out of range, with a negative count, or to a [Hedger] without
