@@ -85,9 +85,9 @@
 // Hedger keeps no per-replica buckets to fill a histogram from. Its
 // quantiles keep a past burst of slowness for good, so that every replica
 // that went through one looks slow; hedge_replica_latency_recent_seconds
-// (hedge.ReplicaStats.Recent) holds the last 30 to 60 seconds alone,
-// the quantiles 0.5, 0.9, 0.99 and 0.999 as
-// gauges, and is absent for a replica with no success in that time.
+// (hedge.ReplicaStats.Recent) holds the last 30 to 60 seconds alone, the
+// quantiles 0.5, 0.9, 0.99 and 0.999 as gauges, and is absent for a
+// replica with no success in that time.
 //
 // # What runs now
 //
