@@ -77,58 +77,12 @@ func (r *recentHist) distribution(now time.Duration) Distribution {
 }
 
 // merged returns the [Distribution] of the values of a and b (b may be
-// nil): quantiles within quantile.RelativeError, as those of distribution,
-// and Sum exact once recording stops.
+// nil), as [distribution] gives that of one histogram.
 func merged(a, b *quantile.Histogram) Distribution {
-	ca, sa := a.Counts(nil), a.Snapshot()
-	var cb quantile.Counts
-	var sb quantile.Snapshot
+	s := a.Snapshot()
 	if b != nil {
-		cb, sb = b.Counts(nil), b.Snapshot()
+		sb := b.Snapshot()
+		s.Add(&sb)
 	}
-	n := int(ca.Count + cb.Count)
-	if n == 0 {
-		return Distribution{}
-	}
-	top := max(sa.Max, sb.Max)
-	buckets := mergeBuckets(ca.Buckets, cb.Buckets)
-	at := func(q float64) time.Duration {
-		rank, seen := uint64(quantile.Rank(q, n)), uint64(0)
-		for _, bk := range buckets {
-			if seen += bk.Count; seen >= rank {
-				return time.Duration(min(bk.Mid(), top))
-			}
-		}
-		return time.Duration(top)
-	}
-	sum := ca.Sum + cb.Sum
-	return Distribution{
-		Count: int64(n),
-		Mean:  time.Duration(float64(sum) / float64(n)),
-		P50:   at(0.50),
-		P90:   at(0.90),
-		P99:   at(0.99),
-		P999:  at(0.999),
-		Max:   time.Duration(top),
-		Sum:   time.Duration(sum),
-	}
-}
-
-// mergeBuckets merges two lists of non-empty buckets of the same layout,
-// each in increasing order, adding the counts of a bucket in both.
-func mergeBuckets(a, b []quantile.Bucket) []quantile.Bucket {
-	out := make([]quantile.Bucket, 0, len(a)+len(b))
-	for len(a) > 0 || len(b) > 0 {
-		switch {
-		case len(b) == 0 || len(a) > 0 && a[0].Lo < b[0].Lo:
-			out, a = append(out, a[0]), a[1:]
-		case len(a) == 0 || b[0].Lo < a[0].Lo:
-			out, b = append(out, b[0]), b[1:]
-		default:
-			bk := a[0]
-			bk.Count += b[0].Count
-			out, a, b = append(out, bk), a[1:], b[1:]
-		}
-	}
-	return out
+	return distributionOf(&s)
 }

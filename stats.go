@@ -253,6 +253,11 @@ func (d Distribution) String() string {
 
 func distribution(h *quantile.Histogram) Distribution {
 	s := h.Snapshot()
+	return distributionOf(&s)
+}
+
+// distributionOf summarises a histogram's snapshot.
+func distributionOf(s *quantile.Snapshot) Distribution {
 	return Distribution{
 		Count: s.Count,
 		Mean:  time.Duration(s.Mean()),

@@ -50,6 +50,21 @@ func (h *Histogram) Snapshot() Snapshot {
 	return s
 }
 
+// Add adds the values of o to s, as if the histogram s was taken of had
+// recorded them too: the quantiles of the sum are those of both sets of
+// values, within RelativeError.
+func (s *Snapshot) Add(o *Snapshot) {
+	s.Count += o.Count
+	s.Sum += o.Sum
+	s.Max = max(s.Max, o.Max)
+	for b := range s.counts {
+		s.counts[b] = uint32(min(uint64(s.counts[b])+uint64(o.counts[b]), math.MaxUint32))
+	}
+	for g := range s.groups {
+		s.groups[g] = uint32(min(uint64(s.groups[g])+uint64(o.groups[g]), math.MaxUint32))
+	}
+}
+
 // Snapshot is a point-in-time copy of a Histogram.
 type Snapshot struct {
 	Count int64 // values recorded

@@ -307,3 +307,31 @@ func TestRankIsExactForPercentages(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotAdd: the sum of two histograms' snapshots is the snapshot of
+// one histogram that recorded both sets of values.
+func TestSnapshotAdd(t *testing.T) {
+	var a, b, both Histogram
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 50_000 {
+		v := lognormal(r)
+		if i%3 == 0 {
+			v *= 40 // b's values are slower
+			b.Record(v)
+		} else {
+			a.Record(v)
+		}
+		both.Record(v)
+	}
+	got, sb, want := a.Snapshot(), b.Snapshot(), both.Snapshot()
+	got.Add(&sb)
+	if got != want {
+		t.Fatalf("a+b: Count %d Sum %d Max %d; one histogram: %d %d %d, or their buckets differ",
+			got.Count, got.Sum, got.Max, want.Count, want.Sum, want.Max)
+	}
+	for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+		if g, w := got.Quantile(q), want.Quantile(q); g != w {
+			t.Errorf("q%v: a+b %d, one histogram %d", q, g, w)
+		}
+	}
+}
