@@ -1,7 +1,6 @@
 package tied
 
 import (
-	"context"
 	"math"
 	"testing"
 	"testing/synctest"
@@ -18,28 +17,7 @@ import (
 // primary. A report with a negative count is ignored.
 func TestSpareSkippedByHugeReport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := NewClient(ClientConfig{Replicas: 2, Gap: time.Millisecond, Picker: hedge.Picker{Random: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// call runs one call whose primary answers after 5 ms, and
-		// reports whether its spare was sent.
-		call := func() bool {
-			spare := false
-			_, release, err := Run(context.Background(), c, func(ctx context.Context, cp Copy) (string, error) {
-				if cp.Role == RoleSpare {
-					spare = true
-					return "", ErrNoSpare
-				}
-				time.Sleep(5 * time.Millisecond)
-				return "ok", nil
-			}, nil)
-			release()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return spare
-		}
+		c, call := spareProbe(t)
 		busy := hedge.Load{Running: 2, Queued: 1, Workers: 2}
 		for _, huge := range []hedge.Load{
 			{Running: 1, Queued: math.MaxInt, Workers: 4},

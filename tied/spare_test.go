@@ -306,28 +306,7 @@ func TestRunSpareForm(t *testing.T) {
 // send it.
 func TestSpareSkippedByReports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := NewClient(ClientConfig{Replicas: 2, Gap: time.Millisecond, Picker: hedge.Picker{Random: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// call runs one call whose primary answers after 5 ms, and
-		// reports whether its spare was sent.
-		call := func() bool {
-			spare := false
-			_, release, err := Run(context.Background(), c, func(ctx context.Context, cp Copy) (string, error) {
-				if cp.Role == RoleSpare {
-					spare = true
-					return "", ErrNoSpare
-				}
-				time.Sleep(5 * time.Millisecond)
-				return "ok", nil
-			}, nil)
-			release()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return spare
-		}
+		c, call := spareProbe(t)
 		if !call() {
 			t.Fatal("no reports: the spare was not sent")
 		}
@@ -374,4 +353,32 @@ func TestSpareSkippedByReports(t *testing.T) {
 		c.ReportLoad(5, busy)                   // out of range: ignored
 		c.ReportLoad(0, hedge.Load{Running: 3}) // no workers: ignored
 	})
+}
+
+// spareProbe returns a client of two replicas that sends a spare a
+// millisecond after its primary, and call, which runs one call whose
+// primary answers after 5 ms (on the bubble's clock: call it inside
+// synctest.Test) and reports whether its spare was sent.
+func spareProbe(t *testing.T) (*Client, func() bool) {
+	t.Helper()
+	c, err := NewClient(ClientConfig{Replicas: 2, Gap: time.Millisecond, Picker: hedge.Picker{Random: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, func() bool {
+		spare := false
+		_, release, err := Run(context.Background(), c, func(ctx context.Context, cp Copy) (string, error) {
+			if cp.Role == RoleSpare {
+				spare = true
+				return "", ErrNoSpare
+			}
+			time.Sleep(5 * time.Millisecond)
+			return "ok", nil
+		}, nil)
+		release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return spare
+	}
 }
