@@ -47,18 +47,7 @@ func TestModeAndRollout(t *testing.T) {
 			}
 		}
 	}
-	check("at first", map[string]string{"a": "on", "b": "on"}, map[string]float64{"a": 1, "b": 1})
-	if err := a.SetMode(hedge.Off); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.SetRollout(0.05); err != nil {
-		t.Fatal(err)
-	}
-	check("after the kill switch on a and a rollout on b", map[string]string{"a": "off", "b": "on"}, map[string]float64{"a": 1, "b": 0.05})
-	if err := b.SetMode(hedge.Shadow); err != nil {
-		t.Fatal(err)
-	}
-	check("after b's switch to shadow", map[string]string{"a": "off", "b": "shadow"}, map[string]float64{"a": 1, "b": 0.05})
+	settest.ModeSteps(t, a, b, check)
 }
 
 // TestReplicaRecentLatency: after a burst of slowness and a recovery,

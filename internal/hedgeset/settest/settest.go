@@ -259,3 +259,23 @@ func Burst(t testing.TB) *hedge.Hedger {
 	}
 	return h
 }
+
+// ModeSteps switches two Hedgers, named "a" and "b" in their set, through
+// the steps an operator takes (a kill switch on a, a 5% rollout on b, then
+// b to shadow), and calls check after each, and before the first, with
+// the name of the step and the mode and rollout each Hedger should show.
+func ModeSteps(t testing.TB, a, b *hedge.Hedger, check func(when string, modes map[string]string, rollouts map[string]float64)) {
+	t.Helper()
+	check("at first", map[string]string{"a": "on", "b": "on"}, map[string]float64{"a": 1, "b": 1})
+	if err := a.SetMode(hedge.Off); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetRollout(0.05); err != nil {
+		t.Fatal(err)
+	}
+	check("after the kill switch on a and a rollout on b", map[string]string{"a": "off", "b": "on"}, map[string]float64{"a": 1, "b": 0.05})
+	if err := b.SetMode(hedge.Shadow); err != nil {
+		t.Fatal(err)
+	}
+	check("after b's switch to shadow", map[string]string{"a": "off", "b": "shadow"}, map[string]float64{"a": 1, "b": 0.05})
+}
