@@ -65,6 +65,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.c.Servers, "servers", d.Servers, "number of servers")
 	fs.IntVar(&f.c.Fanout, "fanout", 1, "sub-requests per request")
 	fs.IntVar(&f.c.FanoutNeed, "fanout-need", 0, "sub-requests a request waits for (0: all)")
+	fs.IntVar(&f.c.Shards, "shards", 0, "split the servers into N replica sets of servers/N each; leaf i of a request goes to shard i mod N, and its copies only to that shard's servers (0 or 1: any server serves any leaf; servers and fanout must be multiples of N)")
 	fs.BoolVar(&f.fanCall, "fan-call", false, "run each fan-out request as hedge.DoFan does: a budget and a cap on its leaves' hedges, and the sibling trigger (hedging strategies; the --fan-* flags set its hedge.FanOut)")
 	fs.IntVar(&f.fan.Hedges, "fan-hedges", 0, "with --fan-call: the most hedges a request's leaves send in all (FanOut.Hedges; 0: twice the leaves one stuck replica holds, negative: none)")
 	fs.IntVar(&f.fan.InFlight, "fan-in-flight", 0, "with --fan-call: the most hedges of a request's leaves in flight at once (FanOut.InFlight; 0: --fan-hedges)")

@@ -392,6 +392,18 @@ type Config struct {
 	// FanoutNeed is how many sub-requests must finish for the request to
 	// finish; 0 means all of them.
 	FanoutNeed int
+	// Shards, above 1, splits the servers into Shards replica sets of
+	// Servers/Shards each: shard s is servers s*R to s*R+R-1, with R the
+	// replicas per shard. Leaf i of every request goes to shard i mod
+	// Shards, and each copy of it (primary, hedge) is placed among that
+	// shard's servers only, by the routing, as a sharded store serves a
+	// key only from its shard's replicas. Load, the spare-capacity rule,
+	// the evidence and the ghosts stay per real server; a request's
+	// budget, the sibling trigger and FanoutNeed span its shards (see
+	// "Shards" in the package documentation). Servers and Fanout must be
+	// multiples of Shards. 0 or 1: one replica set, where any server
+	// serves any leaf.
+	Shards int
 	// FanCall, when set with Fanout > 1, runs each fan-out request as
 	// hedge.DoFan does: a decision of its own (decide.Fan, made from
 	// FanCall by the same defaults as DoFan's) that its sub-requests'
@@ -617,6 +629,7 @@ func (c Config) Validate() error {
 	if c.FanoutNeed < 0 || c.FanoutNeed > c.Fanout {
 		bad("fanout need = %d: use 0 (all) to fanout (%d)", c.FanoutNeed, c.Fanout)
 	}
+	errs = append(errs, c.shardErrs()...)
 	if c.FanCall != nil {
 		fo := *c.FanCall
 		switch {
@@ -626,7 +639,7 @@ func (c Config) Validate() error {
 			bad("fan call good-enough time %v: the simulator does not model it; use 0", fo.GoodEnough)
 		case c.Fanout >= 1 && c.FanoutNeed >= 0 && c.FanoutNeed <= c.Fanout:
 			if fo, ok := c.fanOut(); ok {
-				if _, err := decide.FanFrom(fo, c.Fanout, c.replicas()); err != nil {
+				if _, err := decide.FanFrom(fo, c.Fanout, c.fanServers()); err != nil {
 					bad("fan call: %w", err)
 				}
 			}
@@ -685,7 +698,8 @@ func (c Config) Validate() error {
 //   - default: Config.Hedge, or the zero hedge.Config.
 //
 // MaxAttempts is c's for the presets and the library's own for default.
-// Replicas is Servers: a copy never goes to a server holding another.
+// Replicas is Servers, or a shard's servers with Shards: a copy never goes
+// to a server holding another.
 func (c Config) HedgeConfig() (hedge.Config, bool) {
 	var h hedge.Config
 	switch c.Strategy {
@@ -742,19 +756,75 @@ func (c Config) fanOut() (hedge.FanOut, bool) {
 // describeFan describes the decision of c's fan-out requests, defaults
 // applied, or says it is invalid (Validate reports why).
 func (c Config) describeFan(fo hedge.FanOut) string {
-	fc, err := decide.FanFrom(fo, c.Fanout, c.replicas())
+	fc, err := decide.FanFrom(fo, c.Fanout, c.fanServers())
 	if err != nil {
 		return "invalid"
 	}
 	return fmt.Sprintf("hedges=%d in-flight=%d mark=%d straggle=%g canaries=%d", fc.Hedges, fc.InFlight, fc.Mark, fc.Straggle, fo.Canaries)
 }
 
-// replicas is how many distinct places a request's copies may go.
+// replicas is how many distinct places a request's copies may go: the
+// servers, or with Shards a shard's replicas; 0 when that is one.
 func (c Config) replicas() int {
-	if c.Servers < 2 {
+	n := c.Servers
+	if c.Sharded() {
+		n = c.Servers / c.Shards
+	}
+	if n < 2 {
 		return 0
 	}
+	return n
+}
+
+// fanServers is the replicas a fan-out request's decision is made over
+// (decide.FanFrom): how many distinct servers its leaves spread over, of
+// which one stuck server holds Fanout/fanServers leaves. With Shards
+// that is every server, not a shard's replicas.
+func (c Config) fanServers() int {
+	if c.Sharded() {
+		return c.Servers
+	}
+	return c.replicas()
+}
+
+// Sharded reports whether c splits its servers into shards (Shards > 1).
+func (c Config) Sharded() bool { return c.Shards > 1 }
+
+// ShardReplicas returns the servers of each shard: Servers/Shards with
+// Shards, else Servers.
+func (c Config) ShardReplicas() int {
+	if c.Sharded() {
+		return c.Servers / c.Shards
+	}
 	return c.Servers
+}
+
+// shardErrs reports what is wrong with c's Shards, each with what to do.
+func (c Config) shardErrs() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	switch {
+	case c.Shards < 0:
+		bad("shards = %d: use 0 or 1 (any server serves any leaf) or the number of replica sets the servers split into", c.Shards)
+		return errs
+	case c.Shards <= 1:
+		return nil
+	case c.Servers < 1:
+		return nil // reported with the servers
+	case c.Shards > c.Servers:
+		bad("shards = %d with servers = %d: every shard needs at least one server; use servers = shards x replicas per shard, e.g. servers = %d for 2 replicas each", c.Shards, c.Servers, 2*c.Shards)
+	case c.Servers%c.Shards != 0:
+		lo, hi := c.Servers/c.Shards, c.Servers/c.Shards+1
+		bad("shards = %d does not divide servers = %d (%d per shard, %d left over): every shard has servers/shards replicas; use servers = %d (%d replicas each) or %d (%d each)",
+			c.Shards, c.Servers, lo, c.Servers%c.Shards, lo*c.Shards, lo, hi*c.Shards, hi)
+	}
+	if c.Fanout >= 1 && c.Fanout%c.Shards != 0 {
+		bad("shards = %d with fanout = %d: leaf i goes to shard i mod shards, so the shards share the leaves evenly only when fanout is a multiple of shards; use fanout = %d (one leaf per shard) or a multiple of it", c.Shards, c.Fanout, c.Shards)
+	}
+	if c.Routing == Pool {
+		bad("pool routing with shards: the pool's one queue lets any server take any leaf; use two-choice, random or least-loaded routing, which place each leaf among its shard's servers")
+	}
+	return errs
 }
 
 // feedPrimary reports whether a live percentile is fed the library's rule.
@@ -814,6 +884,9 @@ func (c Config) String() string {
 	}
 	if c.Fanout > 1 {
 		fmt.Fprintf(&b, " fanout=%d need=%d", c.Fanout, c.FanoutNeed)
+	}
+	if c.Sharded() {
+		fmt.Fprintf(&b, " shards=%d replicas-per-shard=%d", c.Shards, c.ShardReplicas())
 	}
 	if fo, ok := c.fanOut(); ok {
 		fmt.Fprintf(&b, " fan-call={%s}", c.describeFan(fo))

@@ -63,6 +63,9 @@ type request struct {
 	repAhead  int32
 	repLeftAt uint32
 	byRep     bool
+	// lo is the first server of the request's shard (Config.Shards), 0
+	// without shards: its copies go to servers lo to lo+R-1.
+	lo int32
 }
 
 // engine is the state of one run. A Simulator keeps one and reuses its
@@ -184,6 +187,16 @@ type engine struct {
 	maxAtt           uint8
 	serversN         int
 	leastLoaded      bool
+
+	// With Config.Shards (sharded): the servers of each shard, the
+	// shards, the first server of the shard being placed in, and the
+	// routing load of that shard's servers by their place in it (e.load
+	// of sbase+j).
+	sharded   bool
+	shardR    int
+	shardN    int
+	sbase     int
+	loadShard func(int) int
 }
 
 func (e *engine) init(c Config) {
@@ -201,7 +214,9 @@ func (e *engine) init(c Config) {
 	e.ps = c.Discipline == PS
 	e.leastLoaded = c.Routing == LeastLoaded
 	e.picker = decide.Picker{Random: c.Routing == Random}
+	e.sharded, e.shardR, e.shardN, e.sbase = c.Sharded(), c.ShardReplicas(), max(c.Shards, 1), 0
 	if e.loadPlain == nil {
+		e.loadShard = func(j int) int { return e.load(e.sbase + j) }
 		e.loadPlain = func(i int) int { return e.qs[i].busy }
 		e.loadGhost = func(i int) int {
 			f := &e.qs[i]
@@ -316,7 +331,7 @@ func (e *engine) init(c Config) {
 	e.armT = e.armT[:0]
 	e.fanReqs, e.fanExtra, e.fanPeak, e.fanMost = 0, 0, 0, 0
 	if fo, ok := c.fanOut(); ok {
-		fc, err := decide.FanFrom(fo, c.Fanout, c.replicas())
+		fc, err := decide.FanFrom(fo, c.Fanout, c.fanServers())
 		if err != nil {
 			panic(err) // unreachable after Validate
 		}
@@ -491,7 +506,7 @@ func (e *engine) arrive() {
 		client = e.drawClient()
 	}
 	if e.c.Fanout == 1 {
-		e.newUnit(-1, int32(idx), client, measured)
+		e.newUnit(-1, int32(idx), client, measured, 0)
 	} else {
 		e.newParent(int32(idx), client, measured)
 	}
@@ -519,11 +534,14 @@ func (e *engine) alloc() int32 {
 }
 
 // newUnit starts a request (or sub-request) of client, the idx-th to
-// arrive (for a sub-request, its parent's index), and returns its slot.
-func (e *engine) newUnit(parent, idx int32, client uint16, measured bool) int32 {
+// arrive (for a sub-request, its parent's index), whose copies go to the
+// shard whose first server is lo (0 without shards), and returns its
+// slot.
+func (e *engine) newUnit(parent, idx int32, client uint16, measured bool, lo int32) int32 {
 	slot := e.alloc()
 	r := &e.slots[slot]
 	r.arrival = e.now
+	r.lo = lo
 	r.idx = idx
 	if e.script != nil {
 		r.size = e.script[r.idx].Sizes[0]

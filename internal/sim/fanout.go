@@ -65,9 +65,18 @@ func (e *engine) newParent(idx int32, client uint16, measured bool) {
 		e.subs[base+j] = subRef{slot: -1}
 	}
 	for j := range int(n) {
-		s := e.newUnit(p, idx, client, measured)
+		s := e.newUnit(p, idx, client, measured, e.shardOf(j))
 		e.subs[base+j] = subRef{slot: s, gen: e.slots[s].gen}
 	}
+}
+
+// shardOf returns the first server of the shard that leaf j of a
+// request goes to: shard j mod Config.Shards, 0 without shards.
+func (e *engine) shardOf(j int) int32 {
+	if !e.sharded {
+		return 0
+	}
+	return int32(j % e.shardN * e.shardR)
 }
 
 // addFan gives the parent slot just appended to e.par its decide.Fan,
@@ -90,7 +99,7 @@ func (e *engine) sendRest(p int32) {
 	pr.sent = int32(k)
 	base := int(p) * k
 	for j := from; j < k; j++ {
-		s := e.newUnit(p, idx, client, measured) // e.slots may grow: pr is not used after this
+		s := e.newUnit(p, idx, client, measured, e.shardOf(j)) // e.slots may grow: pr is not used after this
 		e.subs[base+j] = subRef{slot: s, gen: e.slots[s].gen}
 	}
 }

@@ -49,6 +49,9 @@ type PointResult struct {
 	// in flight at once, over the runs.
 	Fanout     int `json:"fanout,omitempty"`
 	FanoutNeed int `json:"fanout_need,omitempty"`
+	// Shards, present with shards, is Config.Shards: Servers/Shards
+	// replicas per shard.
+	Shards int `json:"shards,omitempty"`
 	// With fan-out requests, LeafP50, LeafP99 and LeafP999 are the
 	// sub-requests' own percentiles and Copies the copies the
 	// sub-requests placed per request (RunResult's, mean over the runs).
@@ -97,6 +100,17 @@ type PointResult struct {
 	RatioP99SE  *float64 `json:"ratio_p99_se,omitempty"`
 	RatioP999   *float64 `json:"ratio_p999,omitempty"`
 	RatioP999SE *float64 `json:"ratio_p999_se,omitempty"`
+	// Placement ratios, for "none" with shards and two-choice routing:
+	// its percentiles over those of "none" with random placement within
+	// the shard, at the same scenario (paired runs, as for the ratios
+	// above). They are the placement's own gain, which the ratios of a
+	// hedged point to this "none" leave out.
+	PlacementP50    *float64 `json:"placement_p50,omitempty"`
+	PlacementP50SE  *float64 `json:"placement_p50_se,omitempty"`
+	PlacementP99    *float64 `json:"placement_p99,omitempty"`
+	PlacementP99SE  *float64 `json:"placement_p99_se,omitempty"`
+	PlacementP999   *float64 `json:"placement_p999,omitempty"`
+	PlacementP999SE *float64 `json:"placement_p999_se,omitempty"`
 
 	HedgedFraction   float64 `json:"hedged_fraction"`
 	HedgedFractionSE float64 `json:"hedged_fraction_se"`
@@ -195,6 +209,9 @@ func (s Summary) Result() PointResult {
 	if c.Clients > 1 {
 		r.Clients, r.ClientSkew = c.Clients, fptr(c.ClientSkew)
 	}
+	if c.Sharded() {
+		r.Shards = c.Shards
+	}
 	if c.Fanout > 1 {
 		r.Fanout, r.FanoutNeed = c.Fanout, c.FanoutNeed
 		r.LeafP50, r.LeafP99, r.LeafP999, r.Copies = s.LeafP50.Value, s.LeafP99.Value, s.LeafP999.Value, s.Copies.Value
@@ -226,24 +243,30 @@ func (sp *studyPoint) result() PointResult {
 	if sp.ref != nil {
 		ref = sp.ref
 	}
-	if ref.done {
-		ratio := func(f func(*RunResult) float64) (v, se *float64) {
-			a := make([]float64, len(sp.runs))
-			b := make([]float64, len(ref.runs))
-			for i := range sp.runs {
-				a[i] = f(&sp.runs[i])
-			}
-			for i := range ref.runs {
-				b[i] = f(&ref.runs[i])
-			}
-			e := Ratio(a, b)
-			return fptr(e.Value), fptr(e.SE)
+	ratioTo := func(ref *studyPoint, f func(*RunResult) float64) (v, se *float64) {
+		a := make([]float64, len(sp.runs))
+		b := make([]float64, len(ref.runs))
+		for i := range sp.runs {
+			a[i] = f(&sp.runs[i])
 		}
+		for i := range ref.runs {
+			b[i] = f(&ref.runs[i])
+		}
+		e := Ratio(a, b)
+		return fptr(e.Value), fptr(e.SE)
+	}
+	if ref.done {
+		ratio := func(f func(*RunResult) float64) (v, se *float64) { return ratioTo(ref, f) }
 		r.RatioMean, r.RatioMeanSE = ratio(func(x *RunResult) float64 { return x.Mean })
 		r.RatioP50, r.RatioP50SE = ratio(func(x *RunResult) float64 { return x.P50 })
 		r.RatioP95, r.RatioP95SE = ratio(func(x *RunResult) float64 { return x.P95 })
 		r.RatioP99, r.RatioP99SE = ratio(func(x *RunResult) float64 { return x.P99 })
 		r.RatioP999, r.RatioP999SE = ratio(func(x *RunResult) float64 { return x.P999 })
+	}
+	if pl := sp.place; pl != nil && pl.done {
+		r.PlacementP50, r.PlacementP50SE = ratioTo(pl, func(x *RunResult) float64 { return x.P50 })
+		r.PlacementP99, r.PlacementP99SE = ratioTo(pl, func(x *RunResult) float64 { return x.P99 })
+		r.PlacementP999, r.PlacementP999SE = ratioTo(pl, func(x *RunResult) float64 { return x.P999 })
 	}
 	return r
 }
@@ -507,6 +530,7 @@ func Table(res []PointResult) string {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(shardsTable(res))
 	return strings.TrimRight(b.String(), "\n") + "\n"
 }
 

@@ -134,7 +134,15 @@ func (e *engine) addCopyAt(slot int32, r *request, q int32) {
 		v.busy++
 		v.sent++
 	}
+	if checkCopy != nil {
+		checkCopy(e, slot, r, q)
+	}
 }
+
+// checkCopy, when a test sets it, is called whenever a copy of a request
+// in slot is placed on queue q, the primary included. It is nil outside
+// the package's tests.
+var checkCopy func(e *engine, slot int32, r *request, q int32)
 
 // kick starts service on queue q's idle server(s), if any. Under processor
 // sharing every copy placed on q starts at once.

@@ -26,8 +26,11 @@ func (e *engine) placeSkip(r *request, skip []int) int32 {
 	if e.pool {
 		return 0
 	}
+	if e.sharded {
+		return e.placeShard(r, skip)
+	}
 	if e.leastLoaded {
-		return e.leastLoadedPick(r)
+		return e.leastLoadedPick(r, 0, len(e.qs))
 	}
 	var buf [MaxAttempts + decide.MaxCandidates]int
 	held := buf[:0]
@@ -49,6 +52,39 @@ func (e *engine) placeSkip(r *request, skip []int) int32 {
 
 var randomPicker = decide.Picker{Random: true}
 
+// placeShard is placeSkip with Config.Shards. The servers of r's shard,
+// lo to lo+R-1, are places 0 to R-1 of a replica set of their own: the
+// held copies and the candidates to leave out are mapped to their
+// places, the routing picks among them by the same code as without
+// shards (decide.Picker, reading the servers' loads through e.loadShard),
+// and the place it picks maps back to its server. A copy of a leaf thus
+// never leaves its shard, and never goes to a server that holds another.
+func (e *engine) placeShard(r *request, skip []int) int32 {
+	lo := int(r.lo)
+	if e.leastLoaded {
+		return e.leastLoadedPick(r, lo, e.shardR)
+	}
+	var buf [MaxAttempts + decide.MaxCandidates]int
+	held := buf[:0]
+	for j := range r.n {
+		held = append(held, int(r.copies[j].q)-lo)
+	}
+	for _, q := range skip {
+		held = append(held, q-lo)
+	}
+	var i int
+	if e.tiedSample {
+		i = randomPicker.Pick(e.shardR, held, nil, e.rM.Uint64())
+	} else {
+		e.sbase = lo
+		i = e.picker.Pick(e.shardR, held, e.loadShard, e.rM.Uint64())
+	}
+	if i < 0 {
+		return -1
+	}
+	return int32(lo + i)
+}
+
 // spareRoute returns the queue that runs request r under TiedSpare: the
 // routing's pick for the primary, unless a copy would wait there and the
 // routing's second pick, the spare's replica, has an idle server (no copy
@@ -61,8 +97,21 @@ func (e *engine) spareRoute(r *request) int32 {
 	if e.leastLoaded {
 		return q // it picked the least busy server: none is idle
 	}
-	held := [1]int{int(q)}
-	s := int32(e.picker.Pick(e.serversN, held[:], e.load, e.rM.Uint64()))
+	var s int32
+	if e.sharded {
+		// The spare is the shard's second pick.
+		lo := int(r.lo)
+		held := [1]int{int(q) - lo}
+		e.sbase = lo
+		if i := e.picker.Pick(e.shardR, held[:], e.loadShard, e.rM.Uint64()); i >= 0 {
+			s = int32(lo + i)
+		} else {
+			s = -1
+		}
+	} else {
+		held := [1]int{int(q)}
+		s = int32(e.picker.Pick(e.serversN, held[:], e.load, e.rM.Uint64()))
+	}
 	if s >= 0 && e.qs[s].busy == 0 {
 		if r.measured {
 			e.spareMoves++
@@ -78,12 +127,13 @@ func (e *engine) spareRoute(r *request) int32 {
 // default's. It is nil outside the package's tests.
 var hedgePlacement func(e *engine, r *request, primary int) int32
 
-// leastLoadedPick scans every server not holding a copy for the smallest
-// busy count, breaking ties uniformly at random (reservoir sampling).
-func (e *engine) leastLoadedPick(r *request) int32 {
+// leastLoadedPick scans the n servers from lo that hold no copy of r for
+// the smallest busy count, breaking ties uniformly at random (reservoir
+// sampling).
+func (e *engine) leastLoadedPick(r *request, lo, n int) int32 {
 	best, bestLoad, ties := int32(-1), 0, 0
 outer:
-	for i := range e.qs {
+	for i := lo; i < lo+n; i++ {
 		for j := range r.n {
 			if r.copies[j].q == int32(i) {
 				continue outer

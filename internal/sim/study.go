@@ -39,6 +39,7 @@ const (
 	GroupDefault     = "default"      // the library default against none, live p95 and tied in every world
 	GroupFanOut      = "fan-out"      // requests of 10, 40 and 100 leaves: none, default, the fan-out call; first k of n; canaries
 	GroupClients     = "clients"      // 1, 10 and 100 clients, requests of 1, 10 and 40 leaves: none, default, low-priority copies, the fan-out call
+	GroupShards      = "shards"       // sharded fan-outs: 30 shards x 2 and x 3 replicas, 100 x 3 with 1,000 leaves; none, random placement, the fan-out call
 )
 
 // StudyFanWidths are the widths of the fan-out group's requests, and
@@ -52,6 +53,33 @@ var (
 	StudyClientWidths = []int{1, 10, 40}
 	StudyManyWorlds   = []World{Noise, Stalls, BigJobs, Mixed}
 	StudyManyLoads    = []float64{0.1, 0.3, 0.5, 0.7, 0.9}
+)
+
+// ShardTopology is a topology of the shards group: Shards replica sets of
+// Replicas servers each, and requests of Width leaves, leaf i to shard i
+// mod Shards. Requests and QuickRequests are the requests of a run in the
+// full study and in the quick one.
+type ShardTopology struct {
+	Shards, Replicas, Width int
+	Requests, QuickRequests int
+}
+
+// StudyShardTopologies are the shards group's topologies: 30 shards of 2
+// and of 3 replicas, every request reading one leaf of each shard (a
+// search over 30 index shards), and the Tail at Scale's setting, 1,000
+// leaves over 100 shards of 3. A run of 30 leaves has 30,000 requests,
+// so that its p99.9 rests on the 30 slowest; one of 1,000 leaves has
+// 3,000 requests (3,000,000 leaves), whose p99.9 rests on the 3 slowest
+// and whose stalls world holds about 4,000 stalled stretches at load
+// 0.3, 16,000 over a point's four runs.
+// StudyShardClients are the group's clients.
+var (
+	StudyShardTopologies = []ShardTopology{
+		{Shards: 30, Replicas: 2, Width: 30, Requests: 30_000, QuickRequests: 10_000},
+		{Shards: 30, Replicas: 3, Width: 30, Requests: 30_000, QuickRequests: 10_000},
+		{Shards: 100, Replicas: 3, Width: 1000, Requests: 3_000, QuickRequests: 1_000},
+	}
+	StudyShardClients = []int{1, 10}
 )
 
 // studyLeaves is how many sub-requests a run of the fan-out and clients
@@ -125,6 +153,39 @@ type StudyOptions struct {
 	// use them). Loads, if not nil, overrides the loads.
 	Runs, Requests, Warmup int
 	Loads                  []float64
+	// Groups, if not nil, runs only the points of these groups (names of
+	// StudyGroups, or "all" for every group). nil runs every group but
+	// those of StudyOptInGroups, whose cost the default grid does not
+	// carry.
+	Groups []string
+}
+
+// StudyGroups are the groups of the study, in the order they are laid
+// out, and StudyOptInGroups those that run only when StudyOptions.Groups
+// names them: the shards group's runs of up to 3,000,000 leaves would
+// add more than half again to the default grid's time.
+var (
+	StudyGroups      = []string{GroupMain, GroupMixed, GroupRandom, GroupBudget, GroupStallLength, GroupDefault, GroupFanOut, GroupClients, GroupCancelDelay, GroupShards}
+	StudyOptInGroups = []string{GroupShards}
+)
+
+// CheckStudyGroups reports a name in groups that is not a group of the
+// study, with the names to use.
+func CheckStudyGroups(groups []string) error {
+	for _, g := range groups {
+		if g != "all" && !slices.Contains(StudyGroups, g) {
+			return fmt.Errorf("%w: unknown study group %q: use all or some of %s", ErrInvalid, g, strings.Join(StudyGroups, ", "))
+		}
+	}
+	return nil
+}
+
+// runsGroup reports whether the study with these options runs group.
+func (o StudyOptions) runsGroup(group string) bool {
+	if o.Groups == nil {
+		return !slices.Contains(StudyOptInGroups, group)
+	}
+	return slices.Contains(o.Groups, group) || slices.Contains(o.Groups, "all")
 }
 
 type studyPoint struct {
@@ -133,7 +194,11 @@ type studyPoint struct {
 	key    string
 	groups []string
 	ref    *studyPoint // "none" at the same world, routing, load and world parameters
-	calib  *studyCalib // nil unless the strategy is calibrated
+	// place, for "none" with shards and two-choice routing, is "none"
+	// with random routing at the same scenario: the placement's own
+	// gain (PointResult.PlacementP50 ...).
+	place *studyPoint
+	calib *studyCalib // nil unless the strategy is calibrated
 	// delaySet records that cfg.Delay holds the calibrated delay.
 	delaySet bool
 	runs     []RunResult
@@ -157,6 +222,7 @@ type studyPlan struct {
 	runs   int
 	seed   uint64
 	base   Config
+	opts   StudyOptions
 }
 
 // scenarioKey identifies what the run's common random streams depend on:
@@ -184,6 +250,9 @@ func scenarioKey(c Config) string {
 	}
 	if c.Fanout > 1 {
 		fmt.Fprintf(&b, "|fanout=%d", c.Fanout)
+	}
+	if c.Sharded() {
+		fmt.Fprintf(&b, "|shards=%d", c.Shards)
 	}
 	return b.String()
 }
@@ -219,7 +288,13 @@ func pointKey(c Config) string {
 	return b.String()
 }
 
+// add adds the point c to group, with its "none" and its calibration,
+// and returns it; or nil, adding nothing, when the study does not run
+// group (StudyOptions.Groups).
 func (p *studyPlan) add(c Config, group string) *studyPoint {
+	if !p.opts.runsGroup(group) {
+		return nil
+	}
 	c.Seed = DeriveSeed(p.seed, scenarioKey(c))
 	key := pointKey(c)
 	if sp, ok := p.byKey[key]; ok {
@@ -277,7 +352,7 @@ func planStudy(o StudyOptions) *studyPlan {
 	if o.Loads != nil {
 		loads = o.Loads
 	}
-	p := &studyPlan{byKey: map[string]*studyPoint{}, cbyKey: map[string]*studyCalib{}, runs: runs, seed: o.Seed, base: base}
+	p := &studyPlan{byKey: map[string]*studyPoint{}, cbyKey: map[string]*studyCalib{}, runs: runs, seed: o.Seed, base: base, opts: o}
 	at := func(w World, r Routing, s Strategy, load float64) Config {
 		c := base
 		c.World, c.Routing, c.Strategy, c.Load = w, r, s, load
@@ -350,7 +425,61 @@ func planStudy(o StudyOptions) *studyPlan {
 			}
 		}
 	}
+	// Last, so that the other groups' points keep their places in
+	// results.json.
+	p.planShards(loads, o)
 	return p
+}
+
+// planShards lays out the shards group: for each of StudyShardTopologies,
+// the four worlds of StudyManyWorlds at the grid's loads that are in
+// StudyManyLoads, one and ten clients: none (two choices among the
+// shard's replicas by the client's own requests in flight), none with
+// random placement within the shard (one client: unhedged random
+// placement reads no load, so it does not depend on the clients), and
+// the library's zero hedge.Config in the fan-out call (hedge.DoFan's
+// zero FanOut) over the shards.
+func (p *studyPlan) planShards(loads []float64, o StudyOptions) {
+	var ls []float64
+	for _, l := range loads {
+		if slices.Contains(StudyManyLoads, l) {
+			ls = append(ls, l)
+		}
+	}
+	if ls == nil {
+		ls = loads
+	}
+	for _, tp := range StudyShardTopologies {
+		at := func(w World, r Routing, s Strategy, load float64, clients int) Config {
+			c := p.base
+			c.World, c.Routing, c.Strategy, c.Load = w, r, s, load
+			c.Clients, c.Fanout, c.Shards, c.Servers = clients, tp.Width, tp.Shards, tp.Shards*tp.Replicas
+			switch {
+			case o.Requests > 0:
+				c.Requests = max(o.Requests/tp.Width, 20)
+			case o.Quick:
+				c.Requests = tp.QuickRequests
+			default:
+				c.Requests = tp.Requests
+			}
+			c.Warmup = c.Requests / 10
+			return c
+		}
+		for _, w := range StudyManyWorlds {
+			for _, clients := range StudyShardClients {
+				for _, l := range ls {
+					none := p.add(at(w, TwoChoice, None, l, clients), GroupShards)
+					if none == nil {
+						return // the study does not run the group
+					}
+					none.place = p.add(at(w, Random, None, l, 1), GroupShards)
+					d := at(w, TwoChoice, Default, l, clients)
+					d.FanCall = &hedge.FanOut{}
+					p.add(d, GroupShards)
+				}
+			}
+		}
+	}
 }
 
 // planMany lays out the fan-out and clients groups: runs of the same
@@ -449,6 +578,9 @@ type studyDone struct {
 // when ctx is cancelled (with the points finished by then; RunStudy then
 // returns ctx's error along with them).
 func RunStudy(ctx context.Context, o StudyOptions) ([]PointResult, error) {
+	if err := CheckStudyGroups(o.Groups); err != nil {
+		return nil, err
+	}
 	p := planStudy(o)
 	workers := o.Workers
 	if workers < 1 {

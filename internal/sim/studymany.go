@@ -7,15 +7,15 @@ import (
 	"strings"
 )
 
-// manyOnly reports whether r belongs to the fan-out or clients groups
-// alone: its world, strategy and load do not name it, so the other
-// groups' tables must not find it.
+// manyOnly reports whether r belongs to the fan-out, clients or shards
+// groups alone: its world, strategy and load do not name it, so the
+// other groups' tables must not find it.
 func manyOnly(r *PointResult) bool {
 	if len(r.Groups) == 0 {
-		return r.Clients > 1 || r.Fanout > 1 || r.LowPriorityCopies || r.IdleOnlyCopies
+		return r.Clients > 1 || r.Fanout > 1 || r.Shards > 1 || r.LowPriorityCopies || r.IdleOnlyCopies
 	}
 	for _, g := range r.Groups {
-		if g != GroupFanOut && g != GroupClients {
+		if g != GroupFanOut && g != GroupClients && g != GroupShards {
 			return false
 		}
 	}
