@@ -132,6 +132,32 @@
 // own answers at once (no network), and clients share nothing but the
 // servers (no probes; load reports only with Config.LoadReports).
 //
+// # Shards
+//
+// Config.Shards = N splits the servers into N replica sets of
+// Servers/N each: shard s is servers s*R to s*R+R-1. Leaf i of every
+// request goes to shard i mod N, as a search over N index shards or a
+// multi-get over the tablets that hold its keys does, and every copy of
+// the leaf (primary, hedge, a hedge asked for again after a refusal,
+// tied copies) is placed among that shard's servers only. The placement
+// is the flat case's own code: the shard's servers are places 0 to R-1
+// of a replica set of their own, the held copies and the candidates
+// decide.Policy.Place passed over are mapped to their places, the
+// routing picks among them (decide.Picker, reading each server's load
+// at its place), and the place maps back to its server. Nothing else
+// knows of shards: load, the ghosts, the spare-capacity rule's record,
+// the evidence and the payoff rule's classes are per real server, as
+// they are per queue without shards; a request's budget, its cap on
+// extra copies, the sibling trigger and FanoutNeed span all its leaves,
+// whatever their shards. The Policy's replicas (hedge.Config.Replicas)
+// are a shard's R, the most distinct places a leaf's copies have; the
+// fan-out call's defaults (decide.FanFrom) are made over all the
+// servers, since one stuck server holds Fanout/Servers of a request's
+// leaves. Validate refuses servers or a fanout that are not multiples
+// of N (the shards would not share the leaves evenly), and pool
+// routing, whose one queue lets any server take any leaf. Shards of 0
+// and 1 are the flat case, bit for bit.
+//
 // # Low-priority copies
 //
 // Config.LowPriorityCopies models servers that help: each FCFS queue
@@ -272,6 +298,23 @@
 // The fan-out and clients groups run 400,000 leaves per run (100,000
 // with Quick) whatever the width, and compare each point with none at
 // the same clients, width and need.
+//
+// One group runs only when StudyOptions.Groups names it (hedge study
+// --groups shards), so that the default grid keeps its time and its
+// results.json:
+//
+//   - shards: 30 shards of 2 and of 3 replicas with requests of 30
+//     leaves, and 100 shards of 3 with requests of 1,000 leaves, the
+//     Tail at Scale's setting (StudyShardTopologies); worlds noise,
+//     stalls, bigjobs and mixed at StudyManyLoads, one and ten clients;
+//     none, none with random placement within the shard, and the zero
+//     hedge.Config in the fan-out call. The baseline of the fan-out
+//     call's ratios is none with the same placement (two choices among
+//     the shard's replicas by the client's own requests in flight), so
+//     that a gain is hedging's; the placement's own gain, that none
+//     against random placement, is reported beside it
+//     (PointResult.PlacementP50 ...). Runs of 30 leaves have 30,000
+//     requests, runs of 1,000 leaves 3,000 (1,000 and 10,000 with Quick).
 //
 // Calibration runs (one per world, world parameters, routing and load that
 // a calibrated strategy needs) run first, on all workers; then all runs of

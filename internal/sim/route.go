@@ -13,7 +13,9 @@ import "github.com/tailcut/hedge/internal/decide"
 // its count of every client's copies cannot be weighed against another
 // queue's count of the client's alone).
 // Least-loaded is not a Picker mode, so it is a scan here, and it reads
-// the whole queues whatever the clients: an oracle no client has.
+// the whole queues whatever the clients: an oracle no client has. With
+// Config.Shards every routing places among the request's shard's
+// servers only (placeShard).
 func (e *engine) place(r *request) int32 { return e.placeSkip(r, nil) }
 
 // placeSkip is place, leaving out the queues in skip as if they held a
