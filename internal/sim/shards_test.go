@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // shardConfig is a small sharded world: shards shards of replicas
@@ -201,10 +203,7 @@ func fmtRatios(m map[string]Estimate) string {
 // errors). The runs are short and seeded: the numbers are the same on
 // every run.
 func TestShardsGainSmallWorld(t *testing.T) {
-	requests, runs := 20_000, 4
-	if raceEnabled {
-		requests = 8_000
-	}
+	requests, runs := 10_000, 4
 	c := shardConfig(10, 3, 10)
 	c.Requests, c.Warmup = requests, requests/10
 	c.Seed = DeriveSeed(67, "shards small world")
@@ -291,5 +290,94 @@ func TestStudyShardsGroup(t *testing.T) {
 	}
 	if !strings.Contains(string(table), "| stalls | 10 | 0.3 |") {
 		t.Errorf("table.md lacks the stalls row of ten clients at load 0.3:\n%s", table)
+	}
+}
+
+// The goals of sharded fan-outs that the library's defaults meet, at the
+// size of a unit test: with 30 shards of 3 replicas and requests that
+// read one leaf of each, in the stalls world at load 0.3, the fan-out
+// call's request p99 and p99.9 are at most 0.5 of none's (none balancing
+// each shard's replicas by the client's own requests in flight), for at
+// most 5% more leaf requests; at load 0.5 without stalls its p50 and p99
+// are within 5% of none's (two standard errors). The full grid is the
+// study's shards group (hedge study --groups shards).
+func TestShardsGoalGuard(t *testing.T) {
+	requests, runs := 10_000, 4
+	c := shardConfig(30, 3, 30)
+	c.Requests, c.Warmup = requests, requests/10
+	c.Seed = DeriveSeed(67, "shards goal guard")
+	h, _, extra := shardRatios(t, c, runs)
+	t.Logf("stalls, 0.3: call/none %s, %.2f%% extra leaves", fmtRatios(h), 100*extra)
+	for _, q := range []string{"p99", "p99.9"} {
+		if e := h[q]; math.IsNaN(e.Value) || e.Value > 0.5 {
+			t.Errorf("stalls: request %s %.3f ± %.3f of none's, want at most 0.5", q, e.Value, e.SE)
+		}
+	}
+	if extra > 0.05 {
+		t.Errorf("stalls: %.2f%% extra leaf requests, want at most 5%%", 100*extra)
+	}
+	c.World, c.Load = Noise, 0.5
+	h, _, extra = shardRatios(t, c, runs)
+	t.Logf("noise, 0.5: call/none %s, %.2f%% extra leaves", fmtRatios(h), 100*extra)
+	for _, q := range []string{"p50", "p99"} {
+		if e := h[q]; math.IsNaN(e.Value) || e.Value > 1.05+2*e.SE {
+			t.Errorf("noise: request %s %.3f ± %.3f of none's, want at most 1.05", q, e.Value, e.SE)
+		}
+	}
+}
+
+var shardsGrid = flag.Bool("shards-grid", false, "run TestShardsTailAtScale: what holds the fan-out call back in the Tail at Scale's setting (a few minutes)")
+
+// TestShardsTailAtScale measures the Tail at Scale's setting, 100 shards
+// of 3 replicas and requests of 1,000 leaves in the stalls world at load
+// 0.3, with the fan-out call as the library's defaults make it and with
+// the rules that hold it back lifted one by one:
+//
+//	go test ./internal/sim -run TestShardsTailAtScale -v -args -shards-grid
+//
+// Four runs of 3,000 requests each (3,000,000 leaves a run). It prints
+// the request's p50, p99 and p99.9 over none's, the extra leaf requests
+// and the refusals per leaf; it asserts nothing.
+func TestShardsTailAtScale(t *testing.T) {
+	if !*shardsGrid {
+		t.Skip("a measurement, not a test: run with -shards-grid")
+	}
+	c := shardConfig(100, 3, 1000)
+	c.Requests, c.Warmup = 3000, 300
+	c.Seed = DeriveSeed(67, "tail at scale")
+	n := c
+	n.Strategy = None
+	sn := runPoint(t, n, 4)
+	for _, v := range []struct {
+		name string
+		h    hedge.Config
+		fo   hedge.FanOut
+	}{
+		{"defaults", hedge.Config{}, hedge.FanOut{}},
+		{"no Hedger budget", hedge.Config{NoBudget: true}, hedge.FanOut{}},
+		{"no Hedger budget, FanOut.Hedges 100", hedge.Config{NoBudget: true}, hedge.FanOut{Hedges: 100}},
+		{"no Hedger budget, FanOut.Hedges 100, no spare-capacity rule", hedge.Config{NoBudget: true, MaxReplicaLoad: hedge.AnyReplicaLoad}, hedge.FanOut{Hedges: 100}},
+		{"no Hedger budget, FanOut.Hedges 100, no payoff rule nor head wait", hedge.Config{NoBudget: true, PayoffWinRate: -1}, hedge.FanOut{Hedges: 100}},
+	} {
+		d := c
+		h, fo := v.h, v.fo
+		d.Strategy, d.Hedge, d.FanCall = Default, &h, &fo
+		sd := runPoint(t, d, 4)
+		r := map[string]Estimate{
+			"p50":   pairedRatio(sd, sn, func(r *RunResult) float64 { return r.P50 }),
+			"p99":   pairedRatio(sd, sn, p99Of),
+			"p99.9": pairedRatio(sd, sn, func(r *RunResult) float64 { return r.P999 }),
+		}
+		var refused []string
+		for why := range decide.NumRefusals {
+			var k int64
+			for _, run := range sd.Runs {
+				k += run.Refused[why]
+			}
+			if k > 0 {
+				refused = append(refused, fmt.Sprintf("%s %.4f", decide.Refusal(why), float64(k)/float64(len(sd.Runs)*c.Requests*c.Fanout)))
+			}
+		}
+		t.Logf("| %s | %s | %.2f%% | %s |", v.name, fmtRatios(r), 100*(sd.Copies.Value/float64(c.Fanout)-1), strings.Join(refused, ", "))
 	}
 }
