@@ -326,7 +326,7 @@ func TestShardsGoalGuard(t *testing.T) {
 	}
 }
 
-var shardsGrid = flag.Bool("shards-grid", false, "run TestShardsTailAtScale: what holds the fan-out call back in the Tail at Scale's setting (a few minutes)")
+var shardsGrid = flag.Bool("shards-grid", false, "run TestShardsTailAtScale and TestShardsTwoReplicas: what holds the fan-out call back over shards (a few minutes)")
 
 // TestShardsTailAtScale measures the Tail at Scale's setting, 100 shards
 // of 3 replicas and requests of 1,000 leaves in the stalls world at load
@@ -345,6 +345,33 @@ func TestShardsTailAtScale(t *testing.T) {
 	c := shardConfig(100, 3, 1000)
 	c.Requests, c.Warmup = 3000, 300
 	c.Seed = DeriveSeed(67, "tail at scale")
+	shardVariants(t, c)
+}
+
+// TestShardsTwoReplicas is TestShardsTailAtScale for 30 shards of 2
+// replicas and requests of 30 leaves, at loads 0.3 and 0.5, four runs of
+// 30,000 requests:
+//
+//	go test ./internal/sim -run TestShardsTwoReplicas -v -args -shards-grid
+func TestShardsTwoReplicas(t *testing.T) {
+	if !*shardsGrid {
+		t.Skip("a measurement, not a test: run with -shards-grid")
+	}
+	for _, load := range []float64{0.3, 0.5} {
+		c := shardConfig(30, 2, 30)
+		c.Load, c.Requests, c.Warmup = load, 30_000, 3000
+		c.Seed = DeriveSeed(67, fmt.Sprint("two replicas ", load))
+		t.Logf("load %g:", load)
+		shardVariants(t, c)
+	}
+}
+
+// shardVariants runs none and the fan-out call in c with the library's
+// defaults and with its budgets and rules lifted one by one, and prints
+// for each the request's percentiles over none's, the extra leaf
+// requests and the refusals per leaf.
+func shardVariants(t *testing.T, c Config) {
+	t.Helper()
 	n := c
 	n.Strategy = None
 	sn := runPoint(t, n, 4)
@@ -354,6 +381,8 @@ func TestShardsTailAtScale(t *testing.T) {
 		fo   hedge.FanOut
 	}{
 		{"defaults", hedge.Config{}, hedge.FanOut{}},
+		{"no spare-capacity rule", hedge.Config{MaxReplicaLoad: hedge.AnyReplicaLoad}, hedge.FanOut{}},
+		{"no payoff rule nor head wait", hedge.Config{PayoffWinRate: -1}, hedge.FanOut{}},
 		{"no Hedger budget", hedge.Config{NoBudget: true}, hedge.FanOut{}},
 		{"no Hedger budget, FanOut.Hedges 100", hedge.Config{NoBudget: true}, hedge.FanOut{Hedges: 100}},
 		{"no Hedger budget, FanOut.Hedges 100, no spare-capacity rule", hedge.Config{NoBudget: true, MaxReplicaLoad: hedge.AnyReplicaLoad}, hedge.FanOut{Hedges: 100}},
