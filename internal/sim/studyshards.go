@@ -38,6 +38,12 @@ func shardsTable(res []PointResult) string {
 	}
 	for _, tp := range StudyShardTopologies {
 		fmt.Fprintf(&b, "### %d shards x %d replicas, %d leaves\n\n", tp.Shards, tp.Replicas, tp.Width)
+		for i := range res {
+			if r := &res[i]; in(r) && r.Shards == tp.Shards && r.Fanout == tp.Width && r.Servers == tp.Shards*tp.Replicas {
+				fmt.Fprintf(&b, "%d runs of %d requests per point (first %d discarded), %d servers.\n\n", r.Runs, r.Requests, r.Warmup, r.Servers)
+				break
+			}
+		}
 		b.WriteString("| world | clients | load | none p99 | none p99.9 | placement | fan-out call |\n|---|---:|---:|---:|---:|---:|---:|\n")
 		rows := 0
 		for _, w := range StudyManyWorlds {
