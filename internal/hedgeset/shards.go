@@ -54,6 +54,9 @@ type ShardRow struct {
 // whatever the number of shards. maxShards 0 sums every shard under
 // ShardOther.
 func ShardRows(shards []hedge.ShardStats, maxShards int) []ShardRow {
+	if len(shards) == 0 {
+		return nil
+	}
 	n := min(len(shards), max(maxShards, 0))
 	out := make([]ShardRow, 0, n+1)
 	for _, s := range shards[:n] {
