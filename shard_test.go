@@ -372,3 +372,96 @@ func TestDoFanShardsHedges(t *testing.T) {
 		settle()
 	})
 }
+
+// When the server the Picker chose for a hedge says it is busy, Place
+// asks the Picker again, leaving it out: the next choice is another
+// server of the same shard, never one of another shard.
+func TestDoShardPlaceSkips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for range 20 {
+			// A Hedger of its own each time: the stuck primary of the
+			// last, cancelled, would count as load on its server.
+			h := mustNew(t, hedge.Config{Replicas: 6, Shards: [][]int{{0, 1, 2}, {3, 4, 5}}, Delay: hedge.Fixed(10 * ms), PayoffWinRate: -1})
+			var free atomic.Int64 // the server of shard 0 that has room
+			v, err := hedge.DoShard(context.Background(), h, "get", 0, func(ctx context.Context, a hedge.Attempt) (int, error) {
+				if a.Index > 0 {
+					return a.Replica, nil
+				}
+				// The primary is stuck. Of the other two servers, the
+				// first says it is busy; the second says nothing.
+				others := slices.DeleteFunc([]int{0, 1, 2}, func(v int) bool { return v == a.Replica })
+				h.ReportLoad(others[0], hedge.Load{Running: 4, Workers: 1})
+				free.Store(int64(others[1]))
+				<-ctx.Done()
+				return 0, ctx.Err()
+			})
+			if err != nil || int64(v) != free.Load() {
+				t.Errorf("the hedge went to server %d, %v; want server %d, the one of shard 0 with room", v, err, free.Load())
+			}
+			if st := h.OpStats("get"); st.Hedges != 1 || st.Refused[hedge.RefusedBusy] != 0 {
+				t.Errorf("%d hedges, %d refused as busy; want 1, none", st.Hedges, st.Refused[hedge.RefusedBusy])
+			}
+			settle()
+		}
+	})
+}
+
+// Probation is per server: a server that fails the copies of one shard
+// is out of the picks of every shard it holds.
+func TestShardsProbationPerServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Server 1 holds shards 0 and 1.
+		h := mustNew(t, hedge.Config{Replicas: 3, Shards: [][]int{{0, 1}, {1, 2}}, Delay: hedge.Fixed(10 * ms), NoBudget: true})
+		errDown := errors.New("connection reset")
+		for i := 0; !h.ReplicaStats()[1].Probation; i++ {
+			if i == 100 {
+				t.Fatalf("server 1 not on probation after 100 requests: %v", h.ReplicaStats()[1])
+			}
+			hedge.DoShard(context.Background(), h, "a", 0, func(ctx context.Context, a hedge.Attempt) (int, error) {
+				if a.Replica == 1 {
+					return 0, errDown
+				}
+				return 0, nil
+			})
+		}
+		for range 20 {
+			hedge.DoShard(context.Background(), h, "b", 1, func(ctx context.Context, a hedge.Attempt) (int, error) {
+				if a.Replica != 2 {
+					t.Errorf("shard 1's copy on server %d; want 2, while server 1 is on probation", a.Replica)
+				}
+				return 0, nil
+			})
+		}
+		settle()
+	})
+}
+
+// A shard of one server has no other for a hedge nor for a retry: the
+// copy is refused (RefusedReplicas), and never sent to another shard's
+// server.
+func TestDoShardOneServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustNew(t, hedge.Config{Replicas: 3, Shards: [][]int{{0, 1}, {2}}, Delay: hedge.Fixed(10 * ms), NoBudget: true, PayoffWinRate: -1})
+		errDown := errors.New("connection reset")
+		for _, fail := range []error{errDown, hedge.NotSent(errDown), nil} {
+			copies := 0
+			_, err := hedge.DoShard(context.Background(), h, "get", 1, func(ctx context.Context, a hedge.Attempt) (int, error) {
+				copies++
+				if a.Replica != 2 {
+					t.Errorf("copy on server %d; want 2, shard 1's only server", a.Replica)
+				}
+				if fail == nil {
+					time.Sleep(50 * ms) // slow: a hedge is due at 10ms
+				}
+				return 0, fail
+			})
+			if copies != 1 || !errors.Is(err, fail) {
+				t.Errorf("failing with %v: %d copies, %v; want one copy and its error", fail, copies, err)
+			}
+		}
+		if st := h.OpStats("get"); st.Refused[hedge.RefusedReplicas] < 2 || st.Hedges != 0 || st.Failovers != 0 {
+			t.Errorf("%d hedges, %d failovers, %d refused for want of a server; want none, none, at least 2", st.Hedges, st.Failovers, st.Refused[hedge.RefusedReplicas])
+		}
+		settle()
+	})
+}
