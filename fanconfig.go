@@ -58,8 +58,7 @@ type FanOut struct {
 	// more, less over fewer, so that one stuck replica's leaves cannot
 	// keep the mark from being reached. With [Config.Shards], replicas
 	// is the fewest servers of a shard the leaves go to, not the number
-	// of servers: 0.5 for shards of 2 servers. It is lower still when a
-	// server holding several shards holds more of the leaves than that.
+	// of servers: 0.5 for shards of 2 servers.
 	Mark float64
 	// Straggle is the sibling trigger's multiple (0 means 3; negative
 	// turns the trigger off). Once Mark of the needed leaves have
@@ -112,19 +111,9 @@ func (f *FanOut) fanConfig(n, replicas int) decide.FanConfig {
 // fanConfigShards is fanConfig for a fan-out over shards: heaviest is
 // the leaves that the server holding the most of them holds, and
 // perShard the fewest servers of a shard the leaves go to (see
-// [Hedger.fanDefaults]).
+// decide.ShardLoad).
 func (f *FanOut) fanConfigShards(n int, heaviest float64, perShard int) decide.FanConfig {
-	// Twice the leaves one stuck server holds, rounded up, as
-	// decide.DefaultFanHedges counts them over replicas that each hold
-	// n/replicas leaves.
-	hedges := max(2, 2*int(math.Ceil(heaviest-1e-9)))
-	// The mark counts the replicas a leaf has, and is lowered so that a
-	// server's own share of the leaves stays behind it.
-	mark := decide.DefaultFanMark(perShard)
-	if n > 0 {
-		mark = min(mark, max(1-1.5*heaviest/float64(n), 0.5))
-	}
-	return f.fanConfigWith(n, hedges, mark)
+	return f.fanConfigWith(n, decide.DefaultShardFanHedges(heaviest), decide.DefaultFanMark(perShard))
 }
 
 // fanConfigWith applies f's defaults for a fan-out of n leaves, hedges
@@ -170,5 +159,13 @@ func init() {
 			return decide.FanConfig{}, err
 		}
 		return fo.fanConfig(n, replicas), nil
+	}
+	decide.ShardFanFrom = func(f any, n int, leaves []int, shards [][]int, servers int) (decide.FanConfig, error) {
+		fo := f.(FanOut)
+		if err := fo.validate(n); err != nil {
+			return decide.FanConfig{}, err
+		}
+		heaviest, perShard := decide.ShardLoad(leaves, shards, servers)
+		return fo.fanConfigShards(n, heaviest, perShard), nil
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -218,11 +217,8 @@ func (h *Hedger) layout(f *FanOut, n int) fanLayout {
 // validShard reports whether s is a shard of h.
 func (h *Hedger) validShard(s int) bool { return s >= 0 && s < len(h.shards) }
 
-// fanDefaults returns what the defaults of a fan-out of n leaves laid
-// out by l are made from: the leaves that the server holding the most of
-// them holds (each shard's leaves divided among its servers, summed over
-// the shards a server holds), and the fewest servers of a shard the
-// leaves go to.
+// fanDefaults returns what the defaults of a fan-out laid out by l are
+// made of (see decide.ShardLoad).
 func (h *Hedger) fanDefaults(l fanLayout) (heaviest float64, perShard int) {
 	if l.shard == nil {
 		return 0, 0
@@ -233,23 +229,14 @@ func (h *Hedger) fanDefaults(l fanLayout) (heaviest float64, perShard int) {
 			counts[s]++
 		}
 	}
-	held := make([]float64, len(h.replicas))
-	perShard = math.MaxInt
-	for s, c := range counts {
-		if c == 0 {
-			continue
-		}
-		servers := h.shards[s].servers
-		perShard = min(perShard, len(servers))
-		for _, v := range servers {
-			held[v] += float64(c) / float64(len(servers))
-		}
+	return decide.ShardLoad(counts, h.shardLists(), len(h.replicas))
+}
+
+// shardLists returns the servers of each shard.
+func (h *Hedger) shardLists() [][]int {
+	out := make([][]int, len(h.shards))
+	for s := range h.shards {
+		out[s] = h.shards[s].servers
 	}
-	if perShard == math.MaxInt {
-		perShard = 0
-	}
-	for _, x := range held {
-		heaviest = max(heaviest, x)
-	}
-	return heaviest, perShard
+	return out
 }
