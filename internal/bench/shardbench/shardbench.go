@@ -78,14 +78,17 @@ type Backend struct {
 	err              error
 }
 
+// ErrInvalid is matched by the errors of Start for options it refuses.
+var ErrInvalid = errors.New("shardbench: invalid options")
+
 // Start starts the servers' process and waits until every server
 // listens.
 func Start(o Options) (*Backend, error) {
 	if o.Kind != KindHTTP && o.Kind != KindGRPC {
-		return nil, fmt.Errorf("shardbench: kind %q: use %s or %s", o.Kind, KindHTTP, KindGRPC)
+		return nil, fmt.Errorf("%w: kind %q: use %s or %s", ErrInvalid, o.Kind, KindHTTP, KindGRPC)
 	}
 	if o.Shards < 1 || o.Replicas < 1 || o.Shards*o.Replicas > MaxServers {
-		return nil, fmt.Errorf("shardbench: %d shards x %d replicas: use at least one of each, and at most %d servers in all", o.Shards, o.Replicas, MaxServers)
+		return nil, fmt.Errorf("%w: %d shards x %d replicas: use at least one of each, and at most %d servers in all", ErrInvalid, o.Shards, o.Replicas, MaxServers)
 	}
 	exe := o.Exe
 	if exe == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -97,12 +98,35 @@ func TestStartValidation(t *testing.T) {
 		{Kind: KindHTTP, Shards: 0, Replicas: 2},
 		{Kind: KindHTTP, Shards: 200, Replicas: 2},
 	} {
-		if b, err := Start(o); err == nil {
-			_ = b.Close()
-			t.Errorf("Start(%+v): no error", o)
+		if b, err := Start(o); !errors.Is(err, ErrInvalid) {
+			if err == nil {
+				_ = b.Close()
+			}
+			t.Errorf("Start(%+v): %v, want an error matching ErrInvalid", o, err)
 		}
 	}
 	if _, _, err := parseSpec("http:x"); err == nil {
 		t.Error(`parseSpec("http:x"): no error`)
 	}
+}
+
+// FuzzParseSpec: the servers' process reads its kind and count from
+// ServerEnv; whatever the value, parseSpec returns a valid pair or an
+// error, and a valid pair reads back the same.
+func FuzzParseSpec(f *testing.F) {
+	for _, v := range []string{"http:60", "grpc:1", "grpc:300", "http:301", "http:0", "tcp:3", "http", "http:-1", ":5", "http:1:2"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		kind, n, err := parseSpec(v)
+		if err != nil {
+			return
+		}
+		if kind != KindHTTP && kind != KindGRPC || n < 1 || n > MaxServers {
+			t.Fatalf("parseSpec(%q) = %q, %d: out of range", v, kind, n)
+		}
+		if k2, n2, err := parseSpec(kind + ":" + strconv.Itoa(n)); err != nil || k2 != kind || n2 != n {
+			t.Fatalf("parseSpec(%q) = %q, %d; reading it back: %q, %d, %v", v, kind, n, k2, n2, err)
+		}
+	})
 }
