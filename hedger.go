@@ -175,6 +175,7 @@ type Hedger struct {
 	unhedgedLoad func(int) int
 	reps         []replicaState // per-replica stats (ReplicaStats)
 	shards       []shardSet     // Config.Shards, each with its picker; nil without
+	lists        [][]int        // each shard's servers, as shards holds them
 	names        []string       // Config.ReplicaNames
 	prob         *probation     // replicas on probation (probationFailures)
 	picker       Picker
@@ -224,6 +225,9 @@ func New(cfg Config) (*Hedger, error) {
 		epoch:     time.Now(),
 		shards:    newShards(&cfg),
 		names:     slices.Clone(cfg.ReplicaNames),
+	}
+	for s := range h.shards {
+		h.lists = append(h.lists, h.shards[s].servers)
 	}
 	h.timers = newTimerQueue(h.epoch)
 	h.timers.precise = cfg.PreciseTimers

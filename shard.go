@@ -233,10 +233,4 @@ func (h *Hedger) fanDefaults(l fanLayout) (heaviest float64, perShard int) {
 }
 
 // shardLists returns the servers of each shard.
-func (h *Hedger) shardLists() [][]int {
-	out := make([][]int, len(h.shards))
-	for s := range h.shards {
-		out[s] = h.shards[s].servers
-	}
-	return out
-}
+func (h *Hedger) shardLists() [][]int { return h.lists }
