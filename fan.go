@@ -171,6 +171,11 @@ type fanLeaf[T any] struct {
 // any leaf goes. A
 // context marked [NotIdempotent] sends every leaf once, unhedged.
 //
+// On a [Hedger] with [Config.Shards], leaf i's copies go only to the
+// servers of its shard ([FanOut.Shard]; by default i mod the number of
+// shards), and [Attempt.Shard] names it. [Stats.Shards] counts each
+// shard's leaves, hedges and stragglers.
+//
 // Each leaf runs on a goroutine of its own; everything else is as in Do,
 // per leaf, in h's operation class op: a panic in any leaf is re-raised
 // on the caller's goroutine as a *PanicError once every leaf has

@@ -199,8 +199,10 @@ type Hedger struct {
 }
 
 // ErrInvalidConfig is matched by every error [New] returns for a
-// mistaken [Config], and by [DoFan]'s for a mistaken [FanOut] or a
-// context it cannot fan out. errors.Is(err, hedge.ErrInvalidConfig)
+// mistaken [Config], by [DoFan]'s for a mistaken [FanOut] or a context it
+// cannot fan out, by a leaf's whose [FanOut.Shard] is out of range, by
+// [DoShard]'s for a shard out of range, and by [Do]'s on a [Hedger] with
+// [Config.Shards]. errors.Is(err, hedge.ErrInvalidConfig)
 // tells a configuration mistake from other errors.
 var ErrInvalidConfig = errors.New("hedge: invalid Config")
 

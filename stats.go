@@ -187,7 +187,9 @@ type FanStats struct {
 	Partial int64
 	// NotNeeded counts leaves cancelled because [FanOut.Need] leaves had
 	// answered (not failures: [Stats.Failures] leaves them out), and Late
-	// those cancelled at [FanOut.GoodEnough].
+	// those cancelled at [FanOut.GoodEnough]. [Stats.NotNeeded] adds the
+	// leaves never sent because the canaries were all that Need asked
+	// for.
 	NotNeeded, Late int64
 	// Extra is the extra copies (hedges and retries) the leaves sent, in
 	// all; ExtraCopies counts fan-outs by how many each sent: [0] none,
