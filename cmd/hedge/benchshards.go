@@ -35,6 +35,7 @@ type shardFlags struct {
 	shards, replicas, width int
 	backends, configs, out  string
 	quick                   bool
+	delay                   time.Duration
 	s                       bench.Scenario
 }
 
@@ -63,6 +64,7 @@ func runBenchShards(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.width, "width", 0, fmt.Sprintf("leaves of each request, leaf i to shard i mod N, all needed (0: one per shard; at most %d)", bench.MaxFanOut))
 	fs.StringVar(&f.backends, "backend", benchShardsBackends, "backends, comma-separated: http (HTTP/1.1), grpc")
 	fs.StringVar(&f.configs, "configs", benchShardsConfigs, "configurations, comma-separated, the first the baseline of the ratios: "+strings.Join(bench.StrategyNames(), ", "))
+	fs.DurationVar(&f.delay, "delay", 2*time.Millisecond, "the delay of the fixed-delay configurations (hedge-fixed...)")
 	fs.StringVar(&f.out, "out", benchShardsOut, "directory for report.md, results.json, the CCDF plots and summary.md")
 	fs.Float64Var(&f.s.Rate, "rate", 100, "open-loop arrival rate, requests per second (each of --width leaves)")
 	fs.DurationVar(&f.s.Duration, "duration", d.Duration, "measured span of each run")
@@ -187,11 +189,12 @@ func (f *shardFlags) validate() ([]string, []bench.Contender, error) {
 			errs = append(errs, fmt.Errorf("--configs: %w", err))
 			continue
 		}
-		if _, err := s.Config(bench.StrategyOptions{}); err != nil {
+		o := bench.StrategyOptions{FixedDelay: f.delay}
+		if _, err := s.Config(o); err != nil {
 			errs = append(errs, fmt.Errorf("--configs %s: %w", n, err))
 			continue
 		}
-		contenders = append(contenders, bench.ShardedContender(s, bench.StrategyOptions{}, f.shards, f.replicas))
+		contenders = append(contenders, bench.ShardedContender(s, o, f.shards, f.replicas))
 	}
 	if len(contenders) < 2 && len(errs) == 0 {
 		errs = append(errs, fmt.Errorf("--configs %q: name at least two configurations, the baseline first", f.configs))

@@ -29,6 +29,7 @@ func TestBenchShardsValidation(t *testing.T) {
 		{[]string{"--shards", "4", "--configs", "default"}, "name at least two configurations"},
 		{[]string{"--shards", "4", "--configs", "none-two-choice,hope"}, `unknown configuration "hope"`},
 		{[]string{"--shards", "4", "--stall-share", "0.7"}, "stall share"},
+		{[]string{"--shards", "4", "--configs", "none-two-choice,hedge-fixed", "--delay", "0"}, "--configs hedge-fixed: the fixed-delay configurations need a delay above 0"},
 		{[]string{"--shards", "4", "--repeats", "0"}, "repeats 0"},
 		{[]string{"--shards=4", "--rate", "-5"}, "rate -5"},
 		{[]string{"--shards", "4", "extra"}, "unexpected arguments"},
