@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,16 +21,12 @@ import (
 )
 
 // shardServer is one server of a sharded service on loopback: it answers
-// "server K leaf I" and records the leaves it saw. A stalled one holds
-// every request until its client gives up.
+// "server K leaf I" and records the leaves it saw.
 type shardServer struct {
 	k     int
 	url   string
 	mu    sync.Mutex
 	leafs []int // the leaf of each copy seen
-	stall bool
-	held  chan struct{} // closed when a stalled request first arrives
-	once  sync.Once
 }
 
 func (s *shardServer) seen() []int {
@@ -38,21 +35,26 @@ func (s *shardServer) seen() []int {
 	return slices.Clone(s.leafs)
 }
 
-// startShardServers starts n servers, each behind loadreport.Handler;
-// stalled lists the ones that stall.
-func startShardServers(t *testing.T, n int, stalled ...int) []*shardServer {
+// startShardServers starts n servers, each behind loadreport.Handler.
+// With stall, the first server that a request reaches stalls from then on: it holds every
+// request until its client gives up. So whichever server the Hedger picks
+// first, a copy of the first request is held by a stalled server, and
+// must be hedged to win. It returns the servers and the stalled one's
+// index, to read once a request was sent.
+func startShardServers(t *testing.T, n int, stall bool) ([]*shardServer, func() int) {
 	t.Helper()
 	stop := make(chan struct{})
+	var stalled atomic.Int64
+	stalled.Store(-1)
 	var out []*shardServer
 	for k := range n {
-		s := &shardServer{k: k, stall: slices.Contains(stalled, k), held: make(chan struct{})}
+		s := &shardServer{k: k}
 		app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			leaf, _ := strconv.Atoi(r.URL.Query().Get("leaf"))
 			s.mu.Lock()
 			s.leafs = append(s.leafs, leaf)
 			s.mu.Unlock()
-			if s.stall {
-				s.once.Do(func() { close(s.held) })
+			if stall && (stalled.CompareAndSwap(-1, int64(k)) || stalled.Load() == int64(k)) {
 				select {
 				case <-r.Context().Done():
 				case <-stop:
@@ -71,12 +73,12 @@ func startShardServers(t *testing.T, n int, stalled ...int) []*shardServer {
 		out = append(out, s)
 	}
 	t.Cleanup(func() { close(stop) })
-	return out
+	return out, func() int { return int(stalled.Load()) }
 }
 
 // alwaysHedge hedges every copy still running after a millisecond,
-// whatever the servers' load, the hedges' record and the budget: these tests check
-// where copies go, not whether the default sends them.
+// whatever the servers' load, the hedges' record and the budget: these
+// tests check where copies go, not whether the default sends them.
 var alwaysHedge = hedge.Config{Delay: hedge.Fixed(time.Millisecond), MaxReplicaLoad: hedge.AnyReplicaLoad, PayoffWinRate: -1, NoBudget: true}
 
 func newShards(t *testing.T, urls [][]string, cfg hedgehttp.ShardConfig) *hedgehttp.Shards {
@@ -108,10 +110,10 @@ func watchdog(t *testing.T) context.Context {
 
 // Three shards over four servers, two of which hold two shards each: the
 // servers are deduplicated, named by URL, and every copy of a leaf, hedges
-// included, goes to a server of the leaf's shard, though server 0 stalls
+// included, goes to a server of the leaf's shard, though a server stalls
 // and its leaves are hedged. Load reports are read from every answer.
 func TestShardsFanStaysInShard(t *testing.T) {
-	srv := startShardServers(t, 4, 0)
+	srv, stalled := startShardServers(t, 4, true)
 	u := func(k int) string { return srv[k].url }
 	layout := [][]int{{0, 1}, {1, 2}, {2, 3}}
 	urls := [][]string{{u(0), u(1)}, {u(1), u(2)}, {u(2), u(3)}}
@@ -141,10 +143,8 @@ func TestShardsFanStaysInShard(t *testing.T) {
 		reqs[i] = newRequest(t, http.MethodGet, "/get?leaf="+strconv.Itoa(i), nil)
 	}
 	ctx := watchdog(t)
-	// Fan until server 0 has held a leaf: each fan-out sends four leaves
-	// to shard 0, each picked between servers 0 and 1.
 	answered := 0
-	for round := 0; round < 50 && len(srv[0].seen()) == 0; round++ {
+	for range 5 {
 		res, err := hedgehttp.Fan(ctx, sh, reqs, hedge.FanOut{Hedges: 100}, func(i int, resp *http.Response) (string, error) {
 			return readBody(resp)
 		})
@@ -162,9 +162,6 @@ func TestShardsFanStaysInShard(t *testing.T) {
 			answered++
 		}
 	}
-	if len(srv[0].seen()) == 0 {
-		t.Fatal("server 0 never got a leaf")
-	}
 	for k, s := range srv {
 		for _, leaf := range s.seen() {
 			if !slices.Contains(layout[leaf%3], k) {
@@ -172,41 +169,43 @@ func TestShardsFanStaysInShard(t *testing.T) {
 			}
 		}
 	}
+	// The stalled server held a leaf of the first fan-out, which a hedge
+	// saved on the other server of the leaf's shard.
 	st := sh.Hedger().OpStats(http.MethodGet)
-	if len(st.Shards) != 3 || st.Shards[0].HedgeWins == 0 {
-		t.Errorf("shard stats %v: want shard 0's stalled leaves won by hedges", st.Shards)
+	var wins int64
+	for _, s := range st.Shards {
+		wins += s.HedgeWins
+	}
+	if len(st.Shards) != 3 || wins == 0 {
+		t.Errorf("shard stats %v: want the leaves of server %d won by hedges", st.Shards, stalled())
 	}
 	if got := sh.Stats(); got.LoadReports < int64(answered) || got.BadLoadReports != 0 {
 		t.Errorf("load reports %+v, want one per answer (%d) and none bad", got, answered)
 	}
 }
 
-// A request of one shard whose copy lands on the stalled server is
-// hedged to the shard's other server, and only there.
+// A request of one shard goes to that shard's servers only: its primary,
+// held by the server that stalls, is hedged to the shard's other server.
 func TestDoShardHedgesWithinTheShard(t *testing.T) {
-	srv := startShardServers(t, 4, 2)
+	srv, stalled := startShardServers(t, 4, true)
 	urls := [][]string{{srv[0].url, srv[1].url}, {srv[2].url, srv[3].url}}
 	sh := newShards(t, urls, hedgehttp.ShardConfig{Hedge: alwaysHedge})
 	ctx := watchdog(t)
-	for range 50 {
+	for i := range 10 {
 		v, err := hedgehttp.DoShard(ctx, sh, 1, newRequest(t, http.MethodGet, "/get?leaf=1", nil), readBody)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v != "server 3 leaf 1" {
-			t.Fatalf("answer %q, want server 3's", v)
-		}
-		if len(srv[2].seen()) > 0 {
-			break
+		if want := fmt.Sprintf("server %d leaf 1", 5-stalled()); v != want {
+			t.Fatalf("request %d: answer %q, want %q: server %d stalls", i, v, want, stalled())
 		}
 	}
-	<-srv[2].held
 	if len(srv[0].seen())+len(srv[1].seen()) != 0 {
 		t.Errorf("shard 0's servers got copies of a shard 1 request")
 	}
 	st := sh.Hedger().OpStats(http.MethodGet)
-	if st.Shards[1].HedgeWins == 0 || st.Shards[0].Leaves != 0 {
-		t.Errorf("shard stats %v: want a hedge win on shard 1, no leaf on shard 0", st.Shards)
+	if st.Shards[1].HedgeWins == 0 || st.Shards[0].Leaves != 0 || st.Shards[1].Leaves != 10 {
+		t.Errorf("shard stats %v: want 10 requests and a hedge win on shard 1, nothing on shard 0", st.Shards)
 	}
 }
 
@@ -242,8 +241,8 @@ func TestNewShardsValidates(t *testing.T) {
 // A leaf that cannot be copied stops Fan before anything is sent; DoShard
 // sends such a request once.
 func TestShardsWritesAndBodies(t *testing.T) {
-	srv := startShardServers(t, 2)
-	sh := newShards(t, [][]string{{srv[0].url, srv[1].url}}, hedgehttp.ShardConfig{})
+	srv, _ := startShardServers(t, 2, false)
+	sh := newShards(t, [][]string{{srv[0].url, srv[1].url}}, hedgehttp.ShardConfig{Hedge: alwaysHedge})
 	ctx := watchdog(t)
 	post := newRequest(t, http.MethodPost, "/post?leaf=0", strings.NewReader("x"))
 	_, err := hedgehttp.Fan(ctx, sh, []*http.Request{post}, hedge.FanOut{}, func(int, *http.Response) (string, error) { return "", nil })
