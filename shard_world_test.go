@@ -2,6 +2,7 @@ package hedge_test
 
 import (
 	"context"
+	"flag"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -18,7 +19,7 @@ import (
 // A leaf takes 0.3 to 0.5 ms, and one in ten 1.8 ms (by request and
 // leaf, never by draw: a copy of a slow leaf is as slow): a request waits for its slowest leaves, about 2
 // ms, so that the requests overlap, while each server is idle most of the
-// time. Server 0, one of shard 0's two, stalls for 50 ms every 250 ms: a
+// time. Server 0, one of shard 0's two, stalls for 50 ms every 150 ms: a
 // request there that meets a stall waits it out.
 type shardWorld struct {
 	requests int
@@ -27,7 +28,14 @@ type shardWorld struct {
 	stall    time.Duration // for this long
 }
 
-var tailWorld = shardWorld{requests: 3000, every: ms, period: 250 * ms, stall: 50 * ms}
+var tailWorld = shardWorld{requests: 3000, every: ms, period: 150 * ms, stall: 50 * ms}
+
+// The world's load and stalls can be changed from the command line, to
+// see where the default's gain ends (docs/fanout.md).
+var (
+	worldEvery  = flag.Duration("world.every", tailWorld.every, "TestShardsHedgeTheStalledServer: the mean time between requests")
+	worldPeriod = flag.Duration("world.period", tailWorld.period, "TestShardsHedgeTheStalledServer: server 0 stalls once in every period")
+)
 
 const worldShards, worldReplicas = 30, 2
 
@@ -121,9 +129,11 @@ func (w shardWorld) run(t *testing.T, h *hedge.Hedger, server func(shard int, a 
 // falls.
 func TestShardsHedgeTheStalledServer(t *testing.T) {
 	grid := hedge.ShardGrid(worldShards, worldReplicas)
+	w := tailWorld
+	w.every, w.period = *worldEvery, *worldPeriod
 	run := func(cfg hedge.Config, server func(shard int, a hedge.Attempt) int) (r shardWorldResult) {
 		synctest.Test(t, func(t *testing.T) {
-			r = tailWorld.run(t, mustNew(t, cfg), server)
+			r = w.run(t, mustNew(t, cfg), server)
 		})
 		return r
 	}
