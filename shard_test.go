@@ -465,3 +465,29 @@ func TestDoShardOneServer(t *testing.T) {
 		settle()
 	})
 }
+
+// Picker.Zones names each server's zone; a shard's Picker reads its own
+// servers' zones, and sends a hedge to another zone when the shard has
+// one.
+func TestDoShardZones(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		zones := []string{"a", "a", "b", "b", "a", "a"}
+		h := mustNew(t, hedge.Config{Replicas: 6, Shards: [][]int{{0, 1, 2}, {3, 4, 5}}, Picker: hedge.Picker{Zones: zones}, Delay: hedge.Fixed(10 * ms), NoBudget: true, PayoffWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad})
+		for k := range 40 {
+			shard := k % 2
+			var copies [2]int
+			hedge.DoShard(context.Background(), h, "get", shard, func(ctx context.Context, a hedge.Attempt) (int, error) {
+				copies[a.Index] = a.Replica
+				if a.Index == 0 {
+					<-ctx.Done()
+					return 0, ctx.Err()
+				}
+				return 0, nil
+			})
+			if copies[0]/3 != shard || copies[1]/3 != shard || zones[copies[0]] == zones[copies[1]] {
+				t.Errorf("shard %d: copies on servers %v, zones %s and %s; want two zones of the shard", shard, copies, zones[copies[0]], zones[copies[1]])
+			}
+		}
+		settle()
+	})
+}
