@@ -412,7 +412,8 @@ func (h *Hedger) SetRollout(f float64) error { return h.pol.SetRollout(f) }
 func (h *Hedger) Rollout() float64 { return h.pol.Rollout() }
 
 // Replicas returns [Config.Replicas]: how many replicas the [Hedger] picks
-// among (0 when the attempt function chooses).
+// among (0 when the attempt function chooses). With [Config.Shards], it
+// is the number of servers.
 func (h *Hedger) Replicas() int { return len(h.replicas) }
 
 // MaxAttempts returns the most copies of one request the [Hedger] sends.
