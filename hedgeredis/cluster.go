@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/internal/cfgerr"
 	"github.com/tailcut/hedge/internal/callgate"
+	"github.com/tailcut/hedge/internal/cfgerr"
 	"github.com/tailcut/hedge/internal/dialerr"
 	"github.com/tailcut/hedge/internal/keyslot"
 )
@@ -121,7 +121,7 @@ func newCluster(ctx context.Context, cc *redis.ClusterClient, cfg ClusterConfig,
 	for i := range c.slots {
 		c.slots[i] = -1
 	}
-	index := map[string]int{}   // address: server
+	index := map[string]int{}    // address: server
 	byMaster := map[string]int{} // master's address: shard
 	// Masters in the order of their first slot, so that shard numbers
 	// are stable.
