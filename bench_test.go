@@ -122,6 +122,13 @@ func BenchmarkDoNoHedge(b *testing.B) {
 			hedge.Do(context.Background(), hr, "op", trivial)
 		}
 	})
+	hs, _ := hedge.New(hedge.Config{Delay: hedge.Fixed(time.Hour), Replicas: 60, Shards: hedge.ShardGrid(30, 2)})
+	b.Run("shard", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			hedge.DoShard(context.Background(), hs, "op", 7, trivial)
+		}
+	})
 	off, _ := hedge.New(hedge.Config{Mode: hedge.Off})
 	b.Run("mode-off", func(b *testing.B) {
 		b.ReportAllocs()
@@ -211,6 +218,14 @@ func BenchmarkDoFan(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			hedge.DoFan(context.Background(), h, "leaf", n, hedge.FanOut{}, leaf)
+		}
+	})
+	// The same 40 leaves over 20 shards of 2 servers.
+	hs, _ := hedge.New(hedge.Config{Delay: hedge.Fixed(time.Hour), Replicas: 40, Shards: hedge.ShardGrid(20, 2)})
+	b.Run("DoFan-shards", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			hedge.DoFan(context.Background(), hs, "leaf", n, hedge.FanOut{}, leaf)
 		}
 	})
 }

@@ -17,8 +17,14 @@ type Attempt struct {
 	Index int
 	// Replica is the replica chosen for this copy, in [0, Config.Replicas),
 	// or -1 when the [Hedger] has no replicas and the function chooses.
-	// Never the replica of another copy of the same request.
+	// Never the replica of another copy of the same request. With
+	// [Config.Shards] it is the server's index, one of the request's
+	// shard's: a transport keeps one list of server addresses and sends
+	// the copy to addrs[a.Replica].
 	Replica int
+	// Shard is the shard this copy serves ([Config.Shards]): [DoShard]'s
+	// shard, or the leaf's [FanOut.Shard]. It is -1 without Shards.
+	Shard int
 	// Key is the request's idempotency key, or "" (see
 	// [WithIdempotencyKey]).
 	Key string
@@ -62,8 +68,15 @@ type Attempt struct {
 // primary's context, as long as the function does not ask for its Done
 // channel (which makes the context.WithCancel it stands for: two more).
 // See BENCHMARKS.md.
+//
+// On a [Hedger] with [Config.Shards], Do sends nothing and returns an
+// error that matches [ErrInvalidConfig]: use [DoShard] or [DoFan].
 func Do[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error)) (T, error) {
-	v, _, err := newCall(ctx, h, op, attempt).run()
+	if h.shards != nil {
+		var zero T
+		return zero, errDoShards
+	}
+	v, _, err := newCall(ctx, h, op, attempt, -1).run()
 	return v, err
 }
 
@@ -75,16 +88,21 @@ func Do[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx conte
 // result is no longer used, on every path). Copies that succeed after
 // another won are handed to discard, which must free them (close the body);
 // discard may be nil when results hold nothing. Everything else is as in
-// Do.
+// Do; like Do, it refuses a [Hedger] with [Config.Shards].
 func DoHeld[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error), discard func(T)) (v T, release func(), err error) {
-	c := newCall(ctx, h, op, attempt)
+	if h.shards != nil {
+		return v, noRelease, errDoShards
+	}
+	c := newCall(ctx, h, op, attempt, -1)
 	c.keep, c.discard = true, discard
 	return c.run()
 }
 
 func noRelease() {}
 
-func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error)) *call[T] {
+// newCall starts a call of h's operation class op that runs attempt, for
+// shard (-1: any replica).
+func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx context.Context, a Attempt) (T, error), shard int) *call[T] {
 	st := h.op(op)
 	// The state of a call that nothing can touch any more once it
 	// returned is used again (see reusable): on the fast path it costs no
@@ -94,15 +112,16 @@ func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx 
 		c = new(call[T])
 	}
 	m, _ := ctx.Value(marksKey{}).(*marks)
-	c.begin(ctx, h, st, attempt, m)
+	c.begin(ctx, h, st, attempt, m, shard)
 	return c
 }
 
 // begin starts c, a call of h's operation class st whose copies run fn
-// with ctx as their parent, marked by m (nil for none).
-func (c *call[T]) begin(ctx context.Context, h *Hedger, st *opState, fn func(ctx context.Context, a Attempt) (T, error), m *marks) {
+// with ctx as their parent, marked by m (nil for none), on the servers
+// of shard (-1: any replica).
+func (c *call[T]) begin(ctx context.Context, h *Hedger, st *opState, fn func(ctx context.Context, a Attempt) (T, error), m *marks, shard int) {
 	st.requests.Add(1)
-	c.h, c.st, c.parent, c.fn, c.winner, c.slot = h, st, ctx, fn, -1, -1
+	c.h, c.st, c.parent, c.fn, c.winner, c.slot, c.shard = h, st, ctx, fn, -1, -1, shard
 	once := false
 	c.fan = nil
 	if m != nil {
@@ -137,6 +156,7 @@ type callState[T any] struct {
 	parent  context.Context
 	fn      func(context.Context, Attempt) (T, error)
 	leaf    *leafState[T] // DoFan's: the leaf this call is, or nil
+	shard   int           // the shard whose servers serve the call, or -1 for any
 	key     string
 	fan     *fanOut     // the fan-out of WithFanOut, or nil
 	keep    bool        // DoHeld: the winner's context outlives the call
@@ -251,7 +271,7 @@ func (c *call[T]) pick(i int, now time.Duration, skip ...int) (replica int, prob
 		load = h.unhedgedLoad
 	}
 	if !h.prob.any() {
-		return h.picker.pick(len(h.replicas), held, load), false
+		return h.pickIn(c.shard, held, load), false
 	}
 	return c.pickAround(held, now, load)
 }
@@ -259,24 +279,38 @@ func (c *call[T]) pick(i int, now time.Duration, skip ...int) (replica int, prob
 // pickAround is pick while some replica is on probation: those out of
 // the picks, or whose probe is out, are left out as if they held a copy,
 // unless that leaves none.
+//
+// With [Config.Shards], only the servers of the call's shard are
+// candidates.
 func (c *call[T]) pickAround(held []int, now time.Duration, load func(int) int) (int, bool) {
 	h := c.h
+	cand := h.candidates(c.shard)
 	n := len(h.replicas)
+	if cand != nil {
+		n = len(cand)
+	}
 	ex := slices.Clone(held)
-	for r := range n {
+	for k := range n {
+		r := k
+		if cand != nil {
+			r = cand[k]
+		}
 		if h.prob.excluded(r, now) && !slices.Contains(held, r) {
 			ex = append(ex, r)
 		}
 	}
 	for len(ex) < n {
-		r := h.picker.pick(n, ex, load)
+		r := h.pickIn(c.shard, ex, load)
+		if r < 0 {
+			break
+		}
 		if probe, ok := h.prob.takeProbe(r, now); ok {
 			return r, probe
 		}
 		ex = append(ex, r) // another copy took its probe just now
 	}
 	// Every replica is held or out: a copy goes to one anyway.
-	return h.picker.pick(n, held, load), false
+	return h.pickIn(c.shard, held, load), false
 }
 
 // launch prepares copy i, sent at now: its replica (replica, if not -1,
@@ -285,7 +319,7 @@ func (c *call[T]) pickAround(held []int, now time.Duration, load func(int) int) 
 func (c *call[T]) launch(i int, now time.Duration, replica int, probe bool) (context.Context, Attempt) {
 	// A copy is a hedge only if another is still running: one sent after
 	// every earlier copy returned stands alone (a failover, or a retry).
-	a := Attempt{Index: i, Replica: -1, Key: c.key, Hedge: c.running > 0}
+	a := Attempt{Index: i, Replica: -1, Shard: c.shard, Key: c.key, Hedge: c.running > 0}
 	if c.h.replicas != nil {
 		if replica < 0 {
 			replica, probe = c.pick(i, now)
@@ -566,11 +600,26 @@ func (c *call[T]) replicaOutcome(cs *copyState, ran, now time.Duration, err erro
 // failover sends the copy that replaces one that never reached its
 // server (see [ErrNotSent]), if the Policy lets the request go again, and
 // otherwise fails the call if nothing else runs. c.mu is held.
+//
+// With [Config.Shards], the copy goes only to another server of the
+// call's shard, and none goes when the shard has no other.
 func (c *call[T]) failover(now time.Duration) {
-	if c.plan.Mode == decide.Off || c.h.pol.Failover(&c.plan, now) != decide.Allowed {
+	if c.plan.Mode == decide.Off {
 		return
 	}
-	ctx, a := c.launch(c.launched, now, -1, false)
+	replica, probe := -1, false
+	if c.shard >= 0 {
+		if replica, probe = c.pick(c.launched, now); replica < 0 {
+			return
+		}
+	}
+	if c.h.pol.Failover(&c.plan, now) != decide.Allowed {
+		if probe {
+			c.h.prob.ended(replica)
+		}
+		return
+	}
+	ctx, a := c.launch(c.launched, now, replica, probe)
 	c.copies[a.Index].failover = true
 	c.st.failovers.Add(1)
 	go c.runCopy(ctx, a, false)
@@ -625,12 +674,21 @@ func (c *call[T]) Launch(now time.Duration, replica int, g decide.Grant) bool {
 		}
 		return true
 	}
+	if replica < 0 && c.shard >= 0 {
+		// A shard's servers may all hold a copy already.
+		if replica, probe = c.pick(c.launched, now); replica < 0 {
+			return false
+		}
+	}
 	ctx, a := c.launch(c.launched, now, replica, probe)
 	c.copies[a.Index].hedge = g.HoldsSlot()
 	c.copies[a.Index].fanSlot = g.HoldsFanSlot()
 	st.hedges.Add(1)
 	if a.Replica >= 0 {
 		c.h.reps[a.Replica].hedges.Add(1)
+	}
+	if c.shard >= 0 {
+		st.shards[c.shard].hedges.Add(1)
 	}
 	if c.h.onEvent != nil {
 		c.event(Event{Kind: HedgeSent, Copy: a.Index, Replica: a.Replica}, now)
@@ -817,6 +875,9 @@ func (c *call[T]) outcome() (T, error) {
 			if w.replica >= 0 {
 				h.reps[w.replica].hedgeWins.Add(1)
 			}
+			if c.shard >= 0 {
+				st.shards[c.shard].hedgeWins.Add(1)
+			}
 		}
 		h.pol.Succeeded(&c.plan, c.decidedAt, c.winner > 0 && !w.failover)
 		return c.val, nil
@@ -825,6 +886,10 @@ func (c *call[T]) outcome() (T, error) {
 		// A leaf of [DoFan] cancelled because its fan-out had the leaves
 		// it needed did not fail: [FanStats.NotNeeded] counts it.
 		st.failures.Add(1)
+		if c.shard >= 0 && c.leaf == nil {
+			// DoShard's; DoFan counts its leaves' own failures.
+			st.shards[c.shard].failures.Add(1)
+		}
 	}
 	var zero T
 	if len(c.errs) == 1 {

@@ -124,6 +124,30 @@
 // every rule of the Hedger. [WithFanOut] marks leaves that Do sends one
 // by one.
 //
+// # Shards
+//
+// Most fan-outs are N shards x R replicas: leaf i can only be served by
+// shard i's servers. [Config.Shards] says which servers hold each shard
+// ([ShardGrid] for the common layout), and [Config.Replicas] is then the
+// number of servers:
+//
+//	h, err := hedge.New(hedge.Config{Replicas: 30 * 2, Shards: hedge.ShardGrid(30, 2)})
+//	...
+//	res, err := hedge.DoFan(ctx, h, "Search", 30, hedge.FanOut{}, func(ctx context.Context, i int, a hedge.Attempt) (*Hits, error) {
+//		return servers[a.Replica].Search(ctx, a.Shard, query)
+//	})
+//
+// The decision does not change. It keeps its state per server: load in
+// flight, the spare-capacity and payoff rules' evidence, probation,
+// cancelled losers, load reports. To place a copy of a leaf of shard s,
+// the same [Picker] runs over shard s's list of servers. The copies
+// held and the servers passed over map to positions in that list, and
+// the choice maps back to a server. So a server that holds two shards
+// is one server, busy for both. One request budget, the sibling trigger,
+// [FanOut.Need] and the canaries work across the shards. [DoShard] is
+// Do for a request that one shard serves; Do itself refuses a Hedger
+// with shards. [Stats.Shards] shows which shard straggles.
+//
 // # Memory
 //
 // A Hedger's memory is bounded by its Config. Each operation class, up

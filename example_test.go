@@ -102,3 +102,45 @@ func ExamplePermanent() {
 	// Output:
 	// true 1
 }
+
+// A search over 30 index shards of 2 servers each: leaf i reads shard i,
+// from one of the two servers that hold it. The server that leaf 0's
+// primary lands on is stalled. Its siblings answer at once, so leaf 0 is
+// a straggler, and its hedge goes to shard 0's other server. (A fixed
+// delay keeps the example short; the default learns its own.)
+func ExampleDoFan_shards() {
+	const shards, replicas = 30, 2
+	h, err := hedge.New(hedge.Config{
+		Replicas: shards * replicas, // the servers: shard s on 2s and 2s+1
+		Shards:   hedge.ShardGrid(shards, replicas),
+		Delay:    hedge.Fixed(5 * time.Millisecond),
+	})
+	if err != nil {
+		panic(err)
+	}
+	var servers [2]int // leaf 0's copies
+	res, err := hedge.DoFan(context.Background(), h, "Search", shards, hedge.FanOut{}, func(ctx context.Context, i int, a hedge.Attempt) (string, error) {
+		if a.Replica/replicas != a.Shard || a.Shard != i {
+			return "", fmt.Errorf("leaf %d sent to server %d", i, a.Replica)
+		}
+		if i == 0 {
+			servers[a.Index] = a.Replica
+		}
+		if i == 0 && a.Index == 0 {
+			select { // stalled
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+		return fmt.Sprintf("hits of shard %d", a.Shard), nil
+	})
+	fmt.Println(res.Values[0], res.Values[29], err)
+	fmt.Println("leaf 0's hedge on shard 0's other server:", servers[0] != servers[1] && servers[1] < replicas)
+	st := h.OpStats("Search")
+	fmt.Printf("shard 0: %d hedge, %d won\n", st.Shards[0].Hedges, st.Shards[0].HedgeWins)
+	// Output:
+	// hits of shard 0 hits of shard 29 <nil>
+	// leaf 0's hedge on shard 0's other server: true
+	// shard 0: 1 hedge, 1 won
+}

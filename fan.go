@@ -171,6 +171,11 @@ type fanLeaf[T any] struct {
 // any leaf goes. A
 // context marked [NotIdempotent] sends every leaf once, unhedged.
 //
+// On a [Hedger] with [Config.Shards], leaf i's copies go only to the
+// servers of its shard ([FanOut.Shard]; by default i mod the number of
+// shards), and [Attempt.Shard] names it. [Stats.Shards] counts each
+// shard's leaves, hedges and stragglers.
+//
 // Each leaf runs on a goroutine of its own; everything else is as in Do,
 // per leaf, in h's operation class op: a panic in any leaf is re-raised
 // on the caller's goroutine as a *PanicError once every leaf has
@@ -178,6 +183,9 @@ type fanLeaf[T any] struct {
 func DoFan[T any](ctx context.Context, h *Hedger, op string, n int, f FanOut, leaf func(ctx context.Context, i int, a Attempt) (T, error)) (FanResult[T], error) {
 	if err := f.validate(n); err != nil {
 		return FanResult[T]{}, err
+	}
+	if f.Shard != nil && h.shards == nil {
+		return FanResult[T]{}, errFanShard
 	}
 	in, _ := ctx.Value(marksKey{}).(*marks)
 	if in != nil && in.key != "" {
@@ -194,14 +202,19 @@ func DoFan[T any](ctx context.Context, h *Hedger, op string, n int, f FanOut, le
 	if n == 0 {
 		return res, nil
 	}
-	r := &fanRun[T]{h: h, st: st, n: n, need: need, canaries: f.Canaries, fn: leaf}
+	r := &fanRun[T]{h: h, st: st, n: n, need: need, canaries: f.Canaries, fn: leaf, lay: h.layout(&f, n)}
 	r.marks.fan = &r.fo
 	r.fo.call = true
 	if in != nil {
 		r.marks.write = in.write
 	}
 	r.start = h.now()
-	r.fo.dec.Reset(f.fanConfig(n, len(h.replicas)))
+	if r.lay.shard != nil {
+		heaviest, perShard := h.fanDefaults(r.lay)
+		r.fo.dec.Reset(f.fanConfigShards(n, heaviest, perShard))
+	} else {
+		r.fo.dec.Reset(f.fanConfig(n, len(h.replicas)))
+	}
 	r.leaves = make([]fanLeaf[T], n)
 	r.back = make(chan int, n)
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
@@ -244,6 +257,7 @@ type fanRun[T any] struct {
 	fn       func(ctx context.Context, i int, a Attempt) (T, error)
 	n, need  int
 	canaries int
+	lay      fanLayout // each leaf's shard, with Config.Shards
 	fo       fanOut
 	marks    marks
 	leaves   []fanLeaf[T]
@@ -261,15 +275,34 @@ type fanRun[T any] struct {
 	pnc      *PanicError
 }
 
-// send starts leaf i on a goroutine of its own.
+// send starts leaf i on a goroutine of its own. A leaf whose shard is
+// out of range fails at once: its return is on r.back, unsent.
 func (r *fanRun[T]) send(i int) {
 	l := &r.leaves[i]
 	l.own.fn, l.own.i = r.fn, i
 	l.leaf = &l.own
-	l.begin(r.ctx, r.h, r.st, nil, &r.marks)
 	l.sent = true
 	r.running++
+	shard := -1
+	if r.lay.shard != nil {
+		if shard = r.lay.shard[i]; !r.h.validShard(shard) {
+			l.own.err = shardError(r.h, shard, i)
+			r.back <- i // buffered for every leaf
+			return
+		}
+		r.st.shards[shard].leaves.Add(1)
+	}
+	l.begin(r.ctx, r.h, r.st, nil, &r.marks, shard)
 	go l.run(r.back)
+}
+
+// shard returns leaf i's shard state, or nil without Config.Shards or
+// for a leaf whose shard is out of range.
+func (r *fanRun[T]) shard(i int) *shardState {
+	if r.lay.shard == nil || !r.h.validShard(r.lay.shard[i]) {
+		return nil
+	}
+	return &r.st.shards[r.lay.shard[i]]
 }
 
 // run runs the leaf's call on its goroutine and reports its return on
@@ -310,6 +343,9 @@ func (r *fanRun[T]) returned(i int) {
 			return // cancelled by the end: its error is the cut
 		}
 		r.failed++
+		if sh := r.shard(i); sh != nil {
+			sh.failures.Add(1)
+		}
 		if i < r.canaries {
 			r.stop(ErrFanOutFailed, ErrNotSentCanary)
 		} else if r.failed > r.n-r.need {
@@ -331,6 +367,10 @@ func (r *fanRun[T]) returned(i int) {
 		}
 	}
 	if r.answered >= r.need {
+		// The answer the request waited for last.
+		if sh := r.shard(i); sh != nil {
+			sh.stragglers.Add(1)
+		}
 		r.stop(ErrNotNeeded, nil)
 		return
 	}
@@ -395,12 +435,15 @@ func (r *fanRun[T]) result(res *FanResult[T]) (FanResult[T], error) {
 	if r.pnc != nil {
 		panic(r.pnc)
 	}
-	notNeeded, late := 0, 0
+	notNeeded, unneeded, late := 0, 0, 0
 	for i := range r.leaves {
 		l := &r.leaves[i]
 		switch {
 		case !l.sent:
 			res.Errs[i] = r.unsent
+			if r.unsent == ErrNotSentNeedMet {
+				unneeded++
+			}
 		case l.own.err == nil:
 			res.Values[i] = l.own.v
 		case l.cut != nil:
@@ -416,6 +459,7 @@ func (r *fanRun[T]) result(res *FanResult[T]) (FanResult[T], error) {
 		}
 	}
 	st.notNeeded.Add(int64(notNeeded))
+	st.unneeded.Add(int64(unneeded))
 	st.late.Add(int64(late))
 	if r.answered >= r.need {
 		return *res, nil

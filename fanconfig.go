@@ -31,12 +31,22 @@ type FanOut struct {
 	// for, the others never go, and match [ErrNotSentNeedMet]. 0 sends
 	// every leaf at once.
 	Canaries int
+	// Shard, on a [Hedger] with [Config.Shards], returns the shard of
+	// leaf i: its copies go only to that shard's servers. Nil means
+	// leaf i is on shard i mod len(Config.Shards). A leaf whose shard is
+	// out of range is not sent, and fails with an error that matches
+	// [ErrInvalidConfig]. DoFan calls Shard once per leaf, before any
+	// leaf goes. Set on a [Hedger] without Shards, it is an error.
+	Shard func(leaf int) int
 	// Hedges is the most extra copies (hedges and retries) the request's
 	// leaves may send in all, on top of the [Hedger]'s own budget and caps.
-	// 0 means twice the leaves one stuck replica holds (n over
-	// [Config.Replicas], rounded up, or over ten without replicas), and
-	// at least two. Negative means none. Values of 2^31 or more are as
-	// good as no limit.
+	// 0 means twice the leaves one stuck server holds, and at least two.
+	// Without [Config.Shards], that is n over [Config.Replicas], rounded
+	// up (over ten without replicas). With Shards, each shard's leaves
+	// are divided among its servers, and a server holds its share of
+	// every shard it serves: 30 leaves over 30 shards of 2 servers give
+	// a server half a leaf, so 2. Negative means none. Values of 2^31 or
+	// more are as good as no limit.
 	Hedges int
 	// InFlight is the most extra copies of the request's leaves in flight
 	// at once. 0 means Hedges. Values of 2^31 or more are as good as no
@@ -46,7 +56,9 @@ type FanOut struct {
 	// before the sibling trigger starts: see Straggle. 0 means
 	// 1 - 1.5/replicas, within [0.5, 0.75]: 0.75 over ten replicas or
 	// more, less over fewer, so that one stuck replica's leaves cannot
-	// keep the mark from being reached.
+	// keep the mark from being reached. With [Config.Shards], replicas
+	// is the fewest servers of a shard the leaves go to, not the number
+	// of servers: 0.5 for shards of 2 servers.
 	Mark float64
 	// Straggle is the sibling trigger's multiple (0 means 3; negative
 	// turns the trigger off). Once Mark of the needed leaves have
@@ -93,6 +105,20 @@ func (f *FanOut) validate(n int) error {
 // replicas. This is the one place where a FanOut's decision fields get
 // their defaults.
 func (f *FanOut) fanConfig(n, replicas int) decide.FanConfig {
+	return f.fanConfigWith(n, decide.DefaultFanHedges(n, replicas), decide.DefaultFanMark(replicas))
+}
+
+// fanConfigShards is fanConfig for a fan-out over shards: heaviest is
+// the leaves that the server holding the most of them holds, and
+// perShard the fewest servers of a shard the leaves go to (see
+// decide.ShardLoad).
+func (f *FanOut) fanConfigShards(n int, heaviest float64, perShard int) decide.FanConfig {
+	return f.fanConfigWith(n, decide.DefaultShardFanHedges(heaviest), decide.DefaultFanMark(perShard))
+}
+
+// fanConfigWith applies f's defaults for a fan-out of n leaves, hedges
+// and mark being those of Hedges and Mark.
+func (f *FanOut) fanConfigWith(n, hedges int, defaultMark float64) decide.FanConfig {
 	need := f.Need
 	if need == 0 {
 		need = n
@@ -100,7 +126,7 @@ func (f *FanOut) fanConfig(n, replicas int) decide.FanConfig {
 	fc := decide.FanConfig{Hedges: f.Hedges, InFlight: f.InFlight, Straggle: f.Straggle}
 	switch {
 	case fc.Hedges == 0:
-		fc.Hedges = decide.DefaultFanHedges(n, replicas)
+		fc.Hedges = hedges
 	case fc.Hedges < 0:
 		fc.Hedges = 0
 	}
@@ -112,7 +138,7 @@ func (f *FanOut) fanConfig(n, replicas int) decide.FanConfig {
 	fc.Hedges, fc.InFlight = min(fc.Hedges, math.MaxInt32), min(fc.InFlight, math.MaxInt32)
 	mark := f.Mark
 	if mark == 0 {
-		mark = decide.DefaultFanMark(replicas)
+		mark = defaultMark
 	}
 	switch {
 	case fc.Straggle == 0:
@@ -133,5 +159,13 @@ func init() {
 			return decide.FanConfig{}, err
 		}
 		return fo.fanConfig(n, replicas), nil
+	}
+	decide.ShardFanFrom = func(f any, n int, leaves []int, shards [][]int, servers int) (decide.FanConfig, error) {
+		fo := f.(FanOut)
+		if err := fo.validate(n); err != nil {
+			return decide.FanConfig{}, err
+		}
+		heaviest, perShard := decide.ShardLoad(leaves, shards, servers)
+		return fo.fanConfigShards(n, heaviest, perShard), nil
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,61 @@ func FuzzConfig(f *testing.F) {
 		})
 		if err != nil || v < 1 {
 			t.Fatalf("Do = %d, %v", v, err)
+		}
+	})
+}
+
+// FuzzShards builds shard layouts from arbitrary bytes: each byte is a
+// server of the current shard, and 0xff starts the next shard. New must
+// refuse a layout that breaks Config.Shards' rules, with an error that
+// matches ErrInvalidConfig, and accept every other. On an accepted one,
+// every copy DoShard sends goes to a server of its shard that holds no
+// other copy of the request, until the shard has none left.
+func FuzzShards(f *testing.F) {
+	f.Add(uint8(6), []byte{0, 1, 0xff, 2, 3, 0xff, 4, 5}, uint8(3))
+	f.Add(uint8(3), []byte{0, 1, 0xff, 1, 2, 0xff, 2}, uint8(5))
+	f.Add(uint8(2), []byte{0, 0xff, 0xff, 1}, uint8(2))
+	f.Add(uint8(4), []byte{0, 1, 1, 0xff, 7}, uint8(1))
+	f.Fuzz(func(t *testing.T, servers uint8, layout []byte, attempts uint8) {
+		shards := [][]int{{}}
+		for _, b := range layout {
+			if b == 0xff {
+				shards = append(shards, []int{})
+				continue
+			}
+			shards[len(shards)-1] = append(shards[len(shards)-1], int(b))
+		}
+		valid := servers > 0 && (servers != 1 || attempts%hedge.HardMaxAttempts == 0)
+		for _, s := range shards {
+			valid = valid && len(s) > 0
+			for j, v := range s {
+				valid = valid && v < int(servers) && !slices.Contains(s[:j], v)
+			}
+		}
+		maxAttempts := 1 + int(attempts)%hedge.HardMaxAttempts
+		h, err := hedge.New(hedge.Config{Replicas: int(servers), Shards: shards, MaxAttempts: maxAttempts, NoBudget: true, Delay: hedge.Fixed(time.Hour)})
+		if valid != (err == nil) {
+			t.Fatalf("layout %v over %d servers: New = %v; want valid %v", shards, servers, err, valid)
+		}
+		if err != nil {
+			if !errors.Is(err, hedge.ErrInvalidConfig) {
+				t.Fatalf("error %v does not match ErrInvalidConfig", err)
+			}
+			return
+		}
+		errDown := errors.New("down")
+		for s, servers := range shards {
+			var used []int
+			hedge.DoShard(context.Background(), h, "op", s, func(ctx context.Context, a hedge.Attempt) (int, error) {
+				if a.Shard != s || !slices.Contains(servers, a.Replica) || slices.Contains(used, a.Replica) {
+					t.Errorf("shard %d (servers %v): copy %+v after copies on %v", s, servers, a, used)
+				}
+				used = append(used, a.Replica)
+				return 0, errDown // the next copy goes at once
+			})
+			if want := min(len(servers), maxAttempts); len(used) != want {
+				t.Errorf("shard %d (servers %v): copies on %v; want %d, one per server up to MaxAttempts", s, servers, used, want)
+			}
 		}
 	})
 }

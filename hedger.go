@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,23 @@ type Config struct {
 	// set, must have Replicas entries.
 	Picker Picker
 
+	// Shards, if not nil, groups the servers into shards: Shards[s]
+	// lists the servers (indices in [0, Replicas)) that hold shard s.
+	// A request then goes only to its shard's servers ([DoShard], and
+	// [DoFan] with [FanOut.Shard]), and [Do] refuses to run. Each shard
+	// has at least one server, each listed once. A server may hold
+	// several shards. Replicas is then the number of real servers, and
+	// everything the [Hedger] keeps per replica is per server: load in
+	// flight, the spare-capacity and payoff rules' evidence, probation,
+	// load reports and [ReplicaStats]. [ShardGrid] makes the common
+	// layout of N shards of R servers each.
+	Shards [][]int
+	// ReplicaNames, if not nil, names each of the Replicas servers,
+	// with its address for instance. [ReplicaStats] and the metrics
+	// exporters label a server with its name. Nil labels it with its
+	// index.
+	ReplicaNames []string
+
 	// Retryable reports whether a failed copy may be followed by another
 	// copy at once. Nil means [DefaultRetryable]: every error but those
 	// marked [Permanent]. The caller's own context ending is always
@@ -156,6 +174,9 @@ type Hedger struct {
 	// unhedgedLoad is the load the rollout's control group is placed by.
 	unhedgedLoad func(int) int
 	reps         []replicaState // per-replica stats (ReplicaStats)
+	shards       []shardSet     // Config.Shards, each with its picker; nil without
+	lists        [][]int        // each shard's servers, as shards holds them
+	names        []string       // Config.ReplicaNames
 	prob         *probation     // replicas on probation (probationFailures)
 	picker       Picker
 	retryable    func(error) bool
@@ -178,8 +199,10 @@ type Hedger struct {
 }
 
 // ErrInvalidConfig is matched by every error [New] returns for a
-// mistaken [Config], and by [DoFan]'s for a mistaken [FanOut] or a
-// context it cannot fan out. errors.Is(err, hedge.ErrInvalidConfig)
+// mistaken [Config], by [DoFan]'s for a mistaken [FanOut] or a context it
+// cannot fan out, by a leaf's whose [FanOut.Shard] is out of range, by
+// [DoShard]'s for a shard out of range, and by [Do]'s on a [Hedger] with
+// [Config.Shards]. errors.Is(err, hedge.ErrInvalidConfig)
 // tells a configuration mistake from other errors.
 var ErrInvalidConfig = errors.New("hedge: invalid Config")
 
@@ -202,6 +225,11 @@ func New(cfg Config) (*Hedger, error) {
 		onEvent:   cfg.OnEvent,
 		maxOps:    cfg.MaxOps,
 		epoch:     time.Now(),
+		shards:    newShards(&cfg),
+		names:     slices.Clone(cfg.ReplicaNames),
+	}
+	for s := range h.shards {
+		h.lists = append(h.lists, h.shards[s].servers)
 	}
 	h.timers = newTimerQueue(h.epoch)
 	h.timers.precise = cfg.PreciseTimers
@@ -269,6 +297,10 @@ func (cfg *Config) validate() error {
 	}
 	if cfg.Picker.Zones != nil && len(cfg.Picker.Zones) != cfg.Replicas {
 		errs = append(errs, fmt.Errorf("hedge: Config.Picker.Zones has %d entries for %d replicas: give one zone per replica", len(cfg.Picker.Zones), cfg.Replicas))
+	}
+	errs = cfg.validateShards(errs)
+	if cfg.ReplicaNames != nil && len(cfg.ReplicaNames) != cfg.Replicas {
+		errs = append(errs, fmt.Errorf("hedge: Config.ReplicaNames has %d names for %d replicas: give one name per server, or leave it nil to label servers by index", len(cfg.ReplicaNames), cfg.Replicas))
 	}
 	if cfg.MaxOps < 0 {
 		errs = append(errs, fmt.Errorf("hedge: Config.MaxOps = %d is negative: use 0 for the default of 100", cfg.MaxOps))
@@ -380,7 +412,8 @@ func (h *Hedger) SetRollout(f float64) error { return h.pol.SetRollout(f) }
 func (h *Hedger) Rollout() float64 { return h.pol.Rollout() }
 
 // Replicas returns [Config.Replicas]: how many replicas the [Hedger] picks
-// among (0 when the attempt function chooses).
+// among (0 when the attempt function chooses). With [Config.Shards], it
+// is the number of servers.
 func (h *Hedger) Replicas() int { return len(h.replicas) }
 
 // MaxAttempts returns the most copies of one request the [Hedger] sends.
@@ -452,7 +485,8 @@ type opState struct {
 	holdout quantile.Histogram // what callers saw in the rollout's control group
 	// timerLag is how late each hedge timer fired after it was due.
 	timerLag quantile.Histogram
-	fan      fanState // DoFan's
+	fan      fanState     // DoFan's
+	shards   []shardState // per shard of Config.Shards (ShardStats); nil without
 }
 
 // op returns the state of operation class name, creating it if needed.
@@ -496,6 +530,9 @@ func (h *Hedger) op(name string) *opState {
 	}
 	if !ok {
 		st = &opState{name: name, est: h.delay.newEstimator()}
+		if h.shards != nil {
+			st.shards = make([]shardState, len(h.shards))
+		}
 		h.nClasses++
 	}
 	m := make(map[string]*opState, len(old)+2)

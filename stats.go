@@ -5,6 +5,7 @@ import (
 	"iter"
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,11 @@ type Stats struct {
 	Hedges      int64 // hedge copies sent (copies beyond the primary)
 	HedgeWins   int64 // calls won by a hedge copy
 	PrimaryWins int64 // calls won by the primary, or by a failover copy in its place
-	Failures    int64 // calls that returned an error, but for leaves DoFan did not need ([FanStats].NotNeeded)
+	Failures    int64 // calls that returned an error, but for leaves DoFan did not need (NotNeeded)
+	// NotNeeded counts the leaves of [DoFan] that were cancelled, or
+	// never sent, because [FanOut.Need] leaves had answered. They are not
+	// failures: Failures leaves them out.
+	NotNeeded int64
 	// Refused counts the hedges not sent, by the [Refusal] that kept
 	// each: Refused[RefusedBusy] those refused for want of an idle
 	// replica, and so on. A copy that is asked for again later
@@ -98,6 +103,41 @@ type Stats struct {
 	// Fan counts the class's fan-outs ([DoFan]). Their leaves are requests
 	// of the class too, counted above like any.
 	Fan FanStats
+
+	// Shards holds one entry per shard of [Config.Shards], in shard
+	// order: which shard's leaves straggle, fail, or are saved by a
+	// hedge. It is nil without Shards.
+	Shards []ShardStats
+}
+
+// ShardStats is one shard's share of an operation class's requests on a
+// [Hedger] with [Config.Shards]. Its servers' own share is in
+// [ReplicaStats].
+type ShardStats struct {
+	Shard int // index in Config.Shards
+	// Leaves counts the requests sent to the shard: [DoFan]'s leaves
+	// and [DoShard]'s calls.
+	Leaves int64
+	// Hedges counts the hedge copies sent to the shard's servers, and
+	// HedgeWins the requests a hedge won there.
+	Hedges, HedgeWins int64
+	// Stragglers counts the fan-outs whose last answer, the one that
+	// completed [FanOut.Need], was the shard's. A shard with far more
+	// than its share holds up the requests.
+	Stragglers int64
+	// Failures counts the shard's leaves and [DoShard] calls that failed
+	// on their own (not those cancelled because the fan-out ended).
+	Failures int64
+}
+
+// String summarises the shard's counts on one line.
+func (s ShardStats) String() string {
+	return fmt.Sprintf("shard %d: %d leaves, %d hedges, %d hedge wins, %d stragglers, %d failures", s.Shard, s.Leaves, s.Hedges, s.HedgeWins, s.Stragglers, s.Failures)
+}
+
+// shardState is what [ShardStats] reads.
+type shardState struct {
+	leaves, hedges, hedgeWins, stragglers, failures atomic.Int64
 }
 
 // Refusals counts hedges not sent, by [Refusal]: [Stats.Refused]. Index
@@ -147,7 +187,9 @@ type FanStats struct {
 	Partial int64
 	// NotNeeded counts leaves cancelled because [FanOut.Need] leaves had
 	// answered (not failures: [Stats.Failures] leaves them out), and Late
-	// those cancelled at [FanOut.GoodEnough].
+	// those cancelled at [FanOut.GoodEnough]. [Stats.NotNeeded] adds the
+	// leaves never sent because the canaries were all that Need asked
+	// for.
 	NotNeeded, Late int64
 	// Extra is the extra copies (hedges and retries) the leaves sent, in
 	// all; ExtraCopies counts fan-outs by how many each sent: [0] none,
@@ -171,6 +213,7 @@ func extraBucket(extra int) int {
 // fanState is an operation class's fan-out counters ([FanStats]).
 type fanState struct {
 	requests, leaves, partial, notNeeded, late, extra atomic.Int64
+	unneeded                                          atomic.Int64 // leaves never sent: the canaries were enough
 	extraCopies                                       [8]atomic.Int64
 	latency                                           quantile.Histogram
 }
@@ -206,7 +249,26 @@ func (s Stats) String() string {
 		"latency %v; primary %v (%d censored); hedge path %v; holdout %v; rescued %d, saved at least %v; timer lag %v",
 		s.Op, s.Requests, s.Hedges, 100*s.hedgeRate(), s.HedgeWins, 100*s.winRate(), s.PrimaryWins, s.Failures,
 		s.Refused, s.ShadowHedges, s.Failovers, s.Unhedgeable, s.WastedWork,
-		formatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast, s.TimerLag)
+		formatDelay(s.Delay), s.Latency, s.Primary, s.PrimaryCensored, s.HedgePath, s.Holdout, s.Rescued, s.SavedAtLeast, s.TimerLag) +
+		s.shardsString()
+}
+
+// shardsString is String's part on shards: how many, and the shard with
+// the most stragglers, if any.
+func (s Stats) shardsString() string {
+	if len(s.Shards) == 0 {
+		return ""
+	}
+	worst := s.Shards[0]
+	for _, sh := range s.Shards[1:] {
+		if sh.Stragglers > worst.Stragglers {
+			worst = sh
+		}
+	}
+	if worst.Stragglers == 0 {
+		return fmt.Sprintf("; %d shards", len(s.Shards))
+	}
+	return fmt.Sprintf("; %d shards, most stragglers: %v", len(s.Shards), worst)
 }
 
 // formatDelay formats a delay as time.Duration does, except that Never
@@ -298,6 +360,21 @@ func (st *opState) stats(now time.Duration) Stats {
 	for why := range s.Refused.All() {
 		s.Refused[why] = st.refused[why].Load()
 	}
+	s.NotNeeded = s.Fan.NotNeeded + st.fan.unneeded.Load()
+	if st.shards != nil {
+		s.Shards = make([]ShardStats, len(st.shards))
+		for i := range st.shards {
+			sh := &st.shards[i]
+			s.Shards[i] = ShardStats{
+				Shard:      i,
+				Leaves:     sh.leaves.Load(),
+				Hedges:     sh.hedges.Load(),
+				HedgeWins:  sh.hedgeWins.Load(),
+				Stragglers: sh.stragglers.Load(),
+				Failures:   sh.failures.Load(),
+			}
+		}
+	}
 	return s
 }
 
@@ -341,7 +418,10 @@ func (h *Hedger) OpStats(op string) Stats {
 // the replica is on probation (see "Replicas that fail" in the package
 // doc). An operator reads it to see which replica is slow or failing.
 type ReplicaStats struct {
-	Replica  int   // index in [0, Config.Replicas)
+	Replica int // index in [0, Config.Replicas)
+	// Name is the replica's label: its [Config.ReplicaNames] entry, or
+	// its index in decimal.
+	Name     string
 	InFlight int64 // copies running there now
 	Copies   int64 // copies sent there: primaries, hedges and failovers
 	// Errors counts copies that returned an error, other than copies
@@ -360,6 +440,24 @@ type ReplicaStats struct {
 	// for good, and leaves Recent within a minute. It is empty for a
 	// replica with no success in that time.
 	Recent Distribution
+}
+
+// String summarises the replica's share on one line, under its Name.
+func (r ReplicaStats) String() string {
+	s := fmt.Sprintf("replica %s: %d in flight, %d copies, %d errors, %d hedges, %d hedge wins", r.Name, r.InFlight, r.Copies, r.Errors, r.Hedges, r.HedgeWins)
+	if r.Probation {
+		s += ", on probation"
+	}
+	return s + fmt.Sprintf("; latency %v; recent %v", r.Latency, r.Recent)
+}
+
+// ReplicaName returns replica i's label: its [Config.ReplicaNames] entry,
+// or i in decimal. The metrics exporters label a replica with it.
+func (h *Hedger) ReplicaName(i int) string {
+	if i >= 0 && i < len(h.names) {
+		return h.names[i]
+	}
+	return strconv.Itoa(i)
 }
 
 // replicaState is what [ReplicaStats] reads.
@@ -388,6 +486,7 @@ func (h *Hedger) ReplicaStats() []ReplicaStats {
 		r := &h.reps[i]
 		out[i] = ReplicaStats{
 			Replica:   i,
+			Name:      h.ReplicaName(i),
 			InFlight:  h.replicas[i].Load(),
 			Copies:    r.copies.Load(),
 			Errors:    r.errors.Load(),

@@ -257,6 +257,32 @@
 // toolkit report costs the Interceptor about 2µs and two dozen small
 // allocations per copy (BenchmarkParseLoadReport).
 //
+// # Shards
+//
+// A sharded service (N shards, each with its own replicas, a server
+// possibly holding several shards) is dialed with DialShards, one address
+// list per shard:
+//
+//	conns, err := hedgegrpc.DialShards([][]string{
+//		{"10.0.0.1:50051", "10.0.0.2:50051"}, // shard 0's replicas
+//		{"10.0.0.3:50051", "10.0.0.4:50051"}, // shard 1's
+//	}, hedge.Config{}, hedgegrpc.WithDialOptions(creds))
+//	res, err := hedgegrpc.Fan(ctx, conns, "Search", 2, hedge.FanOut{},
+//		func(ctx context.Context, i int, cc *grpc.ClientConn) (*pb.Reply, error) {
+//			return pb.NewSearchClient(cc).Search(ctx, reqs[i]) // leaf i on shard i mod 2
+//		})
+//
+// It makes one conn per distinct server and one Hedger over them, with
+// hedge.Config.Shards and ReplicaNames filled in: load, the default's
+// rules, probation and ORCA load reports are per server, and stats name
+// servers by address. Fan runs hedge.DoFan: each copy of leaf i runs the
+// leaf function on the conn of a server of its shard, never another's,
+// and the leaves share one budget and the sibling trigger. A single call
+// names its shard with WithShard(ctx, s) and is hedged among that shard's
+// servers (hedge.DoShard); a unary call on the conns without it fails
+// with an error matching ErrNoShard. Copies are marked, and trailers
+// read for load and pushback, as for any hedged call.
+//
 // # Deadlines and cancellation
 //
 // Every copy's context derives from the caller's, so the caller's deadline

@@ -125,6 +125,7 @@ type Interceptor struct {
 
 	hedgers []*hedge.Hedger // every distinct Hedger, which load reports reach
 	loads   loadStats
+	shards  int // DialShards: the number of shards; 0 without
 }
 
 // SetMode switches every Hedger of the Interceptor at once (hedge.Off is
@@ -325,9 +326,20 @@ type copyKey struct{}
 // when reply is nil, a nil pointer or not a pointer, or when the call is a
 // copy that an Interceptor with WithReplicas sent on another conn.
 func (ic *Interceptor) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if fc, ok := ctx.Value(fanCopyKey{}).(*fanCopy); ok && ic.shards > 0 {
+		return ic.fanCall(ctx, fc, method, req, reply, cc, invoker, opts)
+	}
 	h := ic.Hedger(method)
 	if h == nil || ctx.Value(copyKey{}) != nil {
 		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	shard := -1
+	if ic.shards > 0 {
+		s, ok := ctx.Value(shardKey{}).(int)
+		if !ok {
+			return noShardError{method}
+		}
+		shard = s
 	}
 	c := &call{ic: ic, method: method, req: req, reply: reply, cc: cc, invoker: invoker, opts: opts}
 	if pm, ok := reply.(proto.Message); ok && pm.ProtoReflect().IsValid() {
@@ -358,7 +370,13 @@ func (ic *Interceptor) Unary(ctx context.Context, method string, req, reply any,
 	if ic.opName != nil {
 		op = ic.opName(method)
 	}
-	i, err := hedge.Do(ctx, h, op, c.attempt)
+	var i int
+	var err error
+	if shard >= 0 {
+		i, err = hedge.DoShard(ctx, h, op, shard, c.attempt)
+	} else {
+		i, err = hedge.Do(ctx, h, op, c.attempt)
+	}
 	return c.finish(i, err)
 }
 

@@ -189,6 +189,28 @@
 // base transport, which, as the RoundTripper contract requires, must not
 // modify it: hedges read it concurrently.
 //
+// # Shards
+//
+// A sharded service (N shards, each with its own replicas, a server
+// possibly holding several shards) is served by Shards, not Transport:
+//
+//	sh, err := hedgehttp.NewShards(nil, [][]string{
+//		{"http://10.0.0.1:8080", "http://10.0.0.2:8080"}, // shard 0's replicas
+//		{"http://10.0.0.3:8080", "http://10.0.0.4:8080"}, // shard 1's
+//	}, hedgehttp.ShardConfig{})
+//	res, err := hedgehttp.Fan(ctx, sh, reqs, hedge.FanOut{}, read) // leaf i on shard i mod 2
+//
+// NewShards makes one Hedger over the distinct servers, with
+// hedge.Config.Shards and ReplicaNames filled in, so that load, the
+// default's rules, probation and load reports are per server, and stats
+// name servers by URL. Fan runs hedge.DoFan: leaf i's copies go only to
+// its shard's servers, and the leaves share one budget and the sibling
+// trigger. DoShard sends one request to one shard. Both read the winning
+// answer inside its copy, with the caller's function, since a fan-out's
+// values outlive its copies. Answers are judged as RoundTrip judges them.
+// Every server is the service: a request goes to its shard's servers
+// with all its headers.
+//
 // # What it deliberately does not do
 //
 // It does not retry after the request has ended, wait out Retry-After,

@@ -23,10 +23,15 @@
 // and, except the budget gauge and the replica points, "op", the
 // operation class. Op values are bounded by the Hedger itself: beyond
 // Config.MaxOps classes all share hedge.OtherOp. The replica points carry
-// "replica", the replica's index as a decimal string, bounded by
-// Config.Replicas. Tied traffic carries "client" or "server", the names
-// given to WithTiedClient and WithTiedServer. No attribute ever holds
-// request data.
+// "replica", the server's label (hedge.ReplicaStats.Name): its
+// Config.ReplicaNames entry, such as its address, or else its index as a
+// decimal string; either way one value per server, bounded by
+// Config.Replicas. The shard points carry "shard", the shard's index as a
+// decimal string, for at most WithMaxShards shards per op (128 by
+// default); the later shards are summed under shard="other", so 1,000
+// shards cost the attribute sets of 129. Tied traffic carries "client" or
+// "server", the names given to WithTiedClient and WithTiedServer. No
+// attribute ever holds request data.
 //
 // # Instruments
 //
@@ -41,6 +46,7 @@
 //	hedge.hedge.wins{hedger,op}                    counter  {request}  calls won by a hedge
 //	hedge.primary.wins{hedger,op}                  counter  {request}  calls won by the primary
 //	hedge.failures{hedger,op}                      counter  {request}  calls that returned an error
+//	hedge.not_needed{hedger,op}                    counter  {request}  fan-out leaves not sent or cancelled: FanOut.Need was met
 //	hedge.hedges.refused{hedger,op,reason}         counter  {hedge}    reason: a hedge.Refusal's name
 //	hedge.failovers{hedger,op}                     counter  {copy}     copies sent in place of one that never reached its server
 //	hedge.load.views{hedger,op,view}               counter  {decision} hedge decisions by the view of the replica's load read: report, own_view
@@ -83,6 +89,20 @@
 //	hedge.replica.hedges.sent{hedger,replica}       counter  {hedge}    hedge copies sent there
 //	hedge.replica.hedge.wins{hedger,replica}        counter  {request}  calls won by a hedge there
 //	hedge.replica.probation{hedger,replica}         gauge    1          1 while on probation, else 0
+//
+// For each shard of a Hedger with Config.Shards (none otherwise), from
+// hedge.Stats.Shards, per operation class:
+//
+//	hedge.shard.leaves{hedger,op,shard}             counter  {request}  requests sent to the shard: leaves and DoShard calls
+//	hedge.shard.hedges.sent{hedger,op,shard}        counter  {hedge}    hedge copies sent to its servers
+//	hedge.shard.hedge.wins{hedger,op,shard}         counter  {request}  its requests a hedge won
+//	hedge.shard.stragglers{hedger,op,shard}         counter  {request}  fan-outs whose last needed answer was the shard's
+//	hedge.shard.failures{hedger,op,shard}           counter  {request}  its requests that failed on their own
+//
+// The shard whose stragglers grow fastest is the one that holds the
+// requests up. A leaf cancelled, or never sent, because FanOut.Need
+// leaves had answered is not a failure: it counts in hedge.not_needed
+// and in neither failures instrument.
 //
 // hedge.replica.latency covers every copy since the Hedger was made, so
 // a past burst of slowness stays in its quantiles for good;

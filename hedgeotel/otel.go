@@ -44,14 +44,16 @@ var ErrInvalid = errors.New("hedgeotel: invalid registration")
 type instruments struct {
 	requests, hedges, hedgeWins, primaryWins, failures metric.Int64ObservableCounter
 	refused, shadow, unhedgeable, censored, rescued    metric.Int64ObservableCounter
-	loadViews                                          metric.Int64ObservableCounter
+	loadViews, notNeeded                               metric.Int64ObservableCounter
 	failovers                                          metric.Int64ObservableCounter
 	wasted, saved                                      metric.Float64ObservableCounter
 	delay, tokens, latency, timerLag, replicaLatency   metric.Float64ObservableGauge
 	fanLatency, replicaRecent, rollout                 metric.Float64ObservableGauge
 	mode                                               metric.Int64ObservableGauge
 
-	fan []seriesInstrument // by hedgeset.FanSeries
+	fan       []seriesInstrument // by hedgeset.FanSeries
+	shard     []seriesInstrument // by hedgeset.ShardSeries
+	maxShards int
 
 	replica                []seriesInstrument // by hedgeset.ReplicaSeries
 	tiedClient, tiedServer []seriesInstrument // by hedgeset.TiedClientSeries, TiedServerSeries
@@ -77,11 +79,14 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger, opts ...Opti
 	for _, opt := range opts {
 		opt(&o)
 	}
-	list, clients, servers, err := validate(meter, hedgers, o)
+	if !o.maxShardsSet {
+		o.maxShards = hedgeset.DefaultMaxShards
+	}
+	list, clients, servers, err := validate(meter, hedgers, &o)
 	if err != nil {
 		return nil, err
 	}
-	var ins instruments
+	ins := instruments{maxShards: o.maxShards}
 	var errs []error
 	i64 := func(name, unit, desc string) metric.Int64ObservableCounter {
 		c, err := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -102,7 +107,8 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger, opts ...Opti
 	ins.primaryWins = i64("hedge.primary.wins", "{request}",
 		"Calls won by the primary copy, whether or not a hedge was sent.")
 	ins.failures = i64("hedge.failures", "{request}",
-		"Calls that returned an error to the caller.")
+		"Calls that returned an error to the caller. Leaves of a fan-out that were not needed are not failures: see hedge.not_needed.")
+	ins.notNeeded = i64("hedge.not_needed", "{request}", hedgeset.NotNeededHelp)
 	ins.refused = i64("hedge.hedges.refused", "{hedge}",
 		"Hedges due but not sent, by reason: "+hedgeset.ReasonsHelp+". Copies not due because MaxAttempts was reached are not counted.")
 	ins.failovers = i64("hedge.failovers", "{copy}", hedgeset.FailoversHelp)
@@ -143,13 +149,14 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger, opts ...Opti
 	ins.mode = mode
 	all := []metric.Observable{
 		ins.replicaRecent, ins.rollout, ins.mode,
-		ins.requests, ins.hedges, ins.hedgeWins, ins.primaryWins, ins.failures,
+		ins.requests, ins.hedges, ins.hedgeWins, ins.primaryWins, ins.failures, ins.notNeeded,
 		ins.refused, ins.shadow, ins.unhedgeable, ins.censored, ins.wasted, ins.loadViews,
 		ins.delay, ins.tokens, ins.latency, ins.timerLag, ins.rescued, ins.saved,
 		ins.failovers, ins.replicaLatency, ins.fanLatency,
 	}
 	ins.replica = newSeries(meter, hedgeset.ReplicaPrefix, hedgeset.ReplicaSeries, &errs, &all)
 	ins.fan = newSeries(meter, hedgeset.FanPrefix, hedgeset.FanSeries, &errs, &all)
+	ins.shard = newSeries(meter, hedgeset.ShardPrefix, hedgeset.ShardSeries, &errs, &all)
 	if len(clients) > 0 {
 		ins.tiedClient = newSeries(meter, hedgeset.TiedClientPrefix, hedgeset.TiedClientSeries, &errs, &all)
 	}
@@ -166,13 +173,16 @@ func Register(meter metric.Meter, hedgers map[string]*hedge.Hedger, opts ...Opti
 	return reg, nil
 }
 
-func validate(meter metric.Meter, hedgers map[string]*hedge.Hedger, o options) ([]hedgeset.Named, []hedgeset.Item[tied.Client], []hedgeset.Item[tied.Server], error) {
+func validate(meter metric.Meter, hedgers map[string]*hedge.Hedger, o *options) ([]hedgeset.Named, []hedgeset.Item[tied.Client], []hedgeset.Item[tied.Server], error) {
 	var errs []error
 	if meter == nil {
 		errs = append(errs, errors.New("meter is nil: pass one from a MeterProvider, for instance otel.Meter(\"github.com/tailcut/hedge\")"))
 	}
 	set, more := hedgeset.SortSet(hedgers, o.tiedClients, o.tiedServers)
 	errs = append(errs, more...)
+	if o.maxShards < 0 {
+		errs = append(errs, fmt.Errorf("WithMaxShards(%d): give 0 or more shards to export one by one (0: all summed under shard=\"other\")", o.maxShards))
+	}
 	if len(errs) > 0 {
 		return nil, nil, nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
@@ -217,6 +227,7 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 				o.ObserveInt64(ins.hedgeWins, s.HedgeWins, attrs)
 				o.ObserveInt64(ins.primaryWins, s.PrimaryWins, attrs)
 				o.ObserveInt64(ins.failures, s.Failures, attrs)
+				o.ObserveInt64(ins.notNeeded, s.NotNeeded, attrs)
 				for _, r := range hedgeset.Refusals(s) {
 					o.ObserveInt64(ins.refused, r.N, metric.WithAttributes(hedger, op, attribute.String(hedgeset.LabelReason, r.Label)))
 				}
@@ -248,6 +259,9 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 						o.ObserveFloat64(ins.timerLag, q.v.Seconds(), metric.WithAttributes(hedger, op, attribute.String(hedgeset.LabelQuantile, q.name)))
 					}
 				}
+				for _, row := range hedgeset.ShardRows(s.Shards, ins.maxShards) {
+					observeSeries(o, ins.shard, hedgeset.ShardSeries, row.S, hedger, op, attribute.String(hedgeset.LabelShard, row.Label))
+				}
 				if s.Fan.Requests > 0 {
 					observeSeries(o, ins.fan, hedgeset.FanSeries, s.Fan, hedger, op)
 					if d := s.Fan.Latency; d.Count > 0 {
@@ -258,7 +272,7 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 				}
 			}
 			for _, r := range n.H.ReplicaStats() {
-				rep := attribute.String(hedgeset.LabelReplica, hedgeset.ReplicaLabel(r.Replica))
+				rep := attribute.String(hedgeset.LabelReplica, r.Name)
 				observeSeries(o, ins.replica, hedgeset.ReplicaSeries, r, hedger, rep)
 				if r.Latency.Count > 0 {
 					for _, q := range quantiles(r.Latency) {

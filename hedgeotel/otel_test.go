@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -193,6 +192,7 @@ func TestRegisterMatchesStats(t *testing.T) {
 				counter("hedge.hedge.wins", "{request}", s.HedgeWins)
 				counter("hedge.primary.wins", "{request}", s.PrimaryWins)
 				counter("hedge.failures", "{request}", s.Failures)
+				counter("hedge.not_needed", "{request}", s.NotNeeded)
 				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedBudget], "reason=budget")
 				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedInFlight], "reason=in_flight")
 				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedBusy], "reason=busy")
@@ -371,7 +371,7 @@ func TestRegisterValidation(t *testing.T) {
 // name.
 func wantReplicas(want points, name string, h *hedge.Hedger) {
 	for _, r := range h.ReplicaStats() {
-		attrs := []string{"hedger=" + name, "replica=" + strconv.Itoa(r.Replica)}
+		attrs := []string{"hedger=" + name, "replica=" + r.Name}
 		probation := 0.0
 		if r.Probation {
 			probation = 1

@@ -11,8 +11,10 @@ import (
 type Option func(*options)
 
 type options struct {
-	tiedClients []hedgeset.Item[tied.Client]
-	tiedServers []hedgeset.Item[tied.Server]
+	tiedClients  []hedgeset.Item[tied.Client]
+	tiedServers  []hedgeset.Item[tied.Server]
+	maxShards    int  // WithMaxShards
+	maxShardsSet bool // WithMaxShards was given
 }
 
 // WithTiedClient exports c's Stats under the "client" attribute name,

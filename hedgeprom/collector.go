@@ -26,13 +26,15 @@ type Collector struct {
 	loadViews                                          *prometheus.Desc
 	delay, tokens, latency, timerLag                   *prometheus.Desc
 	rescued, saved, histogram, failovers               *prometheus.Desc
-	mode, rollout                                      *prometheus.Desc
+	mode, rollout, notNeeded                           *prometheus.Desc
 
 	replicaLatency *prometheus.Desc
 	replicaRecent  *prometheus.Desc
 	replica        []*prometheus.Desc // by hedgeset.ReplicaSeries
 	fan            []*prometheus.Desc // by hedgeset.FanSeries
 	fanLatency     *prometheus.Desc
+	shard          []*prometheus.Desc // by hedgeset.ShardSeries
+	maxShards      int
 
 	buckets []float64 // classic bucket bounds of histogram, seconds
 
@@ -97,6 +99,12 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 	if err := validateBuckets(o.buckets); err != nil {
 		errs = append(errs, err)
 	}
+	if !o.maxShardsSet {
+		o.maxShards = hedgeset.DefaultMaxShards
+	}
+	if o.maxShards < 0 {
+		errs = append(errs, fmt.Errorf("WithMaxShards(%d): give 0 or more shards to export one by one (0: all summed under shard=\"other\")", o.maxShards))
+	}
 	names := map[string]bool{}
 	for _, n := range list {
 		names[n.Name] = true
@@ -108,7 +116,7 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
-	c := &Collector{hedgers: list, watch: newWatchDescs(namespace), buckets: o.buckets, tiedClients: clients, tiedServers: servers}
+	c := &Collector{hedgers: list, watch: newWatchDescs(namespace), buckets: o.buckets, tiedClients: clients, tiedServers: servers, maxShards: o.maxShards}
 	for name, w := range o.watchers {
 		c.watchers = append(c.watchers, namedWatcher{name, w})
 	}
@@ -127,7 +135,8 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 	c.primaryWins = desc("primary_wins_total",
 		"Calls won by the primary copy, whether or not a hedge was sent.", op...)
 	c.failures = desc("failures_total",
-		"Calls that returned an error to the caller after every copy failed, a non-retryable error, or the caller's context ending.", op...)
+		"Calls that returned an error to the caller after every copy failed, a non-retryable error, or the caller's context ending. Leaves of a fan-out that were not needed are not failures: see not_needed_total.", op...)
+	c.notNeeded = desc("not_needed_total", hedgeset.NotNeededHelp, op...)
 	c.refused = desc("hedges_refused_total",
 		"Hedges due but not sent, by reason: "+hedgeset.ReasonsHelp+". Copies not due because MaxAttempts was reached are not counted.",
 		hedgeset.LabelHedger, hedgeset.LabelOp, hedgeset.LabelReason)
@@ -167,6 +176,7 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 	c.replica = seriesDescs(namespace, hedgeset.ReplicaPrefix, hedgeset.ReplicaSeries, replica...)
 	c.fan = seriesDescs(namespace, hedgeset.FanPrefix, hedgeset.FanSeries, op...)
 	c.fanLatency = desc(hedgeset.FanPrefix+"_"+hedgeset.FanLatency+"_seconds", hedgeset.FanLatencyHelp, op...)
+	c.shard = seriesDescs(namespace, hedgeset.ShardPrefix, hedgeset.ShardSeries, hedgeset.LabelHedger, hedgeset.LabelOp, hedgeset.LabelShard)
 	if len(clients) > 0 {
 		c.tiedClient = seriesDescs(namespace, hedgeset.TiedClientPrefix, hedgeset.TiedClientSeries, hedgeset.LabelClient)
 	}
@@ -179,7 +189,7 @@ func New(namespace string, hedgers map[string]*hedge.Hedger, opts ...Option) (*C
 // Describe sends the descriptors of every metric the Collector may export.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.requests, c.hedges, c.hedgeWins, c.primaryWins, c.failures,
+		c.requests, c.hedges, c.hedgeWins, c.primaryWins, c.failures, c.notNeeded,
 		c.refused, c.shadow, c.unhedgeable, c.censored, c.wasted, c.loadViews,
 		c.delay, c.tokens, c.latency, c.timerLag,
 		c.rescued, c.saved, c.histogram, c.failovers, c.replicaLatency, c.fanLatency,
@@ -187,7 +197,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
-	for _, ds := range [...][]*prometheus.Desc{c.replica, c.fan, c.tiedClient, c.tiedServer} {
+	for _, ds := range [...][]*prometheus.Desc{c.replica, c.fan, c.shard, c.tiedClient, c.tiedServer} {
 		for _, d := range ds {
 			ch <- d
 		}
@@ -229,6 +239,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.hedgeWins, float64(s.HedgeWins))
 			counter(c.primaryWins, float64(s.PrimaryWins))
 			counter(c.failures, float64(s.Failures))
+			counter(c.notNeeded, float64(s.NotNeeded))
 			for _, r := range hedgeset.Refusals(s) {
 				counter(c.refused, float64(r.N), r.Label)
 			}
@@ -254,9 +265,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				collectSeries(ch, c.fan, hedgeset.FanSeries, s.Fan, n.Name, s.Op)
 				c.summary(ch, c.fanLatency, s.Fan.Latency, n.Name, s.Op)
 			}
+			for _, row := range hedgeset.ShardRows(s.Shards, c.maxShards) {
+				collectSeries(ch, c.shard, hedgeset.ShardSeries, row.S, n.Name, s.Op, row.Label)
+			}
 		}
 		for _, r := range n.H.ReplicaStats() {
-			rep := hedgeset.ReplicaLabel(r.Replica)
+			rep := r.Name
 			collectSeries(ch, c.replica, hedgeset.ReplicaSeries, r, n.Name, rep)
 			c.summary(ch, c.replicaLatency, r.Latency, n.Name, rep)
 			if d := r.Recent; d.Count > 0 {

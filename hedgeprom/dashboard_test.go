@@ -63,8 +63,8 @@ func loadDashboard(t testing.TB) dashboard {
 }
 
 // exportedNames gathers a collector that exports every series it can
-// (a budget, a fixed delay, a hedge that won, a watcher, replicas, a tied
-// client and server) and returns the names PromQL can select: each
+// (a budget, a fixed delay, a hedge that won, a watcher, replicas,
+// shards, a tied client and server) and returns the names PromQL can select: each
 // family's name, and _sum and _count of the summaries.
 func exportedNames(t *testing.T) map[string]bool {
 	t.Helper()
@@ -78,7 +78,9 @@ func exportedNames(t *testing.T) map[string]bool {
 		}
 		tt := settest.TiedTraffic(t)
 		defer tt.Release()
-		c, err := hedgeprom.New("hedge", map[string]*hedge.Hedger{"items": h, "replicas": settest.Replicas(t, 10)}, hedgeprom.WithWatcher("items", w),
+		sharded := mustNew(t, hedge.Config{Replicas: 4, Shards: hedge.ShardGrid(2, 2)})
+		hedge.DoShard(context.Background(), sharded, "get", 1, hedgetest.Sleeper(1*ms))
+		c, err := hedgeprom.New("hedge", map[string]*hedge.Hedger{"items": h, "replicas": settest.Replicas(t, 10), "shards": sharded}, hedgeprom.WithWatcher("items", w),
 			hedgeprom.WithTiedClient("front", tt.Client), hedgeprom.WithTiedServer("items", tt.Server))
 		if err != nil {
 			t.Fatal(err)

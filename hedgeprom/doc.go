@@ -23,10 +23,15 @@
 // paths as op names cannot blow up the series count, and a name that is
 // not valid UTF-8 is made valid (U+FFFD in place of each bad byte) before
 // it is counted, so that a scrape never fails on it. The replica series
-// carry "replica", the replica's index as a decimal string, bounded by
-// Config.Replicas. Tied traffic carries "client" or "server", the names
-// given to WithTiedClient and WithTiedServer. No label ever holds request
-// data.
+// carry "replica", the server's label (hedge.ReplicaStats.Name): its
+// Config.ReplicaNames entry, such as its address, or else its index as a
+// decimal string; either way one value per server, bounded by
+// Config.Replicas. The shard series carry "shard", the shard's index as a
+// decimal string, for at most WithMaxShards shards per op (128 by
+// default); the later shards are summed under shard="other", so 1,000
+// shards cost the series of 129. Tied traffic carries "client" or
+// "server", the names given to WithTiedClient and WithTiedServer. No
+// label ever holds request data.
 //
 // # Metrics
 //
@@ -37,6 +42,7 @@
 //	hedge_hedge_wins_total{hedger,op}                  counter   calls won by a hedge
 //	hedge_primary_wins_total{hedger,op}                counter   calls won by the primary
 //	hedge_failures_total{hedger,op}                    counter   calls that returned an error
+//	hedge_not_needed_total{hedger,op}                  counter   fan-out leaves not sent or cancelled: FanOut.Need was met
 //	hedge_hedges_refused_total{hedger,op,reason}       counter   reason: a hedge.Refusal's name
 //	hedge_failovers_total{hedger,op}                   counter   copies sent in place of one that never reached its server
 //	hedge_load_views_total{hedger,op,view}             counter   hedge decisions by the view of the replica's load read: report, own_view
@@ -80,6 +86,22 @@
 //	hedge_replica_hedges_sent_total{hedger,replica}         counter  hedge copies sent there
 //	hedge_replica_hedge_wins_total{hedger,replica}          counter  calls won by a hedge there
 //	hedge_replica_probation{hedger,replica}                 gauge    1 while on probation, else 0
+//
+// For each shard of a Hedger with Config.Shards (none otherwise), from
+// hedge.Stats.Shards, per operation class:
+//
+//	hedge_shard_leaves_total{hedger,op,shard}               counter  requests sent to the shard: leaves and DoShard calls
+//	hedge_shard_hedges_sent_total{hedger,op,shard}          counter  hedge copies sent to its servers
+//	hedge_shard_hedge_wins_total{hedger,op,shard}           counter  its requests a hedge won
+//	hedge_shard_stragglers_total{hedger,op,shard}           counter  fan-outs whose last needed answer was the shard's
+//	hedge_shard_failures_total{hedger,op,shard}             counter  its requests that failed on their own
+//
+// The shard whose stragglers_total grows fastest is the one that holds
+// the requests up; its hedge_wins_total over hedges_sent_total says how
+// often its copies save a leaf. The servers that hold it are in the
+// replica series, labelled by name. A leaf cancelled, or never sent,
+// because FanOut.Need leaves had answered is not a failure: it counts in
+// hedge_not_needed_total and in neither failures series.
 //
 // The replica latency since the Hedger was made is a summary only: a
 // Hedger keeps no per-replica buckets to fill a histogram from. Its

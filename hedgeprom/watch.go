@@ -19,11 +19,13 @@ type Watcher interface {
 type Option func(*options)
 
 type options struct {
-	watchers    map[string]Watcher
-	buckets     []float64 // classic bucket bounds, seconds
-	bucketsSet  bool      // WithBuckets was given
-	tiedClients []hedgeset.Item[tied.Client]
-	tiedServers []hedgeset.Item[tied.Server]
+	watchers     map[string]Watcher
+	buckets      []float64 // classic bucket bounds, seconds
+	bucketsSet   bool      // WithBuckets was given
+	tiedClients  []hedgeset.Item[tied.Client]
+	tiedServers  []hedgeset.Item[tied.Server]
+	maxShards    int  // WithMaxShards
+	maxShardsSet bool // WithMaxShards was given
 }
 
 // WithWatcher exports w's state under the "hedger" label hedger, which

@@ -272,10 +272,39 @@
 // TotalConns, IdleConns, StaleConns and PendingRequests
 // ((*ConnPool).Stats in internal/pool/pool.go).
 //
+// # Redis Cluster
+//
+// ClusterClient hedges the reads of a Redis Cluster within each key's
+// slot. It is made over a go-redis ClusterClient with ReadOnly set
+// (NewClusterFromOptions sets it):
+//
+//	c, err := hedgeredis.NewClusterFromOptions(ctx, &redis.ClusterOptions{Addrs: seeds}, hedgeredis.ClusterConfig{})
+//	v, err := c.Get(ctx, "user:42").Result()                // a node of the key's slot, hedged to another
+//	vals, err := c.MGet(ctx, "user:42", "user:43").Result() // one leaf per slot, one fan-out
+//
+// It reads the layout with CLUSTER SLOTS when it is made. Its Hedger has
+// one replica per node, and one shard per master with its replicas
+// (hedge.Config.Shards), named by address: load, the default's rules and
+// probation are per node. A read of a key goes to its slot's master or
+// one of its replicas, and its hedge to another node of the same slot,
+// never elsewhere (hedge.DoShard). MGet groups its keys by slot, since
+// Redis Cluster refuses an MGET across slots, and reads each slot's keys
+// as a leaf of one fan-out (hedge.DoFan): one budget, the sibling trigger,
+// each leaf hedged within its slot. Do hedges a read on the allow-list
+// within the slot of its first key. Writes, and any other command, go
+// once through the go-redis ClusterClient, which routes them to the
+// master and follows MOVED and ASK.
+//
+// A copy answered MOVED or ASK fails, and the next copy goes to another
+// node of the slot. When every copy was redirected (a resharding or a
+// failover since the client was made), the read goes once through the
+// go-redis ClusterClient. Make a new ClusterClient to hedge over the new
+// layout. A replica may lag its master, as with Client.
+//
 // # What it is not
 //
-// Not a cluster client (keys are not sharded: every replica holds all of
-// them), not a replication manager (it does not follow failovers: the
-// primary is the one you name), and not a cache. It hedges reads and
-// routes writes, nothing else.
+// Not a replication manager (it does not follow failovers: Client's
+// primary is the one you name, and ClusterClient's layout the one read
+// when it was made), and not a cache. It hedges reads and routes writes,
+// nothing else.
 package hedgeredis

@@ -21,9 +21,13 @@ const benchFanOutConfigs = "none-two-choice,default,default-fan"
 // runBenchFanOut runs "hedge bench" once per width of --width, each with
 // --fanout set to it and its own output directory, and sums up request
 // latency by width, backend and configuration. Every flag but --width is
-// hedge bench's; --fanout is refused (--width gives it).
+// hedge bench's; --fanout is refused (--width gives it). With --shards it
+// runs the sharded fan-out instead (runBenchShards).
 func runBenchFanOut(args []string, stdout, stderr io.Writer) int {
-	const usage = "usage: hedge bench fanout [--width 10,40,100] [--out DIR] [--configs LIST] [hedge bench flags]"
+	if hasShardsFlag(args) {
+		return runBenchShards(args, stdout, stderr)
+	}
+	const usage = "usage: hedge bench fanout [--width 10,40,100] [--out DIR] [--configs LIST] [hedge bench flags]\n   or: hedge bench fanout --shards N [--replicas R] [--quick] [flags] (hedge bench fanout --shards 30 --help)"
 	widths := []int{10, 40, 100}
 	out := "./bench-fanout-out"
 	var rest []string

@@ -36,6 +36,17 @@
 // (FanOut); latency is then the request's, and the hedging counters count
 // leaves.
 //
+// # Shards
+//
+// ShardedContender runs a configuration over N shards of R replicas
+// (hedge.Config.Shards = hedge.ShardGrid(N, R)), each request one
+// hedge.DoFan of Scenario.FanOut leaves, leaf j to shard j mod N. Package
+// shardbench runs the N x R servers (HTTP or gRPC) in a child process,
+// so that this process's CPU is the client's and the load generator's
+// alone: RunResult.SelfCPUPerRequestUs is then the client's cost of a
+// request, beside its latency. Scenario.StallOne stalls server 0 alone,
+// one bad server among many.
+//
 // # Open loop, intended start times
 //
 // Requests arrive as a Poisson process at a fixed rate (Arrivals),
@@ -74,7 +85,9 @@
 // paired, and the ratio columns of the report (a configuration's p99 over
 // the baseline's in the same repeat) are free of the luck of the draw.
 // Repeats use different seeds; the report gives the median and the range
-// over repeats. The order of configurations rotates from repeat to repeat.
+// over repeats, and ConfigResult also the ratios' geometric mean with its
+// 95% confidence interval (PairedRatio: Student's t on the log ratios).
+// The order of configurations rotates from repeat to repeat.
 //
 // # Noise control
 //

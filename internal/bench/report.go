@@ -135,6 +135,9 @@ func writeBackend(b *strings.Builder, br *BackendResult) {
 		if s.StallTogether {
 			stalls = fmt.Sprintf("every replica stalled together %s of the time in stalls of %v (Poisson starts)", pct(s.StallShare), s.StallLength)
 		}
+		if s.StallOne {
+			stalls = fmt.Sprintf("replica 0 alone stalled %s of the time in stalls of %v (Poisson starts), the others never", pct(s.StallShare), s.StallLength)
+		}
 	}
 	span := fmt.Sprintf("%v measured after %v of warm-up", s.Duration, s.Warmup)
 	if s.Requests > 0 {

@@ -37,6 +37,10 @@ type Scenario struct {
 	// schedule for all): the global slowdown, pushed to a stop, in which
 	// every request looks as if it needs a hedge and none can help.
 	StallTogether bool `json:"stall_together,omitempty"`
+	// StallOne makes only replica 0 stall, on its own schedule; the
+	// others never do: one bad server among many, the sharded fan-out's
+	// setting. It excludes StallTogether.
+	StallOne bool `json:"stall_one,omitempty"`
 	// Repeats is how many times each configuration runs, each repeat with
 	// its own arrivals and stall schedules, shared by every configuration.
 	Repeats int `json:"repeats"`
@@ -154,6 +158,9 @@ func (s Scenario) Validate() error {
 	if math.IsNaN(s.StallShare) || s.StallShare < 0 || s.StallShare >= 0.5 {
 		errs = append(errs, fmt.Errorf("stall share %v: use 0 (no stalls) up to below 0.5, e.g. 0.02 for 2%% of the time", s.StallShare))
 	}
+	if s.StallOne && s.StallTogether {
+		errs = append(errs, errors.New("stall one and stall together: choose one, one server stalling or all at once"))
+	}
 	if s.Repeats < 1 || s.Repeats > 100 {
 		errs = append(errs, fmt.Errorf("repeats %d: use 1 to 100 (3 or more for a median)", s.Repeats))
 	}
@@ -224,7 +231,13 @@ type RunResult struct {
 	OtherCPU float64 `json:"other_cpu_cores"`
 	SelfCPU  float64 `json:"self_cpu_cores"`
 	ChildCPU float64 `json:"child_cpu_cores"`
-	Load1    float64 `json:"load1"`
+	// SelfCPUPerRequestUs is this process's CPU time over the measured
+	// span per measured request, in microseconds: the client's cost of a
+	// request where the servers run in other processes (the load
+	// generator's share included, the same for every configuration);
+	// -1 where /proc is missing.
+	SelfCPUPerRequestUs float64 `json:"self_cpu_us_per_request"`
+	Load1               float64 `json:"load1"`
 	// Goroutines is how many goroutines the process had when the run
 	// started: a number that grows from run to run means an earlier
 	// client left work behind.
@@ -267,23 +280,29 @@ type ConfigResult struct {
 	MaxUs  Spread `json:"max_us"`
 	// P99Ratio and P999Ratio are this configuration's quantile over the
 	// baseline's in the same repeat, summarised over repeats.
-	P99Ratio       Spread `json:"p99_ratio"`
-	P999Ratio      Spread `json:"p999_ratio"`
-	ExtraPct       Spread `json:"extra_pct"`
-	ServerExtraPct Spread `json:"server_extra_pct"`
-	WinRate        Spread `json:"hedge_win_pct"`
-	WastedUs       Spread `json:"wasted_us_per_request"`
-	TimerLagP50Us  Spread `json:"timer_lag_p50_us"`
-	TimerLagP99Us  Spread `json:"timer_lag_p99_us"`
-	PoolWaits      Spread `json:"pool_waits"`
-	PoolWaitMs     Spread `json:"pool_wait_ms"`
-	PoolTimeouts   Spread `json:"pool_timeouts"`
-	Dials          Spread `json:"dials"`
-	Errors         Spread `json:"errors"`
-	LagP99Us       Spread `json:"lag_p99_us"`
-	OtherCPU       Spread `json:"other_cpu_cores"`
-	SelfCPU        Spread `json:"self_cpu_cores"`
-	Stalls         Spread `json:"stalls"`
+	P99Ratio  Spread `json:"p99_ratio"`
+	P999Ratio Spread `json:"p999_ratio"`
+	// P99RatioCI and P999RatioCI are the same ratios' geometric mean over
+	// the repeats, with its 95% confidence interval (PairedRatio).
+	P99RatioCI     Interval `json:"p99_ratio_ci"`
+	P999RatioCI    Interval `json:"p999_ratio_ci"`
+	ExtraPct       Spread   `json:"extra_pct"`
+	ServerExtraPct Spread   `json:"server_extra_pct"`
+	WinRate        Spread   `json:"hedge_win_pct"`
+	WastedUs       Spread   `json:"wasted_us_per_request"`
+	TimerLagP50Us  Spread   `json:"timer_lag_p50_us"`
+	TimerLagP99Us  Spread   `json:"timer_lag_p99_us"`
+	PoolWaits      Spread   `json:"pool_waits"`
+	PoolWaitMs     Spread   `json:"pool_wait_ms"`
+	PoolTimeouts   Spread   `json:"pool_timeouts"`
+	Dials          Spread   `json:"dials"`
+	Errors         Spread   `json:"errors"`
+	LagP99Us       Spread   `json:"lag_p99_us"`
+	OtherCPU       Spread   `json:"other_cpu_cores"`
+	SelfCPU        Spread   `json:"self_cpu_cores"`
+	// SelfCPUPerRequestUs is RunResult.SelfCPUPerRequestUs over the runs.
+	SelfCPUPerRequestUs Spread `json:"self_cpu_us_per_request"`
+	Stalls              Spread `json:"stalls"`
 	// CCDF is of every measured latency of the kept runs together.
 	CCDF []Point `json:"ccdf"`
 }
@@ -328,6 +347,9 @@ func makePlan(s Scenario, replicas, repeat int) plan {
 	}
 	p.stalls = make([][]Stall, replicas)
 	for i := range replicas {
+		if s.StallOne && i > 0 {
+			continue
+		}
 		sched := i
 		if s.StallTogether {
 			sched = 0
@@ -566,6 +588,8 @@ func summarise(c Contender, kept, base []*RunResult, reruns int) ConfigResult {
 	cr.MaxUs = col(func(r *RunResult) float64 { return r.MaxUs })
 	cr.P99Ratio = col(ratio(p99))
 	cr.P999Ratio = col(ratio(p999))
+	cr.P99RatioCI = PairedRatio(runs, base, p99)
+	cr.P999RatioCI = PairedRatio(runs, base, p999)
 	cr.ExtraPct = col(func(r *RunResult) float64 { return known(r.ExtraPct) })
 	cr.ServerExtraPct = col(func(r *RunResult) float64 {
 		if r.ServerExtraPct == -1 {
@@ -585,6 +609,7 @@ func summarise(c Contender, kept, base []*RunResult, reruns int) ConfigResult {
 	cr.LagP99Us = col(func(r *RunResult) float64 { return r.LagP99Us })
 	cr.OtherCPU = col(func(r *RunResult) float64 { return r.OtherCPU })
 	cr.SelfCPU = col(func(r *RunResult) float64 { return r.SelfCPU })
+	cr.SelfCPUPerRequestUs = col(func(r *RunResult) float64 { return known(r.SelfCPUPerRequestUs) })
 	cr.Stalls = col(func(r *RunResult) float64 { return float64(r.Stalls) })
 	var all []int64
 	for _, r := range runs {

@@ -92,6 +92,10 @@ func runOnce(ctx context.Context, b Backend, c Contender, p *plan, s Scenario) (
 	stalls.fill(r)
 	use := CPUBetween(c0.cpu, cpu1)
 	r.OtherCPU, r.SelfCPU, r.ChildCPU = use.Others, use.Self, use.Children
+	r.SelfCPUPerRequestUs = -1
+	if use.OK && r.Requests > 0 {
+		r.SelfCPUPerRequestUs = use.Self * cpu1.At.Sub(c0.cpu.At).Seconds() * 1e6 / float64(r.Requests)
+	}
 	flagNoise(r, s, use)
 	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -124,5 +125,26 @@ func TestStallTogether(t *testing.T) {
 		if !reflect.DeepEqual(together.stalls[i], together.stalls[0]) {
 			t.Fatalf("replica %d's stalls differ from replica 0's with StallTogether", i)
 		}
+	}
+}
+
+// TestStallOne checks that with StallOne replica 0 alone has stalls, its
+// schedule the one it has without StallOne.
+func TestStallOne(t *testing.T) {
+	s := Scenario{Rate: 1000, StallShare: 0.05, Duration: 20 * time.Second, Seed: 3}.Defaults()
+	all := makePlan(s, 4, 0)
+	s.StallOne = true
+	one := makePlan(s, 4, 0)
+	if len(one.stalls[0]) == 0 || !slices.Equal(one.stalls[0], all.stalls[0]) {
+		t.Fatalf("replica 0: %d stalls with StallOne, %d without; want the same, not none", len(one.stalls[0]), len(all.stalls[0]))
+	}
+	for i := 1; i < 4; i++ {
+		if len(one.stalls[i]) != 0 {
+			t.Errorf("replica %d has %d stalls with StallOne, want none", i, len(one.stalls[i]))
+		}
+	}
+	s.StallTogether = true
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "choose one") {
+		t.Errorf("StallOne with StallTogether: Validate = %v, want a mistake", err)
 	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -106,4 +107,91 @@ func medianOf[T any](xs []T, f func(T) float64) float64 {
 	}
 	slices.Sort(v)
 	return v[len(v)/2]
+}
+
+// Interval is a ratio's geometric mean over paired repeats with its 95%
+// confidence interval: exp of the mean of the log ratios, plus or minus
+// Student's t times their standard error. N is the number of pairs; with
+// fewer than two, Lo and Hi equal Mean and say nothing.
+type Interval struct {
+	Mean float64 `json:"mean"`
+	Lo   float64 `json:"lo"`
+	Hi   float64 `json:"hi"`
+	N    int     `json:"n"`
+}
+
+// String formats the interval as "0.42 (0.31–0.57)", or the mean alone
+// with fewer than two pairs, or "–" with none.
+func (iv Interval) String() string {
+	switch {
+	case iv.N == 0:
+		return "–"
+	case iv.N == 1:
+		return fmt.Sprintf("%.2f (one repeat)", iv.Mean)
+	}
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", iv.Mean, iv.Lo, iv.Hi)
+}
+
+// PairedRatio is the ratio f(run)/f(baseline run of the same repeat)
+// over runs, as an Interval. Runs that were aborted, that have no
+// baseline run in their repeat, or whose values are not positive are
+// left out. Logs make the interval symmetric for a ratio and its
+// inverse: a configuration twice as fast and one twice as slow are
+// equally far from 1.
+func PairedRatio(runs, base []*RunResult, f func(*RunResult) float64) Interval {
+	var logs []float64
+	for _, r := range runs {
+		if r.Aborted != "" {
+			continue
+		}
+		for _, b := range base {
+			if b.Repeat != r.Repeat || b.Aborted != "" {
+				continue
+			}
+			if x, y := f(r), f(b); x > 0 && y > 0 {
+				logs = append(logs, math.Log(x/y))
+			}
+			break
+		}
+	}
+	n := len(logs)
+	if n == 0 {
+		return Interval{}
+	}
+	var sum float64
+	for _, l := range logs {
+		sum += l
+	}
+	mean := sum / float64(n)
+	iv := Interval{Mean: math.Exp(mean), Lo: math.Exp(mean), Hi: math.Exp(mean), N: n}
+	if n < 2 {
+		return iv
+	}
+	var ss float64
+	for _, l := range logs {
+		ss += (l - mean) * (l - mean)
+	}
+	half := tQuantile975(n-1) * math.Sqrt(ss/float64(n-1)/float64(n))
+	iv.Lo, iv.Hi = math.Exp(mean-half), math.Exp(mean+half)
+	return iv
+}
+
+// t975 is the 0.975 quantile of Student's t with 1 to 30 degrees of
+// freedom.
+var t975 = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// tQuantile975 returns the 0.975 quantile of Student's t with df degrees
+// of freedom (df >= 1), rounded up beyond 30.
+func tQuantile975(df int) float64 {
+	switch {
+	case df <= len(t975):
+		return t975[df-1]
+	case df <= 60:
+		return 2.042
+	case df <= 120:
+		return 2.000
+	}
+	return 1.980
 }

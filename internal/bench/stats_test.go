@@ -144,3 +144,33 @@ func TestCCDFSVG(t *testing.T) {
 		t.Errorf("%d polylines, want 2", lines)
 	}
 }
+
+// TestPairedRatio checks the paired ratio's mean and interval on runs
+// whose ratios are known: equal ratios give a point, opposite ones an
+// interval about 1, aborted runs and runs without a baseline are left
+// out.
+func TestPairedRatio(t *testing.T) {
+	run := func(repeat int, p99 float64, aborted string) *RunResult {
+		return &RunResult{Repeat: repeat, P99Us: p99, Aborted: aborted}
+	}
+	p99 := func(r *RunResult) float64 { return r.P99Us }
+	base := []*RunResult{run(0, 100, ""), run(1, 200, ""), run(2, 100, "collapse"), run(3, 400, "")}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+	iv := PairedRatio([]*RunResult{run(0, 50, ""), run(1, 100, ""), run(2, 10, ""), run(4, 10, "")}, base, p99)
+	if iv.N != 2 || !near(iv.Mean, 0.5) || !near(iv.Lo, 0.5) || !near(iv.Hi, 0.5) {
+		t.Errorf("ratios 0.5 and 0.5 (repeat 2's baseline aborted, repeat 4 without one): %+v, want 0.5 (0.5–0.5) of 2 pairs", iv)
+	}
+	iv = PairedRatio([]*RunResult{run(0, 50, ""), run(1, 400, "")}, base, p99)
+	// logs ±ln 2: mean 0, standard error ln 2, t(1) 12.706.
+	if iv.N != 2 || !near(iv.Mean, 1) || !near(iv.Hi, math.Exp(12.706*math.Ln2)) || !near(iv.Lo*iv.Hi, 1) {
+		t.Errorf("ratios 0.5 and 2: %+v, want 1 (exp(∓12.706 ln 2))", iv)
+	}
+	iv = PairedRatio([]*RunResult{run(3, 200, ""), run(1, 300, "x")}, base, p99)
+	if iv.N != 1 || !near(iv.Mean, 0.5) || iv.String() != "0.50 (one repeat)" {
+		t.Errorf("one pair: %+v %q", iv, iv)
+	}
+	if iv := PairedRatio(nil, base, p99); iv.N != 0 || iv.String() != "–" {
+		t.Errorf("no pairs: %+v %q", iv, iv)
+	}
+}

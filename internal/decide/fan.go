@@ -26,6 +26,41 @@ func DefaultFanMark(replicas int) float64 {
 	return min(max(1-1.5/float64(fanReplicas(replicas)), 0.5), 0.75)
 }
 
+// ShardLoad returns what the defaults of a fan-out over shards count
+// (hedge.Config.Shards): heaviest, the leaves that the server holding
+// the most of them holds, and perShard, the fewest servers of a shard
+// that the leaves go to (0 when none does). leaves[s] is how many
+// leaves go to shard s, and shards[s] lists its servers, in [0,
+// servers). A shard's leaves are divided among its servers, and a
+// server holds its share of every shard it serves: one stuck server
+// holds that many of the request's leaves.
+func ShardLoad(leaves []int, shards [][]int, servers int) (heaviest float64, perShard int) {
+	held := make([]float64, servers)
+	for s, c := range leaves {
+		if c == 0 {
+			continue
+		}
+		if perShard == 0 || len(shards[s]) < perShard {
+			perShard = len(shards[s])
+		}
+		for _, v := range shards[s] {
+			held[v] += float64(c) / float64(len(shards[s]))
+		}
+	}
+	for _, x := range held {
+		heaviest = max(heaviest, x)
+	}
+	return heaviest, perShard
+}
+
+// DefaultShardFanHedges is DefaultFanHedges for a fan-out over shards
+// whose heaviest server holds heaviest leaves (ShardLoad): twice that,
+// rounded up, and at least two. Over replicas that each hold n/replicas
+// leaves, it is DefaultFanHedges.
+func DefaultShardFanHedges(heaviest float64) int {
+	return max(2, 2*int(math.Ceil(heaviest-1e-9)))
+}
+
 // fanReplicas is replicas, or ten when the attempt function chooses.
 func fanReplicas(replicas int) int {
 	if replicas <= 0 {
@@ -169,3 +204,14 @@ func (f *Fan) give() {
 // it is initialised, so that the simulator decides for a fan-out request
 // as DoFan does.
 var FanFrom func(f any, n, replicas int) (FanConfig, error)
+
+// ShardFanFrom is FanFrom for a fan-out over shards: leaves[s] of the n
+// leaves go to shard s, whose servers shards[s] lists, in [0, servers).
+// Its defaults are DefaultShardFanHedges, and DefaultFanMark of the
+// fewest servers of a shard (ShardLoad's perShard): the mark counts the
+// replicas a leaf has, not the servers. No server can hold more than
+// 1/perShard of the leaves, so that mark stays short of one stuck
+// server's. These are hedge.DoFan's defaults on a Hedger with
+// hedge.Config.Shards. Package hedge sets
+// it when it is initialised.
+var ShardFanFrom func(f any, n int, leaves []int, shards [][]int, servers int) (FanConfig, error)

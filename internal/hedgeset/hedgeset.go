@@ -22,7 +22,7 @@ const (
 	LabelOp       = "op"       // the operation class, Stats.Op
 	LabelReason   = "reason"   // a refusal reason (ReasonBudget...)
 	LabelPath     = "path"     // a latency path (PathCaller...)
-	LabelReplica  = "replica"  // a replica's index (ReplicaLabel)
+	LabelReplica  = "replica"  // a server's label, hedge.ReplicaStats.Name
 	LabelClient   = "client"   // the name of a tied client
 	LabelServer   = "server"   // the name of a tied server
 	LabelOutcome  = "outcome"  // a claim's outcome (OutcomeWon...)

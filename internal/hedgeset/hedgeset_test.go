@@ -113,8 +113,10 @@ func TestSeriesCoverEveryField(t *testing.T) {
 	checkCovers(t, TiedClientSeries, cs, cw)
 	ss, sw := distinct[tied.Stats](t)
 	checkCovers(t, TiedServerSeries, ss, sw)
-	rs, rw := distinct[hedge.ReplicaStats](t, "Replica", "Latency", "Recent") // the label, ReplicaLatency and ReplicaRecent
+	rs, rw := distinct[hedge.ReplicaStats](t, "Replica", "Name", "Latency", "Recent") // the label, ReplicaLatency and ReplicaRecent
 	checkCovers(t, ReplicaSeries, rs, rw)
+	ss2, sw2 := distinct[hedge.ShardStats](t, "Shard") // the label
+	checkCovers(t, ShardSeries, ss2, sw2)
 	if ReplicaLabel(12) != "12" {
 		t.Errorf("ReplicaLabel(12) = %q", ReplicaLabel(12))
 	}
@@ -145,5 +147,31 @@ func TestSortItems(t *testing.T) {
 	}
 	if len(errs) != 5 {
 		t.Errorf("%d mistakes, want 5: %q", len(errs), all)
+	}
+}
+
+// TestShardRows: the shards beyond the cap are summed under "other", so
+// that an exporter's label values stay bounded.
+func TestShardRows(t *testing.T) {
+	shards := make([]hedge.ShardStats, 5)
+	for i := range shards {
+		n := int64(i + 1)
+		shards[i] = hedge.ShardStats{Shard: i, Leaves: 10 * n, Hedges: n, HedgeWins: n, Stragglers: 2 * n, Failures: 3 * n}
+	}
+	rows := ShardRows(shards, 3)
+	if len(rows) != 4 || rows[0].Label != "0" || rows[2].Label != "2" || rows[2].S != shards[2] || rows[3].Label != ShardOther {
+		t.Fatalf("ShardRows(5 shards, 3) = %+v", rows)
+	}
+	if o := rows[3].S; o.Leaves != 90 || o.Hedges != 9 || o.HedgeWins != 9 || o.Stragglers != 18 || o.Failures != 27 {
+		t.Errorf("other = %+v, want shards 3 and 4 summed", o)
+	}
+	if rows := ShardRows(shards, 5); len(rows) != 5 || rows[4].Label != "4" {
+		t.Errorf("ShardRows(5 shards, 5) = %+v, want every shard under its index", rows)
+	}
+	if rows := ShardRows(shards, 0); len(rows) != 1 || rows[0].Label != ShardOther || rows[0].S.Leaves != 150 {
+		t.Errorf("ShardRows(5 shards, 0) = %+v, want one row of all", rows)
+	}
+	if rows := ShardRows(nil, 3); len(rows) != 0 {
+		t.Errorf("ShardRows(nil, 3) = %+v", rows)
 	}
 }

@@ -40,8 +40,9 @@ func reasonsHelp() string {
 // the latency series.
 const PrimaryHelp = "path=primary: the primary copy alone, from send to return; not the latency without hedging: it is censored (a primary cancelled because a hedge won is recorded at its running time then, so high quantiles are lower bounds; failed primaries are not recorded), and equals path=caller while no hedge wins; path=holdout is the latency without hedging to compare with"
 
-// ReplicaLabel is the value of the "replica" label of replica r: its
-// index as a decimal string, so that the values are bounded by the
+// ReplicaLabel is replica r's index as a decimal string: the value of
+// the "replica" label of a replica without Config.ReplicaNames
+// (hedge.ReplicaStats.Name). Either way the values are bounded by the
 // Hedger's replica count.
 func ReplicaLabel(r int) string { return strconv.Itoa(r) }
 

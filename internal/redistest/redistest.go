@@ -30,9 +30,14 @@
 // then: skip, or fail when HEDGE_REQUIRE_DEPS=1 is set (as in CI). Start
 // calls it.
 //
-// What it is not: a Redis client (it speaks just enough RESP for PING), a
-// cluster or replication harness (the servers are independent; tests seed
-// the same data on each, or make replicas with REPLICAOF), or a mock.
+// StartCluster and StartClusterN start a Redis Cluster: masters with
+// replicas, created by redis-cli --cluster create, and return once every
+// node agrees on the layout and every replica is in sync (see Cluster).
+//
+// What it is not: a Redis client (it speaks just enough RESP for PING and
+// the cluster's own commands), a replication harness (StartN's servers are
+// independent; tests seed the same data on each, or make replicas with
+// REPLICAOF), or a mock.
 package redistest
 
 import (
@@ -202,10 +207,11 @@ func StartN(n int, opt Options) ([]*Server, error) {
 // startOne starts one server, retrying on a fresh port if the one chosen
 // was taken between choosing it and the server binding it.
 func startOne(opt Options) (*Server, error) {
-	return testproc.OnFreePort(5, func(port int) (*Server, error) { return launch(opt, port) })
+	return testproc.OnFreePort(5, func(port int) (*Server, error) { return launch(opt, port, nil) })
 }
 
-func launch(opt Options, port int) (*Server, error) {
+// launch starts a server on port with opt's arguments, then extra's.
+func launch(opt Options, port int, extra func(dir string) []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
@@ -220,6 +226,9 @@ func launch(opt Options, port int) (*Server, error) {
 		"--loglevel", "warning",
 	}
 	args = append(args, opt.Args...)
+	if extra != nil {
+		args = append(args, extra(dir)...)
+	}
 	cmd := exec.Command(opt.Binary, args...)
 	log := &testproc.Tail{Max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = log, log

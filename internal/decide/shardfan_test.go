@@ -1,0 +1,100 @@
+package decide_test
+
+import (
+	"testing"
+
+	"github.com/tailcut/hedge/internal/decide"
+)
+
+// grid is n shards of r servers, shard s on servers s*r to s*r+r-1.
+func grid(n, r int) [][]int {
+	out := make([][]int, n)
+	for s := range out {
+		for j := range r {
+			out[s] = append(out[s], s*r+j)
+		}
+	}
+	return out
+}
+
+// each returns n shards of k leaves each.
+func each(n, k int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = k
+	}
+	return out
+}
+
+func TestShardFanDefaults(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		leaves   []int
+		shards   [][]int
+		servers  int
+		heaviest float64
+		perShard int
+		hedges   int
+		mark     float64
+	}{
+		// 30 leaves over 30 shards of 2: half a leaf per server. As
+		// over 60 replicas, 2 hedges; the mark counts 2 replicas, not 60.
+		{"30x2", each(30, 1), grid(30, 2), 60, 0.5, 2, 2, 0.5},
+		// The Tail at Scale's 1,000 leaves over 100 shards of 3.
+		{"100x3", each(100, 10), grid(100, 3), 300, 10.0 / 3, 3, 8, 0.5},
+		// Every leaf on shard 0, of 2 servers: 15 leaves a server.
+		{"one shard", append([]int{30}, make([]int, 29)...), grid(30, 2), 60, 15, 2, 30, 0.5},
+		// 40 leaves over 10 shards of 10: the flat default of 10 replicas.
+		{"10x10", each(10, 4), grid(10, 10), 100, 0.4, 10, 2, 0.75},
+		// Server 0 holds three shards alone, and 30 of 40 leaves, which
+		// no copy can help.
+		{"shared", []int{10, 10, 10, 10}, [][]int{{0}, {0}, {0}, {1, 2}}, 3, 30, 1, 60, 0.5},
+		// Server 1 holds two shards of 2 servers, 10 leaves of 30.
+		{"overlap", []int{10, 10, 10}, [][]int{{0, 1}, {1, 2}, {2, 0}}, 3, 10, 2, 20, 0.5},
+		// Ten shards of 5, server 0 holding all ten: a fifth of the
+		// leaves, as a replica of 5 holds; the mark is 1 - 1.5/5.
+		{"hub", each(10, 5), func() [][]int {
+			var g [][]int
+			for s := range 10 {
+				g = append(g, []int{0, 1 + 4*s, 2 + 4*s, 3 + 4*s, 4 + 4*s})
+			}
+			return g
+		}(), 41, 10, 5, 20, 0.7},
+		{"no leaf", make([]int, 3), grid(3, 2), 6, 0, 0, 2, 0.75},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			heaviest, perShard := decide.ShardLoad(c.leaves, c.shards, c.servers)
+			if d := heaviest - c.heaviest; d > 1e-9 || d < -1e-9 || perShard != c.perShard {
+				t.Fatalf("ShardLoad = %v, %d; want %v, %d", heaviest, perShard, c.heaviest, c.perShard)
+			}
+			if got := decide.DefaultShardFanHedges(heaviest); got != c.hedges {
+				t.Errorf("DefaultShardFanHedges(%v) = %d; want %d", heaviest, got, c.hedges)
+			}
+			n := 0
+			for _, k := range c.leaves {
+				n += k
+			}
+			// The mark counts perShard replicas, and stays short of the
+			// heaviest server's leaves when they have another server.
+			mark := decide.DefaultFanMark(perShard)
+			if mark < c.mark-1e-9 || mark > c.mark+1e-9 {
+				t.Errorf("DefaultFanMark(%d) = %v; want %v", perShard, mark, c.mark)
+			}
+			if perShard > 1 && mark > 1-heaviest/float64(n) {
+				t.Errorf("mark %v: the heaviest server holds %v of %d leaves, which could keep it from being reached", mark, heaviest, n)
+			}
+		})
+	}
+}
+
+// Over a grid, the sharded budget is the flat one of as many replicas as
+// servers: DefaultFanHedges(n, servers).
+func TestShardFanHedgesMatchFlat(t *testing.T) {
+	for _, c := range [][3]int{{30, 2, 1}, {100, 3, 10}, {10, 10, 4}, {7, 3, 9}} {
+		shards, r, k := c[0], c[1], c[2]
+		heaviest, _ := decide.ShardLoad(each(shards, k), grid(shards, r), shards*r)
+		if got, want := decide.DefaultShardFanHedges(heaviest), decide.DefaultFanHedges(shards*k, shards*r); got != want {
+			t.Errorf("%d shards x %d, %d leaves each: %d; want %d, as over %d replicas", shards, r, k, got, want, shards*r)
+		}
+	}
+}
