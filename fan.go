@@ -210,8 +210,7 @@ func DoFan[T any](ctx context.Context, h *Hedger, op string, n int, f FanOut, le
 	}
 	r.start = h.now()
 	if r.lay.shard != nil {
-		heaviest, perShard := h.fanDefaults(r.lay)
-		r.fo.dec.Reset(f.fanConfigShards(n, heaviest, perShard))
+		r.fo.dec.Reset(f.fanConfigShards(n, h.fanDefaults(r.lay)))
 	} else {
 		r.fo.dec.Reset(f.fanConfig(n, len(h.replicas)))
 	}

@@ -56,9 +56,10 @@ type FanOut struct {
 	// before the sibling trigger starts: see Straggle. 0 means
 	// 1 - 1.5/replicas, within [0.5, 0.75]: 0.75 over ten replicas or
 	// more, less over fewer, so that one stuck replica's leaves cannot
-	// keep the mark from being reached. With [Config.Shards], replicas
-	// is the fewest servers of a shard the leaves go to, not the number
-	// of servers: 0.5 for shards of 2 servers.
+	// keep the mark from being reached. With [Config.Shards], 1/replicas
+	// is the share of the leaves one stuck server holds: 0.75 for a leaf
+	// on each of 30 shards of 2 servers, 0.5 for 30 leaves on one shard
+	// of 2 servers.
 	Mark float64
 	// Straggle is the sibling trigger's multiple (0 means 3; negative
 	// turns the trigger off). Once Mark of the needed leaves have
@@ -109,11 +110,10 @@ func (f *FanOut) fanConfig(n, replicas int) decide.FanConfig {
 }
 
 // fanConfigShards is fanConfig for a fan-out over shards: heaviest is
-// the leaves that the server holding the most of them holds, and
-// perShard the fewest servers of a shard the leaves go to (see
+// the leaves that the server holding the most of them holds (see
 // decide.ShardLoad).
-func (f *FanOut) fanConfigShards(n int, heaviest float64, perShard int) decide.FanConfig {
-	return f.fanConfigWith(n, decide.DefaultShardFanHedges(heaviest), decide.DefaultFanMark(perShard))
+func (f *FanOut) fanConfigShards(n int, heaviest float64) decide.FanConfig {
+	return f.fanConfigWith(n, decide.DefaultShardFanHedges(heaviest), decide.DefaultShardFanMark(n, heaviest))
 }
 
 // fanConfigWith applies f's defaults for a fan-out of n leaves, hedges
@@ -165,7 +165,6 @@ func init() {
 		if err := fo.validate(n); err != nil {
 			return decide.FanConfig{}, err
 		}
-		heaviest, perShard := decide.ShardLoad(leaves, shards, servers)
-		return fo.fanConfigShards(n, heaviest, perShard), nil
+		return fo.fanConfigShards(n, decide.ShardLoad(leaves, shards, servers)), nil
 	}
 }

@@ -219,9 +219,9 @@ func (h *Hedger) validShard(s int) bool { return s >= 0 && s < len(h.shards) }
 
 // fanDefaults returns what the defaults of a fan-out laid out by l are
 // made of (see decide.ShardLoad).
-func (h *Hedger) fanDefaults(l fanLayout) (heaviest float64, perShard int) {
+func (h *Hedger) fanDefaults(l fanLayout) (heaviest float64) {
 	if l.shard == nil {
-		return 0, 0
+		return 0
 	}
 	counts := make([]int, len(h.shards))
 	for _, s := range l.shard {

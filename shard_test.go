@@ -323,26 +323,40 @@ func TestShardsShareAServer(t *testing.T) {
 	})
 }
 
-// The sibling trigger's mark counts the replicas a leaf has, not the
-// servers: over 30 shards of 2, it is half the leaves (1 - 1.5/2, raised
-// to 0.5), not three quarters as over 60 replicas. Leaf i takes i+1 ms,
-// and leaf 29's primary is stuck: the 15th answer comes at 15 ms, so
-// leaf 29 is a straggler at 45 ms, and its copy answers 30 ms later.
+// The sibling trigger's mark counts the share of the leaves one stuck
+// server holds, as the flat mark counts 1/replicas. Over 30 shards of 2
+// servers one holds 1/60 of the leaves, and the mark is three quarters,
+// as over 60 replicas; with every leaf on shard 0, of 2 servers, one
+// holds half of them, and the mark is half the leaves (1 - 1.5/2,
+// raised to 0.5). Leaf i takes i+1 ms, and leaf 29's primary is stuck:
+// the 23rd (or 15th) answer comes at 23 (15) ms, so leaf 29 is a
+// straggler at 69 (45) ms, and its copy answers 30 ms later.
 func TestDoFanShardsMark(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := mustNew(t, hedge.Config{Replicas: 60, Shards: hedge.ShardGrid(30, 2), Delay: hedge.Fixed(time.Hour), PayoffWinRate: -1})
-		start := time.Now()
-		_, err := hedge.DoFan(context.Background(), h, "read", 30, hedge.FanOut{}, sleepLeaf(func(i int, a hedge.Attempt) time.Duration {
-			if i == 29 && a.Index == 0 {
-				return time.Hour
-			}
-			return time.Duration(i+1) * ms
-		}))
-		if took := time.Since(start); err != nil || took != 75*ms {
-			t.Errorf("took %v, %v; want 75ms: a straggler at 3 times the 15th answer's 15ms, then 30ms", took, err)
-		}
-		settle()
-	})
+	for _, c := range []struct {
+		name  string
+		shard func(int) int
+		want  time.Duration
+	}{
+		{"grid", nil, 99 * ms},
+		{"one shard", func(int) int { return 0 }, 75 * ms},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := mustNew(t, hedge.Config{Replicas: 60, Shards: hedge.ShardGrid(30, 2), Delay: hedge.Fixed(time.Hour), PayoffWinRate: -1, MaxReplicaLoad: hedge.AnyReplicaLoad})
+				start := time.Now()
+				_, err := hedge.DoFan(context.Background(), h, "read", 30, hedge.FanOut{Shard: c.shard}, sleepLeaf(func(i int, a hedge.Attempt) time.Duration {
+					if i == 29 && a.Index == 0 {
+						return time.Hour
+					}
+					return time.Duration(i+1) * ms
+				}))
+				if took := time.Since(start); err != nil || took != c.want {
+					t.Errorf("took %v, %v; want %v", took, err, c.want)
+				}
+				settle()
+			})
+		})
+	}
 }
 
 // The fan-out's budget of extra copies counts the leaves one stuck server

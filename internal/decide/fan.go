@@ -26,22 +26,18 @@ func DefaultFanMark(replicas int) float64 {
 	return min(max(1-1.5/float64(fanReplicas(replicas)), 0.5), 0.75)
 }
 
-// ShardLoad returns what the defaults of a fan-out over shards count
-// (hedge.Config.Shards): heaviest, the leaves that the server holding
-// the most of them holds, and perShard, the fewest servers of a shard
-// that the leaves go to (0 when none does). leaves[s] is how many
-// leaves go to shard s, and shards[s] lists its servers, in [0,
-// servers). A shard's leaves are divided among its servers, and a
-// server holds its share of every shard it serves: one stuck server
-// holds that many of the request's leaves.
-func ShardLoad(leaves []int, shards [][]int, servers int) (heaviest float64, perShard int) {
+// ShardLoad returns the leaves that the server holding the most of a
+// fan-out's leaves holds, what the defaults of a fan-out over shards
+// count (hedge.Config.Shards). leaves[s] is how many leaves go to shard
+// s, and shards[s] lists its servers, in [0, servers). A shard's leaves
+// are divided among its servers, and a server holds its share of every
+// shard it serves: one stuck server holds that many of the request's
+// leaves.
+func ShardLoad(leaves []int, shards [][]int, servers int) (heaviest float64) {
 	held := make([]float64, servers)
 	for s, c := range leaves {
 		if c == 0 {
 			continue
-		}
-		if perShard == 0 || len(shards[s]) < perShard {
-			perShard = len(shards[s])
 		}
 		for _, v := range shards[s] {
 			held[v] += float64(c) / float64(len(shards[s]))
@@ -50,7 +46,24 @@ func ShardLoad(leaves []int, shards [][]int, servers int) (heaviest float64, per
 	for _, x := range held {
 		heaviest = max(heaviest, x)
 	}
-	return heaviest, perShard
+	return heaviest
+}
+
+// DefaultShardFanMark is DefaultFanMark for a fan-out of n leaves over
+// shards whose heaviest server holds heaviest of them (ShardLoad): one
+// less 1.5 times the share of the leaves one stuck server holds, within
+// [0.5, 0.75]. Over replicas that each hold n/replicas leaves, it is
+// DefaultFanMark(replicas); over 30 shards of 2 servers, one stuck
+// server holds 1/60 of the leaves and the mark is 0.75, while 30 leaves
+// all on one shard of 2 servers get 0.5. The simulator's shards group
+// measured the mark by the servers a request spreads over: the fewer
+// servers of one shard set it at 0.5 for every layout, and sent twice
+// the extra leaves for less of the gain (30 shards x 3, stalls, load 0.3).
+func DefaultShardFanMark(n int, heaviest float64) float64 {
+	if n <= 0 || heaviest <= 0 {
+		return DefaultFanMark(0)
+	}
+	return min(max(1-1.5*heaviest/float64(n), 0.5), 0.75)
 }
 
 // DefaultShardFanHedges is DefaultFanHedges for a fan-out over shards
@@ -207,11 +220,8 @@ var FanFrom func(f any, n, replicas int) (FanConfig, error)
 
 // ShardFanFrom is FanFrom for a fan-out over shards: leaves[s] of the n
 // leaves go to shard s, whose servers shards[s] lists, in [0, servers).
-// Its defaults are DefaultShardFanHedges, and DefaultFanMark of the
-// fewest servers of a shard (ShardLoad's perShard): the mark counts the
-// replicas a leaf has, not the servers. No server can hold more than
-// 1/perShard of the leaves, so that mark stays short of one stuck
-// server's. These are hedge.DoFan's defaults on a Hedger with
-// hedge.Config.Shards. Package hedge sets
+// Its defaults are DefaultShardFanHedges and DefaultShardFanMark, both
+// of the leaves one stuck server holds (ShardLoad). These are
+// hedge.DoFan's defaults on a Hedger with hedge.Config.Shards. Package hedge sets
 // it when it is initialised.
 var ShardFanFrom func(f any, n int, leaves []int, shards [][]int, servers int) (FanConfig, error)

@@ -33,24 +33,23 @@ func TestShardFanDefaults(t *testing.T) {
 		shards   [][]int
 		servers  int
 		heaviest float64
-		perShard int
 		hedges   int
 		mark     float64
 	}{
 		// 30 leaves over 30 shards of 2: half a leaf per server. As
 		// over 60 replicas, 2 hedges; the mark counts 2 replicas, not 60.
-		{"30x2", each(30, 1), grid(30, 2), 60, 0.5, 2, 2, 0.5},
+		{"30x2", each(30, 1), grid(30, 2), 60, 0.5, 2, 0.75},
 		// The Tail at Scale's 1,000 leaves over 100 shards of 3.
-		{"100x3", each(100, 10), grid(100, 3), 300, 10.0 / 3, 3, 8, 0.5},
+		{"100x3", each(100, 10), grid(100, 3), 300, 10.0 / 3, 8, 0.75},
 		// Every leaf on shard 0, of 2 servers: 15 leaves a server.
-		{"one shard", append([]int{30}, make([]int, 29)...), grid(30, 2), 60, 15, 2, 30, 0.5},
+		{"one shard", append([]int{30}, make([]int, 29)...), grid(30, 2), 60, 15, 30, 0.5},
 		// 40 leaves over 10 shards of 10: the flat default of 10 replicas.
-		{"10x10", each(10, 4), grid(10, 10), 100, 0.4, 10, 2, 0.75},
+		{"10x10", each(10, 4), grid(10, 10), 100, 0.4, 2, 0.75},
 		// Server 0 holds three shards alone, and 30 of 40 leaves, which
 		// no copy can help.
-		{"shared", []int{10, 10, 10, 10}, [][]int{{0}, {0}, {0}, {1, 2}}, 3, 30, 1, 60, 0.5},
+		{"shared", []int{10, 10, 10, 10}, [][]int{{0}, {0}, {0}, {1, 2}}, 3, 30, 60, 0.5},
 		// Server 1 holds two shards of 2 servers, 10 leaves of 30.
-		{"overlap", []int{10, 10, 10}, [][]int{{0, 1}, {1, 2}, {2, 0}}, 3, 10, 2, 20, 0.5},
+		{"overlap", []int{10, 10, 10}, [][]int{{0, 1}, {1, 2}, {2, 0}}, 3, 10, 20, 0.5},
 		// Ten shards of 5, server 0 holding all ten: a fifth of the
 		// leaves, as a replica of 5 holds; the mark is 1 - 1.5/5.
 		{"hub", each(10, 5), func() [][]int {
@@ -59,13 +58,13 @@ func TestShardFanDefaults(t *testing.T) {
 				g = append(g, []int{0, 1 + 4*s, 2 + 4*s, 3 + 4*s, 4 + 4*s})
 			}
 			return g
-		}(), 41, 10, 5, 20, 0.7},
-		{"no leaf", make([]int, 3), grid(3, 2), 6, 0, 0, 2, 0.75},
+		}(), 41, 10, 20, 0.7},
+		{"no leaf", make([]int, 3), grid(3, 2), 6, 0, 2, 0.75},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			heaviest, perShard := decide.ShardLoad(c.leaves, c.shards, c.servers)
-			if d := heaviest - c.heaviest; d > 1e-9 || d < -1e-9 || perShard != c.perShard {
-				t.Fatalf("ShardLoad = %v, %d; want %v, %d", heaviest, perShard, c.heaviest, c.perShard)
+			heaviest := decide.ShardLoad(c.leaves, c.shards, c.servers)
+			if d := heaviest - c.heaviest; d > 1e-9 || d < -1e-9 {
+				t.Fatalf("ShardLoad = %v; want %v", heaviest, c.heaviest)
 			}
 			if got := decide.DefaultShardFanHedges(heaviest); got != c.hedges {
 				t.Errorf("DefaultShardFanHedges(%v) = %d; want %d", heaviest, got, c.hedges)
@@ -74,27 +73,26 @@ func TestShardFanDefaults(t *testing.T) {
 			for _, k := range c.leaves {
 				n += k
 			}
-			// The mark counts perShard replicas, and stays short of the
-			// heaviest server's leaves when they have another server.
-			mark := decide.DefaultFanMark(perShard)
-			if mark < c.mark-1e-9 || mark > c.mark+1e-9 {
-				t.Errorf("DefaultFanMark(%d) = %v; want %v", perShard, mark, c.mark)
-			}
-			if perShard > 1 && mark > 1-heaviest/float64(n) {
-				t.Errorf("mark %v: the heaviest server holds %v of %d leaves, which could keep it from being reached", mark, heaviest, n)
+			// The mark counts the share of the leaves one stuck server
+			// holds, as the flat mark counts 1/replicas.
+			if mark := decide.DefaultShardFanMark(n, heaviest); mark < c.mark-1e-9 || mark > c.mark+1e-9 {
+				t.Errorf("DefaultShardFanMark(%d, %v) = %v; want %v", n, heaviest, mark, c.mark)
 			}
 		})
 	}
 }
 
-// Over a grid, the sharded budget is the flat one of as many replicas as
-// servers: DefaultFanHedges(n, servers).
+// Over a grid, the sharded budget and mark are the flat ones of as many
+// replicas as servers: DefaultFanHedges(n, servers), DefaultFanMark(servers).
 func TestShardFanHedgesMatchFlat(t *testing.T) {
 	for _, c := range [][3]int{{30, 2, 1}, {100, 3, 10}, {10, 10, 4}, {7, 3, 9}} {
 		shards, r, k := c[0], c[1], c[2]
-		heaviest, _ := decide.ShardLoad(each(shards, k), grid(shards, r), shards*r)
+		heaviest := decide.ShardLoad(each(shards, k), grid(shards, r), shards*r)
 		if got, want := decide.DefaultShardFanHedges(heaviest), decide.DefaultFanHedges(shards*k, shards*r); got != want {
 			t.Errorf("%d shards x %d, %d leaves each: %d; want %d, as over %d replicas", shards, r, k, got, want, shards*r)
+		}
+		if got, want := decide.DefaultShardFanMark(shards*k, heaviest), decide.DefaultFanMark(shards*r); got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("%d shards x %d, %d leaves each: mark %v; want %v, as over %d replicas", shards, r, k, got, want, shards*r)
 		}
 	}
 }

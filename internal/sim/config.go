@@ -639,7 +639,7 @@ func (c Config) Validate() error {
 			bad("fan call good-enough time %v: the simulator does not model it; use 0", fo.GoodEnough)
 		case c.Fanout >= 1 && c.FanoutNeed >= 0 && c.FanoutNeed <= c.Fanout:
 			if fo, ok := c.fanOut(); ok {
-				if _, err := decide.FanFrom(fo, c.Fanout, c.fanServers()); err != nil {
+				if _, err := c.fanConfig(fo); err != nil {
 					bad("fan call: %w", err)
 				}
 			}
@@ -756,7 +756,7 @@ func (c Config) fanOut() (hedge.FanOut, bool) {
 // describeFan describes the decision of c's fan-out requests, defaults
 // applied, or says it is invalid (Validate reports why).
 func (c Config) describeFan(fo hedge.FanOut) string {
-	fc, err := decide.FanFrom(fo, c.Fanout, c.fanServers())
+	fc, err := c.fanConfig(fo)
 	if err != nil {
 		return "invalid"
 	}
@@ -774,6 +774,21 @@ func (c Config) replicas() int {
 		return 0
 	}
 	return n
+}
+
+// fanConfig is the decision of c's fan-out requests made from fo, as
+// hedge.DoFan makes it: decide.FanFrom over the servers, or with Shards
+// decide.ShardFanFrom over the shards' grid, leaf i on shard i mod Shards,
+// so that a sharded run gets the library's sharded defaults.
+func (c Config) fanConfig(fo hedge.FanOut) (decide.FanConfig, error) {
+	if !c.Sharded() {
+		return decide.FanFrom(fo, c.Fanout, c.fanServers())
+	}
+	leaves := make([]int, c.Shards)
+	for i := range c.Fanout {
+		leaves[i%c.Shards]++
+	}
+	return decide.ShardFanFrom(fo, c.Fanout, leaves, hedge.ShardGrid(c.Shards, c.ShardReplicas()), c.Servers)
 }
 
 // fanServers is the replicas a fan-out request's decision is made over

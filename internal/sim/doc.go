@@ -151,9 +151,9 @@
 // extra copies, the sibling trigger and FanoutNeed span all its leaves,
 // whatever their shards. The Policy's replicas (hedge.Config.Replicas)
 // are a shard's R, the most distinct places a leaf's copies have; the
-// fan-out call's defaults (decide.FanFrom) are made over all the
-// servers, since one stuck server holds Fanout/Servers of a request's
-// leaves. Validate refuses servers or a fanout that are not multiples
+// fan-out call's defaults are decide.ShardFanFrom's, those hedge.DoFan
+// gives a Hedger with Config.Shards: the budget is twice the leaves one
+// stuck server holds (Fanout/Servers), the mark is by a shard's R. Validate refuses servers or a fanout that are not multiples
 // of N (the shards would not share the leaves evenly), and pool
 // routing, whose one queue lets any server take any leaf. Shards of 0
 // and 1 are the flat case, bit for bit.

@@ -331,7 +331,7 @@ func (e *engine) init(c Config) {
 	e.armT = e.armT[:0]
 	e.fanReqs, e.fanExtra, e.fanPeak, e.fanMost = 0, 0, 0, 0
 	if fo, ok := c.fanOut(); ok {
-		fc, err := decide.FanFrom(fo, c.Fanout, c.fanServers())
+		fc, err := c.fanConfig(fo)
 		if err != nil {
 			panic(err) // unreachable after Validate
 		}
