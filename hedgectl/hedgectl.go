@@ -437,7 +437,7 @@ type OpState struct {
 	Failures    int64   `json:"failures"`
 	// Refused counts the hedges not sent, by the name of the
 	// hedge.Refusal that kept each (its String: budget, in_flight, busy,
-	// payoff, fan_out, head, deadline, replicas), the values of the
+	// payoff, fan_out, head, rate, deadline, replicas), the values of the
 	// metrics' reason label. Every counted refusal is present, zero or
 	// not.
 	Refused         map[string]int64 `json:"refused"`
