@@ -148,7 +148,11 @@ func TestFirstDocument(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := start(t, memprovider.NewInMemoryProvider(flags(policy(7, "on"))))
 		defer w.stop()
-		wantDoc(t, w.next(), policy(7, "on"))
+		r := w.next()
+		wantDoc(t, r, policy(7, "on"))
+		if p, err := fleet.Parse(r.Doc); err != nil || p.Version != 7 || p.Hedgers[fleet.All].Rollout == nil {
+			t.Errorf("fleet.Parse(%s) = %+v, %v; want version 7 with a rollout", r.Doc, p, err)
+		}
 		w.quiet()
 	})
 }
@@ -161,6 +165,9 @@ func TestFirstDocumentFromAString(t *testing.T) {
 		r := w.next()
 		if r.Err != nil || r.Deleted || string(r.Doc) != yaml {
 			t.Fatalf("report %s, want the string's bytes", describe(r))
+		}
+		if p, err := fleet.Parse(r.Doc); err != nil || p.Version != 7 || p.Hedgers[fleet.All].Mode != "shadow" {
+			t.Errorf("fleet.Parse(%q) = %+v, %v; want version 7 in shadow", r.Doc, p, err)
 		}
 	})
 }
@@ -209,6 +216,9 @@ func TestInvalidFlagValueReported(t *testing.T) {
 				r := w.next()
 				if r.Err != nil || r.Deleted || string(r.Doc) != tc.doc {
 					t.Fatalf("report %s, want the document %q for the Watcher to refuse", describe(r), tc.doc)
+				}
+				if _, err := fleet.Parse(r.Doc); !errors.Is(err, fleet.ErrInvalidDocument) {
+					t.Errorf("fleet.Parse(%q) = %v, want an error matching ErrInvalidDocument", r.Doc, err)
 				}
 			})
 		})
@@ -377,11 +387,15 @@ func TestWatchEndRemovesHandlers(t *testing.T) {
 func TestWatchRefusesAnIncompleteSource(t *testing.T) {
 	api := isolated.NewAPI()
 	defer func() { _ = api.Shutdown(context.Background()) }()
+	// With ctx already ended, a Source that went on to watch would return
+	// ctx's error instead.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
 	for _, src := range []*fleetfeature.Source{
 		{Flag: flag},
 		{Client: api.NewClient()},
 	} {
-		err := src.Watch(t.Context(), func(fleet.Report) { t.Error("report from an incomplete source") })
+		err := src.Watch(ctx, func(fleet.Report) { t.Error("report from an incomplete source") })
 		if !errors.Is(err, fleetfeature.ErrSource) {
 			t.Errorf("Watch on %+v: %v, want ErrSource", src, err)
 		}
