@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/open-feature/go-sdk/openfeature"
 
@@ -27,7 +28,7 @@ var (
 	// stays in force until the provider is ready again.
 	ErrStale = errors.New("fleetfeature: the flag provider's values are stale")
 	// ErrSource is returned by [Source.Watch] when the Source cannot
-	// work at all: no client or no flag key.
+	// work at all: no client, no flag key, or a negative Every.
 	ErrSource = errors.New("fleetfeature: the source is not set up")
 )
 
@@ -53,6 +54,10 @@ type Source struct {
 	// rules (a region, a zone). Service and Instance win over a key of
 	// the same name.
 	Attributes map[string]any
+	// Every, if above zero, reads the flag again at this interval too,
+	// for a provider that emits no change events. Zero reads it on the
+	// provider's events only.
+	Every time.Duration
 }
 
 // String names the source for logs and status, as
@@ -90,14 +95,19 @@ var events = []openfeature.EventType{
 // nothing is reported. Every Report's Revision is 0: OpenFeature has no
 // store revision, so the document's own version orders documents.
 //
-// The same value is not reported twice in a row. Watch removes its
-// event handlers before it returns.
+// With Every set, Watch also reads the flag at that interval. The same
+// value is not reported twice in a row. Watch removes its event handlers
+// before it returns.
 func (s *Source) Watch(ctx context.Context, report func(fleet.Report)) error {
 	if s.Client == nil {
 		return fmt.Errorf("%w: Source.Client is nil: set it to an OpenFeature client whose provider serves the policy flag", ErrSource)
 	}
 	if s.Flag == "" {
 		return fmt.Errorf("%w: Source.Flag is empty: set it to the key of the flag that holds the policy document", ErrSource)
+	}
+
+	if s.Every < 0 {
+		return fmt.Errorf("%w: Source.Every = %v: use 0 to read on the provider's events only, or an interval such as 30s", ErrSource, s.Every)
 	}
 
 	w := &watch{src: s, report: report, poke: make(chan struct{}, 1)}
@@ -111,12 +121,21 @@ func (s *Source) Watch(ctx context.Context, report func(fleet.Report)) error {
 		defer s.Client.RemoveHandler(t, cb)
 	}
 
+	var tick <-chan time.Time
+	if s.Every > 0 {
+		t := time.NewTicker(s.Every)
+		defer t.Stop()
+		tick = t.C
+	}
+
 	w.kick()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-w.poke:
+			w.read(ctx)
+		case <-tick:
 			w.read(ctx)
 		}
 	}

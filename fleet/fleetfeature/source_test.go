@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/open-feature/go-sdk/openfeature"
 	"github.com/open-feature/go-sdk/openfeature/isolated"
@@ -384,6 +385,67 @@ func TestWatchEndRemovesHandlers(t *testing.T) {
 	})
 }
 
+func TestEveryReadsAProviderWithoutEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memprovider.NewInMemoryProvider(flags(policy(7, "on")))
+		api := isolated.NewAPI()
+		defer func() { _ = api.Shutdown(context.Background()) }()
+		if err := api.SetProviderAndWait(t.Context(), silentProvider{mem}); err != nil {
+			t.Fatal(err)
+		}
+		reports := make(chan fleet.Report, 4)
+		src := &fleetfeature.Source{Client: api.NewClient(), Flag: flag, Service: "checkout", Instance: "pod-a", Every: time.Minute}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- src.Watch(ctx, func(r fleet.Report) { reports <- r }) }()
+		defer func() { cancel(); <-done }()
+
+		wantDoc(t, <-reports, policy(7, "on"))
+		mem.UpdateFlags(flags(policy(8, "on")))
+		time.Sleep(time.Minute - time.Nanosecond)
+		synctest.Wait()
+		if len(reports) != 0 {
+			t.Fatalf("a report before Every passed")
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		select {
+		case r := <-reports:
+			wantDoc(t, r, policy(8, "on"))
+		default:
+			t.Fatal("no report one Every after the change")
+		}
+		// The same value at the next tick is not reported again.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if len(reports) != 0 {
+			t.Fatalf("the same document reported again")
+		}
+	})
+}
+
+// silentProvider serves the in-memory provider's flags and emits no
+// events, as some providers do.
+type silentProvider struct{ p *memprovider.InMemoryProvider }
+
+func (s silentProvider) Metadata() openfeature.Metadata { return openfeature.Metadata{Name: "silent"} }
+func (s silentProvider) Hooks() []openfeature.Hook      { return nil }
+func (s silentProvider) BooleanEvaluation(ctx context.Context, f string, d bool, c openfeature.FlattenedContext) openfeature.BoolResolutionDetail {
+	return s.p.BooleanEvaluation(ctx, f, d, c)
+}
+func (s silentProvider) StringEvaluation(ctx context.Context, f string, d string, c openfeature.FlattenedContext) openfeature.StringResolutionDetail {
+	return s.p.StringEvaluation(ctx, f, d, c)
+}
+func (s silentProvider) FloatEvaluation(ctx context.Context, f string, d float64, c openfeature.FlattenedContext) openfeature.FloatResolutionDetail {
+	return s.p.FloatEvaluation(ctx, f, d, c)
+}
+func (s silentProvider) IntEvaluation(ctx context.Context, f string, d int64, c openfeature.FlattenedContext) openfeature.IntResolutionDetail {
+	return s.p.IntEvaluation(ctx, f, d, c)
+}
+func (s silentProvider) ObjectEvaluation(ctx context.Context, f string, d any, c openfeature.FlattenedContext) openfeature.InterfaceResolutionDetail {
+	return s.p.ObjectEvaluation(ctx, f, d, c)
+}
+
 func TestWatchRefusesAnIncompleteSource(t *testing.T) {
 	api := isolated.NewAPI()
 	defer func() { _ = api.Shutdown(context.Background()) }()
@@ -394,6 +456,7 @@ func TestWatchRefusesAnIncompleteSource(t *testing.T) {
 	for _, src := range []*fleetfeature.Source{
 		{Flag: flag},
 		{Client: api.NewClient()},
+		{Client: api.NewClient(), Flag: flag, Every: -time.Second},
 	} {
 		err := src.Watch(ctx, func(fleet.Report) { t.Error("report from an incomplete source") })
 		if !errors.Is(err, fleetfeature.ErrSource) {
