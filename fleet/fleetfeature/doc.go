@@ -14,7 +14,8 @@
 // targeting key and the service under [ServiceAttribute]. The fleet's
 // own rollout field is the usual way to reach a share of the pods. A
 // targeting rule in the flag system works too: each pod then runs the
-// variant it gets, and `hedge policy status` lists which.
+// variant it gets, and its status ([fleet.Watcher.Status]) says which
+// version.
 //
 // # Changes and order
 //
@@ -22,7 +23,9 @@
 // PROVIDER_READY, PROVIDER_CONFIGURATION_CHANGED, PROVIDER_STALE and
 // PROVIDER_ERROR. A stale or failing provider is reported as an error
 // ([ErrStale], [ErrProvider]): the pod keeps its last good policy. A
-// missing or disabled flag is reported as deleted.
+// missing or disabled flag is reported as deleted. For a provider that
+// emits no change events, set [Source.Every]: the Source then reads the
+// flag at that interval too.
 //
 // OpenFeature has no store revision. Every report's Revision is 0, and
 // the document's own version field orders documents: the Watcher does
