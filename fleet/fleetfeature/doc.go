@@ -7,8 +7,8 @@
 // The policy document (see package fleet) is the value of one object
 // flag. The value is either an object with the document's fields, or a
 // string that holds the document as JSON or YAML. Give the flag one
-// variant per policy version, and switch the default variant to roll a
-// new one out.
+// variant per policy version, and make the new one the default variant
+// to publish it.
 //
 // The Source evaluates the flag with the pod's instance name as the
 // targeting key and the service under [ServiceAttribute]. The fleet's
