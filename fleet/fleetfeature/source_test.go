@@ -22,10 +22,10 @@ import (
 
 // The tests run the SDK for real: an isolated OpenFeature API, its event
 // executor and clients, and the SDK's in-memory provider, which emits
-// PROVIDER_CONFIGURATION_CHANGED when its flags change. No provider that
-// reads a flag file or a flag server (flagd, GO Feature Flag) can be
-// built here: the module proxy serves the SDK but not go-sdk-contrib.
-// Where a test needs the provider's error and stale events, which the
+// PROVIDER_CONFIGURATION_CHANGED when its flags change. The providers
+// that read a flag file or a flag server (flagd's, GO Feature Flag's, in
+// go-sdk-contrib) are not dependencies of this module, so the SDK's own
+// provider is the one the tests run. Where a test needs the provider's error and stale events, which the
 // in-memory provider never emits, faultyProvider adds them around it.
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
