@@ -70,11 +70,20 @@ func Reasons() []Reason {
 
 // The states of [PodStatus.State].
 const (
-	StateCode     = "code"
-	StateApplied  = "applied"
-	StateStale    = "stale"
+	// StateCode: no document applied yet, or the document was deleted:
+	// the Hedgers run their [hedge.Config].
+	StateCode = "code"
+	// StateApplied: the document of [PodStatus.Version] is in force.
+	StateApplied = "applied"
+	// StateStale: the store is lost; the last good document stays.
+	StateStale = "stale"
+	// StateFallback: the store was lost for [Options.LostAfter]; the
+	// pod runs [Options.Fallback].
 	StateFallback = "fallback"
 )
+
+// States lists every state of [PodStatus.State], for exporters.
+func States() []string { return []string{StateCode, StateApplied, StateStale, StateFallback} }
 
 // Options configures a [Watcher]. Source and Hedgers are required; every
 // other zero field has the default its doc states.

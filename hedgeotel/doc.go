@@ -187,6 +187,12 @@
 // in Shadow, the last judged hedge rate and its baseline) as gauges keyed
 // by the same "hedger" attribute, the counterpart of hedgeprom.WithWatcher.
 //
+// # The fleet policy
+//
+// RegisterFleet exports the policy document a pod runs (package fleet):
+// its version, when it was applied, its state, and the documents refused
+// by reason, the counterpart of hedgeprom.NewFleet.
+//
 // # Tracing
 //
 // TracedDo is hedge.Do with each copy in a span of its own, a child of the

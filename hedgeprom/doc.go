@@ -143,6 +143,14 @@
 //	hedge_watch_hedge_rate{hedger}                     gauge     hedges decided per request, last judged interval
 //	hedge_watch_baseline_rate{hedger}                  gauge     the baseline that rate is compared with
 //
+// # The fleet policy
+//
+// NewFleet is a second collector, for the policy document a pod runs
+// (package fleet): its version, when it was applied, its state, and the
+// documents refused by reason. Register it beside the Collector. With
+// one series per pod, a query lists the pods that have not applied the
+// latest version.
+//
 // # Why the delay gauge can be absent
 //
 // While a live delay warms up (or with Fixed(hedge.Never)) the delay is
