@@ -311,7 +311,11 @@ func (s *Source) watch(ctx context.Context, st *sourceState, next *int64, probe 
 				return errSilent
 			}
 			asked = true
-			if err := s.client.RequestProgress(wctx); err != nil {
+			// The request waits while the client reconnects: bound it.
+			rctx, rcancel := context.WithTimeout(wctx, probe)
+			err := s.client.RequestProgress(rctx)
+			rcancel()
+			if err != nil {
 				return fmt.Errorf("requesting progress: %w", err)
 			}
 			timer.Reset(probe)
