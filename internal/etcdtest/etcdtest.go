@@ -394,7 +394,12 @@ func (m *Member) WaitHealthy(timeout time.Duration) error {
 	return nil
 }
 
-var httpClient = &http.Client{Timeout: 2 * time.Second}
+// httpClient keeps no idle connections, so that no goroutine of it
+// outlives a call (the tests check for leaks with goleak).
+var httpClient = &http.Client{
+	Timeout:   2 * time.Second,
+	Transport: &http.Transport{DisableKeepAlives: true},
+}
 
 func (m *Member) health() error {
 	resp, err := httpClient.Get(m.ClientURL + "/health")
