@@ -11,8 +11,8 @@
 // MaybeRunWorker first thing. Each worker runs its share of the
 // watchers. A watcher is what a pod runs: a fleet.Watcher with a store
 // client of its own (an etcd client and lease, or the file source), a
-// Hedger under light synthetic traffic (a Poisson stream of calls, one in
-// twenty slow enough for a hedge), and an Announcer with etcd.
+// Hedger under light synthetic traffic (a Poisson stream of calls, 3% of
+// them slow enough for a hedge), and an Announcer with etcd.
 //
 // # How a push is timed
 //

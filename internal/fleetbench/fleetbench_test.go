@@ -80,6 +80,11 @@ func check(t *testing.T, o fleetbench.Options, res *fleetbench.Result, want []st
 			if r.HedgesAfterOff == nil || *r.CallsAfterOff < int64(o.Watchers) {
 				t.Errorf("%s: fewer calls after off than watchers: the count of hedges after it proves little", r.Scenario)
 			}
+			// A call that begins once "off" is applied never hedges;
+			// a call in flight then may (its hedge was already planned).
+			if r.HedgesBegunAfterOff == nil || *r.HedgesBegunAfterOff != 0 {
+				t.Errorf("%s: %v hedges of calls begun after off, want 0", r.Scenario, r.HedgesBegunAfterOff)
+			}
 		}
 	}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {

@@ -15,17 +15,17 @@ func WriteTable(w io.Writer, res *Result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d watchers in %d processes, %g calls/s each, jitter %v, %d pushes a scenario; took %s\n\n",
 		o.Watchers, o.Procs, o.Rate, o.Jitter, o.Pushes, res.Elapsed)
-	b.WriteString("| source | scenario | pushes | applied | p50 | p99 | max | store accepted | hedges after off (calls) | invalid applied | left behind |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| source | scenario | pushes | applied | p50 | p99 | max | store accepted | max after accepted | hedges after off (of calls begun after it; calls) | invalid applied | left behind |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Rows {
-		applied, p50, p99, mx, acc := "—", "—", "—", "—", "—"
+		applied, p50, p99, mx, acc, after := "—", "—", "—", "—", "—", "—"
 		if r.Invalid == nil {
 			applied = fmt.Sprintf("%d/%d", r.Applies, r.Applies+r.Missed)
-			p50, p99, mx, acc = ms(r.P50), ms(r.P99), ms(r.Max), ms(r.Accepted)
+			p50, p99, mx, acc, after = ms(r.P50), ms(r.P99), ms(r.Max), ms(r.Accepted), ms(r.AfterAccepted)
 		}
 		off := "—"
 		if r.HedgesAfterOff != nil {
-			off = fmt.Sprintf("%d (%d)", *r.HedgesAfterOff, *r.CallsAfterOff)
+			off = fmt.Sprintf("%d (%d; %d)", *r.HedgesAfterOff, *r.HedgesBegunAfterOff, *r.CallsAfterOff)
 		}
 		inv := "—"
 		if r.InvalidApplied != nil {
@@ -35,11 +35,12 @@ func WriteTable(w io.Writer, res *Result) error {
 		if r.Behind != nil {
 			behind = fmt.Sprint(*r.Behind)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Source, r.Scenario, r.Pushes, applied, p50, p99, mx, acc, off, inv, behind)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Source, r.Scenario, r.Pushes, applied, p50, p99, mx, acc, after, off, inv, behind)
 	}
 	b.WriteString("\nTimes run from a push's start to each watcher's apply, over every watcher of every push;\n")
-	b.WriteString("max is the time until every watcher applied the slowest push.\n")
+	b.WriteString("max is the time until every watcher applied the slowest push. The store accepted a push\n")
+	b.WriteString("when etcd's Put returned (retries included) or the symlink was swapped.\n")
 	for _, r := range res.Rows {
 		if r.HedgesOn != nil {
 			fmt.Fprintf(&b, "%s: %d hedges were sent in the %v before the kill switch.\n", r.Source, *r.HedgesOn, o.Hold)

@@ -47,6 +47,10 @@ type Row struct {
 	// store (etcd's Put returned; the file's symlink swapped), retries
 	// included.
 	Accepted time.Duration `json:"accepted_ns"`
+	// AfterAccepted is the longest time from the store's acceptance of a
+	// push to a watcher's apply: Max without the store's own delay (an
+	// election after the leader was killed, say).
+	AfterAccepted time.Duration `json:"after_accepted_ns"`
 	// HedgesOn is the hedges sent in Options.Hold before the kill switch,
 	// with hedging on: proof that the traffic hedges.
 	HedgesOn *int64 `json:"hedges_on,omitempty"`
@@ -55,6 +59,10 @@ type Row struct {
 	// CallsAfterOff the calls made meanwhile.
 	HedgesAfterOff *int64 `json:"hedges_after_off,omitempty"`
 	CallsAfterOff  *int64 `json:"calls_after_off,omitempty"`
+	// HedgesBegunAfterOff is the part of HedgesAfterOff whose calls began
+	// after the watcher applied "off"; the others' calls were in flight
+	// when it did.
+	HedgesBegunAfterOff *int64 `json:"hedges_begun_after_off,omitempty"`
 	// Invalid is the invalid documents pushed, InvalidApplied the
 	// applies of any of them by any watcher, and Refusals the refusals
 	// the watchers reported.
@@ -156,7 +164,9 @@ func (r *runner) startFleet(ctx context.Context, base WorkerConfig) error {
 // passes, and returns how long that took.
 func (r *runner) pushOnce(ctx context.Context, doc []byte, t0 time.Time) (time.Duration, error) {
 	for {
-		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		// One attempt may wait as long as etcd takes to elect a leader
+		// and commit; it is tried again only when it fails.
+		actx, cancel := context.WithTimeout(ctx, max(r.o.Bound-time.Since(t0), time.Second))
 		err := r.st.push(actx, doc)
 		cancel()
 		if err == nil {
@@ -179,6 +189,10 @@ type measured struct {
 	missed   int
 	accepted time.Duration
 }
+
+// afterAccepted is the longest time from the store's acceptance to an
+// apply.
+func (m measured) afterAccepted() time.Duration { return maxOf(m.times) - m.accepted }
 
 // push pushes the next version (with a kill switch when kill is set),
 // runs during at the same moment, and waits until every watcher applied
@@ -217,6 +231,7 @@ func (r *runner) row(scenario string, ms []measured) Row {
 		all = append(all, m.times...)
 		row.Missed += m.missed
 		row.Accepted = max(row.Accepted, m.accepted)
+		row.AfterAccepted = max(row.AfterAccepted, m.afterAccepted())
 	}
 	row.Applies = len(all)
 	slices.Sort(all)
@@ -277,7 +292,7 @@ func (r *runner) killSwitch(ctx context.Context) (Row, error) {
 			return Row{}, err
 		}
 	}
-	var hedges, calls int64
+	var hedges, calls, late int64
 	r.f.mu.Lock()
 	for w := range after {
 		a, ok := r.f.applied[w][r.version]
@@ -290,11 +305,12 @@ func (r *runner) killSwitch(ctx context.Context) (Row, error) {
 		}
 		hedges += after[w].Hedges - a.Hedges
 		calls += after[w].Requests - a.Requests
+		late += after[w].Late
 	}
 	r.f.mu.Unlock()
 	row := r.row(ScenarioKill, []measured{m})
-	row.HedgesOn, row.HedgesAfterOff, row.CallsAfterOff = &hedgesOn, &hedges, &calls
-	r.log("kill switch: %d hedges in %v before it, %d hedges in %d calls after it", hedgesOn, r.o.Hold, hedges, calls)
+	row.HedgesOn, row.HedgesAfterOff, row.CallsAfterOff, row.HedgesBegunAfterOff = &hedgesOn, &hedges, &calls, &late
+	r.log("kill switch: %d hedges in %v before it; %d hedges in %d calls after it, %d of calls begun after it", hedgesOn, r.o.Hold, hedges, calls, late)
 	if _, err := r.push(ctx, 95, false, nil); err != nil {
 		return Row{}, err
 	}

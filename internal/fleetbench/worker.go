@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tailcut/hedge"
@@ -69,6 +70,9 @@ type message struct {
 	// Hedges and Requests are the Hedger's counts (Stats) at the event.
 	Hedges   int64 `json:"h,omitempty"`
 	Requests int64 `json:"r,omitempty"`
+	// Late counts the hedges of calls that began after the watcher
+	// applied "off" (stats).
+	Late int64 `json:"late,omitempty"`
 	// Mode is the Hedger's mode after the event.
 	Mode string `json:"m,omitempty"`
 	// Reason says why a document was refused, or what failed.
@@ -138,7 +142,11 @@ type member struct {
 	n       int
 	h       *hedge.Hedger
 	watcher fleetWatcher
-	version func() int64
+	// offAt is when the watcher applied a document that turned its
+	// Hedger off, Unix nanoseconds, or 0 while it is not off.
+	offAt atomic.Int64
+	// late counts the hedges of calls that began after offAt.
+	late atomic.Int64
 }
 
 func (m *member) counts() (hedges, requests int64) {
@@ -174,7 +182,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, commands io.Reader, out io
 	}()
 	for i := range members {
 		n := cfg.First + i
-		h, err := hedge.New(hedge.Config{Replicas: 2})
+		// The default Config, but for a warm-up delay, so that the
+		// traffic hedges before the window holds 100 latencies.
+		h, err := hedge.New(hedge.Config{Replicas: 2, Delay: hedge.Percentile{Warmup: 5 * time.Millisecond}})
 		if err != nil {
 			return err
 		}
@@ -186,6 +196,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, commands io.Reader, out io
 			switch {
 			case e.applied:
 				msg.Kind = kindApplied
+				if effectiveMode(h) == hedge.Off {
+					m.offAt.CompareAndSwap(0, msg.At)
+				} else {
+					m.offAt.Store(0)
+				}
 			case e.refused:
 				msg.Kind = kindRefused
 			default:
@@ -204,7 +219,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, commands io.Reader, out io
 				errs <- fmt.Errorf("watcher %d: %w", n, err)
 			}
 		})
-		wg.Go(func() { traffic(ctx, h, cfg.Rate, rand.New(rand.NewPCG(cfg.Seed, uint64(n)))) })
+		wg.Go(func() { traffic(ctx, m, cfg.Rate, rand.New(rand.NewPCG(cfg.Seed, uint64(n)))) })
 	}
 	em.emit(message{Kind: kindReady, W: cfg.First})
 
@@ -230,7 +245,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, commands io.Reader, out io
 			if line == cmdStats {
 				for _, m := range members {
 					hs, rs := m.counts()
-					em.emit(message{Kind: kindStats, W: m.n, Version: m.watcher.Version(), At: time.Now().UnixNano(), Hedges: hs, Requests: rs, Mode: effectiveMode(m.h).String()})
+					em.emit(message{Kind: kindStats, W: m.n, Version: m.watcher.Version(), At: time.Now().UnixNano(), Hedges: hs, Requests: rs, Late: m.late.Load(), Mode: effectiveMode(m.h).String()})
 				}
 				em.emit(message{Kind: kindStatsDone, W: cfg.First})
 			}
@@ -238,10 +253,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, commands io.Reader, out io
 	}
 }
 
-// traffic calls h at rate calls a second, as a Poisson process, until ctx
-// ends, and waits for its calls. Each call waits a synthetic latency: most
-// about a millisecond, one in twenty 20 to 40 ms, so that hedges fire.
-func traffic(ctx context.Context, h *hedge.Hedger, rate float64, r *rand.Rand) {
+// traffic calls m's Hedger at rate calls a second, as a Poisson process,
+// until ctx ends, and waits for its calls. Each call waits a synthetic
+// latency: 97% of them 0.5 to 1.5 ms, the others 30 to 50 ms, so that
+// hedges fire. A hedge of a call that began after the watcher applied
+// "off" is counted in m.late.
+func traffic(ctx context.Context, m *member, rate float64, r *rand.Rand) {
 	if rate <= 0 {
 		return
 	}
@@ -253,8 +270,8 @@ func traffic(ctx context.Context, h *hedge.Hedger, rate float64, r *rand.Rand) {
 	draw := func() time.Duration {
 		mu.Lock()
 		defer mu.Unlock()
-		if r.Float64() < 0.05 {
-			return 20*time.Millisecond + time.Duration(r.Int64N(int64(20*time.Millisecond)))
+		if r.Float64() < 0.03 {
+			return 30*time.Millisecond + time.Duration(r.Int64N(int64(20*time.Millisecond)))
 		}
 		return 500*time.Microsecond + time.Duration(r.Int64N(int64(time.Millisecond)))
 	}
@@ -265,7 +282,11 @@ func traffic(ctx context.Context, h *hedge.Hedger, rate float64, r *rand.Rand) {
 		case <-t.C:
 		}
 		wg.Go(func() {
-			_, _ = hedge.Do(ctx, h, "get", func(ctx context.Context, a hedge.Attempt) (struct{}, error) {
+			began := time.Now().UnixNano()
+			_, _ = hedge.Do(ctx, m.h, "get", func(ctx context.Context, a hedge.Attempt) (struct{}, error) {
+				if off := m.offAt.Load(); a.Index > 0 && off != 0 && began >= off {
+					m.late.Add(1)
+				}
 				w := time.NewTimer(draw())
 				defer w.Stop()
 				select {
