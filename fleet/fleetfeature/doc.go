@@ -30,7 +30,9 @@
 // OpenFeature has no store revision. Every report's Revision is 0, and
 // the document's own version field orders documents: the Watcher does
 // not apply a version older than or equal to the one it runs. Raise the
-// version with every change, or the pods keep the old one.
+// version with every change, or the pods keep the old one. Switching the
+// default variant back to an older version is refused: to roll back,
+// publish the old rules as a new version.
 //
 // # flagd
 //
