@@ -87,7 +87,7 @@ func policyValidate(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if fs.NArg() == 0 {
-		return usageError(stderr, "policy validate", errors.New("name the policy files to check: hedge policy validate FILE..."))
+		return usageError(stderr, "policy validate", errors.New("name the policy files to check: hedge policy validate FILE [FILE]"))
 	}
 	code := exitOK
 	for _, file := range fs.Args() {

@@ -124,12 +124,6 @@ func (r *recorder) at(i int) fleet.Report {
 	return r.reports[i]
 }
 
-func (r *recorder) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.reports)
-}
-
 func (r *recorder) String() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
