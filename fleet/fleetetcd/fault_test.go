@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
@@ -176,6 +177,39 @@ func TestCluster(t *testing.T) {
 				t.Errorf("revision %d reported after %d was seen", r.Revision, seen)
 			}
 		}
+	})
+
+	t.Run("AnnouncerOutlivesItsLease", func(t *testing.T) {
+		defer healthy(t)
+		// A pod cut off from etcd for longer than its lease: its key
+		// goes, and comes back when the pod reaches etcd again.
+		m := c.Members[0]
+		ann := fleetetcd.Store{Client: newClient(t, m.ClientURL)}.Announcer("checkout", "pod-cut")
+		ann.TTL = 2 * time.Second
+		defer ann.Close()
+		if err := ann.Announce(context.Background(), fleet.PodStatus{Service: "checkout", Instance: "pod-cut", Version: 1, State: fleet.StateApplied}); err != nil {
+			t.Fatal(err)
+		}
+		lister := fleetetcd.Store{Client: newClient(t, c.Members[1].ClientURL, c.Members[2].ClientURL)}
+		there := func(want bool) func([]fleet.PodStatus) bool {
+			return func(pods []fleet.PodStatus) bool {
+				for _, p := range pods {
+					if p.Instance == "pod-cut" {
+						return want && p.Version == 1
+					}
+				}
+				return !want
+			}
+		}
+		waitPods(t, lister, there(true))
+		if err := m.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		waitPods(t, lister, there(false))
+		if err := m.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		waitPods(t, lister, there(true))
 	})
 
 	t.Run("AnotherService", func(t *testing.T) {
