@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tailcut/hedge"
@@ -200,6 +201,8 @@ type Watcher struct {
 	now  func() time.Time
 	rand *rand.Rand // jitter draws; guarded by the Run goroutine
 
+	running atomic.Bool // Run was called
+
 	mu     sync.Mutex
 	status PodStatus
 	stats  Stats
@@ -281,6 +284,9 @@ func (w *Watcher) Stats() Stats {
 // at all. Until a document is applied, the Hedgers run their
 // [hedge.Config]. Call it once.
 func (w *Watcher) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return errors.New("fleet: Watcher.Run called twice: run one Watcher once, and cancel its context to stop it")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reports := make(chan Report)
@@ -511,6 +517,9 @@ func (w *Watcher) apply(p *Policy, sum [sha256.Size]byte, rev int64, kill *timer
 		w.status.Error = ""
 	}
 	w.mu.Unlock()
+	if p.Killed(now) {
+		w.log.Warn("fleet: kill switch on: every Hedger off", "service", w.opt.Service, "version", p.Version, "until", p.Kill.Until, "reason", p.Kill.Reason)
+	}
 	w.emit(Event{Kind: EventApplied, Version: p.Version, Revision: rev})
 	w.publish()
 }

@@ -542,3 +542,41 @@ func TestRolloutModes(t *testing.T) {
 		t.Errorf("a pod out: %+v", l)
 	}
 }
+
+// TestWatcherFlappingStore checks a store that comes and goes more often
+// than LostAfter: the pod keeps the last good document, never falls
+// back, and applies nothing again for a document it already runs.
+func TestWatcherFlappingStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		good := doc(2, "    mode: shadow\n")
+		p := startPod(t, fleet.Options{LostAfter: time.Second}, good)
+		settleFor(0)
+		for range 5 {
+			if err := os.Remove(p.path); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * ms)
+			if l := p.h["api"].Live(); l.Mode != hedge.Shadow {
+				t.Fatalf("store lost: the Hedger runs %+v, want the last good shadow", l)
+			}
+			writeFile(t, p.path, good)
+			time.Sleep(300 * ms)
+		}
+		synctest.Wait()
+		st, s := p.w.Stats(), p.w.Status()
+		if st.StoreErrors != 5 || st.Fallbacks != 0 || st.Applied != 1 || s.State != fleet.StateApplied || s.Version != 2 {
+			t.Fatalf("Stats %+v, status %+v; want 5 store errors, no fallback, version 2 applied once", st, s)
+		}
+	})
+}
+
+// TestWatcherRunOnce checks that a second Run is refused.
+func TestWatcherRunOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, fleet.Options{}, doc(1, "    mode: on\n"))
+		synctest.Wait() // the first Run has started
+		if err := p.w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "twice") {
+			t.Fatalf("second Run = %v, want an error", err)
+		}
+	})
+}
