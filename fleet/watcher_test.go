@@ -562,6 +562,8 @@ func TestWatcherFlappingStore(t *testing.T) {
 			writeFile(t, p.path, good)
 			time.Sleep(300 * ms)
 		}
+		// Longer than LostAfter with the store back: no fallback.
+		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		st, s := p.w.Stats(), p.w.Status()
 		if st.StoreErrors != 5 || st.Fallbacks != 0 || st.Applied != 1 || s.State != fleet.StateApplied || s.Version != 2 {
