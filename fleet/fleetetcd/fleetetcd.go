@@ -430,9 +430,6 @@ func (a *Announcer) putLocked(ctx context.Context) error {
 			continue
 		}
 		if err != nil {
-			// Take a new lease next time: this one may be gone, and the
-			// key is not under it.
-			a.lease = 0
 			return fmt.Errorf("fleetetcd: announcing at %s: %w", a.key, err)
 		}
 		return nil
