@@ -106,7 +106,8 @@ type Options struct {
 	Jitter time.Duration
 	// LostAfter is how long a pod keeps the last good document once its
 	// store is lost before it falls back to Fallback. Zero means never:
-	// the last good document stays until the store is back.
+	// the last good document stays until the store is back. A pod that
+	// never applied a document runs its Config, and does not fall back.
 	LostAfter time.Duration
 	// Fallback is what the pod runs after LostAfter: FallbackOff (the
 	// zero value) or FallbackCode.
@@ -379,7 +380,9 @@ func (w *Watcher) report(r Report, jitter, lost *timer) {
 		w.mu.Unlock()
 		if !w.lost {
 			w.lost = true
-			if w.opt.LostAfter > 0 && w.Status().State != StateFallback {
+			// A pod that never had a document runs its Config, which
+			// is no fallback's business; one that had falls back.
+			if w.opt.LostAfter > 0 && w.applied != nil && w.Status().State != StateFallback {
 				lost.arm(w.opt.LostAfter)
 			}
 		}

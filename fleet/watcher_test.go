@@ -317,6 +317,13 @@ func TestWatcherStartsWithoutStore(t *testing.T) {
 		if l := p.h["api"].Live(); l.Mode != hedge.On || l.Ops != nil {
 			t.Fatalf("the Hedger runs %+v, want its Config", l)
 		}
+		// Past LostAfter: a pod that never had a document has nothing
+		// to fall back from.
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		if s := p.w.Status(); s.State != fleet.StateCode || p.w.Stats().Fallbacks != 0 {
+			t.Fatalf("status %+v after LostAfter without a document, want the code's Config", s)
+		}
 		writeFile(t, p.path, doc(1, "    mode: off\n"))
 		settleFor(0)
 		if s := p.w.Status(); s.State != fleet.StateApplied || s.Version != 1 || s.Error != "" {
