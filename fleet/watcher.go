@@ -329,7 +329,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.applyPending(&kill)
 		case <-kill.c:
 			kill.c = nil
-			if w.applied != nil {
+			// A pod that fell back stays so until its store is back.
+			if w.applied != nil && w.Status().State != StateFallback {
 				w.emit(Event{Kind: EventKillEnded, Version: w.applied.Version, Revision: w.Status().Revision})
 				w.apply(w.applied, w.appliedSum, w.Status().Revision, &kill)
 			}

@@ -589,3 +589,22 @@ func TestWatcherRunOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestWatcherKillEndsInFallback checks that a kill switch that ends
+// while the pod has fallen back leaves the fallback in force: the rest
+// of a document from a store lost long ago does not come back by itself.
+func TestWatcherKillEndsInFallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		until := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		p := startPod(t, fleet.Options{LostAfter: time.Minute, Fallback: fleet.FallbackOff}, doc(1, "    mode: on\n")+"kill: {until: "+until+"}\n")
+		settleFor(0)
+		if err := os.Remove(p.path); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		if s, l := p.w.Status(), p.h["api"].Live(); s.State != fleet.StateFallback || l.Mode != hedge.Off {
+			t.Fatalf("status %+v, Hedger %+v; want the fallback's off", s, l)
+		}
+	})
+}
