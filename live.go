@@ -82,10 +82,9 @@ func (s Settings) Validate() error {
 		}
 	}
 	if s.MaxAttempts != 0 {
+		// New's rule and message, from the one place they are.
 		cfg := Config{MaxAttempts: s.MaxAttempts}
-		if s.MaxAttempts < 0 {
-			errs = append(errs, fmt.Errorf("hedge: Config.MaxAttempts = %d: use 1 to %d copies per request (2 is the usual choice; 0 means 2)", s.MaxAttempts, HardMaxAttempts))
-		} else if err := cfg.validate(); err != nil {
+		if err := cfg.validate(); err != nil {
 			errs = append(errs, err.(invalidConfig).errs...)
 		}
 	}
