@@ -51,7 +51,9 @@ type Settings struct {
 	// [NewBudget](BudgetRatio, BudgetBurst). Both zero keep the
 	// [Config]'s. The new bucket starts with no more tokens than the one
 	// it replaces. Classes with the same ratio and burst as [Live]'s own
-	// Settings spend from one bucket; others have their own.
+	// Settings spend from one bucket; others have their own. The
+	// [Config]'s budget is not spent while a live one is in force: back
+	// to it, a class finds it as it was left.
 	BudgetRatio, BudgetBurst float64
 	// MaxAttempts is the most copies of one request, 1 to
 	// [HardMaxAttempts], as [Config.MaxAttempts].
