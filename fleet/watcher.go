@@ -219,34 +219,39 @@ type Watcher struct {
 	announce   chan PodStatus
 }
 
-// NewWatcher checks opt and returns a [Watcher]. Nothing runs before Run.
+// ErrInvalidOptions is matched by the error [NewWatcher] returns for
+// mistaken [Options].
+var ErrInvalidOptions = errors.New("fleet: invalid Options")
+
+// NewWatcher checks opt and returns a [Watcher]. The error lists every
+// mistake and matches [ErrInvalidOptions]. Nothing runs before Run.
 func NewWatcher(opt Options) (*Watcher, error) {
 	var errs []error
 	if opt.Service == "" {
-		errs = append(errs, errors.New("fleet: Options.Service is empty: name the service whose policy this pod follows"))
+		errs = append(errs, errors.New("Options.Service is empty: name the service whose policy this pod follows"))
 	}
 	if opt.Source == nil {
-		errs = append(errs, errors.New("fleet: Options.Source is nil: use fleet.NewFile, or a store's source (fleetetcd, fleetfeature)"))
+		errs = append(errs, errors.New("Options.Source is nil: use fleet.NewFile, or a store's source (fleetetcd, fleetfeature)"))
 	}
 	if len(opt.Hedgers) == 0 {
-		errs = append(errs, errors.New("fleet: Options.Hedgers is empty: give the pod's Hedgers by the names the document uses"))
+		errs = append(errs, errors.New("Options.Hedgers is empty: give the pod's Hedgers by the names the document uses"))
 	}
 	for name, h := range opt.Hedgers {
 		if h == nil {
-			errs = append(errs, fmt.Errorf("fleet: Options.Hedgers[%q] is nil: give a Hedger made by hedge.New", name))
+			errs = append(errs, fmt.Errorf("Options.Hedgers[%q] is nil: give a Hedger made by hedge.New", name))
 		}
 		if name == All {
-			errs = append(errs, fmt.Errorf("fleet: Options.Hedgers has a Hedger named %q, which the document uses for every Hedger: give it a name of its own", All))
+			errs = append(errs, fmt.Errorf("Options.Hedgers has a Hedger named %q, which the document uses for every Hedger: give it a name of its own", All))
 		}
 	}
 	if opt.Jitter < 0 || opt.LostAfter < 0 {
-		errs = append(errs, fmt.Errorf("fleet: Options.Jitter = %v, LostAfter = %v: use 0 or more", opt.Jitter, opt.LostAfter))
+		errs = append(errs, fmt.Errorf("Options.Jitter = %v, LostAfter = %v: use 0 or more", opt.Jitter, opt.LostAfter))
 	}
 	if opt.Fallback != FallbackOff && opt.Fallback != FallbackCode {
-		errs = append(errs, fmt.Errorf("fleet: Options.Fallback = %d: use FallbackOff or FallbackCode", int(opt.Fallback)))
+		errs = append(errs, fmt.Errorf("Options.Fallback = %d: use FallbackOff or FallbackCode", int(opt.Fallback)))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if opt.Instance == "" {
 		opt.Instance, _ = os.Hostname()

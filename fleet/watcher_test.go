@@ -608,3 +608,17 @@ func TestWatcherKillEndsInFallback(t *testing.T) {
 		}
 	})
 }
+
+// TestNewWatcherRefuses checks that every mistake in Options is reported
+// at once, matching ErrInvalidOptions.
+func TestNewWatcherRefuses(t *testing.T) {
+	_, err := fleet.NewWatcher(fleet.Options{Hedgers: map[string]*hedge.Hedger{"*": nil}, Jitter: -1, Fallback: 7})
+	if !errors.Is(err, fleet.ErrInvalidOptions) {
+		t.Fatalf("NewWatcher = %v, want ErrInvalidOptions", err)
+	}
+	for _, want := range []string{"Service is empty", "Source is nil", `Hedgers["*"] is nil`, `named "*"`, "Jitter = -1ns", "Fallback = 7"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
