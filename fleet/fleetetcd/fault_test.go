@@ -50,7 +50,11 @@ func TestCluster(t *testing.T) {
 		d := next(t, c.Endpoints()...)
 		i := rec.waitFor("the first version", 0, isDoc(d))
 		m.Kill()
-		i = rec.waitFor("an error while its member is down", i, isErr)
+		// The source says the store is lost, and goes on saying it
+		// while it tries again.
+		for range 3 {
+			i = rec.waitFor("an error while its member is down", i+1, isErr)
+		}
 		d = next(t, c.Members[1].ClientURL)
 		if err := m.Restart(); err != nil {
 			t.Fatal(err)

@@ -293,12 +293,21 @@ func (s *Source) Watch(ctx context.Context, report func(fleet.Report)) error {
 // errSilent is the watch's error when the member stopped answering.
 var errSilent = errors.New("the etcd member stopped answering (no progress within the probe time): watching again")
 
+// errNotOpened is the watch's error when no member took it in time.
+var errNotOpened = errors.New("no etcd member took the watch within the probe time: watching again")
+
 // watch watches from *next until the watch fails, advancing *next past
 // every revision it has seen.
 func (s *Source) watch(ctx context.Context, st *sourceState, next *int64, probe time.Duration) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
+	// Watch waits until the client's stream takes the request, which it
+	// does not while the client reconnects: give up after probe.
+	opening := time.AfterFunc(probe, cancel)
 	wch := s.client.Watch(wctx, s.key, clientv3.WithRev(*next), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify())
+	if !opening.Stop() {
+		return errNotOpened
+	}
 	timer := time.NewTimer(probe)
 	defer timer.Stop()
 	asked := false // a progress request is waiting for its answer
