@@ -126,6 +126,41 @@ func TestCluster(t *testing.T) {
 			}
 			i = rec.waitFor("the version pushed while its member was stopped", i, isDoc(d))
 		}
+		// Faster flaps: stopped and continued at once, a push each time.
+		for range 5 {
+			if err := m.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			d = next(t, c.Members[1].ClientURL, c.Members[2].ClientURL)
+			if err := m.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec.waitFor("the last version pushed while it flapped", i, isDoc(d))
+	})
+
+	t.Run("QuorumLost", func(t *testing.T) {
+		defer healthy(t)
+		// The source's member is cut off from the two others: it has no
+		// leader, and the source says the store is lost rather than
+		// serve what that member holds.
+		m := c.Members[0]
+		rec := watch(t, fleetetcd.Store{Client: newClient(t, m.ClientURL)}.Source("checkout"))
+		d := next(t, c.Endpoints()...)
+		i := rec.waitFor("the first version", 0, isDoc(d))
+		for _, o := range c.Members[1:] {
+			if err := o.Pause(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		i = rec.waitFor("an error while its member has no leader", i, isErr)
+		for _, o := range c.Members[1:] {
+			if err := o.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d = next(t, c.Members[1].ClientURL)
+		rec.waitFor("the version pushed once the quorum is back", i, isDoc(d))
 	})
 
 	t.Run("PartitionWithOtherMembers", func(t *testing.T) {
