@@ -104,7 +104,7 @@ type Kill struct {
 // and what to do, and matches [ErrInvalidDocument].
 func Parse(data []byte) (*Policy, error) {
 	if len(data) > MaxDocument {
-		return nil, mistake("", fmt.Errorf("%w: %d bytes, over the limit of %d: keep one service's document small (a few kilobytes is usual)", ErrTooLarge, len(data), MaxDocument))
+		return nil, mistake("", fmt.Errorf("%w: over the limit of %d bytes: keep one service's document small (a few kilobytes is usual)", ErrTooLarge, MaxDocument))
 	}
 	js := data
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {

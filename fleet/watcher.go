@@ -195,7 +195,9 @@ type Stats struct {
 }
 
 // Watcher applies a service's policy document, as its [Source] reports
-// it, to a pod's running Hedgers. Make one with [NewWatcher] and call Run.
+// it, to a pod's running Hedgers. Make one with [NewWatcher] and call Run
+// once. Status and Stats are safe to call from any goroutine, while Run
+// runs and after.
 type Watcher struct {
 	opt  Options
 	log  *slog.Logger
