@@ -36,6 +36,7 @@ func runBenchFleet(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Jitter, "jitter", d.Jitter, "each watcher's random delay before it applies a document, at most this (fleet.Options.Jitter)")
 	fs.DurationVar(&o.Hold, "hold", d.Hold, "traffic counted before the kill switch and after every watcher applied it")
 	fs.DurationVar(&o.Bound, "bound", d.Bound, "a watcher that has not applied a push this long after it started is a miss")
+	fs.DurationVar(&o.Attempt, "attempt", d.Attempt, "how long one push waits for the store's answer before it is sent again (0: as long as the store takes)")
 	sources := fs.String("sources", strings.Join(d.Sources, ","), "sources to measure, comma-separated: etcd, file")
 	fs.Uint64Var(&o.Seed, "seed", d.Seed, "seed of the traffic")
 	out := fs.String("out", "./bench-out", "output directory for fleet.md and fleet.json")

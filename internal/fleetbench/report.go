@@ -13,8 +13,12 @@ import (
 func WriteTable(w io.Writer, res *Result) error {
 	o := res.Options
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d watchers in %d processes, %g calls/s each, jitter %v, %d pushes a scenario; took %s\n\n",
-		o.Watchers, o.Procs, o.Rate, o.Jitter, o.Pushes, res.Elapsed)
+	attempt := "as long as the store takes"
+	if o.Attempt > 0 {
+		attempt = o.Attempt.String()
+	}
+	fmt.Fprintf(&b, "%d watchers in %d processes, %g calls/s each, jitter %v, %d pushes a scenario, a push attempt waits %s; took %s\n\n",
+		o.Watchers, o.Procs, o.Rate, o.Jitter, o.Pushes, attempt, res.Elapsed)
 	b.WriteString("| source | scenario | pushes | applied | p50 | p99 | max | store accepted | max after accepted | hedges after off (of calls begun after it; calls) | invalid applied | left behind |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Rows {

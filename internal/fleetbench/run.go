@@ -38,6 +38,10 @@ type Options struct {
 	// watcher that has not applied it by then is a miss; the run goes on.
 	// It is a bound for a broken system, not a goal.
 	Bound time.Duration `json:"bound"`
+	// Attempt is how long one push may wait for the store's answer
+	// before it is sent again. Zero waits as long as the store takes,
+	// within Bound.
+	Attempt time.Duration `json:"attempt,omitempty"`
 	// Sources are the sources measured: SourceEtcd, SourceFile.
 	Sources []string `json:"sources"`
 	// Seed seeds the traffic.
@@ -88,8 +92,8 @@ func (o Options) Validate() error {
 	if o.Pushes < 1 {
 		errs = append(errs, fmt.Errorf("pushes = %d: use 1 or more", o.Pushes))
 	}
-	if o.Jitter < 0 || o.Hold < 0 || o.Bound <= 0 {
-		errs = append(errs, fmt.Errorf("jitter %v, hold %v, bound %v: none may be negative, and bound must be positive", o.Jitter, o.Hold, o.Bound))
+	if o.Jitter < 0 || o.Hold < 0 || o.Bound <= 0 || o.Attempt < 0 {
+		errs = append(errs, fmt.Errorf("jitter %v, hold %v, bound %v, attempt %v: none may be negative, and bound must be positive", o.Jitter, o.Hold, o.Bound, o.Attempt))
 	}
 	if len(o.Sources) == 0 {
 		errs = append(errs, errors.New("no source: name etcd, file or both"))

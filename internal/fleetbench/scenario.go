@@ -164,9 +164,14 @@ func (r *runner) startFleet(ctx context.Context, base WorkerConfig) error {
 // passes, and returns how long that took.
 func (r *runner) pushOnce(ctx context.Context, doc []byte, t0 time.Time) (time.Duration, error) {
 	for {
-		// One attempt may wait as long as etcd takes to elect a leader
-		// and commit; it is tried again only when it fails.
-		actx, cancel := context.WithTimeout(ctx, max(r.o.Bound-time.Since(t0), time.Second))
+		// Unless Options.Attempt says otherwise, one attempt may wait as
+		// long as etcd takes to elect a leader and answer; it is sent
+		// again only when it fails.
+		limit := max(r.o.Bound-time.Since(t0), time.Second)
+		if r.o.Attempt > 0 {
+			limit = r.o.Attempt
+		}
+		actx, cancel := context.WithTimeout(ctx, limit)
 		err := r.st.push(actx, doc)
 		cancel()
 		if err == nil {
