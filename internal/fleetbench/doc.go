@@ -31,7 +31,9 @@
 // until the store accepts them; the kill switch; invalid documents; and a
 // push after every member was killed and restarted. After a kill the
 // member is restarted on its data, and the watchers not on the latest
-// version within the bound are counted. With the file: plain pushes (each
+// version within the bound are counted. After the whole store restarted,
+// the pods etcd lists on the latest version are counted too (what `hedge
+// policy status` shows: each watcher announces itself under a lease). With the file: plain pushes (each
 // a symlink swap), the kill switch and invalid documents.
 //
 // The kill switch row counts the hedges each watcher's Hedger sent (its

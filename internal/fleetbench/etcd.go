@@ -44,8 +44,9 @@ func etcdSource(_ context.Context, cfg WorkerConfig, instance string) (fleet.Sou
 // fleetetcd.Source watches, written directly, without Push's checks, so
 // that invalid documents reach the watchers too.
 type etcdStore struct {
-	cli *clientv3.Client
-	key string
+	cli     *clientv3.Client
+	key     string
+	service string
 }
 
 func newEtcdStore(endpoints []string, service string) (*etcdStore, error) {
@@ -53,7 +54,7 @@ func newEtcdStore(endpoints []string, service string) (*etcdStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
-	return &etcdStore{cli: cli, key: fleetetcd.Store{Client: cli}.PolicyKey(service)}, nil
+	return &etcdStore{cli: cli, key: fleetetcd.Store{Client: cli}.PolicyKey(service), service: service}, nil
 }
 
 func (s *etcdStore) push(ctx context.Context, doc []byte) error {
@@ -62,3 +63,15 @@ func (s *etcdStore) push(ctx context.Context, doc []byte) error {
 }
 
 func (s *etcdStore) close() { _ = s.cli.Close() }
+
+// onVersion counts the pods fleetetcd lists on version v.
+func (s *etcdStore) onVersion(ctx context.Context, v int64) (int, error) {
+	pods, err := fleetetcd.Store{Client: s.cli}.List(ctx, s.service)
+	n := 0
+	for _, p := range pods {
+		if p.Version == v {
+			n++
+		}
+	}
+	return n, err
+}

@@ -73,6 +73,9 @@ func check(t *testing.T, o fleetbench.Options, res *fleetbench.Result, want []st
 				t.Errorf("%s: p50 %v, p99 %v, max %v are out of order", r.Scenario, r.P50, r.P99, r.Max)
 			}
 		}
+		if r.Scenario == fleetbench.ScenarioStoreReturn && (r.Listed == nil || *r.Listed != o.Watchers) {
+			t.Errorf("%s: the store lists %v pods on the latest version, want %d", r.Scenario, r.Listed, o.Watchers)
+		}
 		if r.Behind != nil && *r.Behind != 0 {
 			t.Errorf("%s: %d watchers left behind, want 0", r.Scenario, *r.Behind)
 		}

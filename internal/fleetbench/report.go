@@ -46,6 +46,9 @@ func WriteTable(w io.Writer, res *Result) error {
 	b.WriteString("max is the time until every watcher applied the slowest push. The store accepted a push\n")
 	b.WriteString("when etcd's Put returned (retries included) or the symlink was swapped.\n")
 	for _, r := range res.Rows {
+		if r.Listed != nil {
+			fmt.Fprintf(&b, "%s: after the whole store restarted, it listed %d of %d pods on the latest version (hedge policy status).\n", r.Source, *r.Listed, o.Watchers)
+		}
 		if r.HedgesOn != nil {
 			fmt.Fprintf(&b, "%s: %d hedges were sent in the %v before the kill switch.\n", r.Source, *r.HedgesOn, o.Hold)
 		}

@@ -72,6 +72,9 @@ type Row struct {
 	// Behind is the watchers not on the latest version once the store
 	// is back and Options.Bound has passed since the push.
 	Behind *int `json:"behind,omitempty"`
+	// Listed is the pods the store lists on the latest version (what
+	// `hedge policy status` shows), after the whole store restarted.
+	Listed *int `json:"listed,omitempty"`
 }
 
 // Result is a run's rows and how it was run.
@@ -574,7 +577,39 @@ func (r *runner) storeRestart(ctx context.Context, c *etcdtest.Cluster) (Row, er
 	if err := r.countBehind(ctx, &row); err != nil {
 		return Row{}, err
 	}
+	if l, ok := r.st.(lister); ok {
+		n, err := r.listed(ctx, l)
+		if err != nil {
+			return Row{}, err
+		}
+		row.Listed = &n
+	}
 	return row, nil
+}
+
+// lister is a store that lists what the pods announced.
+type lister interface {
+	onVersion(ctx context.Context, v int64) (int, error)
+}
+
+// listed waits until the store lists every watcher on the latest
+// version, as `hedge policy status` would, or the bound passes, and
+// returns how many it lists so.
+func (r *runner) listed(ctx context.Context, l lister) (int, error) {
+	deadline := time.Now().Add(r.o.Bound)
+	for {
+		n, err := l.onVersion(ctx, r.version)
+		if err != nil && time.Now().After(deadline) {
+			return 0, err
+		}
+		if n == r.o.Watchers || time.Now().After(deadline) {
+			r.log("the store lists %d of %d pods on version %d", n, r.o.Watchers, r.version)
+			return n, nil
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
 }
 
 func percentileFor(i int) int {
