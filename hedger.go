@@ -167,8 +167,9 @@ type Hedger struct {
 	timers       *timerQueue
 	calls        sync.Pool // of *call[T], for whatever T the Hedger's calls return
 
-	liveMu sync.Mutex                // serialises SetLive
-	live   atomic.Pointer[liveState] // SetLive's settings; nil: the Config's
+	liveMu   sync.Mutex                // serialises SetLive
+	live     atomic.Pointer[liveState] // SetLive's settings; nil: the Config's
+	liveBase decide.Live               // what requests begin with before any SetLive
 
 	opsMu    sync.Mutex
 	ops      atomic.Pointer[map[string]*opState] // by name, and by the raw form of a name made valid UTF-8

@@ -146,7 +146,8 @@ func (h *Hedger) CheckLive(l Live) error {
 
 // SetLive applies l to the running [Hedger], in place of the live
 // settings before it: SetLive(Live{}) returns to the [Config]. Requests
-// that begin after it follow l; those running keep what they began with.
+// that begin after it follow l. Those running keep what they began with,
+// but for [Off]: a request whose class l turns off sends no further copy.
 // What the [Hedger] learned stays: the latency windows keep their
 // samples, the payoff rule its evidence, a budget or cap that changes
 // its tokens (up to its new burst).
@@ -200,6 +201,7 @@ func (h *Hedger) SetLive(l Live) error {
 		ls.ops[op] = o
 	}
 	h.live.Store(ls)
+	h.stopInFlight(prev, l)
 	// The live percentile of every class there is; classes made later
 	// read it in newEstimator.
 	for _, st := range h.classes() {
@@ -208,6 +210,40 @@ func (h *Hedger) SetLive(l Live) error {
 		}
 	}
 	return nil
+}
+
+// stopInFlight stops the further copies of requests that began under
+// prev and whose class l turns off: with a kill switch, a hedge whose
+// timer has not fired yet is not sent. Only settings that are Off for a
+// request's class stop it; any other change applies to requests that
+// begin after it.
+func (h *Hedger) stopInFlight(prev *liveState, l Live) {
+	off := func(op string) bool {
+		if s, ok := l.Ops[op]; ok {
+			return s.Mode == Off
+		}
+		return l.Mode == Off
+	}
+	allOff := l.Mode == Off
+	for _, s := range l.Ops {
+		allOff = allOff && s.Mode == Off
+	}
+	if prev == nil {
+		if allOff {
+			h.liveBase.Stop()
+		}
+		return
+	}
+	// Classes without settings of their own shared prev.def: every class
+	// must be off to stop it.
+	if allOff {
+		prev.def.Stop()
+	}
+	for op, o := range prev.ops {
+		if off(op) {
+			o.dec.Stop()
+		}
+	}
 }
 
 // Live returns the live settings in force ([Hedger.SetLive]); the zero
@@ -263,12 +299,10 @@ func (ls *liveState) percentile(name string) float64 {
 	return ls.set.Percentile
 }
 
-// decision returns the decision's settings for s, nil when it changes
-// nothing the decision reads.
+// decision returns the decision's settings for s. It is never nil, even
+// when s changes nothing, so that SetLive can stop the requests that
+// began with it (decide.Live.Stop).
 func (ls *liveState) decision(s Settings, b, shadow *Budget, r *decide.Rate) *decide.Live {
-	if s.Mode == On && s.MaxAttempts == 0 && b == nil && r == nil {
-		return nil
-	}
 	d := &decide.Live{Mode: decide.Mode(s.Mode), MaxAttempts: s.MaxAttempts, Rate: r}
 	if b != nil {
 		d.Budget, d.Shadow = bucket{b}, bucket{shadow}
@@ -277,11 +311,11 @@ func (ls *liveState) decision(s Settings, b, shadow *Budget, r *decide.Rate) *de
 }
 
 // liveFor returns the live settings that a request of class st begins
-// with, or nil.
+// with: before any SetLive, the Hedger's liveBase, which changes nothing.
 func (h *Hedger) liveFor(st *opState) *decide.Live {
 	ls := h.live.Load()
 	if ls == nil {
-		return nil
+		return &h.liveBase
 	}
 	if ls.ops != nil {
 		if o, ok := ls.ops[st.name]; ok {

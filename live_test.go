@@ -247,3 +247,42 @@ func TestSetLiveRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestSetLiveOffStopsInFlight checks that live settings that turn a class
+// off stop the hedges of its requests in flight, whose timers have not
+// fired yet, and that other changes leave them alone.
+func TestSetLiveOffStopsInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first *hedge.Live // applied before the request begins, if set
+		then  hedge.Live  // applied while it waits for its hedge
+		want  int         // the copy that answers
+	}{
+		{"off from the Config", nil, hedge.Live{Settings: hedge.Settings{Mode: hedge.Off}}, 1},
+		{"off from live settings", &hedge.Live{Settings: hedge.Settings{MaxAttempts: 3}}, hedge.Live{Settings: hedge.Settings{Mode: hedge.Off}}, 1},
+		{"its class off", &hedge.Live{Ops: map[string]hedge.Settings{"op": {}}}, hedge.Live{Ops: map[string]hedge.Settings{"op": {Mode: hedge.Off}}}, 1},
+		{"another class off", nil, hedge.Live{Ops: map[string]hedge.Settings{"scan": {Mode: hedge.Off}}}, 2},
+		{"shadow", nil, hedge.Live{Settings: hedge.Settings{Mode: hedge.Shadow}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				defer settle()
+				h := mustNew(t, hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true})
+				if tc.first != nil {
+					if err := h.SetLive(*tc.first); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got := make(chan int)
+				go func() { got <- slow(h, "op") }()
+				time.Sleep(5 * ms) // the request waits for its hedge, due at 10 ms
+				if err := h.SetLive(tc.then); err != nil {
+					t.Fatal(err)
+				}
+				if v := <-got; v != tc.want {
+					t.Fatalf("copy %d answered, want %d", v, tc.want)
+				}
+			})
+		})
+	}
+}

@@ -3,6 +3,7 @@ package decide
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,7 +25,19 @@ type Live struct {
 	Budget, Shadow Bucket
 	// Rate caps the hedges sent per second (RefusedRate); nil for no cap.
 	Rate *Rate
+
+	stopped atomic.Bool // Stop was called
 }
+
+// Stop turns the requests that began with l to mode Off for their
+// further copies: a copy not sent yet is refused (RefusedMode), as it
+// would be for a request that began in Off. Package hedge calls it when
+// new live settings turn every class off, so that a kill switch also
+// stops the hedges of requests in flight.
+func (l *Live) Stop() { l.stopped.Store(true) }
+
+// stop reports whether Stop was called on l.
+func (l *Live) stop() bool { return l != nil && l.stopped.Load() }
 
 // maxAttempts is the most copies of a request under l and p.
 func (l *Live) maxAttempts(p *Policy) int {

@@ -423,14 +423,15 @@ func (p *Policy) Next(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 
 // Check runs the first checks of a further copy, those that do not
 // depend on where it would go, in a fixed order (the first that fails is
-// the refusal): the request's mode, MaxAttempts, a server's pushback, the
+// the refusal): the request's mode (Off, or live settings stopped since
+// it began: see Live.Stop), MaxAttempts, a server's pushback, the
 // deadline, a free replica. It takes nothing: a copy that passes must go
 // through Admit.
 func (p *Policy) Check(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 	afterFailure = afterFailure || pl.held
 	pl.retry, pl.held, pl.checkAt = afterFailure, false, now
 	switch {
-	case pl.Mode == Off:
+	case pl.Mode == Off || pl.Live.stop():
 		return RefusedMode
 	case pl.Copies >= pl.max:
 		return RefusedAttempts
