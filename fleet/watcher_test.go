@@ -622,3 +622,80 @@ func TestNewWatcherRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestWatcherKillStopsHedges runs traffic whose every request wants a
+// hedge, then pushes a kill switch: from the moment the pod applies it,
+// no hedge is sent, not even those of requests already waiting for one.
+func TestWatcherKillStopsHedges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := hedge.New(hedge.Config{Delay: hedge.Fixed(10 * ms), NoBudget: true, PayoffWinRate: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "policy.yaml")
+		writeFile(t, path, doc(1, "    mode: on\n"))
+		var mu sync.Mutex
+		atKill := int64(-1)
+		w, err := fleet.NewWatcher(fleet.Options{Service: "checkout", Instance: "pod-1", Source: fleet.NewFile(path),
+			Hedgers: map[string]*hedge.Hedger{"api": h}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			OnEvent: func(e fleet.Event) {
+				if e.Kind == fleet.EventApplied && e.Version == 2 {
+					mu.Lock()
+					atKill = h.OpStats("get").Hedges
+					mu.Unlock()
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- w.Run(ctx) }()
+
+		// A request every millisecond, half a millisecond off the file's
+		// polls, so that no hedge timer fires in the instant the pod
+		// applies the switch: each primary takes 50 ms, its hedge 1 ms.
+		stop := make(chan struct{})
+		var traffic sync.WaitGroup
+		traffic.Go(func() {
+			time.Sleep(ms / 2)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				traffic.Go(func() {
+					s := 0
+					hedge.Do(context.Background(), h, "get", func(ctx context.Context, a hedge.Attempt) (int, error) {
+						d := 50 * ms
+						if a.Index > 0 {
+							d = ms
+						}
+						select {
+						case <-time.After(d):
+						case <-ctx.Done():
+						}
+						return s, nil
+					})
+				})
+				time.Sleep(ms)
+			}
+		})
+		time.Sleep(300 * ms)
+		until := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		writeFile(t, path, doc(2, "    mode: on\n")+"kill: {until: "+until+"}\n")
+		time.Sleep(300 * ms)
+		close(stop)
+		traffic.Wait()
+		cancel()
+		<-done
+
+		mu.Lock()
+		defer mu.Unlock()
+		after := h.OpStats("get").Hedges
+		if atKill <= 0 || after != atKill {
+			t.Fatalf("hedges when the kill switch was applied: %d; at the end: %d; want some before and none after", atKill, after)
+		}
+	})
+}
