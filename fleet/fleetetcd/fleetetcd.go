@@ -265,6 +265,7 @@ func (s *Source) Watch(ctx context.Context, report func(fleet.Report)) error {
 				pause = min(2*pause, probe)
 				continue
 			}
+			pause = 100 * time.Millisecond
 			if len(resp.Kvs) == 0 {
 				st.emit(nil, true, resp.Header.Revision)
 			} else {
@@ -275,6 +276,9 @@ func (s *Source) Watch(ctx context.Context, report func(fleet.Report)) error {
 		err := s.watch(ctx, st, &next, probe)
 		if ctx.Err() != nil {
 			break
+		}
+		if !st.failed {
+			pause = 100 * time.Millisecond // it worked for a while: retry soon
 		}
 		if errors.Is(err, rpctypes.ErrCompacted) {
 			st.fail(fmt.Errorf("fleetetcd: watching %s from revision %d: %w; reading it again", s.key, next, err))
