@@ -38,7 +38,11 @@
 // ([InRollout]), so that the same pods stay in as the share grows, and
 // the others run in shadow. Each pod waits a random [Options.Jitter]
 // before applying a change, so that a bad push does not reach the whole
-// fleet at once.
+// fleet at once. A change that turns a Hedger off (a kill switch, the
+// fallback) also stops the hedges of requests already waiting for one.
+//
+// The [File] source watches a file or a ConfigMap volume by a stat every
+// [DefaultPoll], which sees kubelet's atomic swap of the volume's links.
 //
 // # Failing static
 //
