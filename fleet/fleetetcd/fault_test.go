@@ -17,6 +17,7 @@ import (
 // member running and healthy.
 
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 3)
 	healthy := func(t *testing.T) {
 		t.Helper()

@@ -182,6 +182,7 @@ func push(t *testing.T, c *clientv3.Client, service string, d []byte) int64 {
 }
 
 func TestSourceBasics(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	cli := newClient(t, c.Endpoints()...)
 	store := fleetetcd.Store{Client: cli}
@@ -220,6 +221,7 @@ func TestSourceBasics(t *testing.T) {
 // TestSourceUnreachableAtStart: with no member up, the source reports
 // errors, and the document once a member is there.
 func TestSourceUnreachableAtStart(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	m := c.Members[0]
 	d := doc("checkout", 3)
@@ -234,6 +236,7 @@ func TestSourceUnreachableAtStart(t *testing.T) {
 }
 
 func TestPush(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	cli := newClient(t, c.Endpoints()...)
 	store := fleetetcd.Store{Client: cli, Prefix: "team/"}
@@ -290,6 +293,7 @@ func TestPush(t *testing.T) {
 // sent, by etcd's own request limit when written directly, and by
 // fleet.Parse when a server with a larger limit stored it.
 func TestDocumentTooLarge(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.StartOptions(t, 1, etcdtest.Options{Args: []string{"--max-request-bytes", fmt.Sprint(16 << 20)}})
 	def := etcdtest.Start(t, 1)
 	big := append(doc("checkout", 2), "# "+strings.Repeat("x", 10<<20)+"\n"...)
@@ -339,6 +343,7 @@ func TestDocumentTooLarge(t *testing.T) {
 }
 
 func TestAnnouncer(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	ctx := context.Background()
 	lister := fleetetcd.Store{Client: newClient(t, c.Endpoints()...)}

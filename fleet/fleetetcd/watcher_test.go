@@ -19,6 +19,7 @@ import (
 // document is refused, a lost store leaves the last good policy and says
 // so, and a stopped pod leaves the list.
 func TestWatcherThroughEtcd(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	m := c.Members[0]
 	cli := newClient(t, c.Endpoints()...)
