@@ -83,10 +83,14 @@ func check(t *testing.T, o fleetbench.Options, res *fleetbench.Result, want []st
 			if r.HedgesAfterOff == nil || *r.CallsAfterOff < int64(o.Watchers) {
 				t.Errorf("%s: fewer calls after off than watchers: the count of hedges after it proves little", r.Scenario)
 			}
-			// A call that begins once "off" is applied never hedges;
-			// a call in flight then may (its hedge was already planned).
-			if r.HedgesBegunAfterOff == nil || *r.HedgesBegunAfterOff != 0 {
-				t.Errorf("%s: %v hedges of calls begun after off, want 0", r.Scenario, r.HedgesBegunAfterOff)
+			// Once a watcher applied "off", its Hedger sends no hedge:
+			// neither for a call that begins after, nor for one in
+			// flight whose hedge was not sent yet.
+			switch {
+			case r.HedgesAfterOff == nil || r.HedgesBegunAfterOff == nil:
+				t.Errorf("%s: the hedges after off were not counted", r.Scenario)
+			case *r.HedgesAfterOff != 0:
+				t.Errorf("%s: %d hedges after off, %d of calls begun after it; want 0", r.Scenario, *r.HedgesAfterOff, *r.HedgesBegunAfterOff)
 			}
 		}
 	}
