@@ -109,9 +109,12 @@
 // hedge.replica.latency covers every copy since the Hedger was made, so
 // a past burst of slowness stays in its quantiles for good;
 // hedge.replica.latency.recent (hedge.ReplicaStats.Recent) holds the last
-// 30 to 60 seconds alone: what each replica does now. hedge.mode and hedge.rollout say what each Hedger runs now, so
-// that a kill switch can be checked across instances: after
-// SetMode(hedge.Off) everywhere, every Hedger reports 1 under mode=off.
+// 30 to 60 seconds alone: what each replica does now. hedge.mode and
+// hedge.rollout say what each Hedger runs now, so that a kill switch can
+// be checked across instances: after SetMode(hedge.Off) everywhere, every
+// Hedger reports 1 under mode=off. The mode is the one the Hedger's
+// requests run in: the more cautious of its own and its live settings'
+// (a fleet policy's "off" shows as off).
 //
 // With WithTiedClient, for each tied.Client given (tied.ClientStats):
 //

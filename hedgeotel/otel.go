@@ -215,7 +215,7 @@ func (ins *instruments) observe(list []hedgeset.Named, clients []hedgeset.Item[t
 			if t := n.H.Budget().Tokens(); !math.IsInf(t, 1) {
 				o.ObserveFloat64(ins.tokens, t, metric.WithAttributes(hedger))
 			}
-			for _, m := range hedgeset.ModeValues(n.H.Mode()) {
+			for _, m := range hedgeset.ModeValues(hedgeset.ModeInForce(n.H)) {
 				o.ObserveInt64(ins.mode, m.N, metric.WithAttributes(hedger, attribute.String(hedgeset.LabelMode, m.Label)))
 			}
 			o.ObserveFloat64(ins.rollout, n.H.Rollout(), metric.WithAttributes(hedger))

@@ -226,7 +226,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if t := n.H.Budget().Tokens(); !math.IsInf(t, 1) {
 			ch <- prometheus.MustNewConstMetric(c.tokens, prometheus.GaugeValue, t, n.Name)
 		}
-		for _, m := range hedgeset.ModeValues(n.H.Mode()) {
+		for _, m := range hedgeset.ModeValues(hedgeset.ModeInForce(n.H)) {
 			ch <- prometheus.MustNewConstMetric(c.mode, prometheus.GaugeValue, float64(m.N), n.Name, m.Label)
 		}
 		ch <- prometheus.MustNewConstMetric(c.rollout, prometheus.GaugeValue, n.H.Rollout(), n.Name)

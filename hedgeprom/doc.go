@@ -119,7 +119,9 @@
 // kill switch can be checked across pods: after SetMode(hedge.Off) on
 // every instance, sum by (mode) (hedge_mode) counts every Hedger under
 // mode="off" and none under mode="on"; an instance left behind shows at
-// once. Hedgers that share a hedge.ModeVar report the same mode.
+// once. Hedgers that share a hedge.ModeVar report the same mode. The
+// mode is the one the Hedger's requests run in: the more cautious of its
+// own and its live settings' (a fleet policy's "off" shows as off).
 //
 // With WithTiedClient, for each tied.Client given (tied.ClientStats):
 //

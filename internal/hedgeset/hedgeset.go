@@ -130,6 +130,15 @@ const (
 // Modes are the modes, in the order of their series.
 var Modes = [...]hedge.Mode{hedge.On, hedge.Shadow, hedge.Off}
 
+// ModeInForce returns the mode h's requests run in now: the more
+// cautious of its own ([hedge.Hedger.Mode]) and its live settings'
+// ([hedge.Hedger.Live], a fleet policy's), [hedge.Off] being the most
+// cautious. An operation class's own live mode can be more cautious
+// still; the mode gauges show the Hedger's.
+func ModeInForce(h *hedge.Hedger) hedge.Mode {
+	return max(h.Mode(), h.Live().Mode)
+}
+
 // ModeValues returns the values of the mode gauge of a Hedger in mode m,
 // labelled by mode.
 func ModeValues(m hedge.Mode) [len(Modes)]Count {

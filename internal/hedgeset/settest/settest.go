@@ -261,9 +261,10 @@ func Burst(t testing.TB) *hedge.Hedger {
 }
 
 // ModeSteps switches two Hedgers, named "a" and "b" in their set, through
-// the steps an operator takes (a kill switch on a, a 5% rollout on b, then
-// b to shadow), and calls check after each, and before the first, with
-// the name of the step and the mode and rollout each Hedger should show.
+// the steps an operator takes (a kill switch on a, a 5% rollout on b, b
+// to shadow, then a fleet policy's live off on a and its end), and calls
+// check after each, and before the first, with the name of the step and
+// the mode and rollout each Hedger should show.
 func ModeSteps(t testing.TB, a, b *hedge.Hedger, check func(when string, modes map[string]string, rollouts map[string]float64)) {
 	t.Helper()
 	check("at first", map[string]string{"a": "on", "b": "on"}, map[string]float64{"a": 1, "b": 1})
@@ -278,4 +279,17 @@ func ModeSteps(t testing.TB, a, b *hedge.Hedger, check func(when string, modes m
 		t.Fatal(err)
 	}
 	check("after b's switch to shadow", map[string]string{"a": "off", "b": "shadow"}, map[string]float64{"a": 1, "b": 0.05})
+	// A fleet policy's live settings turn a off while its own switch is
+	// on: the gauge shows the mode its requests run in.
+	if err := a.SetMode(hedge.On); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetLive(hedge.Live{Settings: hedge.Settings{Mode: hedge.Off}}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a live policy's off on a", map[string]string{"a": "off", "b": "shadow"}, map[string]float64{"a": 1, "b": 0.05})
+	if err := a.SetLive(hedge.Live{}); err != nil {
+		t.Fatal(err)
+	}
+	check("after the live policy is lifted", map[string]string{"a": "on", "b": "shadow"}, map[string]float64{"a": 1, "b": 0.05})
 }
