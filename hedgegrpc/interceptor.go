@@ -303,7 +303,9 @@ type copyKey struct{}
 
 // Unary is the interceptor; its signature is grpc.UnaryClientInterceptor.
 //
-// It runs the call through hedge.Do. Each copy unmarshals into a reply of
+// It runs the call through hedge.Do, or, on the conns of DialShards,
+// through hedge.DoShard on the shard that WithShard names (a call without
+// one fails with an error matching ErrNoShard). Each copy unmarshals into a reply of
 // its own, a new message of reply's type, and only the winner's is copied
 // into reply (proto.Reset, then proto.Merge), after hedge.Do returned: a
 // losing copy never writes to reply, even one that completes later. Header,

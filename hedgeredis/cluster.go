@@ -102,6 +102,9 @@ func newCluster(ctx context.Context, cc *redis.ClusterClient, cfg ClusterConfig,
 	if len(errs) > 0 {
 		return nil, &cfgerr.Error{Errs: errs, Sentinel: ErrInvalidConfig}
 	}
+	// CLUSTER SLOTS, not CLUSTER SHARDS: Redis 6 has only the former,
+	// and Redis 7 still serves it.
+	//lint:ignore SA1019 CLUSTER SLOTS is the form every Redis Cluster version serves.
 	slots, err := cc.ClusterSlots(ctx).Result()
 	if err != nil {
 		return nil, fmt.Errorf("hedgeredis: reading the cluster's layout (CLUSTER SLOTS): %w", err)

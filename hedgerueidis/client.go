@@ -13,6 +13,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/adapterstats"
 	"github.com/tailcut/hedge/internal/dialerr"
+	"github.com/tailcut/hedge/internal/keyslot"
 	"github.com/tailcut/hedge/internal/rediscmd"
 )
 
@@ -59,6 +60,15 @@ type Client struct {
 	closed atomic.Bool
 	// idle receives a token when a call leaves after Close began.
 	idle chan struct{}
+
+	// slots maps a Redis Cluster's slots to their shards (ClusterClient);
+	// nil for a Client over a primary and its replicas.
+	slots []int16
+	// cluster takes the writes of a ClusterClient; nil for a Client.
+	cluster rueidis.Client
+	// redirects counts reads sent through cluster after every copy was
+	// redirected (MOVED, ASK).
+	redirects atomic.Int64
 }
 
 // replica holds one replica's counters, on cache lines of their own: the
@@ -264,6 +274,23 @@ func (r *readOp) build(rc rueidis.Client) rueidis.Completed {
 	return r.cmd
 }
 
+// firstKey returns the read's first key, or "" if it has none.
+func (r *readOp) firstKey() string {
+	switch r.kind {
+	case getRead:
+		return r.key
+	case argsRead:
+		if len(r.keys) > 0 {
+			return r.keys[0]
+		}
+	case pinnedRead:
+		if args := r.cmd.Commands(); len(args) > 1 {
+			return args[1]
+		}
+	}
+	return ""
+}
+
 // run is the attempt function: one copy of the read.
 func (r *readOp) run(ctx context.Context, a hedge.Attempt) (reply, error) {
 	return r.c.runCopy(ctx, a, r)
@@ -281,12 +308,24 @@ type reply struct {
 // used again once Do has returned, unless copies may outlive Do
 // (ReapInBackground).
 func (c *Client) read(ctx context.Context, op string, r *readOp) rueidis.RedisResult {
-	rp, err := hedge.Do(ctx, c.h, op, r.attempt)
+	var rp reply
+	var err error
+	if c.slots != nil {
+		rp, err = hedge.DoShard(ctx, c.h, op, int(c.slots[keyslot.Of(r.firstKey())]), r.attempt)
+	} else {
+		rp, err = hedge.Do(ctx, c.h, op, r.attempt)
+	}
 	if c.reuse {
 		*r = readOp{c: c, attempt: r.attempt}
 		c.reads.Put(r)
 	}
 	if err != nil {
+		if c.cluster != nil && isRedirect(err) {
+			// The layout changed since the ClusterClient was made: the
+			// rueidis cluster client follows the redirection.
+			c.redirects.Add(1)
+			return c.cluster.Do(ctx, r.build(c.cluster))
+		}
 		return rueidis.NewErrorResult(err)
 	}
 	c.reps[rp.replica].Wins.Add(1)
@@ -304,7 +343,7 @@ func (c *Client) runCopy(ctx context.Context, a hedge.Attempt, r *readOp) (reply
 	rc := c.clients[a.Replica]
 	res := rc.Do(pipelined(ctx), r.build(rc))
 	err := res.Error()
-	if err == nil || isAnswer(err) {
+	if err == nil || (isAnswer(err) && (c.slots == nil || !isRedirect(err))) {
 		return reply{res: res, replica: a.Replica}, nil
 	}
 	if ctx.Err() != nil {
@@ -343,6 +382,9 @@ func (c *Client) write(ctx context.Context, cmd rueidis.Completed) rueidis.Redis
 	}
 	defer c.leave(&rs.writing)
 	rs.Writes.Add(1)
+	if c.cluster != nil {
+		return c.cluster.Do(ctx, cmd)
+	}
 	return c.clients[c.primary].Do(ctx, cmd)
 }
 
@@ -368,4 +410,28 @@ func isAnswer(err error) bool {
 		}
 	}
 	return !strings.Contains(msg, "max number of clients reached")
+}
+
+// isRedirect reports whether err is, or wraps only, MOVED or ASK replies:
+// the node no longer serves the key's slot.
+func isRedirect(err error) bool {
+	var ae *hedge.AttemptsError
+	if errors.As(err, &ae) && len(ae.Errs) > 0 {
+		for _, e := range ae.Errs {
+			if !isRedirect(e) {
+				return false
+			}
+		}
+		return true
+	}
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		var rerr *rueidis.RedisError
+		if !errors.As(err, &rerr) {
+			return false
+		}
+		re = rerr
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "MOVED") || strings.HasPrefix(msg, "ASK")
 }

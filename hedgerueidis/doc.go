@@ -110,10 +110,37 @@
 // replica to land on every one of its connections, as hedge bench's
 // warm-up does), and keep the dial timeout short.
 //
+// # Redis Cluster
+//
+// ClusterClient hedges the reads of a Redis Cluster within each key's
+// slot, over a rueidis client in cluster mode:
+//
+//	c, err := hedgerueidis.NewClusterFromOptions(ctx, rueidis.ClientOption{InitAddress: masters}, hedgerueidis.ClusterConfig{})
+//	v, err := c.Get(ctx, "user:42").ToString()  // a node of the key's slot, hedged to another
+//	vals, err := c.MGet(ctx, "user:42", "user:43") // one leaf per slot, one fan-out
+//
+// It reads the layout with CLUSTER SLOTS when it is made, and sends each
+// copy through the node clients rueidis keeps (Nodes). Its Hedger has one
+// replica per node and one shard per master with its replicas
+// (hedge.Config.Shards), named by address. A read goes to its key's
+// slot's master or one of its replicas, and its hedge to another node of
+// that slot (hedge.DoShard). MGet groups its keys by slot and reads each
+// slot's keys as a leaf of one fan-out (hedge.DoFan). Writes, and any
+// other command, go once through the rueidis cluster client.
+//
+// rueidis sends READONLY to the replicas only when the option sets
+// SendToReplicas (NewClusterFromOptions sets one that keeps rueidis's own
+// commands on the masters), and only on connections it makes for them:
+// list masters alone as InitAddress, since it keeps the connection it
+// made to a seed. A replica without READONLY answers MOVED; such a copy
+// fails, and the next copy goes to another node of the slot. When every
+// copy was redirected (the layout changed since the client was made), the
+// read goes once through the rueidis cluster client.
+//
 // # What it is not
 //
-// Not a cluster client (give it standalone servers: a primary and its
-// replicas), not a cache (DoCache is not hedged: use Primary or Replica),
+// Not a replication manager (the layout is the one read when the client
+// was made; Client's primary is the one you name), not a cache (DoCache is not hedged: use Primary or Replica),
 // and not a pipeline or transaction API (use Primary for MULTI, pipelines,
 // pub/sub and blocking commands).
 package hedgerueidis
