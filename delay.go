@@ -198,6 +198,7 @@ type percentileEstimator struct {
 	mu   sync.Mutex
 	w    *quantile.Window
 	seen int
+	q    float64 // the live percentile (Hedger.SetLive), a fraction; 0: cfg.P's, which w tracks
 }
 
 func (e *percentileEstimator) clamp(d time.Duration, warm bool) time.Duration {
@@ -227,7 +228,7 @@ func (e *percentileEstimator) Observe(_, latency time.Duration) {
 		e.seen++
 	}
 	if e.seen >= e.cfg.MinSamples {
-		e.cur.Store(int64(e.clamp(time.Duration(e.w.Tracked()), false)))
+		e.cur.Store(int64(e.clamp(e.estimate(), false)))
 	}
 	e.mu.Unlock()
 }

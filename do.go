@@ -135,6 +135,7 @@ func (c *call[T]) begin(ctx context.Context, h *Hedger, st *opState, fn func(ctx
 	if d, ok := ctx.Deadline(); ok {
 		deadline = max(d.Sub(h.epoch), 0)
 	}
+	c.plan.Live = h.liveFor(st)
 	h.pol.Begin(&c.plan, h.now(), st.est, deadline, once, nil)
 	c.plan.Fan = nil
 	if c.fan != nil && c.fan.call {

@@ -100,6 +100,11 @@
 // control group unhedged: [Stats.Holdout] against [Stats.Latency] shows
 // what hedging gains.
 //
+// [Hedger.SetLive] changes more while a [Hedger] runs: the mode of each
+// operation class, the percentile, the budget, MaxAttempts, and a cap on
+// hedges per second ([RefusedRate]). What the [Hedger] learned stays.
+// Package fleet applies one policy document to every pod this way.
+//
 // # Cost
 //
 // When no hedge fires, the primary runs on the caller's goroutine, and

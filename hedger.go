@@ -188,6 +188,10 @@ type Hedger struct {
 	timers       *timerQueue
 	calls        sync.Pool // of *call[T], for whatever T the Hedger's calls return
 
+	liveMu   sync.Mutex                // serialises SetLive
+	live     atomic.Pointer[liveState] // SetLive's settings; nil: the Config's
+	liveBase decide.Live               // what requests begin with before any SetLive
+
 	opsMu    sync.Mutex
 	ops      atomic.Pointer[map[string]*opState] // by name, and by the raw form of a name made valid UTF-8
 	nClasses int                                 // classes in ops, OtherOp included; guarded by opsMu
@@ -529,7 +533,7 @@ func (h *Hedger) op(name string) *opState {
 		name = OtherOp
 	}
 	if !ok {
-		st = &opState{name: name, est: h.delay.newEstimator()}
+		st = &opState{name: name, est: h.newEstimator(name)}
 		if h.shards != nil {
 			st.shards = make([]shardState, len(h.shards))
 		}

@@ -12,7 +12,7 @@ import (
 // everywhere: the "reason" label of the metrics (hedgeprom, hedgeotel),
 // the key of hedgectl's "refused" object, and the word in [Stats.String]
 // and [Event.String] (budget, in_flight, busy, payoff, fan_out, head,
-// deadline, replicas).
+// rate, deadline, replicas).
 type Refusal = decide.Refusal
 
 // The refusals that [Stats.Refused] counts.

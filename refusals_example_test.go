@@ -25,5 +25,5 @@ func ExampleRefusals() {
 	// busy: 3
 	// budget=1
 	// busy=3
-	// deadline 0, replicas 0, in_flight 0, budget 1, busy 3, payoff 0, fan_out 0, head 0
+	// deadline 0, replicas 0, in_flight 0, budget 1, busy 3, payoff 0, fan_out 0, head 0, rate 0
 }

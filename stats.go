@@ -147,7 +147,7 @@ type shardState struct {
 //
 // [Refusals.All] yields the refusals counted. The other indexes stay
 // zero.
-type Refusals [12]int64
+type Refusals [13]int64
 
 // Refusals has a count for every [Refusal] of the decision.
 var _ [decide.NumRefusals]int64 = Refusals{}

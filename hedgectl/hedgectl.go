@@ -70,6 +70,15 @@
 // without a forwarding header cannot be told from a local client: never
 // route the endpoint through one.
 //
+// # Fleet policy
+//
+// With Options.Fleet, GET / also shows the policy document the pod runs
+// ("fleet": its version, state and error, as package fleet reports it)
+// and each Hedger's live settings ("live"). A policy's mode applies over
+// the mode this endpoint switches: a request runs in the more cautious
+// of the two, so POST /mode {"mode":"off"} turns the pod's hedging off
+// whatever the policy says.
+//
 // Hedgers that share a hedge.ModeVar (hedgegrpc's per-method Hedgers, or
 // any given the same Config.ModeVar) switch together: a change to one is a
 // change to all.
@@ -89,6 +98,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/fleet"
 	"github.com/tailcut/hedge/internal/hedgeset"
 )
 
@@ -112,6 +122,10 @@ type Options struct {
 	// do. It needs Authorize: the remote address of a forwarded request
 	// is the proxy's, not the client's.
 	Forwarded bool
+	// Fleet, if set, is the pod's fleet policy watcher (a *fleet.Watcher):
+	// GET / then shows which policy document the pod runs, and each
+	// Hedger's live settings.
+	Fleet FleetStatus
 }
 
 // Refusals, each answered 403 (ErrNotJSON: 415) with its text; match them
@@ -169,6 +183,7 @@ type Handler struct {
 	authorize func(*http.Request) error
 	hosts     map[string]bool
 	forwarded bool
+	fleet     FleetStatus
 }
 
 // New returns a Handler for the named Hedgers. Names must be non-empty and
@@ -196,7 +211,7 @@ func New(hedgers map[string]*hedge.Hedger, opts Options) (*Handler, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("hedgectl: %w", errors.Join(errs...))
 	}
-	h := &Handler{hedgers: map[string]*hedge.Hedger{}, authorize: opts.Authorize, hosts: hosts, forwarded: opts.Forwarded}
+	h := &Handler{hedgers: map[string]*hedge.Hedger{}, authorize: opts.Authorize, hosts: hosts, forwarded: opts.Forwarded, fleet: opts.Fleet}
 	for _, n := range list {
 		h.names = append(h.names, n.Name)
 		h.hedgers[n.Name] = n.H
@@ -409,19 +424,26 @@ func parseChange(r *http.Request, path string) (changeRequest, int, error) {
 // State is what GET / returns.
 type State struct {
 	Hedgers []HedgerState `json:"hedgers"`
+	// Fleet is the policy document the pod runs, when Options.Fleet is
+	// set.
+	Fleet *fleet.PodStatus `json:"fleet,omitempty"`
 }
 
 // HedgerState is one Hedger's configuration and stats.
 type HedgerState struct {
-	Name         string    `json:"name"`
-	Mode         string    `json:"mode"`
-	Rollout      float64   `json:"rollout"`
-	Policy       string    `json:"policy"`
-	MaxAttempts  int       `json:"max_attempts"`
-	Replicas     int       `json:"replicas"`
-	Budget       string    `json:"budget"`
-	BudgetTokens *float64  `json:"budget_tokens,omitempty"` // absent when unlimited
-	Ops          []OpState `json:"ops"`
+	Name         string   `json:"name"`
+	Mode         string   `json:"mode"`
+	Rollout      float64  `json:"rollout"`
+	Policy       string   `json:"policy"`
+	MaxAttempts  int      `json:"max_attempts"`
+	Replicas     int      `json:"replicas"`
+	Budget       string   `json:"budget"`
+	BudgetTokens *float64 `json:"budget_tokens,omitempty"` // absent when unlimited
+	// Live is what a fleet policy set over the Config
+	// (hedge.Hedger.SetLive); absent when nothing is. Its mode applies
+	// over Mode: a request runs in the more cautious of the two.
+	Live *LiveState `json:"live,omitempty"`
+	Ops  []OpState  `json:"ops"`
 }
 
 // OpState is one operation class's stats. Times are in seconds; a delay of
@@ -437,7 +459,7 @@ type OpState struct {
 	Failures    int64   `json:"failures"`
 	// Refused counts the hedges not sent, by the name of the
 	// hedge.Refusal that kept each (its String: budget, in_flight, busy,
-	// payoff, fan_out, head, deadline, replicas), the values of the
+	// payoff, fan_out, head, rate, deadline, replicas), the values of the
 	// metrics' reason label. Every counted refusal is present, zero or
 	// not.
 	Refused         map[string]int64 `json:"refused"`
@@ -470,6 +492,7 @@ func (h *Handler) Snapshot() State {
 			t := b.Tokens()
 			hs.BudgetTokens = &t
 		}
+		hs.Live = liveState(hd.Live())
 		for _, st := range hd.Stats() {
 			op := OpState{
 				Op: st.Op, Requests: st.Requests, Hedges: st.Hedges, HedgeRate: share(st.Hedges, st.Requests),
@@ -486,6 +509,10 @@ func (h *Handler) Snapshot() State {
 			hs.Ops = append(hs.Ops, op)
 		}
 		s.Hedgers = append(s.Hedgers, hs)
+	}
+	if h.fleet != nil {
+		st := h.fleet.Status()
+		s.Fleet = &st
 	}
 	return s
 }

@@ -74,7 +74,9 @@
 // same evidence have not been winning often enough, Config.PayoffWinRate),
 // fan_out (a fan-out leaf's copy, its fan-out's own budget or cap spent),
 // head (the primary was at the head of its replica's queue and had not
-// yet waited three delays). Each is exported, zero or not. Failovers
+// yet waited three delays), rate (the cap on hedges per second of the
+// Hedger's live settings, hedge.Settings.MaxHedgesPerSecond, was spent).
+// Each is exported, zero or not. Failovers
 // are not hedges: a copy that never reached its server
 // (hedge.ErrNotSent) is replaced at once, outside the budget.
 //
@@ -204,6 +206,12 @@
 // RegisterWatchers exports hedgewatch's state (alarm raised, Hedger held
 // in Shadow, the last judged hedge rate and its baseline) as gauges keyed
 // by the same "hedger" attribute, the counterpart of hedgeprom.WithWatcher.
+//
+// # The fleet policy
+//
+// RegisterFleet exports the policy document a pod runs (package fleet):
+// its version, when it was applied, its state, and the documents refused
+// by reason, the counterpart of hedgeprom.NewFleet.
 //
 // # Tracing
 //

@@ -201,6 +201,7 @@ func TestRegisterMatchesStats(t *testing.T) {
 				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedHead], "reason=head")
 				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedDeadline], "reason=deadline")
 				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedReplicas], "reason=replicas")
+				counter("hedge.hedges.refused", "{hedge}", s.Refused[hedge.RefusedRate], "reason=rate")
 				counter("hedge.load.views", "{decision}", s.LoadByReport, "view=report")
 				counter("hedge.load.views", "{decision}", s.LoadByOwnView, "view=own_view")
 				counter("hedge.shadow.hedges", "{hedge}", s.ShadowHedges)

@@ -71,7 +71,9 @@
 // same evidence have not been winning often enough, Config.PayoffWinRate),
 // fan_out (a fan-out leaf's copy, its fan-out's own budget or cap spent),
 // head (the primary was at the head of its replica's queue and had not
-// yet waited three delays). Each is exported, zero or not. Failovers
+// yet waited three delays), rate (the cap on hedges per second of the
+// Hedger's live settings, hedge.Settings.MaxHedgesPerSecond, was spent).
+// Each is exported, zero or not. Failovers
 // are not hedges: a copy that never reached its server
 // (hedge.ErrNotSent) is replaced at once, outside the budget.
 //
@@ -162,6 +164,14 @@
 //	hedge_watch_shadowed{hedger}                       gauge     1 while the watcher holds the Hedger in Shadow
 //	hedge_watch_hedge_rate{hedger}                     gauge     hedges decided per request, last judged interval
 //	hedge_watch_baseline_rate{hedger}                  gauge     the baseline that rate is compared with
+//
+// # The fleet policy
+//
+// NewFleet is a second collector, for the policy document a pod runs
+// (package fleet): its version, when it was applied, its state, and the
+// documents refused by reason. Register it beside the Collector. With
+// one series per pod, a query lists the pods that have not applied the
+// latest version.
 //
 // # Why the delay gauge can be absent
 //

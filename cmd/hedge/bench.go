@@ -60,7 +60,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "fanout" {
 		return runBenchFanOut(args[1:], stdout, stderr)
 	}
-	fs := newFlags("bench", "[--backend http|redis|grpc|postgres|all] [--quick] [flags]  (also: hedge bench tied, hedge bench recovery, hedge bench fanout)", stderr)
+	if len(args) > 0 && args[0] == "fleet" {
+		return runBenchFleet(args[1:], stdout, stderr)
+	}
+	fs := newFlags("bench", "[--backend http|redis|grpc|postgres|all] [--quick] [flags]  (also: hedge bench tied, hedge bench recovery, hedge bench fanout, hedge bench fleet)", stderr)
 	d := bench.Scenario{}.Defaults()
 	f := benchFlags{s: d}
 	f.s.StallShare = 0.02

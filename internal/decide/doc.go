@@ -11,6 +11,12 @@
 // chooses. Nothing here reads a clock, starts a goroutine or allocates
 // per request.
 //
+// A running Hedger's live settings (hedge.Hedger.SetLive) reach a request
+// through its Plan ([Live]): a more cautious mode, MaxAttempts, a budget
+// and a cap on hedges per second ([Rate], RefusedRate). A request reads
+// them once, when it begins. A nil Live is the Policy's own settings, as
+// in the simulator.
+//
 // It is internal: users configure the decision through hedge.Config and
 // read its effects in hedge.Stats. The package exists so that the
 // engines of this module share one copy of every rule.

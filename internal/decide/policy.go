@@ -48,11 +48,13 @@ const (
 	// its replica (EvidenceHead) and has not yet waited HeadDelays delays;
 	// the copy is asked for again when it has (see HeadAt).
 	RefusedHead
+	// RefusedRate: the cap on hedges per second (Live.Rate) is spent.
+	RefusedRate
 )
 
 // NumRefusals is one more than the largest Refusal: the size of an array
 // indexed by Refusal.
-const NumRefusals = int(RefusedHead) + 1
+const NumRefusals = int(RefusedRate) + 1
 
 // String names the refusal in snake_case: the one name it has in every
 // report (metric labels, hedgectl's JSON, logs).
@@ -82,6 +84,8 @@ func (r Refusal) String() string {
 		return "fan_out"
 	case RefusedHead:
 		return "head"
+	case RefusedRate:
+		return "rate"
 	}
 	return "Refusal(?)"
 }
@@ -273,6 +277,12 @@ type Plan struct {
 	// hedged requests' would be without hedging (Stats.Holdout).
 	Holdout bool
 
+	// Live is what a running Hedger's live settings change for the
+	// request (see Live), or nil. The engine sets it before Begin, which
+	// reads it once.
+	Live *Live
+
+	max     int           // the most copies of the request (MaxAttempts, or Live's)
 	retry   bool          // the copy being decided replaces one that failed
 	held    bool          // the next copy is due after a server's pushback (Hold): it replaces a copy that failed
 	checkAt time.Duration // when Check ran
@@ -317,11 +327,16 @@ func (pl *Plan) straggleAt() time.Duration {
 // copied (a write without an idempotency key).
 func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time.Duration, once bool, r *rand.Rand) {
 	pl.Start, pl.Deadline, pl.Copies, pl.Stopped, pl.Evidence, pl.HedgeAt, pl.Holdout, pl.held, pl.probe = now, deadline, 1, false, EvidenceNone, Never, false, false, false
-	if once || p.maxAttempts == 1 {
+	pl.max = pl.Live.maxAttempts(p)
+	if once || pl.max == 1 {
 		pl.Mode, pl.Delay = Off, Never
 		return
 	}
-	if pl.Mode, pl.Holdout = p.draw(r); pl.Mode == Off {
+	pl.Mode, pl.Holdout = p.draw(r)
+	if pl.Live != nil && pl.Live.Mode > pl.Mode {
+		pl.Mode, pl.Holdout = pl.Live.Mode, false
+	}
+	if pl.Mode == Off {
 		pl.Delay = Never
 		return
 	}
@@ -350,6 +365,12 @@ func (p *Policy) draw(r *rand.Rand) (m Mode, holdout bool) {
 
 // bucket is the budget a request spends from, or nil for none.
 func (p *Policy) bucket(pl *Plan) Bucket {
+	if l := pl.Live; l != nil && l.Budget != nil {
+		if pl.Mode == Shadow {
+			return l.Shadow
+		}
+		return l.Budget
+	}
 	if pl.Mode == Shadow {
 		return p.shadowBud
 	}
@@ -364,7 +385,7 @@ func (p *Policy) bucket(pl *Plan) Bucket {
 // due; Due reports it with RefusedDeadline, once, for the engine to
 // count.
 func (p *Policy) Due(pl *Plan, from time.Duration) (time.Duration, Refusal) {
-	if pl.Mode == Off || pl.Stopped || pl.Copies >= p.maxAttempts {
+	if pl.Mode == Off || pl.Stopped || pl.Copies >= pl.max {
 		return Never, Allowed
 	}
 	at := AddSat(from, pl.Delay)
@@ -402,16 +423,17 @@ func (p *Policy) Next(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 
 // Check runs the first checks of a further copy, those that do not
 // depend on where it would go, in a fixed order (the first that fails is
-// the refusal): the request's mode, MaxAttempts, a server's pushback, the
+// the refusal): the request's mode (Off, or live settings stopped since
+// it began: see Live.Stop), MaxAttempts, a server's pushback, the
 // deadline, a free replica. It takes nothing: a copy that passes must go
 // through Admit.
 func (p *Policy) Check(pl *Plan, now time.Duration, afterFailure bool) Refusal {
 	afterFailure = afterFailure || pl.held
 	pl.retry, pl.held, pl.checkAt = afterFailure, false, now
 	switch {
-	case pl.Mode == Off:
+	case pl.Mode == Off || pl.Live.stop():
 		return RefusedMode
-	case pl.Copies >= p.maxAttempts:
+	case pl.Copies >= pl.max:
 		return RefusedAttempts
 	case pl.Stopped:
 		return RefusedPushback
@@ -455,6 +477,8 @@ func (p *Policy) ChecksLoad() bool { return p.maxLoad >= 0 }
 //   - MaxHedgesInFlight;
 //   - for a leaf of a fan-out (Plan.Fan), the fan-out's own budget and
 //     cap (see Fan);
+//   - the cap on hedges per second of the request's Live settings
+//     (Live.Rate), for copies that are sent (not in Shadow);
 //   - the budget.
 //
 // A copy that replaces one that failed (Check's afterFailure) is not a bet
@@ -509,6 +533,13 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 		g.undo()
 		return Grant{}, RefusedFanOut
 	}
+	if r := pl.Live.rate(); r != nil && pl.Mode == On {
+		if !r.take(pl.checkAt) {
+			g.undo()
+			return Grant{}, RefusedRate
+		}
+		g.rate = r
+	}
 	if g.bucket = p.bucket(pl); g.bucket != nil && !g.bucket.TryHedge() {
 		g.bucket = nil
 		g.undo()
@@ -528,6 +559,7 @@ type Grant struct {
 	p         *Policy
 	pl        *Plan
 	bucket    Bucket // the budget a token came from, or nil
+	rate      *Rate  // the cap on hedges per second a token came from, or nil
 	ev        Evidence
 	prevEv    Evidence      // the Plan's evidence before a first hedge set it
 	prevAt    time.Duration // and its HedgeAt
@@ -579,6 +611,9 @@ func (g Grant) undo() {
 	if g.bucket != nil {
 		g.bucket.Refund()
 	}
+	if g.rate != nil {
+		g.rate.give()
+	}
 	if g.paid {
 		g.p.payoff.refund(g.ev)
 	}
@@ -614,7 +649,7 @@ func (p *Policy) Hold(pl *Plan, now, after time.Duration) time.Duration {
 		pl.Stopped = true
 		return Never
 	}
-	if pl.Mode == Off || pl.Copies >= p.maxAttempts {
+	if pl.Mode == Off || pl.Copies >= pl.max {
 		return Never
 	}
 	pl.held = true
@@ -632,8 +667,8 @@ func (p *Policy) InFlight() int64 { return p.inFlight.Load() }
 // retryable error), or a pushback, before the request was decided: a
 // throttle budget is debited for it, as gRPC's is.
 func (p *Policy) Failed(pl *Plan) {
-	if pl.Mode == On && p.budget != nil {
-		p.budget.OnFailure()
+	if b := p.bucket(pl); pl.Mode == On && b != nil {
+		b.OnFailure()
 	}
 }
 
@@ -645,8 +680,8 @@ func (p *Policy) Failed(pl *Plan) {
 // payoff.outcome).
 func (p *Policy) Succeeded(pl *Plan, now time.Duration, byHedge bool) {
 	if pl.Mode == On {
-		if p.budget != nil {
-			p.budget.OnSuccess()
+		if b := p.bucket(pl); b != nil {
+			b.OnSuccess()
 		}
 		if pl.Copies > 1 && pl.HedgeAt != Never && pl.Delay > 0 && pl.Delay != Never {
 			// The copy answered in under half the time its primary had
