@@ -832,14 +832,64 @@ func (c *call[T]) result() (v T, release func(), err error) {
 	reuse := c.reusable()
 	c.mu.Unlock()
 	if reuse {
-		// A reusable call launched one copy: zeroing the rest of the
-		// array would only cost time.
-		h := c.h
-		c.callState = callState[T]{}
-		c.copies[0] = copyState{}
-		h.calls.Put(c)
+		c.reset()
+		c.h.calls.Put(c)
 	}
 	return v, release, err
+}
+
+// reset readies c, which launched one copy and which nothing else
+// touches any more (reusable), for another call of its [Hedger]: every
+// field of callState as begin expects it, that is zero but for h, st and
+// plan, which begin sets afresh (TestCallReset checks it), and the first
+// copy's state zero. It drops what the caller's call held (its context,
+// function and result), so that a pooled call keeps none of it alive.
+//
+// It writes each field rather than assigning a zero callState: while the
+// garbage collector marks, a whole-struct assignment runs a write barrier
+// over every pointer slot of the struct, and that was a tenth of a fast
+// call (BENCHMARKS.md, "The decision's cost"). A pointer that is nil
+// already is not written at all.
+func (c *call[T]) reset() {
+	var zero T
+	cs := &c.callState
+	cs.parent, cs.fn, cs.val = nil, nil, zero
+	if cs.key != "" {
+		cs.key = ""
+	}
+	if cs.fan != nil {
+		cs.fan = nil
+	}
+	if cs.leaf != nil {
+		cs.leaf = nil
+	}
+	if cs.discard != nil {
+		cs.discard = nil
+	}
+	if cs.errs != nil {
+		cs.errs = nil
+	}
+	if cs.pnc != nil {
+		cs.pnc = nil
+	}
+	if cs.done != nil {
+		cs.done = nil
+	}
+	cs.shard, cs.keep = 0, false
+	cs.ahead, cs.leftAt, cs.repAhead, cs.repDoneAt, cs.byRep = 0, 0, 0, 0, false
+	cs.slot, cs.timerDue = 0, false
+	cs.launched, cs.running, cs.held, cs.placedProbe = 0, 0, false, false
+	cs.decided, cs.decidedAt, cs.winner = false, 0, 0
+	cs.closed, cs.returned = false, false
+	cp := &c.copies[0]
+	if cp.own != nil {
+		cp.own = nil
+	}
+	if cp.cancel != nil {
+		cp.cancel = nil
+	}
+	cp.start, cp.replica = 0, 0
+	cp.hedge, cp.fanSlot, cp.done, cp.probe, cp.failover = false, false, false, false, false
 }
 
 // reusable reports whether nothing can touch c once the caller returns,
