@@ -305,7 +305,7 @@ func (ls *liveState) percentile(name string) float64 {
 func (ls *liveState) decision(s Settings, b, shadow *Budget, r *decide.Rate) *decide.Live {
 	d := &decide.Live{Mode: decide.Mode(s.Mode), MaxAttempts: s.MaxAttempts, Rate: r}
 	if b != nil {
-		d.Budget, d.Shadow = bucket{b}, bucket{shadow}
+		d.Budget, d.Shadow = b.dec(), shadow.dec()
 	}
 	return d
 }
@@ -334,7 +334,7 @@ func (h *Hedger) liveBudget(s Settings, prev, prevShadow *Budget) (b, shadow *Bu
 		return nil, nil
 	}
 	nb, _ := NewBudget(s.BudgetRatio, s.BudgetBurst) // valid: checked by Validate
-	if prev != nil && !prev.throttle && prev.credit == nb.credit && prev.max == nb.max {
+	if prev != nil && !prev.t.Throttle && prev.t.Credit == nb.t.Credit && prev.t.Max == nb.t.Max {
 		return prev, prevShadow
 	}
 	from := prev
@@ -343,10 +343,10 @@ func (h *Hedger) liveBudget(s Settings, prev, prevShadow *Budget) (b, shadow *Bu
 	}
 	ns := nb.twin()
 	if from != nil {
-		nb.tokens.Store(min(nb.max, from.tokens.Load()))
+		nb.t.Level.Store(min(nb.t.Max, from.t.Level.Load()))
 	}
 	if prevShadow != nil {
-		ns.tokens.Store(min(ns.max, prevShadow.tokens.Load()))
+		ns.t.Level.Store(min(ns.t.Max, prevShadow.t.Level.Load()))
 	}
 	return nb, ns
 }

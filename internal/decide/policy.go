@@ -107,41 +107,41 @@ func (r Refusal) String() string {
 // A Policy is safe for concurrent use. Package hedge makes them from a
 // hedge.Config (FromConfig, and each Hedger's own).
 type Policy struct {
-	budget      Bucket // nil: unlimited
-	shadowBud   Bucket // Shadow requests spend from a twin, never from the real budget
+	// Read on every request, written rarely: together, apart from what
+	// requests write.
+	budget      *Budget // nil: unlimited
+	shadowBud   *Budget // Shadow requests spend from a twin, never from the real budget
 	maxAttempts int
 	maxInFlight int64
-	inFlight    atomic.Int64
 	replicas    int
 	maxLoad     int // most requests in flight on a hedge's replica; < 0: no check
 	payoff      *payoff
-	spare       atomic.Int64  // share of primaries placed on an idle replica, fixed point (spareOne)
 	mode        *atomic.Int32 // the Mode in force
 	rollout     atomic.Uint64 // math.Float64bits of the fraction of On requests
 	partial     atomic.Bool   // rollout < 1: a request needs a draw
+	horizon     atomic.Int64  // how long a server's load report counts (see Fresh), 0 before any delay
 	about       string        // the delay and budget, described for String
 	newEst      func() Estimator
-	horizon     atomic.Int64 // how long a server's load report counts (see Fresh), 0 before any delay
+
+	// Written by requests: each on a cache line of its own, so that a
+	// write by one request does not evict what every other reads.
+	_        [cacheLine]byte
+	spare    atomic.Int64 // share of primaries placed on an idle replica, fixed point (spareOne)
+	_        [cacheLine - 8]byte
+	inFlight atomic.Int64
+	_        [cacheLine - 8]byte
 }
 
-// Bucket is the budget a Policy spends hedges from: package hedge's
-// Budget. Its methods are called for every request (OnRequest), every
-// hedge admitted (TryHedge) or given back (Refund), and every request's
-// outcome (OnSuccess, OnFailure).
-type Bucket interface {
-	OnRequest()
-	OnSuccess()
-	OnFailure()
-	TryHedge() bool
-	Refund()
-}
+// cacheLine is the size of a cache line on the machines the module runs
+// on, most of them: what keeps two fields apart.
+const cacheLine = 64
 
 // Config is what a Policy is made of, with every default already applied
 // (package hedge applies them, from its Config, in one place).
 type Config struct {
 	// Budget is the budget hedges spend from, and Shadow its twin for
 	// Shadow requests; both nil for no budget.
-	Budget, Shadow Bucket
+	Budget, Shadow *Budget
 	// MaxAttempts is the most copies of one request, at least 1.
 	MaxAttempts int
 	// MaxInFlight is the most hedges in flight at once, 0 for no limit.
@@ -327,6 +327,7 @@ func (pl *Plan) straggleAt() time.Duration {
 // copied (a write without an idempotency key).
 func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time.Duration, once bool, r *rand.Rand) {
 	pl.Start, pl.Deadline, pl.Copies, pl.Stopped, pl.Evidence, pl.HedgeAt, pl.Holdout, pl.held, pl.probe = now, deadline, 1, false, EvidenceNone, Never, false, false, false
+	pl.retry, pl.checkAt = false, 0
 	pl.max = pl.Live.maxAttempts(p)
 	if once || pl.max == 1 {
 		pl.Mode, pl.Delay = Off, Never
@@ -364,7 +365,7 @@ func (p *Policy) draw(r *rand.Rand) (m Mode, holdout bool) {
 }
 
 // bucket is the budget a request spends from, or nil for none.
-func (p *Policy) bucket(pl *Plan) Bucket {
+func (p *Policy) bucket(pl *Plan) *Budget {
 	if l := pl.Live; l != nil && l.Budget != nil {
 		if pl.Mode == Shadow {
 			return l.Shadow
@@ -558,8 +559,8 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 type Grant struct {
 	p         *Policy
 	pl        *Plan
-	bucket    Bucket // the budget a token came from, or nil
-	rate      *Rate  // the cap on hedges per second a token came from, or nil
+	bucket    *Budget // the budget a token came from, or nil
+	rate      *Rate   // the cap on hedges per second a token came from, or nil
 	ev        Evidence
 	prevEv    Evidence      // the Plan's evidence before a first hedge set it
 	prevAt    time.Duration // and its HedgeAt
