@@ -492,14 +492,23 @@ func (p *Policy) ChecksLoad() bool { return p.maxLoad >= 0 }
 // Shadow mode too, except that Shadow copies, never sent, neither spend
 // nor earn payoff tokens.
 func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
+	var g Grant
+	why := p.admit(pl, load, ev, &g)
+	return g, why
+}
+
+// admit is Admit, filling in g (zero, and left zero on a refusal), so
+// that the driver's Try neither copies a Grant back nor undoes one
+// through a copy.
+func (p *Policy) admit(pl *Plan, load int, ev Evidence, g *Grant) Refusal {
 	bet := !pl.retry
 	if bet && p.maxLoad >= 0 && (load > p.maxLoad || p.spare.Load() < minSpare*spareOne) {
-		return Grant{}, RefusedBusy
+		return RefusedBusy
 	}
 	if bet && p.payoff != nil && ev.waits() && pl.checkAt < pl.HeadAt() {
-		return Grant{}, RefusedHead
+		return RefusedHead
 	}
-	g := Grant{p: p, pl: pl, ev: ev}
+	g.p, g.pl, g.ev = p, pl, ev
 	// The payoff rule measures a class's waste in delays: a copy sent at
 	// once (a delay of zero) gives it nothing to learn from, and is not
 	// judged by it.
@@ -509,11 +518,13 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 	if g.paid {
 		var ok bool
 		if ok, probe = p.payoff.try(ev); !ok {
-			return Grant{}, RefusedPayoff
+			*g = Grant{}
+			return RefusedPayoff
 		}
 	}
 	if judged && pl.Mode == Shadow && !p.payoff.pays(ev) {
-		return Grant{}, RefusedPayoff
+		*g = Grant{}
+		return RefusedPayoff
 	}
 	g.slot = p.maxInFlight > 0 && pl.Mode != Shadow
 	if g.slot {
@@ -522,7 +533,8 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 			if n >= p.maxInFlight {
 				g.slot = false
 				g.undo()
-				return Grant{}, RefusedInFlight
+				*g = Grant{}
+				return RefusedInFlight
 			}
 			if p.inFlight.CompareAndSwap(n, n+1) {
 				break
@@ -532,19 +544,22 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 	if g.fan = pl.Fan != nil && pl.Mode != Shadow; g.fan && !pl.Fan.take() {
 		g.fan = false
 		g.undo()
-		return Grant{}, RefusedFanOut
+		*g = Grant{}
+		return RefusedFanOut
 	}
 	if r := pl.Live.rate(); r != nil && pl.Mode == On {
 		if !r.take(pl.checkAt) {
 			g.undo()
-			return Grant{}, RefusedRate
+			*g = Grant{}
+			return RefusedRate
 		}
 		g.rate = r
 	}
 	if g.bucket = p.bucket(pl); g.bucket != nil && !g.bucket.TryHedge() {
 		g.bucket = nil
 		g.undo()
-		return Grant{}, RefusedBudget
+		*g = Grant{}
+		return RefusedBudget
 	}
 	if bet && pl.Copies == 1 {
 		g.first, g.prevEv, g.prevAt, g.prevProbe = true, pl.Evidence, pl.HedgeAt, pl.probe
@@ -552,7 +567,7 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 	}
 	pl.Copies++
 	g.counted = true
-	return g, Allowed
+	return Allowed
 }
 
 // Grant is what Admit took for one copy. Its zero value took nothing.
@@ -592,7 +607,7 @@ func (g Grant) Shadow() bool { return g.pl != nil && g.pl.Mode == Shadow }
 // Plan, which is as it was before Admit. Call it at most once, and only
 // for a copy that never went.
 func (g Grant) Undo() {
-	g.undo()
+	(&g).undo()
 	if g.counted {
 		g.pl.Copies--
 		if g.first {
@@ -602,7 +617,7 @@ func (g Grant) Undo() {
 }
 
 // undo gives back the slot, token and payoff token g holds.
-func (g Grant) undo() {
+func (g *Grant) undo() {
 	if g.slot {
 		g.p.inFlight.Add(-1)
 	}
