@@ -121,9 +121,21 @@ func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx 
 // of shard (-1: any replica).
 func (c *call[T]) begin(ctx context.Context, h *Hedger, st *opState, fn func(ctx context.Context, a Attempt) (T, error), m *marks, shard int) {
 	st.requests.Add(1)
-	c.h, c.st, c.parent, c.fn, c.winner, c.slot, c.shard = h, st, ctx, fn, -1, -1, shard
+	// A pointer that holds the value already is not written: a reused
+	// call (see reset) mostly serves the same Hedger, class and live
+	// settings, and a pointer written while the collector marks costs a
+	// write barrier.
+	if c.h != h {
+		c.h = h
+	}
+	if c.st != st {
+		c.st = st
+	}
+	c.parent, c.fn, c.winner, c.slot, c.shard = ctx, fn, -1, -1, shard
 	once := false
-	c.fan = nil
+	if c.fan != nil {
+		c.fan = nil
+	}
 	if m != nil {
 		c.key, c.fan = m.key, m.fan
 		if m.write && m.key == "" {
@@ -135,11 +147,15 @@ func (c *call[T]) begin(ctx context.Context, h *Hedger, st *opState, fn func(ctx
 	if d, ok := ctx.Deadline(); ok {
 		deadline = max(d.Sub(h.epoch), 0)
 	}
-	c.plan.Live = h.liveFor(st)
+	if l := h.liveFor(st); c.plan.Live != l {
+		c.plan.Live = l
+	}
 	h.pol.Begin(&c.plan, h.now(), st.est, deadline, once, nil)
-	c.plan.Fan = nil
-	if c.fan != nil && c.fan.call {
+	switch {
+	case c.fan != nil && c.fan.call:
 		c.plan.Fan = &c.fan.dec
+	case c.plan.Fan != nil:
+		c.plan.Fan = nil
 	}
 }
 
@@ -361,7 +377,18 @@ func (c *call[T]) launch(i int, now time.Duration, replica int, probe bool) (con
 		own = newCopyCtx(c.parent)
 		ctx = own
 	}
-	c.copies[i] = copyState{own: own, cancel: cancel, replica: int32(a.Replica), start: now, probe: probe}
+	// Field by field: each copy's slot is launched once and is zero
+	// until then (reset clears the first of a reused call), so that a
+	// pointer not set costs no write barrier.
+	cs := &c.copies[i]
+	if own != nil || cs.own != nil {
+		cs.own = own
+	}
+	if cancel != nil || cs.cancel != nil {
+		cs.cancel = cancel
+	}
+	cs.replica, cs.start, cs.probe = int32(a.Replica), now, probe
+	cs.hedge, cs.fanSlot, cs.done, cs.failover = false, false, false, false
 	c.launched++
 	c.running++
 	return ctx, a
