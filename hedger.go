@@ -466,6 +466,7 @@ type replicaFanOut struct {
 type opState struct {
 	name string
 	est  decide.Estimator
+	live atomic.Pointer[liveOf] // the class's live settings, when they are per class (see liveFor)
 
 	requests     atomic.Int64
 	hedges       atomic.Int64

@@ -312,17 +312,32 @@ func (ls *liveState) decision(s Settings, b, shadow *Budget, r *decide.Rate) *de
 
 // liveFor returns the live settings that a request of class st begins
 // with: before any SetLive, the Hedger's liveBase, which changes nothing.
+// With settings per class, the class's are looked up in the map once per
+// SetLive and kept in st (liveOf), so that a request reads two pointers
+// rather than hashing its class's name.
 func (h *Hedger) liveFor(st *opState) *decide.Live {
 	ls := h.live.Load()
-	if ls == nil {
+	switch {
+	case ls == nil:
 		return &h.liveBase
+	case ls.ops == nil:
+		return ls.def
 	}
-	if ls.ops != nil {
-		if o, ok := ls.ops[st.name]; ok {
-			return o.dec
-		}
+	if c := st.live.Load(); c != nil && c.ls == ls {
+		return c.dec
 	}
-	return ls.def
+	dec := ls.def
+	if o, ok := ls.ops[st.name]; ok {
+		dec = o.dec
+	}
+	st.live.Store(&liveOf{ls: ls, dec: dec})
+	return dec
+}
+
+// liveOf is the live settings of a class under one SetLive's state.
+type liveOf struct {
+	ls  *liveState
+	dec *decide.Live
 }
 
 // liveBudget returns the budget and Shadow twin of s, nil for the
