@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync/atomic"
+
+	"github.com/tailcut/hedge/internal/decide"
 )
 
 // tokenScale turns fractional tokens into integers, as gRPC's retry
 // throttle does, so that the bucket is exact and lock-free.
-const tokenScale = 1000
+const tokenScale = decide.TokenScale
 
 // Budget limits how many hedges may be sent relative to requests. It is a
 // token bucket with no clock: it is deterministic, and the same values drive
@@ -35,10 +36,7 @@ const tokenScale = 1000
 // every hedge. Methods are safe for concurrent use and never block: they
 // update one atomic integer with compare-and-swap.
 type Budget struct {
-	throttle bool
-	credit   int64 // per request (ratio kind) or per success (throttle kind)
-	max      int64
-	tokens   atomic.Int64
+	t decide.Budget // the bucket itself, which the decision spends from directly
 }
 
 // NewBudget returns a ratio budget: at most ratio hedges per request over
@@ -58,8 +56,9 @@ func NewBudget(ratio, burst float64) (*Budget, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	b := &Budget{credit: scaled(ratio), max: scaled(burst)}
-	b.tokens.Store(b.max)
+	b := &Budget{}
+	b.t.Credit, b.t.Max = scaled(ratio), scaled(burst)
+	b.t.Level.Store(b.t.Max)
 	return b, nil
 }
 
@@ -80,73 +79,21 @@ func NewThrottle(maxTokens, tokenRatio float64) (*Budget, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	b := &Budget{throttle: true, credit: scaled(tokenRatio), max: scaled(maxTokens)}
-	b.tokens.Store(b.max)
+	b := &Budget{}
+	b.t.Throttle, b.t.Credit, b.t.Max = true, scaled(tokenRatio), scaled(maxTokens)
+	b.t.Level.Store(b.t.Max)
 	return b, nil
 }
 
 func scaled(x float64) int64 { return int64(math.Round(x * tokenScale)) }
 
-// add moves the bucket by delta, staying within [0, max].
-func (b *Budget) add(delta int64) {
-	for {
-		t := b.tokens.Load()
-		n := min(max(t+delta, 0), b.max)
-		if n == t || b.tokens.CompareAndSwap(t, n) {
-			return
-		}
-	}
-}
-
-// onRequest credits the bucket for one request (ratio kind only).
-func (b *Budget) onRequest() {
-	if b != nil && !b.throttle {
-		b.add(b.credit)
-	}
-}
-
-// onSuccess records a successful request (throttle kind only: it credits
-// tokenRatio).
-func (b *Budget) onSuccess() {
-	if b != nil && b.throttle {
-		b.add(b.credit)
-	}
-}
-
-// onFailure records a failed request (throttle kind only: it debits one
-// token).
-func (b *Budget) onFailure() {
-	if b != nil && b.throttle {
-		b.add(-tokenScale)
-	}
-}
-
-// tryHedge reports whether one hedge may be sent now, and for the ratio kind
-// spends its token. A nil Budget always allows.
-func (b *Budget) tryHedge() bool {
+// dec is the bucket the decision spends from, nil for a nil Budget
+// (unlimited).
+func (b *Budget) dec() *decide.Budget {
 	if b == nil {
-		return true
+		return nil
 	}
-	if b.throttle {
-		return b.tokens.Load() > b.max/2
-	}
-	for {
-		t := b.tokens.Load()
-		if t < tokenScale {
-			return false
-		}
-		if b.tokens.CompareAndSwap(t, t-tokenScale) {
-			return true
-		}
-	}
-}
-
-// refund returns the token of a hedge that tryHedge allowed but that was
-// not sent after all (ratio kind only).
-func (b *Budget) refund() {
-	if b != nil && !b.throttle {
-		b.add(tokenScale)
-	}
+	return &b.t
 }
 
 // Tokens returns the tokens in the bucket now.
@@ -154,7 +101,7 @@ func (b *Budget) Tokens() float64 {
 	if b == nil {
 		return math.Inf(1)
 	}
-	return float64(b.tokens.Load()) / tokenScale
+	return float64(b.t.Level.Load()) / tokenScale
 }
 
 // String describes the budget.
@@ -162,10 +109,10 @@ func (b *Budget) String() string {
 	switch {
 	case b == nil:
 		return "unlimited"
-	case b.throttle:
-		return fmt.Sprintf("throttle(maxTokens=%g, tokenRatio=%g)", float64(b.max)/tokenScale, float64(b.credit)/tokenScale)
+	case b.t.Throttle:
+		return fmt.Sprintf("throttle(maxTokens=%g, tokenRatio=%g)", float64(b.t.Max)/tokenScale, float64(b.t.Credit)/tokenScale)
 	default:
-		return fmt.Sprintf("ratio(%g, burst=%g)", float64(b.credit)/tokenScale, float64(b.max)/tokenScale)
+		return fmt.Sprintf("ratio(%g, burst=%g)", float64(b.t.Credit)/tokenScale, float64(b.t.Max)/tokenScale)
 	}
 }
 
@@ -174,16 +121,8 @@ func (b *Budget) twin() *Budget {
 	if b == nil {
 		return nil
 	}
-	t := &Budget{throttle: b.throttle, credit: b.credit, max: b.max}
-	t.tokens.Store(t.max)
+	t := &Budget{}
+	t.t.Throttle, t.t.Credit, t.t.Max = b.t.Throttle, b.t.Credit, b.t.Max
+	t.t.Level.Store(t.t.Max)
 	return t
 }
-
-// bucket is a *Budget as the decision spends it (decide.Bucket).
-type bucket struct{ b *Budget }
-
-func (k bucket) OnRequest()     { k.b.onRequest() }
-func (k bucket) OnSuccess()     { k.b.onSuccess() }
-func (k bucket) OnFailure()     { k.b.onFailure() }
-func (k bucket) TryHedge() bool { return k.b.tryHedge() }
-func (k bucket) Refund()        { k.b.refund() }

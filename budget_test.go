@@ -27,19 +27,19 @@ func TestBudgetRatio(t *testing.T) {
 	for i, s := range steps {
 		switch s.op {
 		case 'r':
-			b.onRequest()
+			b.dec().OnRequest()
 		case 'h':
-			if got := b.tryHedge(); got != s.want {
+			if got := b.dec().TryHedge(); got != s.want {
 				t.Fatalf("step %d: tryHedge = %v, want %v", i, got, s.want)
 			}
 		}
-		b.onSuccess() // no effect on a ratio bucket
-		b.onFailure()
+		b.dec().OnSuccess() // no effect on a ratio bucket
+		b.dec().OnFailure()
 		if got := b.Tokens(); got != s.tokens {
 			t.Fatalf("step %d: %v tokens, want %v", i, got, s.tokens)
 		}
 	}
-	b.refund()
+	b.dec().Refund()
 	if b.Tokens() != 2 {
 		t.Fatalf("refund above burst: %v tokens, want 2", b.Tokens())
 	}
@@ -52,8 +52,8 @@ func TestBudgetLongRun(t *testing.T) {
 	b, _ := NewBudget(0.05, 10)
 	hedges := 0
 	for range 100_000 {
-		b.onRequest()
-		if b.tryHedge() {
+		b.dec().OnRequest()
+		if b.dec().TryHedge() {
 			hedges++
 		}
 	}
@@ -70,34 +70,34 @@ func TestBudgetThrottle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if !b.tryHedge() {
+		if !b.dec().TryHedge() {
 			t.Fatal("a full throttle must allow hedges")
 		}
 	}
 	if b.Tokens() != 4 {
 		t.Fatalf("%v tokens after two hedges, want 4: a throttle's hedges spend nothing", b.Tokens())
 	}
-	b.onFailure() // 3
-	if !b.tryHedge() {
+	b.dec().OnFailure() // 3
+	if !b.dec().TryHedge() {
 		t.Fatal("3 > 2: hedge allowed")
 	}
-	b.onFailure() // 2
-	if b.tryHedge() {
+	b.dec().OnFailure() // 2
+	if b.dec().TryHedge() {
 		t.Fatal("2 is not > 2: hedge refused")
 	}
-	b.onRequest() // no effect on a throttle
-	b.onSuccess() // 2.5
-	if !b.tryHedge() || b.Tokens() != 2.5 {
+	b.dec().OnRequest() // no effect on a throttle
+	b.dec().OnSuccess() // 2.5
+	if !b.dec().TryHedge() || b.Tokens() != 2.5 {
 		t.Fatalf("after a success: %v tokens, want 2.5 and hedging allowed", b.Tokens())
 	}
 	for range 10 {
-		b.onFailure()
+		b.dec().OnFailure()
 	}
 	if b.Tokens() != 0 {
 		t.Fatalf("tokens %v, want floor 0", b.Tokens())
 	}
 	for range 20 {
-		b.onSuccess()
+		b.dec().OnSuccess()
 	}
 	if b.Tokens() != 4 {
 		t.Fatalf("tokens %v, want cap 4", b.Tokens())
@@ -106,9 +106,9 @@ func TestBudgetThrottle(t *testing.T) {
 
 func TestNilBudgetAllowsEverything(t *testing.T) {
 	var b *Budget
-	b.onRequest()
-	b.onFailure()
-	if !b.tryHedge() || !math.IsInf(b.Tokens(), 1) || b.String() != "unlimited" {
+	b.dec().OnRequest()
+	b.dec().OnFailure()
+	if !b.dec().TryHedge() || !math.IsInf(b.Tokens(), 1) || b.String() != "unlimited" {
 		t.Fatal("a nil budget must allow every hedge")
 	}
 }
@@ -133,7 +133,7 @@ func BenchmarkBudget(b *testing.B) {
 	bud, _ := NewBudget(0.05, 10)
 	b.ReportAllocs()
 	for b.Loop() {
-		bud.onRequest()
-		bud.tryHedge()
+		bud.dec().OnRequest()
+		bud.dec().TryHedge()
 	}
 }

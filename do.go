@@ -121,9 +121,21 @@ func newCall[T any](ctx context.Context, h *Hedger, op string, attempt func(ctx 
 // of shard (-1: any replica).
 func (c *call[T]) begin(ctx context.Context, h *Hedger, st *opState, fn func(ctx context.Context, a Attempt) (T, error), m *marks, shard int) {
 	st.requests.Add(1)
-	c.h, c.st, c.parent, c.fn, c.winner, c.slot, c.shard = h, st, ctx, fn, -1, -1, shard
+	// A pointer that holds the value already is not written: a reused
+	// call (see reset) mostly serves the same Hedger, class and live
+	// settings, and a pointer written while the collector marks costs a
+	// write barrier.
+	if c.h != h {
+		c.h = h
+	}
+	if c.st != st {
+		c.st = st
+	}
+	c.parent, c.fn, c.winner, c.slot, c.shard = ctx, fn, -1, -1, shard
 	once := false
-	c.fan = nil
+	if c.fan != nil {
+		c.fan = nil
+	}
 	if m != nil {
 		c.key, c.fan = m.key, m.fan
 		if m.write && m.key == "" {
@@ -135,11 +147,15 @@ func (c *call[T]) begin(ctx context.Context, h *Hedger, st *opState, fn func(ctx
 	if d, ok := ctx.Deadline(); ok {
 		deadline = max(d.Sub(h.epoch), 0)
 	}
-	c.plan.Live = h.liveFor(st)
+	if l := h.liveFor(st); c.plan.Live != l {
+		c.plan.Live = l
+	}
 	h.pol.Begin(&c.plan, h.now(), st.est, deadline, once, nil)
-	c.plan.Fan = nil
-	if c.fan != nil && c.fan.call {
+	switch {
+	case c.fan != nil && c.fan.call:
 		c.plan.Fan = &c.fan.dec
+	case c.plan.Fan != nil:
+		c.plan.Fan = nil
 	}
 }
 
@@ -361,7 +377,18 @@ func (c *call[T]) launch(i int, now time.Duration, replica int, probe bool) (con
 		own = newCopyCtx(c.parent)
 		ctx = own
 	}
-	c.copies[i] = copyState{own: own, cancel: cancel, replica: int32(a.Replica), start: now, probe: probe}
+	// Field by field: each copy's slot is launched once and is zero
+	// until then (reset clears the first of a reused call), so that a
+	// pointer not set costs no write barrier.
+	cs := &c.copies[i]
+	if own != nil || cs.own != nil {
+		cs.own = own
+	}
+	if cancel != nil || cs.cancel != nil {
+		cs.cancel = cancel
+	}
+	cs.replica, cs.start, cs.probe = int32(a.Replica), now, probe
+	cs.hedge, cs.fanSlot, cs.done, cs.failover = false, false, false, false
 	c.launched++
 	c.running++
 	return ctx, a
@@ -832,14 +859,64 @@ func (c *call[T]) result() (v T, release func(), err error) {
 	reuse := c.reusable()
 	c.mu.Unlock()
 	if reuse {
-		// A reusable call launched one copy: zeroing the rest of the
-		// array would only cost time.
-		h := c.h
-		c.callState = callState[T]{}
-		c.copies[0] = copyState{}
-		h.calls.Put(c)
+		c.reset()
+		c.h.calls.Put(c)
 	}
 	return v, release, err
+}
+
+// reset readies c, which launched one copy and which nothing else
+// touches any more (reusable), for another call of its [Hedger]: every
+// field of callState as begin expects it, that is zero but for h, st and
+// plan, which begin sets afresh (TestCallReset checks it), and the first
+// copy's state zero. It drops what the caller's call held (its context,
+// function and result), so that a pooled call keeps none of it alive.
+//
+// It writes each field rather than assigning a zero callState: while the
+// garbage collector marks, a whole-struct assignment runs a write barrier
+// over every pointer slot of the struct, and that was a tenth of a fast
+// call (BENCHMARKS.md, "The decision's cost"). A pointer that is nil
+// already is not written at all.
+func (c *call[T]) reset() {
+	var zero T
+	cs := &c.callState
+	cs.parent, cs.fn, cs.val = nil, nil, zero
+	if cs.key != "" {
+		cs.key = ""
+	}
+	if cs.fan != nil {
+		cs.fan = nil
+	}
+	if cs.leaf != nil {
+		cs.leaf = nil
+	}
+	if cs.discard != nil {
+		cs.discard = nil
+	}
+	if cs.errs != nil {
+		cs.errs = nil
+	}
+	if cs.pnc != nil {
+		cs.pnc = nil
+	}
+	if cs.done != nil {
+		cs.done = nil
+	}
+	cs.shard, cs.keep = 0, false
+	cs.ahead, cs.leftAt, cs.repAhead, cs.repDoneAt, cs.byRep = 0, 0, 0, 0, false
+	cs.slot, cs.timerDue = 0, false
+	cs.launched, cs.running, cs.held, cs.placedProbe = 0, 0, false, false
+	cs.decided, cs.decidedAt, cs.winner = false, 0, 0
+	cs.closed, cs.returned = false, false
+	cp := &c.copies[0]
+	if cp.own != nil {
+		cp.own = nil
+	}
+	if cp.cancel != nil {
+		cp.cancel = nil
+	}
+	cp.start, cp.replica = 0, 0
+	cp.hedge, cp.fanSlot, cp.done, cp.probe, cp.failover = false, false, false, false, false
 }
 
 // reusable reports whether nothing can touch c once the caller returns,

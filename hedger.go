@@ -272,7 +272,7 @@ func (cfg *Config) validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if cfg.Budget != nil && cfg.Budget.max == 0 {
+	if cfg.Budget != nil && cfg.Budget.t.Max == 0 {
 		errs = append(errs, errors.New("hedge: Config.Budget is a zero Budget, which holds no tokens and would refuse every hedge: make it with NewBudget or NewThrottle, or set NoBudget for no limit"))
 	}
 	if cfg.Budget != nil && cfg.NoBudget {
@@ -466,6 +466,7 @@ type replicaFanOut struct {
 type opState struct {
 	name string
 	est  decide.Estimator
+	live atomic.Pointer[liveOf] // the class's live settings, when they are per class (see liveFor)
 
 	requests     atomic.Int64
 	hedges       atomic.Int64

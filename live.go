@@ -305,24 +305,39 @@ func (ls *liveState) percentile(name string) float64 {
 func (ls *liveState) decision(s Settings, b, shadow *Budget, r *decide.Rate) *decide.Live {
 	d := &decide.Live{Mode: decide.Mode(s.Mode), MaxAttempts: s.MaxAttempts, Rate: r}
 	if b != nil {
-		d.Budget, d.Shadow = bucket{b}, bucket{shadow}
+		d.Budget, d.Shadow = b.dec(), shadow.dec()
 	}
 	return d
 }
 
 // liveFor returns the live settings that a request of class st begins
 // with: before any SetLive, the Hedger's liveBase, which changes nothing.
+// With settings per class, the class's are looked up in the map once per
+// SetLive and kept in st (liveOf), so that a request reads two pointers
+// rather than hashing its class's name.
 func (h *Hedger) liveFor(st *opState) *decide.Live {
 	ls := h.live.Load()
-	if ls == nil {
+	switch {
+	case ls == nil:
 		return &h.liveBase
+	case ls.ops == nil:
+		return ls.def
 	}
-	if ls.ops != nil {
-		if o, ok := ls.ops[st.name]; ok {
-			return o.dec
-		}
+	if c := st.live.Load(); c != nil && c.ls == ls {
+		return c.dec
 	}
-	return ls.def
+	dec := ls.def
+	if o, ok := ls.ops[st.name]; ok {
+		dec = o.dec
+	}
+	st.live.Store(&liveOf{ls: ls, dec: dec})
+	return dec
+}
+
+// liveOf is the live settings of a class under one SetLive's state.
+type liveOf struct {
+	ls  *liveState
+	dec *decide.Live
 }
 
 // liveBudget returns the budget and Shadow twin of s, nil for the
@@ -334,7 +349,7 @@ func (h *Hedger) liveBudget(s Settings, prev, prevShadow *Budget) (b, shadow *Bu
 		return nil, nil
 	}
 	nb, _ := NewBudget(s.BudgetRatio, s.BudgetBurst) // valid: checked by Validate
-	if prev != nil && !prev.throttle && prev.credit == nb.credit && prev.max == nb.max {
+	if prev != nil && !prev.t.Throttle && prev.t.Credit == nb.t.Credit && prev.t.Max == nb.t.Max {
 		return prev, prevShadow
 	}
 	from := prev
@@ -343,10 +358,10 @@ func (h *Hedger) liveBudget(s Settings, prev, prevShadow *Budget) (b, shadow *Bu
 	}
 	ns := nb.twin()
 	if from != nil {
-		nb.tokens.Store(min(nb.max, from.tokens.Load()))
+		nb.t.Level.Store(min(nb.t.Max, from.t.Level.Load()))
 	}
 	if prevShadow != nil {
-		ns.tokens.Store(min(ns.max, prevShadow.tokens.Load()))
+		ns.t.Level.Store(min(ns.t.Max, prevShadow.t.Level.Load()))
 	}
 	return nb, ns
 }

@@ -171,14 +171,14 @@ func TestBudgetRefusalGivesBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.tryHedge() // the one token: the budget is spent
+			b.dec().TryHedge() // the one token: the budget is spent
 			for range 5 {
 				Do(context.Background(), h, "read", after(2*delay, time.Hour))
 			}
 			if sent, why := log.take(); sent != 0 || why[RefusedBudget] != 5 || len(why) != 1 {
 				t.Fatalf("%d hedges sent, refused %v: want 5 refused by the budget, nothing else", sent, why)
 			}
-			b.refund()
+			b.dec().Refund()
 			if v, err := Do(context.Background(), h, "read", after(2*delay, time.Millisecond)); err != nil || v != 1 {
 				t.Errorf("Do = %d, %v; want the hedge's 1", v, err)
 			}
@@ -196,7 +196,7 @@ func TestBudgetRefusalGivesBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.tryHedge()
+			b.dec().TryHedge()
 			// The canary's hedge is refused by the budget at 10 ms; the
 			// canary refills the budget as it answers at 20 ms, and leaf
 			// 1's hedge asks for the fan-out's one token and slot at 30 ms.
@@ -206,7 +206,7 @@ func TestBudgetRefusalGivesBack(t *testing.T) {
 					if sent, why := log.take(); sent != 0 || why[RefusedBudget] != 1 || len(why) != 1 {
 						t.Errorf("the canary: %d hedges sent, refused %v; want its hedge refused by the budget", sent, why)
 					}
-					b.refund()
+					b.dec().Refund()
 				}
 				return v, err
 			})
@@ -242,12 +242,12 @@ func TestBudgetRefusalGivesBack(t *testing.T) {
 			for range 5000 {
 				Do(context.Background(), h, "read", func(context.Context, Attempt) (int, error) { return 0, nil })
 			}
-			b.tryHedge()
+			b.dec().TryHedge()
 			Do(context.Background(), h, "read", after(2*delay, time.Hour))
 			if sent, why := log.take(); sent != 0 || why[RefusedBudget] != 1 || len(why) != 1 {
 				t.Fatalf("with the budget spent: %d hedges sent, refused %v; want one refused by the budget", sent, why)
 			}
-			b.refund()
+			b.dec().Refund()
 			Do(context.Background(), h, "read", after(2*delay, time.Millisecond))
 			if sent, why := log.take(); sent != 1 || len(why) != 0 {
 				t.Errorf("with a token back: %d hedges sent, refused %v; want the probe sent: the hedge the budget refused kept the probe token", sent, why)

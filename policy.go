@@ -78,7 +78,7 @@ func newPolicy(cfg Config, b *Budget, mv *ModeVar) *decide.Policy {
 		dc.Rollout = 1
 	}
 	if b != nil {
-		dc.Budget, dc.Shadow = bucket{b}, bucket{b.twin()}
+		dc.Budget, dc.Shadow = b.dec(), b.twin().dec()
 	}
 	d := delayOf(cfg)
 	dc.NewEstimator = func() decide.Estimator { return d.newEstimator() }

@@ -104,8 +104,8 @@ func (p *Policy) Try(pl *Plan, now time.Duration, afterFailure bool, rt Runtime)
 	if p.ChecksLoad() {
 		replica, load, _ = rt.Place(now)
 	}
-	ev := rt.Evidence()
-	g, why := p.Admit(pl, load, ev)
+	var g Grant
+	why = p.admit(pl, load, rt.Evidence(), &g)
 	if why == Allowed && !rt.Launch(now, replica, g) {
 		g.Undo()
 		why = RefusedReplicas

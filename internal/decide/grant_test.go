@@ -11,15 +11,16 @@ import (
 // again at once, as if the first admission had never happened.
 func TestGrantUndo(t *testing.T) {
 	const delay = time.Millisecond
-	b := &bucket{tokens: 1}                                                                                                     // one token: a second admission needs the first one's back
-	p := New(Config{Budget: b, Shadow: &bucket{}, MaxInFlight: 1, Replicas: 3, MaxAttempts: 3, PayoffWinRate: 0.2, Rollout: 1}) // a new class's win rate, 1/4, is above 0.2: it pays
+	b := &Budget{Max: TokenScale} // one token, which requests do not refill: a second admission needs the first one's back
+	b.Level.Store(TokenScale)
+	p := New(Config{Budget: b, Shadow: &Budget{}, MaxInFlight: 1, Replicas: 3, MaxAttempts: 3, PayoffWinRate: 0.2, Rollout: 1}) // a new class's win rate, 1/4, is above 0.2: it pays
 	var pl Plan
 	p.Begin(&pl, 0, fixed(delay), Never, false, nil)
 	at := HeadDelays * delay // a primary at the head of its replica has waited long enough
 	if why := p.Check(&pl, at, false); why != Allowed {
 		t.Fatalf("check: %v", why)
 	}
-	tokens, probes := b.tokens, p.payoff.probe[EvidenceHead].Load()
+	tokens, probes := b.Level.Load(), p.payoff.probe[EvidenceHead].Load()
 	g, why := p.Admit(&pl, 0, EvidenceHead)
 	if why != Allowed {
 		t.Fatalf("admit: %v", why)
@@ -28,8 +29,8 @@ func TestGrantUndo(t *testing.T) {
 		t.Fatalf("after admission: slot %v, in flight %d, copies %d, evidence %v, hedge at %v", g.HoldsSlot(), p.InFlight(), pl.Copies, pl.Evidence, pl.HedgeAt)
 	}
 	g.Undo()
-	if p.InFlight() != 0 || b.tokens != tokens || pl.Copies != 1 || pl.Evidence != EvidenceNone || pl.HedgeAt != Never {
-		t.Fatalf("after undo: in flight %d, tokens %d (want %d), copies %d, evidence %v, hedge at %v", p.InFlight(), b.tokens, tokens, pl.Copies, pl.Evidence, pl.HedgeAt)
+	if p.InFlight() != 0 || b.Level.Load() != tokens || pl.Copies != 1 || pl.Evidence != EvidenceNone || pl.HedgeAt != Never {
+		t.Fatalf("after undo: in flight %d, tokens %d (want %d), copies %d, evidence %v, hedge at %v", p.InFlight(), b.Level.Load(), tokens, pl.Copies, pl.Evidence, pl.HedgeAt)
 	}
 	if got := p.payoff.probe[EvidenceHead].Load(); got < probes {
 		t.Fatalf("payoff probe tokens %d after undo, %d before admission", got, probes)
@@ -44,22 +45,6 @@ func TestGrantUndo(t *testing.T) {
 		t.Fatal("the zero Grant gave back a slot")
 	}
 }
-
-// bucket is a budget of whole tokens that requests do not refill: enough
-// to see a token taken and given back.
-type bucket struct{ tokens int }
-
-func (b *bucket) OnRequest() {}
-func (b *bucket) OnSuccess() {}
-func (b *bucket) OnFailure() {}
-func (b *bucket) TryHedge() bool {
-	if b.tokens == 0 {
-		return false
-	}
-	b.tokens--
-	return true
-}
-func (b *bucket) Refund() { b.tokens++ }
 
 // fixed is an Estimator of a fixed delay.
 type fixed time.Duration

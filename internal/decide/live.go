@@ -22,7 +22,7 @@ type Live struct {
 	MaxAttempts int
 	// Budget and Shadow replace the Policy's budget and its Shadow twin;
 	// both nil keep the Policy's.
-	Budget, Shadow Bucket
+	Budget, Shadow *Budget
 	// Rate caps the hedges sent per second (RefusedRate); nil for no cap.
 	Rate *Rate
 

@@ -107,41 +107,41 @@ func (r Refusal) String() string {
 // A Policy is safe for concurrent use. Package hedge makes them from a
 // hedge.Config (FromConfig, and each Hedger's own).
 type Policy struct {
-	budget      Bucket // nil: unlimited
-	shadowBud   Bucket // Shadow requests spend from a twin, never from the real budget
+	// Read on every request, written rarely: together, apart from what
+	// requests write.
+	budget      *Budget // nil: unlimited
+	shadowBud   *Budget // Shadow requests spend from a twin, never from the real budget
 	maxAttempts int
 	maxInFlight int64
-	inFlight    atomic.Int64
 	replicas    int
 	maxLoad     int // most requests in flight on a hedge's replica; < 0: no check
 	payoff      *payoff
-	spare       atomic.Int64  // share of primaries placed on an idle replica, fixed point (spareOne)
 	mode        *atomic.Int32 // the Mode in force
 	rollout     atomic.Uint64 // math.Float64bits of the fraction of On requests
 	partial     atomic.Bool   // rollout < 1: a request needs a draw
+	horizon     atomic.Int64  // how long a server's load report counts (see Fresh), 0 before any delay
 	about       string        // the delay and budget, described for String
 	newEst      func() Estimator
-	horizon     atomic.Int64 // how long a server's load report counts (see Fresh), 0 before any delay
+
+	// Written by requests: each on a cache line of its own, so that a
+	// write by one request does not evict what every other reads.
+	_        [cacheLine]byte
+	spare    atomic.Int64 // share of primaries placed on an idle replica, fixed point (spareOne)
+	_        [cacheLine - 8]byte
+	inFlight atomic.Int64
+	_        [cacheLine - 8]byte
 }
 
-// Bucket is the budget a Policy spends hedges from: package hedge's
-// Budget. Its methods are called for every request (OnRequest), every
-// hedge admitted (TryHedge) or given back (Refund), and every request's
-// outcome (OnSuccess, OnFailure).
-type Bucket interface {
-	OnRequest()
-	OnSuccess()
-	OnFailure()
-	TryHedge() bool
-	Refund()
-}
+// cacheLine is the size of a cache line on the machines the module runs
+// on, most of them: what keeps two fields apart.
+const cacheLine = 64
 
 // Config is what a Policy is made of, with every default already applied
 // (package hedge applies them, from its Config, in one place).
 type Config struct {
 	// Budget is the budget hedges spend from, and Shadow its twin for
 	// Shadow requests; both nil for no budget.
-	Budget, Shadow Bucket
+	Budget, Shadow *Budget
 	// MaxAttempts is the most copies of one request, at least 1.
 	MaxAttempts int
 	// MaxInFlight is the most hedges in flight at once, 0 for no limit.
@@ -327,6 +327,7 @@ func (pl *Plan) straggleAt() time.Duration {
 // copied (a write without an idempotency key).
 func (p *Policy) Begin(pl *Plan, now time.Duration, est Estimator, deadline time.Duration, once bool, r *rand.Rand) {
 	pl.Start, pl.Deadline, pl.Copies, pl.Stopped, pl.Evidence, pl.HedgeAt, pl.Holdout, pl.held, pl.probe = now, deadline, 1, false, EvidenceNone, Never, false, false, false
+	pl.retry, pl.checkAt = false, 0
 	pl.max = pl.Live.maxAttempts(p)
 	if once || pl.max == 1 {
 		pl.Mode, pl.Delay = Off, Never
@@ -364,7 +365,7 @@ func (p *Policy) draw(r *rand.Rand) (m Mode, holdout bool) {
 }
 
 // bucket is the budget a request spends from, or nil for none.
-func (p *Policy) bucket(pl *Plan) Bucket {
+func (p *Policy) bucket(pl *Plan) *Budget {
 	if l := pl.Live; l != nil && l.Budget != nil {
 		if pl.Mode == Shadow {
 			return l.Shadow
@@ -491,14 +492,23 @@ func (p *Policy) ChecksLoad() bool { return p.maxLoad >= 0 }
 // Shadow mode too, except that Shadow copies, never sent, neither spend
 // nor earn payoff tokens.
 func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
+	var g Grant
+	why := p.admit(pl, load, ev, &g)
+	return g, why
+}
+
+// admit is Admit, filling in g (zero, and left zero on a refusal), so
+// that the driver's Try neither copies a Grant back nor undoes one
+// through a copy.
+func (p *Policy) admit(pl *Plan, load int, ev Evidence, g *Grant) Refusal {
 	bet := !pl.retry
 	if bet && p.maxLoad >= 0 && (load > p.maxLoad || p.spare.Load() < minSpare*spareOne) {
-		return Grant{}, RefusedBusy
+		return RefusedBusy
 	}
 	if bet && p.payoff != nil && ev.waits() && pl.checkAt < pl.HeadAt() {
-		return Grant{}, RefusedHead
+		return RefusedHead
 	}
-	g := Grant{p: p, pl: pl, ev: ev}
+	g.p, g.pl, g.ev = p, pl, ev
 	// The payoff rule measures a class's waste in delays: a copy sent at
 	// once (a delay of zero) gives it nothing to learn from, and is not
 	// judged by it.
@@ -508,11 +518,13 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 	if g.paid {
 		var ok bool
 		if ok, probe = p.payoff.try(ev); !ok {
-			return Grant{}, RefusedPayoff
+			*g = Grant{}
+			return RefusedPayoff
 		}
 	}
 	if judged && pl.Mode == Shadow && !p.payoff.pays(ev) {
-		return Grant{}, RefusedPayoff
+		*g = Grant{}
+		return RefusedPayoff
 	}
 	g.slot = p.maxInFlight > 0 && pl.Mode != Shadow
 	if g.slot {
@@ -521,7 +533,8 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 			if n >= p.maxInFlight {
 				g.slot = false
 				g.undo()
-				return Grant{}, RefusedInFlight
+				*g = Grant{}
+				return RefusedInFlight
 			}
 			if p.inFlight.CompareAndSwap(n, n+1) {
 				break
@@ -531,19 +544,22 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 	if g.fan = pl.Fan != nil && pl.Mode != Shadow; g.fan && !pl.Fan.take() {
 		g.fan = false
 		g.undo()
-		return Grant{}, RefusedFanOut
+		*g = Grant{}
+		return RefusedFanOut
 	}
 	if r := pl.Live.rate(); r != nil && pl.Mode == On {
 		if !r.take(pl.checkAt) {
 			g.undo()
-			return Grant{}, RefusedRate
+			*g = Grant{}
+			return RefusedRate
 		}
 		g.rate = r
 	}
 	if g.bucket = p.bucket(pl); g.bucket != nil && !g.bucket.TryHedge() {
 		g.bucket = nil
 		g.undo()
-		return Grant{}, RefusedBudget
+		*g = Grant{}
+		return RefusedBudget
 	}
 	if bet && pl.Copies == 1 {
 		g.first, g.prevEv, g.prevAt, g.prevProbe = true, pl.Evidence, pl.HedgeAt, pl.probe
@@ -551,15 +567,15 @@ func (p *Policy) Admit(pl *Plan, load int, ev Evidence) (Grant, Refusal) {
 	}
 	pl.Copies++
 	g.counted = true
-	return g, Allowed
+	return Allowed
 }
 
 // Grant is what Admit took for one copy. Its zero value took nothing.
 type Grant struct {
 	p         *Policy
 	pl        *Plan
-	bucket    Bucket // the budget a token came from, or nil
-	rate      *Rate  // the cap on hedges per second a token came from, or nil
+	bucket    *Budget // the budget a token came from, or nil
+	rate      *Rate   // the cap on hedges per second a token came from, or nil
 	ev        Evidence
 	prevEv    Evidence      // the Plan's evidence before a first hedge set it
 	prevAt    time.Duration // and its HedgeAt
@@ -591,7 +607,7 @@ func (g Grant) Shadow() bool { return g.pl != nil && g.pl.Mode == Shadow }
 // Plan, which is as it was before Admit. Call it at most once, and only
 // for a copy that never went.
 func (g Grant) Undo() {
-	g.undo()
+	(&g).undo()
 	if g.counted {
 		g.pl.Copies--
 		if g.first {
@@ -601,7 +617,7 @@ func (g Grant) Undo() {
 }
 
 // undo gives back the slot, token and payoff token g holds.
-func (g Grant) undo() {
+func (g *Grant) undo() {
 	if g.slot {
 		g.p.inFlight.Add(-1)
 	}
