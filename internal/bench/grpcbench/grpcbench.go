@@ -187,8 +187,16 @@ func (b *Backend) NewClient(cfg hedge.Config) (bench.Client, error) {
 // connection per replica, for the fan-out call (bench.LeafReader), which
 // hedges the leaves itself. The workload's calls read no key.
 func (b *Backend) NewLeafReader() (func(ctx context.Context, r, k int) error, func(), error) {
-	conns := make([]*grpc.ClientConn, len(b.addrs))
-	clients := make([]testgrpc.TestServiceClient, len(b.addrs))
+	return LeafReader(b.addrs)
+}
+
+// LeafReader calls the TestService's UnaryCall once on addrs[r], over a
+// plain connection per address, for a fan-out call that hedges the
+// leaves itself. The calls read no key. The returned func closes the
+// connections.
+func LeafReader(addrs []string) (func(ctx context.Context, r, k int) error, func(), error) {
+	conns := make([]*grpc.ClientConn, len(addrs))
+	clients := make([]testgrpc.TestServiceClient, len(addrs))
 	release := func() {
 		for _, c := range conns {
 			if c != nil {
@@ -196,7 +204,7 @@ func (b *Backend) NewLeafReader() (func(ctx context.Context, r, k int) error, fu
 			}
 		}
 	}
-	for i, addr := range b.addrs {
+	for i, addr := range addrs {
 		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			release()

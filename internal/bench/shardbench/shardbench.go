@@ -33,12 +33,9 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/bench"
+	"github.com/tailcut/hedge/internal/bench/grpcbench"
 	"github.com/tailcut/hedge/internal/testproc"
 )
 
@@ -201,7 +198,8 @@ var ErrNoClient = errors.New("shardbench: the sharded servers are read through h
 func (b *Backend) NewClient(hedge.Config) (bench.Client, error) { return nil, ErrNoClient }
 
 // NewLeafReader reads a key from one server once, over connections of its
-// own: HTTP/1.1 keep-alive, or one gRPC ClientConn per server.
+// own: HTTP/1.1 keep-alive, or one gRPC ClientConn per server
+// (grpcbench.LeafReader).
 func (b *Backend) NewLeafReader() (func(ctx context.Context, r, k int) error, func(), error) {
 	if b.kind == KindHTTP {
 		base, _ := bench.NewCountingTransport()
@@ -214,29 +212,7 @@ func (b *Backend) NewLeafReader() (func(ctx context.Context, r, k int) error, fu
 		}
 		return read, base.CloseIdleConnections, nil
 	}
-	conns := make([]*grpc.ClientConn, len(b.addrs))
-	clients := make([]testgrpc.TestServiceClient, len(b.addrs))
-	release := func() {
-		for _, c := range conns {
-			if c != nil {
-				_ = c.Close()
-			}
-		}
-	}
-	for i, a := range b.addrs {
-		c, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			release()
-			return nil, nil, err
-		}
-		conns[i], clients[i] = c, testgrpc.NewTestServiceClient(c)
-	}
-	req := &testgrpc.SimpleRequest{}
-	read := func(ctx context.Context, r, _ int) error {
-		_, err := clients[r].UnaryCall(ctx, req)
-		return err
-	}
-	return read, release, nil
+	return grpcbench.LeafReader(b.addrs)
 }
 
 // Close stops the servers' process (closing its standard input, then
