@@ -9,8 +9,6 @@ import (
 	"slices"
 
 	"github.com/tailcut/hedge"
-	"github.com/tailcut/hedge/internal/dialerr"
-	"github.com/tailcut/hedge/internal/wire"
 )
 
 // ErrNotReplayable is the error, wrapped, of Fan for a leaf request that
@@ -245,18 +243,9 @@ func sendLeaf[T any](ctx context.Context, t *Transport, l shardLeaf, a hedge.Att
 	if err != nil {
 		return zero, err
 	}
-	resp, err := t.base.RoundTrip(out)
+	resp, err := t.send(t.base, out, a, "server")
 	if err != nil {
-		if resp != nil {
-			closeBody(resp.Body)
-		}
-		return zero, dialerr.Mark(err)
-	}
-	t.reportLoad(a.Replica, resp)
-	if derr := wire.DroppedError(resp); derr != nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		resp.Body.Close()
-		return zero, hedge.PushbackAfter(fmt.Errorf("hedgehttp: copy %d to server %d: %w", a.Index, a.Replica, derr), -1)
+		return zero, err
 	}
 	resp, err = t.classify(resp)
 	if err != nil {

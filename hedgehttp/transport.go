@@ -598,6 +598,19 @@ func sendCopy(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
 	if a.Hedge {
 		base = t.hedgeRT
 	}
+	resp, err := t.send(base, out, a, "replica")
+	if err != nil {
+		return nil, err
+	}
+	return t.classify(resp)
+}
+
+// send sends copy a, out, to a.Replica through base. The error of a
+// failed dial is marked so that the Hedger sends the copy elsewhere at
+// once; a copy the server dropped for want of spare capacity is an
+// error that sends no further copy. to names a.Replica in that error:
+// "replica" or "server".
+func (t *Transport) send(base http.RoundTripper, out *http.Request, a hedge.Attempt, to string) (*http.Response, error) {
 	resp, err := base.RoundTrip(out)
 	if err != nil {
 		if resp != nil {
@@ -614,9 +627,9 @@ func sendCopy(ctx context.Context, a hedge.Attempt) (*http.Response, error) {
 		// others go on.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		resp.Body.Close()
-		return nil, hedge.PushbackAfter(fmt.Errorf("hedgehttp: copy %d to replica %d: %w", a.Index, a.Replica, derr), -1)
+		return nil, hedge.PushbackAfter(fmt.Errorf("hedgehttp: copy %d to %s %d: %w", a.Index, to, a.Replica, derr), -1)
 	}
-	return t.classify(resp)
+	return resp, nil
 }
 
 // copyRequest builds the request of one copy. The primary is a shallow
