@@ -291,15 +291,7 @@ func (c *ClusterClient) MGet(ctx context.Context, keys ...string) *redis.SliceCm
 		out.SetErr(ErrClosed)
 		return out
 	}
-	bySlot := map[int][]int{} // slot: positions in keys
-	var order []int
-	for i, k := range keys {
-		s := keyslot.Of(k)
-		if _, ok := bySlot[s]; !ok {
-			order = append(order, s)
-		}
-		bySlot[s] = append(bySlot[s], i)
-	}
+	order, bySlot := keyslot.Group(keys)
 	for _, s := range order {
 		if c.slots[s] < 0 {
 			out.SetErr(fmt.Errorf("hedgeredis: MGet: no node served slot %d when the client was made: make a new ClusterClient once the cluster serves every slot", s))

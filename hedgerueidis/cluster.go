@@ -287,15 +287,7 @@ func (cc *ClusterClient) MGet(ctx context.Context, keys ...string) ([]rueidis.Re
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	bySlot := map[int][]int{}
-	var order []int
-	for i, k := range keys {
-		s := keyslot.Of(k)
-		if _, ok := bySlot[s]; !ok {
-			order = append(order, s)
-		}
-		bySlot[s] = append(bySlot[s], i)
-	}
+	order, bySlot := keyslot.Group(keys)
 	for _, s := range order {
 		if c.slots[s] < 0 {
 			return nil, fmt.Errorf("hedgerueidis: MGet: no node served slot %d when the client was made: make a new ClusterClient once the cluster serves every slot", s)

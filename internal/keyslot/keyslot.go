@@ -22,6 +22,21 @@ func Of(key string) int {
 	return int(crc16(key) % Slots)
 }
 
+// Group groups keys by hash slot, as a multi-key command must be split
+// on a cluster. order holds each slot once, in the order of its first key
+// in keys. bySlot holds each slot's key positions in keys, in order.
+func Group(keys []string) (order []int, bySlot map[int][]int) {
+	bySlot = map[int][]int{}
+	for i, k := range keys {
+		s := Of(k)
+		if _, ok := bySlot[s]; !ok {
+			order = append(order, s)
+		}
+		bySlot[s] = append(bySlot[s], i)
+	}
+	return order, bySlot
+}
+
 // table is CRC-16/XMODEM's table, one entry per byte value.
 var table = func() (t [256]uint16) {
 	for i := range t {

@@ -1,6 +1,7 @@
 package keyslot
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,4 +37,26 @@ func FuzzOf(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Group keeps the slots in the order of their first key, and each slot's
+// positions in keys' order.
+func TestGroup(t *testing.T) {
+	keys := []string{"{a}1", "{b}1", "{a}2", "{c}1", "{b}2", "{a}3"}
+	order, bySlot := Group(keys)
+	a, b, c := Of("a"), Of("b"), Of("c")
+	if want := []int{a, b, c}; !slices.Equal(order, want) {
+		t.Errorf("order = %v, want %v", order, want)
+	}
+	for s, want := range map[int][]int{a: {0, 2, 5}, b: {1, 4}, c: {3}} {
+		if got := bySlot[s]; !slices.Equal(got, want) {
+			t.Errorf("bySlot[%d] = %v, want %v", s, got, want)
+		}
+	}
+	if len(bySlot) != 3 {
+		t.Errorf("bySlot has %d slots, want 3", len(bySlot))
+	}
+	if order, bySlot := Group(nil); order != nil || len(bySlot) != 0 {
+		t.Errorf("Group(nil) = %v, %v, want no slots", order, bySlot)
+	}
 }
