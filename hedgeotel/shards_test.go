@@ -4,56 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgeotel"
+	"github.com/tailcut/hedge/internal/hedgeset/settest"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
-
-// shardedFan runs one fan-out of 4 leaves over 4 shards of 2 servers
-// named by address, that needs 2: leaf 1 fails on its own, leaf 0
-// answers, leaf 2 answers once the failure is counted, and leaf 3 waits
-// until cancelled (not needed). Every leaf is sent before any answers
-// (they wait for all four to start), so the counts are exact.
-func shardedFan(t *testing.T) *hedge.Hedger {
-	t.Helper()
-	names := make([]string, 8)
-	for i := range names {
-		names[i] = fmt.Sprintf("10.0.0.%d:6379", i+1)
-	}
-	h := mustNew(t, hedge.Config{Replicas: 8, Shards: hedge.ShardGrid(4, 2), ReplicaNames: names, MaxAttempts: 1})
-	started := make(chan struct{}, 4)
-	all := make(chan struct{})
-	go func() {
-		for range 4 {
-			<-started
-		}
-		close(all)
-	}()
-	_, err := hedge.DoFan(context.Background(), h, "get", 4, hedge.FanOut{Need: 2}, func(ctx context.Context, i int, _ hedge.Attempt) (int, error) {
-		started <- struct{}{}
-		<-all
-		switch i {
-		case 1:
-			return 0, errors.New("shard 1 is broken")
-		case 2:
-			for h.OpStats("get").Shards[1].Failures == 0 {
-				runtime.Gosched()
-			}
-		case 3:
-			<-ctx.Done()
-			return 0, ctx.Err()
-		}
-		return i, nil
-	})
-	if err != nil {
-		t.Fatalf("DoFan: %v", err)
-	}
-	return h
-}
 
 // register registers h as "kv" with opts on a fresh SDK reader, and
 // returns what one collection observed.
@@ -72,7 +30,7 @@ func register(t *testing.T, h *hedge.Hedger, opts ...hedgeotel.Option) points {
 // replica points the servers' names, and the leaf cancelled because Need
 // was met is counted in hedge.not_needed, not in hedge.failures.
 func TestRegisterShards(t *testing.T) {
-	h := shardedFan(t)
+	h := settest.ShardedFan(t)
 	s := h.OpStats("get")
 	if s.NotNeeded != 1 || s.Failures != 1 || len(s.Shards) != 4 {
 		t.Fatalf("%d not needed, %d failures, %d shards; want 1, 1, 4", s.NotNeeded, s.Failures, len(s.Shards))
@@ -116,7 +74,7 @@ func TestRegisterShards(t *testing.T) {
 // under shard="other", so the attribute sets stay bounded however many
 // shards there are.
 func TestRegisterMaxShards(t *testing.T) {
-	h := shardedFan(t)
+	h := settest.ShardedFan(t)
 	s := h.OpStats("get")
 	got := register(t, h, hedgeotel.WithMaxShards(2))
 	for shard, leaves := range map[string]int64{"0": s.Shards[0].Leaves, "1": s.Shards[1].Leaves, "other": s.Shards[2].Leaves + s.Shards[3].Leaves} {

@@ -4,62 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/hedgeprom"
+	"github.com/tailcut/hedge/internal/hedgeset/settest"
 )
-
-// shardedFan runs one fan-out of 4 leaves over 4 shards of 2 servers
-// named by address, that needs 2: leaf 1 fails on its own, leaf 0
-// answers, leaf 2 answers once the failure is counted, and leaf 3 waits
-// until cancelled (not needed). Every leaf is sent before any answers
-// (they wait for all four to start), so the counts are exact.
-func shardedFan(t *testing.T) *hedge.Hedger {
-	t.Helper()
-	names := make([]string, 8)
-	for i := range names {
-		names[i] = fmt.Sprintf("10.0.0.%d:6379", i+1)
-	}
-	h := mustNew(t, hedge.Config{Replicas: 8, Shards: hedge.ShardGrid(4, 2), ReplicaNames: names, MaxAttempts: 1})
-	started := make(chan struct{}, 4)
-	all := make(chan struct{})
-	go func() {
-		for range 4 {
-			<-started
-		}
-		close(all)
-	}()
-	_, err := hedge.DoFan(context.Background(), h, "get", 4, hedge.FanOut{Need: 2}, func(ctx context.Context, i int, _ hedge.Attempt) (int, error) {
-		started <- struct{}{}
-		<-all
-		switch i {
-		case 1:
-			return 0, errors.New("shard 1 is broken")
-		case 2:
-			for h.OpStats("get").Shards[1].Failures == 0 {
-				runtime.Gosched()
-			}
-		case 3:
-			<-ctx.Done()
-			return 0, ctx.Err()
-		}
-		return i, nil
-	})
-	if err != nil {
-		t.Fatalf("DoFan: %v", err)
-	}
-	return h
-}
 
 // The per-shard series carry each shard's counts under its index, the
 // replica series the servers' names, and the leaf cancelled because Need
 // was met is counted in not_needed_total, not in failures_total.
 func TestCollectorShards(t *testing.T) {
-	h := shardedFan(t)
+	h := settest.ShardedFan(t)
 	s := h.OpStats("get")
 	if s.NotNeeded != 1 || s.Failures != 1 || len(s.Shards) != 4 {
 		t.Fatalf("%d not needed, %d failures, %d shards; want 1, 1, 4", s.NotNeeded, s.Failures, len(s.Shards))
@@ -117,7 +75,7 @@ hedge_not_needed_total{hedger="kv",op="get"} 1
 // under shard="other", so the series stay bounded however many shards
 // there are.
 func TestCollectorMaxShards(t *testing.T) {
-	h := shardedFan(t)
+	h := settest.ShardedFan(t)
 	s := h.OpStats("get")
 	c, err := hedgeprom.New("hedge", map[string]*hedge.Hedger{"kv": h}, hedgeprom.WithMaxShards(2))
 	if err != nil {

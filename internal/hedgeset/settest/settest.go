@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -256,6 +257,52 @@ func Burst(t testing.TB) *hedge.Hedger {
 	time.Sleep(time.Minute) // the span of a Hedger's ReplicaStats.Recent
 	for range 40 {
 		call(2 * ms)
+	}
+	return h
+}
+
+// ShardedFan returns a Hedger after one fan-out of op "get": 4 leaves
+// over 4 shards of 2 servers named by address ("10.0.0.1:6379" to
+// "10.0.0.8:6379"), that needs 2. Leaf 1 fails on its own, leaf 0
+// answers, leaf 2 answers once the failure is counted, and leaf 3 waits
+// until cancelled (not needed). Every leaf is sent before any answers
+// (they wait for all four to start), so the counts are exact.
+func ShardedFan(t testing.TB) *hedge.Hedger {
+	t.Helper()
+	names := make([]string, 8)
+	for i := range names {
+		names[i] = fmt.Sprintf("10.0.0.%d:6379", i+1)
+	}
+	h, err := hedge.New(hedge.Config{Replicas: 8, Shards: hedge.ShardGrid(4, 2), ReplicaNames: names, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{}, 4)
+	all := make(chan struct{})
+	go func() {
+		for range 4 {
+			<-started
+		}
+		close(all)
+	}()
+	_, err = hedge.DoFan(context.Background(), h, "get", 4, hedge.FanOut{Need: 2}, func(ctx context.Context, i int, _ hedge.Attempt) (int, error) {
+		started <- struct{}{}
+		<-all
+		switch i {
+		case 1:
+			return 0, errors.New("shard 1 is broken")
+		case 2:
+			for h.OpStats("get").Shards[1].Failures == 0 {
+				runtime.Gosched()
+			}
+		case 3:
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}
+		return i, nil
+	})
+	if err != nil {
+		t.Fatalf("settest: DoFan: %v", err)
 	}
 	return h
 }
