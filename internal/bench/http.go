@@ -64,10 +64,7 @@ func StartHTTP(o HTTPOptions) (*HTTPBackend, error) {
 		return nil, fmt.Errorf("bench: %d HTTP replicas: use 2 to 64", n)
 	}
 	b := &HTTPBackend{served: make([]atomic.Int64, n), h2c: o.H2C}
-	value := make([]byte, ValueSize)
-	for i := range value {
-		value[i] = 'a' + byte(i%26)
-	}
+	value := ItemValue()
 	for i := range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -111,18 +108,43 @@ func (b *HTTPBackend) handler(i int, g *Gate, value []byte) http.Handler {
 		defer b.handlWG.Done()
 		b.served[i].Add(1)
 		g.Wait(r.Context())
-		if r.URL.Path != "/item" || r.Method != http.MethodGet {
-			http.NotFound(w, r)
-			return
-		}
-		if _, err := strconv.Atoi(r.URL.Query().Get("k")); err != nil {
-			http.Error(w, "k must be a number", http.StatusBadRequest)
+		if !ItemRequest(w, r) {
 			return
 		}
 		g.Wait(r.Context())
-		w.Header().Set("Content-Length", strconv.Itoa(len(value)))
-		_, _ = w.Write(value)
+		WriteItem(w, value)
 	})
+}
+
+// ItemValue returns the value an HTTP bench server answers: ValueSize
+// bytes of the alphabet, over and over.
+func ItemValue() []byte {
+	v := make([]byte, ValueSize)
+	for i := range v {
+		v[i] = 'a' + byte(i%26)
+	}
+	return v
+}
+
+// ItemRequest reports whether r is GET /item?k=N, the read of an HTTP
+// bench server. If it is not, it answers 404 or 400 on w and returns
+// false.
+func ItemRequest(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path != "/item" || r.Method != http.MethodGet {
+		http.NotFound(w, r)
+		return false
+	}
+	if _, err := strconv.Atoi(r.URL.Query().Get("k")); err != nil {
+		http.Error(w, "k must be a number", http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+// WriteItem answers an item read with value.
+func WriteItem(w http.ResponseWriter, value []byte) {
+	w.Header().Set("Content-Length", strconv.Itoa(len(value)))
+	_, _ = w.Write(value)
 }
 
 // Name returns "http".

@@ -153,13 +153,7 @@ func (s *servers) close() {
 }
 
 // value is what every read answers.
-var value = func() []byte {
-	v := make([]byte, bench.ValueSize)
-	for i := range v {
-		v[i] = 'a' + byte(i%26)
-	}
-	return v
-}()
+var value = bench.ItemValue()
 
 // httpHandler serves GET /item?k=N on server i, once no stall is on.
 func (s *servers) httpHandler(i int) http.Handler {
@@ -167,16 +161,9 @@ func (s *servers) httpHandler(i int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.served[i].Add(1)
 		g.Wait(r.Context())
-		if r.URL.Path != "/item" || r.Method != http.MethodGet {
-			http.NotFound(w, r)
-			return
+		if bench.ItemRequest(w, r) {
+			bench.WriteItem(w, value)
 		}
-		if _, err := strconv.Atoi(r.URL.Query().Get("k")); err != nil {
-			http.Error(w, "k must be a number", http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(value)))
-		_, _ = w.Write(value)
 	})
 }
 
