@@ -16,15 +16,44 @@ import (
 // The fault tests share one cluster of three members; each leaves every
 // member running and healthy.
 
+// pause stops each of ms (SIGSTOP).
+func pause(t *testing.T, ms ...*etcdtest.Member) {
+	t.Helper()
+	for _, m := range ms {
+		if err := m.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// resume continues each of ms (SIGCONT).
+func resume(t *testing.T, ms ...*etcdtest.Member) {
+	t.Helper()
+	for _, m := range ms {
+		if err := m.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// urlsBut returns the client URLs of c's members other than m.
+func urlsBut(c *etcdtest.Cluster, m *etcdtest.Member) []string {
+	var rest []string
+	for _, o := range c.Members {
+		if o != m {
+			rest = append(rest, o.ClientURL)
+		}
+	}
+	return rest
+}
+
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t, 3)
 	healthy := func(t *testing.T) {
 		t.Helper()
 		for _, m := range c.Members {
-			if err := m.Resume(); err != nil {
-				t.Fatal(err)
-			}
+			resume(t, m)
 			if !m.Running() {
 				if err := m.Restart(); err != nil {
 					t.Fatal(err)
@@ -44,19 +73,26 @@ func TestCluster(t *testing.T) {
 		return d
 	}
 
+	// watchFirst watches the service through a client of via, pushes a
+	// version through every member and waits for it: it returns the
+	// recorder and the index of that first report.
+	watchFirst := func(t *testing.T, via ...string) (*recorder, int) {
+		t.Helper()
+		rec := watch(t, fleetetcd.Store{Client: newClient(t, via...)}.Source("checkout"))
+		return rec, rec.waitFor("the first version", 0, isDoc(next(t, c.Endpoints()...)))
+	}
+
 	t.Run("MemberKilledAndRestarted", func(t *testing.T) {
 		defer healthy(t)
 		m := c.Members[0]
-		rec := watch(t, fleetetcd.Store{Client: newClient(t, m.ClientURL)}.Source("checkout"))
-		d := next(t, c.Endpoints()...)
-		i := rec.waitFor("the first version", 0, isDoc(d))
+		rec, i := watchFirst(t, m.ClientURL)
 		m.Kill()
 		// The source says the store is lost, and goes on saying it
 		// while it tries again.
 		for range 3 {
 			i = rec.waitFor("an error while its member is down", i+1, isErr)
 		}
-		d = next(t, c.Members[1].ClientURL)
+		d := next(t, c.Members[1].ClientURL)
 		if err := m.Restart(); err != nil {
 			t.Fatal(err)
 		}
@@ -65,34 +101,24 @@ func TestCluster(t *testing.T) {
 
 	t.Run("LeaderKilled", func(t *testing.T) {
 		defer healthy(t)
-		rec := watch(t, fleetetcd.Store{Client: newClient(t, c.Endpoints()...)}.Source("checkout"))
-		d := next(t, c.Endpoints()...)
-		i := rec.waitFor("the first version", 0, isDoc(d))
+		rec, i := watchFirst(t, c.Endpoints()...)
 		lead, err := c.Leader(bound)
 		if err != nil {
 			t.Fatal(err)
 		}
 		lead.Kill()
-		var rest []string
-		for _, m := range c.Members {
-			if m != lead {
-				rest = append(rest, m.ClientURL)
-			}
-		}
-		d = next(t, rest...) // tries until a new leader takes it
+		d := next(t, urlsBut(c, lead)...) // tries until a new leader takes it
 		rec.waitFor("the version pushed after the leader died", i, isDoc(d))
 	})
 
 	t.Run("CompactionWhileBehind", func(t *testing.T) {
 		defer healthy(t)
 		m := c.Members[0]
-		rec := watch(t, fleetetcd.Store{Client: newClient(t, m.ClientURL)}.Source("checkout"))
-		d := next(t, c.Endpoints()...)
-		i := rec.waitFor("the first version", 0, isDoc(d))
+		rec, i := watchFirst(t, m.ClientURL)
 		m.Kill()
 		i = rec.waitFor("an error while its member is down", i, isErr)
 		next(t, c.Members[1].ClientURL)
-		d = next(t, c.Members[1].ClientURL)
+		d := next(t, c.Members[1].ClientURL)
 		cli := newClient(t, c.Members[1].ClientURL)
 		resp, err := cli.Get(context.Background(), "any")
 		if err != nil {
@@ -113,29 +139,20 @@ func TestCluster(t *testing.T) {
 		// The source reaches one member, which is stopped and continued
 		// over and over, while versions are pushed through the others.
 		m := c.Members[0]
-		rec := watch(t, fleetetcd.Store{Client: newClient(t, m.ClientURL)}.Source("checkout"))
-		d := next(t, c.Endpoints()...)
-		i := rec.waitFor("the first version", 0, isDoc(d))
+		rec, i := watchFirst(t, m.ClientURL)
+		var d []byte
 		for range 3 {
-			if err := m.Pause(); err != nil {
-				t.Fatal(err)
-			}
+			pause(t, m)
 			i = rec.waitFor("an error while its member is stopped", i, isErr)
 			d = next(t, c.Members[1].ClientURL, c.Members[2].ClientURL)
-			if err := m.Resume(); err != nil {
-				t.Fatal(err)
-			}
+			resume(t, m)
 			i = rec.waitFor("the version pushed while its member was stopped", i, isDoc(d))
 		}
 		// Faster flaps: stopped and continued at once, a push each time.
 		for range 5 {
-			if err := m.Pause(); err != nil {
-				t.Fatal(err)
-			}
+			pause(t, m)
 			d = next(t, c.Members[1].ClientURL, c.Members[2].ClientURL)
-			if err := m.Resume(); err != nil {
-				t.Fatal(err)
-			}
+			resume(t, m)
 		}
 		rec.waitFor("the last version pushed while it flapped", i, isDoc(d))
 	})
@@ -146,21 +163,11 @@ func TestCluster(t *testing.T) {
 		// leader, and the source says the store is lost rather than
 		// serve what that member holds.
 		m := c.Members[0]
-		rec := watch(t, fleetetcd.Store{Client: newClient(t, m.ClientURL)}.Source("checkout"))
-		d := next(t, c.Endpoints()...)
-		i := rec.waitFor("the first version", 0, isDoc(d))
-		for _, o := range c.Members[1:] {
-			if err := o.Pause(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		rec, i := watchFirst(t, m.ClientURL)
+		pause(t, c.Members[1:]...)
 		i = rec.waitFor("an error while its member has no leader", i, isErr)
-		for _, o := range c.Members[1:] {
-			if err := o.Resume(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		d = next(t, c.Members[1].ClientURL)
+		resume(t, c.Members[1:]...)
+		d := next(t, c.Members[1].ClientURL)
 		rec.waitFor("the version pushed once the quorum is back", i, isDoc(d))
 	})
 
@@ -168,24 +175,12 @@ func TestCluster(t *testing.T) {
 		defer healthy(t)
 		// The source reaches every member; one stops answering. It goes
 		// on through the others, whichever one it was watching on.
-		rec := watch(t, fleetetcd.Store{Client: newClient(t, c.Endpoints()...)}.Source("checkout"))
-		d := next(t, c.Endpoints()...)
-		i := rec.waitFor("the first version", 0, isDoc(d))
+		rec, i := watchFirst(t, c.Endpoints()...)
 		for _, m := range c.Members {
-			if err := m.Pause(); err != nil {
-				t.Fatal(err)
-			}
-			var rest []string
-			for _, o := range c.Members {
-				if o != m {
-					rest = append(rest, o.ClientURL)
-				}
-			}
-			d = next(t, rest...)
+			pause(t, m)
+			d := next(t, urlsBut(c, m)...)
 			i = rec.waitFor("the version pushed while a member was stopped", i, isDoc(d))
-			if err := m.Resume(); err != nil {
-				t.Fatal(err)
-			}
+			resume(t, m)
 		}
 	})
 
@@ -198,18 +193,14 @@ func TestCluster(t *testing.T) {
 		stale := c.Members[2]
 		cli := newClient(t, c.Members[0].ClientURL)
 		rec := watch(t, fleetetcd.Store{Client: cli}.Source("checkout"))
-		if err := stale.Pause(); err != nil {
-			t.Fatal(err)
-		}
+		pause(t, stale)
 		next(t, c.Members[0].ClientURL)
 		d := next(t, c.Members[0].ClientURL)
 		i := rec.waitFor("the version the stale member lacks", 0, isDoc(d))
 		seen := rec.at(i).Revision
 		cli.SetEndpoints(stale.ClientURL)
 		c.Members[0].Kill()
-		if err := stale.Resume(); err != nil {
-			t.Fatal(err)
-		}
+		resume(t, stale)
 		d = next(t, c.Members[1].ClientURL)
 		j := rec.waitFor("the version pushed after", i, isDoc(d))
 		for _, r := range rec.upTo(j)[i+1:] {
@@ -242,13 +233,9 @@ func TestCluster(t *testing.T) {
 			}
 		}
 		waitPods(t, lister, there(true))
-		if err := m.Pause(); err != nil {
-			t.Fatal(err)
-		}
+		pause(t, m)
 		waitPods(t, lister, there(false))
-		if err := m.Resume(); err != nil {
-			t.Fatal(err)
-		}
+		resume(t, m)
 		waitPods(t, lister, there(true))
 	})
 
