@@ -1,9 +1,6 @@
 package hedgectl_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +10,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/fleet"
 	"github.com/tailcut/hedge/hedgectl"
+	"github.com/tailcut/hedge/internal/hedgeset/settest"
 )
 
 // TestFleetStatus checks that GET / shows the policy document the pod
@@ -26,15 +24,8 @@ func TestFleetStatus(t *testing.T) {
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		w, err := fleet.NewWatcher(fleet.Options{Service: "checkout", Instance: "pod-3", Source: fleet.NewFile(path),
-			Hedgers: map[string]*hedge.Hedger{"items": items}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- w.Run(ctx) }()
-		defer func() { cancel(); <-done }()
+		w := settest.Watch(t, fleet.Options{Service: "checkout", Instance: "pod-3", Source: fleet.NewFile(path),
+			Hedgers: map[string]*hedge.Hedger{"items": items}})
 		synctest.Wait()
 
 		ctl, err := hedgectl.New(map[string]*hedge.Hedger{"items": items}, hedgectl.Options{Fleet: w})

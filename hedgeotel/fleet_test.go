@@ -1,10 +1,7 @@
 package hedgeotel_test
 
 import (
-	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,6 +13,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/fleet"
 	"github.com/tailcut/hedge/hedgeotel"
+	"github.com/tailcut/hedge/internal/hedgeset/settest"
 )
 
 // TestRegisterFleet runs a pod's Watcher over a policy file that falls
@@ -31,15 +29,8 @@ func TestRegisterFleet(t *testing.T) {
 		if err := os.WriteFile(path, []byte("service: checkout\nversion: 9\nhedgers: {\"*\": {mode: on}}\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		w, err := fleet.NewWatcher(fleet.Options{Service: "checkout", Instance: "pod-1", Source: fleet.NewFile(path), LostAfter: time.Minute,
-			Hedgers: map[string]*hedge.Hedger{"api": h}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- w.Run(ctx) }()
-		defer func() { cancel(); <-done }()
+		w := settest.Watch(t, fleet.Options{Service: "checkout", Instance: "pod-1", Source: fleet.NewFile(path), LostAfter: time.Minute,
+			Hedgers: map[string]*hedge.Hedger{"api": h}})
 		synctest.Wait()
 		applied := w.Status().Applied
 		if err := os.Remove(path); err != nil {

@@ -1,10 +1,7 @@
 package hedgeprom_test
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +15,7 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/fleet"
 	"github.com/tailcut/hedge/hedgeprom"
+	"github.com/tailcut/hedge/internal/hedgeset/settest"
 )
 
 // TestFleetCollector runs a pod's Watcher over a policy file through an
@@ -40,16 +38,9 @@ func TestFleetCollector(t *testing.T) {
 			time.Sleep(fleet.DefaultPoll + time.Millisecond)
 			synctest.Wait()
 		}
-		w, err := fleet.NewWatcher(fleet.Options{Service: "checkout", Instance: "pod-1", Source: fleet.NewFile(path),
-			Hedgers: map[string]*hedge.Hedger{"api": h}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
 		write("service: checkout\nversion: 3\nhedgers: {\"*\": {mode: shadow}}\n")
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- w.Run(ctx) }()
-		defer func() { cancel(); <-done }()
+		w := settest.Watch(t, fleet.Options{Service: "checkout", Instance: "pod-1", Source: fleet.NewFile(path),
+			Hedgers: map[string]*hedge.Hedger{"api": h}})
 		synctest.Wait()
 		applied := w.Status().Applied
 		write("service: checkout\nversion: 4\nhedgers: {\"*\": {mode: maybe}}\n")

@@ -1,13 +1,16 @@
 // Package settest drives the traffic the exporters' tests read back: a
 // Hedger whose replicas differ (one slow, one that refuses every
-// connection), and a tied client and server through most of their
-// counters. Both run on synctest's fake clock.
+// connection), a fan-out over shards, a tied client and server through
+// most of their counters, and a fleet Watcher. All but ShardedFan run on
+// synctest's fake clock.
 package settest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"runtime"
 	"sync"
 	"syscall"
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tailcut/hedge"
+	"github.com/tailcut/hedge/fleet"
 	"github.com/tailcut/hedge/internal/hedgeset"
 	"github.com/tailcut/hedge/tied"
 )
@@ -305,6 +309,25 @@ func ShardedFan(t testing.TB) *hedge.Hedger {
 		t.Fatalf("settest: DoFan: %v", err)
 	}
 	return h
+}
+
+// Watch makes a fleet Watcher of opts and runs it until the test ends; its
+// log is discarded unless opts.Logger is set. Call it inside a synctest
+// bubble: the Watcher's goroutine is ended in a t.Cleanup.
+func Watch(t testing.TB, opts fleet.Options) *fleet.Watcher {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	w, err := fleet.NewWatcher(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
 }
 
 // ModeSteps switches two Hedgers, named "a" and "b" in their set, through
