@@ -549,7 +549,7 @@ func (m *Member) Pause() error {
 	m.paused++
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		stopped, err := processStopped(m.proc.Pid)
+		stopped, err := testproc.Stopped(m.proc.Pid)
 		if err != nil {
 			return fmt.Errorf("etcdtest: Pause: member %s: %w", m.Name, err)
 		}

@@ -1,8 +1,8 @@
 // Package testproc runs the child processes that the project's tests and
 // benches start (redis-server, postgres, prometheus): each is reaped by a
 // goroutine of its own, which ends when the process exits, and stopped by
-// PID, politely and then for good. internal/redistest, internal/pgtest and
-// internal/promtest are built on it.
+// PID, politely and then for good. internal/redistest, internal/pgtest,
+// internal/promtest and internal/etcdtest are built on it.
 package testproc
 
 import (
