@@ -209,24 +209,31 @@ func read[C redis.Cmder](ctx context.Context, c *Client, op string, newCmd func(
 // exhausted pool) are returned to hedge.Do, which then sends the next copy
 // at once.
 func runCopy[C redis.Cmder](ctx context.Context, c *Client, a hedge.Attempt, newCmd func(context.Context, ...any) C, args []any) (reply[C], error) {
-	if !c.gate.Enter() {
+	return runOn(ctx, &c.gate, c.reps, c.clients, isAnswer, a, newCmd, args)
+}
+
+// runOn runs one copy of a read on nodes[a.Replica], counted in
+// reps[a.Replica], while gate is open. An error for which answer is true
+// is the server's answer; any other fails the copy.
+func runOn[C redis.Cmder](ctx context.Context, gate *callgate.Gate, reps []replica, nodes []*redis.Client, answer func(error) bool, a hedge.Attempt, newCmd func(context.Context, ...any) C, args []any) (reply[C], error) {
+	if !gate.Enter() {
 		return reply[C]{}, hedge.Permanent(ErrClosed)
 	}
-	rs := &c.reps[a.Replica]
+	rs := &reps[a.Replica]
 	rs.Copies.Add(1)
 	rs.InFlight.Add(1)
 	defer func() {
 		rs.InFlight.Add(-1)
-		c.gate.Leave()
+		gate.Leave()
 	}()
 	if a.Hedge {
 		// Copies run at the same time; none shares the caller's slice.
 		args = slices.Clone(args)
 	}
 	cmd := newCmd(ctx, args...)
-	_ = c.clients[a.Replica].Process(ctx, cmd)
+	_ = nodes[a.Replica].Process(ctx, cmd)
 	err := cmd.Err()
-	if err == nil || isAnswer(err) {
+	if err == nil || answer(err) {
 		return reply[C]{cmd: cmd, replica: a.Replica}, nil
 	}
 	if ctx.Err() != nil {

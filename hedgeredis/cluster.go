@@ -14,7 +14,6 @@ import (
 	"github.com/tailcut/hedge"
 	"github.com/tailcut/hedge/internal/callgate"
 	"github.com/tailcut/hedge/internal/cfgerr"
-	"github.com/tailcut/hedge/internal/dialerr"
 	"github.com/tailcut/hedge/internal/keyslot"
 )
 
@@ -377,32 +376,12 @@ func redirected[C redis.Cmder](ctx context.Context, c *ClusterClient, newCmd fun
 // runClusterCopy runs one copy of a read on node a.Replica, as runCopy
 // does on a replica; a redirection (MOVED, ASK) fails the copy.
 func runClusterCopy[C redis.Cmder](ctx context.Context, c *ClusterClient, a hedge.Attempt, newCmd func(context.Context, ...any) C, args []any) (reply[C], error) {
-	if !c.gate.Enter() {
-		return reply[C]{}, hedge.Permanent(ErrClosed)
-	}
-	rs := &c.reps[a.Replica]
-	rs.Copies.Add(1)
-	rs.InFlight.Add(1)
-	defer func() {
-		rs.InFlight.Add(-1)
-		c.gate.Leave()
-	}()
-	if a.Hedge {
-		args = slices.Clone(args)
-	}
-	cmd := newCmd(ctx, args...)
-	_ = c.nodes[a.Replica].Process(ctx, cmd)
-	err := cmd.Err()
-	if err == nil || (isAnswer(err) && !isRedirect(err)) {
-		return reply[C]{cmd: cmd, replica: a.Replica}, nil
-	}
-	if ctx.Err() != nil {
-		rs.Cancelled.Add(1)
-	} else {
-		rs.Failed.Add(1)
-	}
-	return reply[C]{cmd: cmd, replica: a.Replica}, dialerr.Mark(err)
+	return runOn(ctx, &c.gate, c.reps, c.nodes, isClusterAnswer, a, newCmd, args)
 }
+
+// isClusterAnswer reports whether err is the server's answer on a cluster:
+// an answer (isAnswer) other than a redirection.
+func isClusterAnswer(err error) bool { return isAnswer(err) && !isRedirect(err) }
 
 // isRedirect reports whether err is, or wraps only, MOVED or ASK replies.
 func isRedirect(err error) bool {
