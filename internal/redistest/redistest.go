@@ -370,7 +370,7 @@ func (s *Server) Stall() (*Stall, error) {
 func (s *Server) waitStopped(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		stopped, err := processStopped(s.Pid)
+		stopped, err := testproc.Stopped(s.Pid)
 		if errors.Is(err, errors.ErrUnsupported) {
 			stopped = s.ping(20*time.Millisecond) != nil
 		} else if err != nil {
