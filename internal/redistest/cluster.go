@@ -394,6 +394,32 @@ func (c *Cluster) ShardOf(slot int) int {
 	return -1
 }
 
+// CheckLayout reports whether a client's layout is the cluster's: nodes
+// holds each node's address, by the client's node index, and shards holds
+// each shard's node indexes. Shard s must be Shards[s], its master first,
+// then its replicas. The error says which shard differs.
+func (c *Cluster) CheckLayout(nodes []string, shards [][]int) error {
+	if len(shards) != len(c.Shards) {
+		return fmt.Errorf("redistest: %d shards, want %d", len(shards), len(c.Shards))
+	}
+	for s, sh := range c.Shards {
+		var want, got []string
+		for _, n := range sh.Servers() {
+			want = append(want, n.Addr)
+		}
+		for _, k := range shards[s] {
+			if k < 0 || k >= len(nodes) {
+				return fmt.Errorf("redistest: shard %d holds node %d, but there are %d nodes", s, k, len(nodes))
+			}
+			got = append(got, nodes[k])
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("redistest: shard %d is %v, want %v (master first)", s, got, want)
+		}
+	}
+	return nil
+}
+
 // KeySlot returns the hash slot of key, as Redis Cluster computes it:
 // CRC16 (XMODEM) of the key, or of its hash tag (the part between the
 // first "{" and the next "}", when not empty), modulo Slots.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,33 @@ func TestCluster(t *testing.T) {
 	got := readOnReplica(t, sh.Replicas[0], "greeting")
 	if got != "hello" {
 		t.Errorf("GET on the replica after READONLY: %q, want hello", got)
+	}
+
+	// CheckLayout takes a layout built from the cluster's own, and tells
+	// where another differs.
+	nodes := c.Addrs()
+	index := map[string]int{}
+	for i, a := range nodes {
+		index[a] = i
+	}
+	var shards [][]int
+	for _, sh := range c.Shards {
+		var ks []int
+		for _, n := range sh.Servers() {
+			ks = append(ks, index[n.Addr])
+		}
+		shards = append(shards, ks)
+	}
+	if err := c.CheckLayout(nodes, shards); err != nil {
+		t.Errorf("CheckLayout of the cluster's own layout: %v", err)
+	}
+	swapped := slices.Clone(shards)
+	swapped[1] = []int{shards[1][1], shards[1][0]}
+	if err := c.CheckLayout(nodes, swapped); err == nil || !strings.Contains(err.Error(), "shard 1 is") {
+		t.Errorf("CheckLayout with shard 1's replica first: %v, want an error naming shard 1", err)
+	}
+	if err := c.CheckLayout(nodes, shards[:2]); err == nil || !strings.Contains(err.Error(), "2 shards, want 3") {
+		t.Errorf("CheckLayout with a shard missing: %v, want an error saying 2 shards, want 3", err)
 	}
 
 	if err := c.Stop(); err != nil {
