@@ -32,11 +32,14 @@
 // delay. A primary at the head of this client's work there may be slow
 // itself, stuck with its server, or queued behind other clients' work,
 // which the client cannot see. Its copy waits until the primary has
-// waited [HeadDelays] delays (RefusedHead).
+// waited [HeadDelays] delays (RefusedHead), even for a fan-out's leaf
+// that the sibling trigger calls a straggler (Plan.HeadAt).
 //
 // For each class the Policy keeps running averages over about the last
 // 32 hedges: the share that won, and the time losers ran for nothing,
-// per hedge and as a share of the delay. A class goes on while that
+// per hedge and as a share of the delay (or of the time the primary had
+// waited when its copy went, if that was shorter, as for a straggler
+// whose siblings had answered). A class goes on while that
 // waste is at most 0.4 of a delay times one plus its win rate. It also
 // goes on while at least PayoffWinRate of its hedges win. Otherwise it
 // is refused (RefusedPayoff).

@@ -159,3 +159,37 @@ func TestPayoffPriorWeighsFourHedges(t *testing.T) {
 		}
 	}
 }
+
+// TestPayoffWasteOfAnEarlyCopy: a losing copy's waste is a share of the
+// delay, or of the time its primary had waited when it went if that was
+// shorter (a straggler's copy sent early by the sibling trigger): losing
+// 5ms after a wait of 1ms wastes five times the bet, not half a 10ms
+// delay.
+func TestPayoffWasteOfAnEarlyCopy(t *testing.T) {
+	const delay = 10 * time.Millisecond
+	for _, c := range []struct {
+		name      string
+		sentAt    time.Duration
+		wantWaste float64
+	}{
+		{"at the delay", delay, 0.5},
+		{"early", time.Millisecond, 5},
+		{"after the delay", 3 * delay, 0.5},
+	} {
+		p := New(Config{MaxAttempts: 2, Replicas: 3, PayoffWinRate: 0.2, Rollout: 1, MaxLoad: -1})
+		var pl Plan
+		p.Begin(&pl, 0, fixed(delay), Never, false, nil)
+		if _, why := p.Admit(&pl, 0, EvidenceBehind); why != Allowed {
+			t.Fatalf("%s: Admit = %v", c.name, why)
+		}
+		pl.HedgeAt = c.sentAt
+		before := p.Waste(EvidenceBehind)
+		p.Succeeded(&pl, c.sentAt+5*time.Millisecond, false)
+		// The average moves by (waste - before) / (1 + payoffPrior) on
+		// the class's first outcome.
+		got := before + (c.wantWaste-before)/(1+payoffPrior)
+		if w := p.Waste(EvidenceBehind); w < got-1e-3 || w > got+1e-3 {
+			t.Errorf("%s: waste %.4f after a loser that ran 5ms; want %.4f (a waste of %v)", c.name, w, got, c.wantWaste)
+		}
+	}
+}
