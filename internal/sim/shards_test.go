@@ -387,6 +387,7 @@ func shardVariants(t *testing.T, c Config) {
 		{"no Hedger budget, FanOut.Hedges 100", hedge.Config{NoBudget: true}, hedge.FanOut{Hedges: 100}},
 		{"no Hedger budget, FanOut.Hedges 100, no spare-capacity rule", hedge.Config{NoBudget: true, MaxReplicaLoad: hedge.AnyReplicaLoad}, hedge.FanOut{Hedges: 100}},
 		{"no Hedger budget, FanOut.Hedges 100, no payoff rule nor head wait", hedge.Config{NoBudget: true, PayoffWinRate: -1}, hedge.FanOut{Hedges: 100}},
+		{"no Hedger budget, FanOut.Hedges 100, three copies", hedge.Config{NoBudget: true, MaxAttempts: 3}, hedge.FanOut{Hedges: 100}},
 	} {
 		d := c
 		h, fo := v.h, v.fo
