@@ -209,8 +209,8 @@ func DoFan[T any](ctx context.Context, h *Hedger, op string, n int, f FanOut, le
 		r.marks.write = in.write
 	}
 	r.start = h.now()
-	if r.lay.shard != nil {
-		r.fo.dec.Reset(f.fanConfigShards(n, h.fanDefaults(r.lay)))
+	if r.lay.sharded() {
+		r.fo.dec.Reset(f.fanConfigShards(n, h.fanDefaults(r.lay, n)))
 	} else {
 		r.fo.dec.Reset(f.fanConfig(n, len(h.replicas)))
 	}
@@ -283,8 +283,8 @@ func (r *fanRun[T]) send(i int) {
 	l.sent = true
 	r.running++
 	shard := -1
-	if r.lay.shard != nil {
-		if shard = r.lay.shard[i]; !r.h.validShard(shard) {
+	if r.lay.sharded() {
+		if shard = r.lay.of(i); !r.h.validShard(shard) {
 			l.own.err = shardError(r.h, shard, i)
 			r.back <- i // buffered for every leaf
 			return
@@ -298,10 +298,10 @@ func (r *fanRun[T]) send(i int) {
 // shard returns leaf i's shard state, or nil without Config.Shards or
 // for a leaf whose shard is out of range.
 func (r *fanRun[T]) shard(i int) *shardState {
-	if r.lay.shard == nil || !r.h.validShard(r.lay.shard[i]) {
+	if !r.lay.sharded() || !r.h.validShard(r.lay.of(i)) {
 		return nil
 	}
-	return &r.st.shards[r.lay.shard[i]]
+	return &r.st.shards[r.lay.of(i)]
 }
 
 // run runs the leaf's call on its goroutine and reports its return on

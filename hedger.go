@@ -188,6 +188,10 @@ type Hedger struct {
 	timers       *timerQueue
 	calls        sync.Pool // of *call[T], for whatever T the Hedger's calls return
 
+	// fanHeavy holds the defaults of the last sharded DoFan in the
+	// default layout (fanDefaults).
+	fanHeavy atomic.Pointer[fanHeaviest]
+
 	liveMu   sync.Mutex                // serialises SetLive
 	live     atomic.Pointer[liveState] // SetLive's settings; nil: the Config's
 	liveBase decide.Live               // what requests begin with before any SetLive

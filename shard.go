@@ -191,25 +191,36 @@ func (h *Hedger) candidates(shard int) []int {
 
 // fanLayout is where the leaves of one [DoFan] go on a [Hedger] with
 // [Config.Shards]: each leaf's shard, as [FanOut.Shard] gave it (out of
-// range, possibly).
+// range, possibly), or leaf i on shard i mod the number of shards.
 type fanLayout struct {
-	shard []int
+	shard []int // by FanOut.Shard, or nil
+	mod   int   // with shard nil, the number of shards; 0 without Config.Shards
+}
+
+// sharded reports whether the leaves go to shards.
+func (l fanLayout) sharded() bool { return l.shard != nil || l.mod > 0 }
+
+// of returns leaf i's shard. l must be sharded.
+func (l fanLayout) of(i int) int {
+	if l.shard != nil {
+		return l.shard[i]
+	}
+	return i % l.mod
 }
 
 // layout returns the shard of each of n leaves by f.Shard (nil: leaf i
-// on shard i mod the number of shards), or the zero fanLayout on a
-// [Hedger] without [Config.Shards].
+// on shard i mod the number of shards, with nothing allocated), or the
+// zero fanLayout on a [Hedger] without [Config.Shards].
 func (h *Hedger) layout(f *FanOut, n int) fanLayout {
 	if h.shards == nil {
 		return fanLayout{}
 	}
+	if f.Shard == nil {
+		return fanLayout{mod: len(h.shards)}
+	}
 	l := fanLayout{shard: make([]int, n)}
 	for i := range n {
-		if f.Shard != nil {
-			l.shard[i] = f.Shard(i)
-		} else {
-			l.shard[i] = i % len(h.shards)
-		}
+		l.shard[i] = f.Shard(i)
 	}
 	return l
 }
@@ -217,19 +228,36 @@ func (h *Hedger) layout(f *FanOut, n int) fanLayout {
 // validShard reports whether s is a shard of h.
 func (h *Hedger) validShard(s int) bool { return s >= 0 && s < len(h.shards) }
 
-// fanDefaults returns what the defaults of a fan-out laid out by l are
-// made of (see decide.ShardLoad).
-func (h *Hedger) fanDefaults(l fanLayout) (heaviest float64) {
-	if l.shard == nil {
+// fanHeaviest is the defaults of a fan-out of n leaves in the default
+// layout: what fanDefaults returns for it.
+type fanHeaviest struct {
+	n        int
+	heaviest float64
+}
+
+// fanDefaults returns what the defaults of a fan-out of n leaves laid out
+// by l are made of (see decide.ShardLoad). In the default layout they
+// depend on n alone, and the last one is kept.
+func (h *Hedger) fanDefaults(l fanLayout, n int) (heaviest float64) {
+	if !l.sharded() {
 		return 0
 	}
+	if l.shard == nil {
+		if p := h.fanHeavy.Load(); p != nil && p.n == n {
+			return p.heaviest
+		}
+	}
 	counts := make([]int, len(h.shards))
-	for _, s := range l.shard {
-		if h.validShard(s) {
+	for i := range n {
+		if s := l.of(i); h.validShard(s) {
 			counts[s]++
 		}
 	}
-	return decide.ShardLoad(counts, h.shardLists(), len(h.replicas))
+	heaviest = decide.ShardLoad(counts, h.shardLists(), len(h.replicas))
+	if l.shard == nil {
+		h.fanHeavy.Store(&fanHeaviest{n, heaviest})
+	}
+	return heaviest
 }
 
 // shardLists returns the servers of each shard.

@@ -505,3 +505,27 @@ func TestDoShardZones(t *testing.T) {
 		settle()
 	})
 }
+
+// TestDoFanShardsAllocations: a sharded DoFan in the default layout (leaf
+// i on shard i mod the shards) allocates no more than a flat one over as
+// many replicas: its defaults depend only on the number of leaves, and
+// are kept from one call to the next.
+func TestDoFanShardsAllocations(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation changes allocations")
+	}
+	const n = 40
+	leaf := func(_ context.Context, i int, _ hedge.Attempt) (int, error) { return i, nil }
+	flat := mustNew(t, hedge.Config{Delay: hedge.Fixed(time.Hour), Replicas: 40})
+	sharded := mustNew(t, hedge.Config{Delay: hedge.Fixed(time.Hour), Replicas: 40, Shards: hedge.ShardGrid(20, 2)})
+	allocs := func(h *hedge.Hedger) float64 {
+		return testing.AllocsPerRun(200, func() {
+			if _, err := hedge.DoFan(context.Background(), h, "leaf", n, hedge.FanOut{}, leaf); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if f, s := allocs(flat), allocs(sharded); s > f+0.5 {
+		t.Errorf("a sharded DoFan of %d leaves allocates %.1f times, a flat one %.1f; want no more", n, s, f)
+	}
+}
