@@ -39,6 +39,7 @@ func TestFanCallManyClients(t *testing.T) {
 		{"mixed", 0.9, 100, 40, true, false, 99},
 		{"bigjobs", 0.9, 1, 40, true, false, 99},
 		{"bigjobs", 0.9, 1, 40, false, false, 99},
+		{"stalls", 0.9, 1, 40, true, false, 99},
 	} {
 		c := scenarioConfig(t, pt.world)
 		c.Load, c.Fanout, c.Clients, c.Requests, c.Warmup = pt.load, pt.width, pt.clients, 40_000, 4_000
