@@ -24,61 +24,89 @@ import (
 // that can be cancelled, Value makes the real context too, so that
 // context.Cause (which finds package context's cancelCtx by Value)
 // reports the copy's cancellation rather than the parent's state.
+//
+// What only a watched copy needs (the WithCancel context and the lock
+// that orders its making with a cancel) sits behind a pointer that
+// stays nil until then: the copyCtx of a fast call is 32 bytes, the
+// size class half of the one it would share with them, and the
+// allocation rate sets how often the collector runs, and so how much of
+// a call runs with write barriers on (BENCHMARKS.md, "The decision's
+// cost").
 type copyCtx struct {
-	context.Context      // the parent: Deadline, and Value until watched
-	parentCancels   bool // the parent's Done is not nil
+	context.Context // the parent: Deadline, and Value until watched
 
-	// state holds the copy's cancellation and whether it is watched, in
-	// one word, so that a copy nobody watches is cancelled and asked for
-	// Err without a lock. std and stdCancel are set before stWatched is,
-	// and never change after: a reader that sees stWatched may read them.
-	state     atomic.Uint32
+	// state holds the copy's cancellation, whether its parent can be
+	// cancelled and whether it is watched, in one word, so that a copy
+	// nobody watches is cancelled and asked for Err without a lock.
+	state atomic.Uint32
+	// w is set before stWatched is, and never changes after: a reader
+	// that sees stWatched may read it.
+	w atomic.Pointer[copyWatch]
+}
+
+// copyWatch is what a watched copyCtx adds: the WithCancel context that
+// stands for it.
+type copyWatch struct {
 	std       context.Context
 	stdCancel context.CancelFunc
-
-	// mu serialises making std with cancelling a watched copy, so that
-	// Err and Cause change together.
+	// mu serialises publishing the watch with cancelling a watched copy,
+	// so that Err and Cause change together.
 	mu sync.Mutex
 }
 
 // The bits of copyCtx.state.
 const (
-	stCancelled = 1 << iota // the copy was cancelled
-	stParentErr             // ... after its parent ended: Err is the parent's
-	stWatched               // std is made
+	stCancelled     = 1 << iota // the copy was cancelled
+	stParentErr                 // ... after its parent ended: Err is the parent's
+	stWatched                   // w is set and published
+	stParentCancels             // the parent's Done is not nil
 )
 
 // newCopyCtx returns the context of a copy under parent.
 func newCopyCtx(parent context.Context) *copyCtx {
-	return &copyCtx{Context: parent, parentCancels: parent.Done() != nil}
+	c := &copyCtx{Context: parent}
+	if parent.Done() != nil {
+		c.state.Store(stParentCancels)
+	}
+	return c
 }
 
-// watch makes std, cancelled already if the copy is. c.mu is held.
-func (c *copyCtx) watch() {
-	if c.state.Load()&stWatched != 0 {
-		return
+// watch makes the WithCancel context, cancelled already if the copy is,
+// and returns it. Of two goroutines that watch at once, one makes it;
+// the other's context is cancelled unused.
+func (c *copyCtx) watch() *copyWatch {
+	if w := c.w.Load(); w != nil {
+		// Made, and published or about to be: its maker holds w.mu until
+		// stWatched is set, and a cancel meanwhile is seen by it.
+		return w
 	}
-	c.std, c.stdCancel = context.WithCancel(c.Context)
+	w := new(copyWatch)
+	w.std, w.stdCancel = context.WithCancel(c.Context)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !c.w.CompareAndSwap(nil, w) {
+		w.stdCancel() // another watch won: this one goes unused
+		return c.w.Load()
+	}
 	// A cancel of an unwatched copy changes state by compare-and-swap
 	// without the lock: either it lands first, and std is cancelled
-	// here, or it fails and cancels again under the lock, after this.
+	// here, or it fails and cancels again under w.mu, after this.
 	s := c.state.Load()
 	for !c.state.CompareAndSwap(s, s|stWatched) {
 		s = c.state.Load()
 	}
 	if s&stCancelled != 0 {
-		c.stdCancel()
+		w.stdCancel()
 	}
+	return w
 }
 
 // Done returns a channel closed when the copy's context is cancelled.
 func (c *copyCtx) Done() <-chan struct{} {
-	if c.state.Load()&stWatched == 0 {
-		c.mu.Lock()
-		c.watch()
-		c.mu.Unlock()
+	if c.state.Load()&stWatched != 0 {
+		return c.w.Load().std.Done()
 	}
-	return c.std.Done()
+	return c.watch().std.Done()
 }
 
 // Err returns nil until the copy's context is cancelled, or its parent's.
@@ -86,12 +114,12 @@ func (c *copyCtx) Err() error {
 	s := c.state.Load()
 	switch {
 	case s&stWatched != 0:
-		return c.std.Err()
+		return c.w.Load().std.Err()
 	case s&stParentErr != 0:
 		return c.Context.Err() // the parent's, which never changes once set
 	case s&stCancelled != 0:
 		return context.Canceled
-	case c.parentCancels:
+	case s&stParentCancels != 0:
 		return c.Context.Err()
 	}
 	return nil
@@ -100,15 +128,14 @@ func (c *copyCtx) Err() error {
 // Value returns the value for key: the parent's, as seen through the
 // WithCancel context once there is one.
 func (c *copyCtx) Value(key any) any {
-	if s := c.state.Load(); s&stWatched == 0 {
-		if !c.parentCancels || s&stCancelled == 0 {
-			return c.Context.Value(key)
-		}
-		c.mu.Lock()
-		c.watch()
-		c.mu.Unlock()
+	s := c.state.Load()
+	if s&stWatched != 0 {
+		return c.w.Load().std.Value(key)
 	}
-	return c.std.Value(key)
+	if s&stParentCancels == 0 || s&stCancelled == 0 {
+		return c.Context.Value(key)
+	}
+	return c.watch().std.Value(key)
 }
 
 // cancel cancels the copy's context: Err becomes context.Canceled (or the
@@ -120,25 +147,29 @@ func (c *copyCtx) cancel() {
 		return
 	}
 	bits := uint32(stCancelled)
-	if c.parentCancels && c.Context.Err() != nil {
+	if s&stParentCancels != 0 && c.Context.Err() != nil {
 		bits |= stParentErr
 	}
-	if s&stWatched == 0 && c.state.CompareAndSwap(s, s|bits) {
-		return // unwatched: nobody to tell
+	for s&stWatched == 0 {
+		if c.state.CompareAndSwap(s, s|bits) {
+			return // unwatched: nobody to tell
+		}
+		if s = c.state.Load(); s&stCancelled != 0 {
+			return
+		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	// Watched (stWatched is set only once w is). Under w.mu, so that
+	// Err and Cause change together; stdCancel calls nothing of c: std
+	// was made from the parent, not from c.
+	w := c.w.Load()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	s = c.state.Load()
 	if s&stCancelled != 0 {
 		return
 	}
-	// Watched now (watch holds c.mu while it publishes stWatched). Under
-	// c.mu, so that Err and Cause change together; stdCancel calls
-	// nothing of c: std was made from the parent, not from c.
 	c.state.Store(s | bits)
-	if s&stWatched != 0 {
-		c.stdCancel()
-	}
+	w.stdCancel()
 }
 
 // String names the context as package context would name the result of

@@ -347,9 +347,16 @@ func (c *call[T]) launch(i int, now time.Duration, replica int, probe bool) (con
 		fo := &c.h.fanOuts[replica]
 		switch {
 		case n == 1:
-			fo.fan.Store(c.fan)
-			fo.pure.Store(c.fan != nil)
-		case fo.fan.Load() != c.fan:
+			// Stored only if they change: a store is an atomic exchange
+			// (and the pointer's a write barrier while the collector
+			// marks), and a replica mostly serves calls of no fan-out.
+			if fo.fan.Load() != c.fan {
+				fo.fan.Store(c.fan)
+			}
+			if pure := c.fan != nil; fo.pure.Load() != pure {
+				fo.pure.Store(pure)
+			}
+		case fo.fan.Load() != c.fan && fo.pure.Load():
 			fo.pure.Store(false)
 		}
 		sent := c.h.sent[replica].Add(1)
@@ -770,9 +777,17 @@ func (c *call[T]) observePrimary(now time.Duration, err error, p *PanicError, wa
 	if censored {
 		st.censored.Add(1)
 	}
-	st.primary.Record(int64(sample))
+	if !c.alone() {
+		// outcome records a primary that won alone, for both.
+		st.primary.Record(int64(sample))
+	}
 	st.est.Observe(now, sample)
 }
+
+// alone reports whether the call was decided by its primary's success
+// with no other copy sent: its latency is then the primary's, and outcome
+// records it once, in opState.alone, for both. c.mu is held.
+func (c *call[T]) alone() bool { return c.decided && c.winner == 0 && c.launched == 1 }
 
 // decide fixes the outcome (winner -1 for an error) and cancels every other
 // copy. The winner is recorded before the cancels, so that a loser seeing
@@ -939,7 +954,12 @@ func (c *call[T]) outcome() (T, error) {
 	if c.launched > 1 && !h.bgReap {
 		end = max(h.now(), end)
 	}
-	st.latency.Record(int64(end - c.plan.Start))
+	if c.alone() {
+		// The primary's latency too: observePrimary left it to this.
+		st.alone.Record(int64(end - c.plan.Start))
+	} else {
+		st.latency.Record(int64(end - c.plan.Start))
+	}
 	if c.plan.Holdout {
 		st.holdout.Record(int64(end - c.plan.Start))
 	}

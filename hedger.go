@@ -486,6 +486,11 @@ type opState struct {
 
 	latency quantile.Histogram // winner's latency: what the caller saw
 	primary quantile.Histogram // the primary alone; censored at cancellation
+	// alone holds the latency of each call whose primary won with no
+	// other copy sent: a value that latency and primary both hold, in
+	// one record instead of two: the Latency and Primary distributions
+	// and histograms add it to theirs.
+	alone   quantile.Histogram
 	hedge   quantile.Histogram // hedge copies on their own, from send to success
 	holdout quantile.Histogram // what callers saw in the rollout's control group
 	// timerLag is how late each hedge timer fired after it was due.
