@@ -131,7 +131,10 @@ func (c *call[T]) begin(ctx context.Context, h *Hedger, st *opState, fn func(ctx
 	if c.st != st {
 		c.st = st
 	}
-	c.parent, c.fn, c.winner, c.slot, c.shard = ctx, fn, -1, -1, shard
+	c.parent, c.fn, c.winner, c.timer.slot, c.shard = ctx, fn, -1, -1, shard
+	if c.timer.t == nil {
+		c.timer.t = c // once for the call's life: reset keeps it
+	}
 	once := false
 	if c.fan != nil {
 		c.fan = nil
@@ -186,7 +189,9 @@ type callState[T any] struct {
 	repAhead  int64
 	repDoneAt int64
 	byRep     bool
-	slot      int // in the Hedger's timer queue, guarded by its lock; -1 if none
+	// timer is the call's timer in the Hedger's timer queue; its fields
+	// are guarded by the queue's lock.
+	timer timerItem
 	// timerDue is set, under the timer queue's lock, when the queue took
 	// the call's timer to fire it: fire may run after the call returned.
 	timerDue bool
@@ -558,11 +563,11 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 			h.pol.Failed(&c.plan)
 			var pa pushbackAfter
 			errors.As(err, &pa)
-			c.h.timers.remove(&c.slot)
+			c.h.timers.remove(&c.timer)
 			c.held = false
 			if at := h.pol.Hold(&c.plan, now, pa.after); at != Never {
 				c.held = true
-				c.h.timers.add(c, at, &c.slot)
+				c.h.timers.add(&c.timer, at)
 			}
 		case c.plan.Single():
 		default:
@@ -734,7 +739,7 @@ func (c *call[T]) Launch(now time.Duration, replica int, g decide.Grant) bool {
 
 // Arm is decide.Runtime.Arm: the call's timer, in the [Hedger]'s timer queue.
 // c.mu is held.
-func (c *call[T]) Arm(at time.Duration) { c.h.timers.add(c, at, &c.slot) }
+func (c *call[T]) Arm(at time.Duration) { c.h.timers.add(&c.timer, at) }
 
 // Refused is decide.Runtime.Refused: it counts the refusal in the operation's
 // stats, reports it to [Config.OnEvent], and gives back the probe of a
@@ -799,7 +804,7 @@ func (c *call[T]) decide(winner int, now time.Duration) {
 	c.decided = true
 	c.decidedAt = now
 	c.winner = winner
-	c.h.timers.remove(&c.slot)
+	c.h.timers.remove(&c.timer)
 	for j := range c.launched {
 		if j != winner {
 			c.copies[j].stop()
@@ -919,7 +924,7 @@ func (c *call[T]) reset() {
 	}
 	cs.shard, cs.keep = 0, false
 	cs.ahead, cs.leftAt, cs.repAhead, cs.repDoneAt, cs.byRep = 0, 0, 0, 0, false
-	cs.slot, cs.timerDue = 0, false
+	cs.timer.at, cs.timer.slot, cs.timerDue = 0, 0, false
 	cs.launched, cs.running, cs.held, cs.placedProbe = 0, 0, false, false
 	cs.decided, cs.decidedAt, cs.winner = false, 0, 0
 	cs.closed, cs.returned = false, false
