@@ -971,6 +971,8 @@ func (c *call[T]) outcome() (T, error) {
 	if c.winner >= 0 {
 		w := &c.copies[c.winner]
 		switch {
+		case c.alone():
+			// Counted by the record in st.alone: see opState.stats.
 		case c.winner == 0 || w.failover:
 			st.primaryWins.Add(1)
 		default:

@@ -471,7 +471,7 @@ type opState struct {
 	requests     atomic.Int64
 	hedges       atomic.Int64
 	hedgeWins    atomic.Int64
-	primaryWins  atomic.Int64
+	primaryWins  atomic.Int64                     // but for the calls alone counts (see stats)
 	refused      [decide.NumRefusals]atomic.Int64 // the refusals Counted says to count
 	shadowHedges atomic.Int64
 	failovers    atomic.Int64
@@ -487,9 +487,10 @@ type opState struct {
 	latency quantile.Histogram // winner's latency: what the caller saw
 	primary quantile.Histogram // the primary alone; censored at cancellation
 	// alone holds the latency of each call whose primary won with no
-	// other copy sent: a value that latency and primary both hold, in
-	// one record instead of two: the Latency and Primary distributions
-	// and histograms add it to theirs.
+	// other copy sent: a value that latency and primary both hold, and a
+	// win primaryWins counts, in one record instead of two and a count.
+	// The Latency and Primary distributions and histograms add it to
+	// theirs, and PrimaryWins its count.
 	alone   quantile.Histogram
 	hedge   quantile.Histogram // hedge copies on their own, from send to success
 	holdout quantile.Histogram // what callers saw in the rollout's control group

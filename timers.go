@@ -91,7 +91,8 @@ type timerQueue struct {
 	wake       chan struct{} // buffered(1)
 	precise    bool          // approach each timer by planWait
 	// head is the earliest timer's at, or Never: written under mu, read
-	// without it by a spinning loop.
+	// without it by a spinning loop. Only a precise queue spins, so only
+	// a precise queue keeps it: a call does not pay the store.
 	head atomic.Int64
 	// late is the loop's estimate of how late each way of sleeping wakes,
 	// and spin what it may still spin; only the loop goroutine touches
@@ -325,8 +326,12 @@ func (q *timerQueue) observeCoarse(late time.Duration) {
 	q.late.coarse = q.coarse.value()
 }
 
-// setHead publishes the earliest timer's time. q.mu is held.
+// setHead publishes the earliest timer's time, if the queue is precise.
+// q.mu is held.
 func (q *timerQueue) setHead() {
+	if !q.precise {
+		return
+	}
 	at := Never
 	if len(q.items) > 0 {
 		at = q.items[0].at
