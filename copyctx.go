@@ -37,8 +37,11 @@ type copyCtx struct {
 
 	// state holds the copy's cancellation, whether its parent can be
 	// cancelled and whether it is watched, in one word, so that a copy
-	// nobody watches is cancelled and asked for Err without a lock.
-	state atomic.Uint32
+	// nobody watches is cancelled and asked for Err without a lock. It
+	// is read and written atomically (load, cas, store) but when
+	// newCopyCtx sets it, before anyone else can see the copyCtx: a plain
+	// uint32, so that it can be set without an atomic exchange.
+	state uint32
 	// w is set before stWatched is, and never changes after: a reader
 	// that sees stWatched may read it.
 	w atomic.Pointer[copyWatch]
@@ -64,12 +67,17 @@ const (
 
 // newCopyCtx returns the context of a copy under parent.
 func newCopyCtx(parent context.Context) *copyCtx {
-	c := &copyCtx{Context: parent}
+	var s uint32
 	if parent.Done() != nil {
-		c.state.Store(stParentCancels)
+		s = stParentCancels
 	}
-	return c
+	return &copyCtx{Context: parent, state: s}
 }
+
+// load, cas and store are the atomic accesses of c.state.
+func (c *copyCtx) load() uint32             { return atomic.LoadUint32(&c.state) }
+func (c *copyCtx) cas(old, new uint32) bool { return atomic.CompareAndSwapUint32(&c.state, old, new) }
+func (c *copyCtx) store(s uint32)           { atomic.StoreUint32(&c.state, s) }
 
 // watch makes the WithCancel context, cancelled already if the copy is,
 // and returns it. Of two goroutines that watch at once, one makes it;
@@ -91,9 +99,9 @@ func (c *copyCtx) watch() *copyWatch {
 	// A cancel of an unwatched copy changes state by compare-and-swap
 	// without the lock: either it lands first, and std is cancelled
 	// here, or it fails and cancels again under w.mu, after this.
-	s := c.state.Load()
-	for !c.state.CompareAndSwap(s, s|stWatched) {
-		s = c.state.Load()
+	s := c.load()
+	for !c.cas(s, s|stWatched) {
+		s = c.load()
 	}
 	if s&stCancelled != 0 {
 		w.stdCancel()
@@ -103,7 +111,7 @@ func (c *copyCtx) watch() *copyWatch {
 
 // Done returns a channel closed when the copy's context is cancelled.
 func (c *copyCtx) Done() <-chan struct{} {
-	if c.state.Load()&stWatched != 0 {
+	if c.load()&stWatched != 0 {
 		return c.w.Load().std.Done()
 	}
 	return c.watch().std.Done()
@@ -111,7 +119,7 @@ func (c *copyCtx) Done() <-chan struct{} {
 
 // Err returns nil until the copy's context is cancelled, or its parent's.
 func (c *copyCtx) Err() error {
-	s := c.state.Load()
+	s := c.load()
 	switch {
 	case s&stWatched != 0:
 		return c.w.Load().std.Err()
@@ -128,7 +136,7 @@ func (c *copyCtx) Err() error {
 // Value returns the value for key: the parent's, as seen through the
 // WithCancel context once there is one.
 func (c *copyCtx) Value(key any) any {
-	s := c.state.Load()
+	s := c.load()
 	if s&stWatched != 0 {
 		return c.w.Load().std.Value(key)
 	}
@@ -142,7 +150,7 @@ func (c *copyCtx) Value(key any) any {
 // parent's error, if the parent ended first) and, if someone watches it,
 // Done is closed. Only the first call does anything.
 func (c *copyCtx) cancel() {
-	s := c.state.Load()
+	s := c.load()
 	if s&stCancelled != 0 {
 		return
 	}
@@ -151,10 +159,10 @@ func (c *copyCtx) cancel() {
 		bits |= stParentErr
 	}
 	for s&stWatched == 0 {
-		if c.state.CompareAndSwap(s, s|bits) {
+		if c.cas(s, s|bits) {
 			return // unwatched: nobody to tell
 		}
-		if s = c.state.Load(); s&stCancelled != 0 {
+		if s = c.load(); s&stCancelled != 0 {
 			return
 		}
 	}
@@ -164,11 +172,11 @@ func (c *copyCtx) cancel() {
 	w := c.w.Load()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s = c.state.Load()
+	s = c.load()
 	if s&stCancelled != 0 {
 		return
 	}
-	c.state.Store(s | bits)
+	c.store(s | bits)
 	w.stdCancel()
 }
 
