@@ -924,7 +924,7 @@ func (c *call[T]) reset() {
 	}
 	cs.shard, cs.keep = 0, false
 	cs.ahead, cs.leftAt, cs.repAhead, cs.repDoneAt, cs.byRep = 0, 0, 0, 0, false
-	cs.timer.at, cs.timer.slot, cs.timerDue = 0, 0, false
+	cs.timer.at, cs.timer.slot, cs.timer.armed, cs.timerDue = 0, 0, false, false
 	cs.launched, cs.running, cs.held, cs.placedProbe = 0, 0, false, false
 	cs.decided, cs.decidedAt, cs.winner = false, 0, 0
 	cs.closed, cs.returned = false, false

@@ -16,7 +16,7 @@ import (
 func TestCallReset(t *testing.T) {
 	c := new(call[*int])
 	keep := map[string]bool{"h": true, "st": true, "plan": true, "mu": true, "timer": true}
-	c.timer = timerItem{at: 7, t: c, slot: 7}
+	c.timer = timerItem{at: 7, t: c, slot: 7, armed: true}
 	cs := reflect.ValueOf(&c.callState).Elem()
 	for i := range cs.NumField() {
 		if name := cs.Type().Field(i).Name; !keep[name] {

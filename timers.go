@@ -21,10 +21,17 @@ type timed interface {
 // can remove it in O(log n). Queuing and removing an item so writes one
 // pointer each, not the three of an item held by value: while the
 // garbage collector marks, each pointer written costs a write barrier.
+//
+// The owner calls add, advance and remove under a lock of its own (a
+// call's mutex), which guards armed: set by add and advance, cleared by
+// remove. An item never armed since the last remove is in no heap, and
+// its remove costs no lock of the queue's: a call that arms no timer
+// (hedging off, no delay yet) does not take it at all.
 type timerItem struct {
-	at   time.Duration // since the Hedger's epoch; guarded by timerQueue.mu
-	t    timed
-	slot int // the item's index in the heap, guarded by timerQueue.mu; -1 when not queued
+	at    time.Duration // since the Hedger's epoch; guarded by timerQueue.mu
+	t     timed
+	slot  int  // the item's index in the heap, guarded by timerQueue.mu; -1 when not queued
+	armed bool // guarded by the owner's lock (see above)
 }
 
 // timerQueue runs the hedge timers of one [Hedger] on one goroutine.
@@ -342,6 +349,7 @@ func (q *timerQueue) setHead() {
 // add queues it to fire at at (since the epoch). An item that is queued
 // already (slot >= 0) is moved to at: a call has one timer at most.
 func (q *timerQueue) add(it *timerItem, at time.Duration) {
+	it.armed = true
 	q.mu.Lock()
 	it.at = at
 	if i := it.slot; i >= 0 {
@@ -367,6 +375,7 @@ func (q *timerQueue) push(it *timerItem) {
 // sets under q.mu), it queues it for at. An item queued for at or
 // earlier, or taken, is left as it is.
 func (q *timerQueue) advance(it *timerItem, at time.Duration, taken *bool) {
+	it.armed = true
 	q.mu.Lock()
 	switch i := it.slot; {
 	case i >= 0 && it.at > at:
@@ -443,6 +452,10 @@ func (q *timerQueue) kicked() {
 
 // remove takes it out of the queue, if it is still there.
 func (q *timerQueue) remove(it *timerItem) {
+	if !it.armed {
+		return
+	}
+	it.armed = false
 	q.mu.Lock()
 	if i := it.slot; i >= 0 {
 		q.removeAt(i)

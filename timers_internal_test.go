@@ -373,6 +373,9 @@ func TestTimerQueueOneTimerPerSlot(t *testing.T) {
 		t.Errorf("advance to 1m: first item %v at %v", q.items[0].t, q.items[0].at)
 	}
 	q.remove(&ta)
+	if ta.armed || ta.slot != -1 || len(q.items) != 1 {
+		t.Errorf("after remove: a armed %v, slot %d, %d items; want false, -1, 1", ta.armed, ta.slot, len(q.items))
+	}
 	taken = true
 	q.advance(&ta, time.Minute, &taken)
 	if ta.slot != -1 || len(q.items) != 1 {
