@@ -52,6 +52,21 @@ func TestFastPathAllocations(t *testing.T) {
 			t.Errorf("%s: DoHeld: %.1f allocations per call, want at most %v", tc.name, allocs, tc.held)
 		}
 	}
+	// An attempt that asks for Done makes the context.WithCancel its
+	// context stands for: four allocations more (the holder, the
+	// cancelCtx, its cancel function and its channel), as Do documents.
+	watching := func(ctx context.Context, _ hedge.Attempt) (int, error) {
+		_ = ctx.Done()
+		return 1, nil
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := hedge.Do(context.Background(), h, "op", watching); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 5 {
+		t.Errorf("Do with an attempt that asks for Done: %.1f allocations per call, want at most 5 (the documented cost)", allocs)
+	}
 }
 
 // TestFastPathStartsNoGoroutine checks that calls whose hedge does not

@@ -66,8 +66,8 @@ type Attempt struct {
 // When no hedge fires, the primary runs on the caller's goroutine, no
 // goroutine is started, and a call costs one small allocation, for the
 // primary's context, as long as the function does not ask for its Done
-// channel (which makes the context.WithCancel it stands for: two more).
-// See BENCHMARKS.md.
+// channel (which makes the context.WithCancel it stands for, its holder
+// and its channel: four more). See BENCHMARKS.md.
 //
 // On a [Hedger] with [Config.Shards], Do sends nothing and returns an
 // error that matches [ErrInvalidConfig]: use [DoShard] or [DoFan].
