@@ -189,8 +189,8 @@ type callState[T any] struct {
 	repAhead  int64
 	repDoneAt int64
 	byRep     bool
-	// timer is the call's timer in the Hedger's timer queue; its fields
-	// are guarded by the queue's lock.
+	// timer is the call's timer in the Hedger's timer queue: its at and
+	// slot are guarded by the queue's lock, its armed by mu (timerItem).
 	timer timerItem
 	// timerDue is set, under the timer queue's lock, when the queue took
 	// the call's timer to fire it: fire may run after the call returned.

@@ -471,7 +471,7 @@ type opState struct {
 	requests     atomic.Int64
 	hedges       atomic.Int64
 	hedgeWins    atomic.Int64
-	primaryWins  atomic.Int64                     // but for the calls alone counts (see stats)
+	primaryWins  atomic.Int64                     // primary wins but those alone counts (see stats)
 	refused      [decide.NumRefusals]atomic.Int64 // the refusals Counted says to count
 	shadowHedges atomic.Int64
 	failovers    atomic.Int64
