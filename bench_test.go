@@ -130,6 +130,18 @@ func BenchmarkDoNoHedge(b *testing.B) {
 			}
 		})
 	})
+	// An attempt that asks for its context's Done channel, as a network
+	// transport's does: the context it stands for is made.
+	watching := func(ctx context.Context, _ hedge.Attempt) (int, error) {
+		_ = ctx.Done()
+		return 1, nil
+	}
+	b.Run("watched", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			hedge.Do(context.Background(), h, "op", watching)
+		}
+	})
 	hr, _ := hedge.New(hedge.Config{Delay: hedge.Fixed(time.Hour), Replicas: 3})
 	b.Run("replicas", func(b *testing.B) {
 		b.ReportAllocs()
