@@ -52,6 +52,21 @@ func TestFastPathAllocations(t *testing.T) {
 			t.Errorf("%s: DoHeld: %.1f allocations per call, want at most %v", tc.name, allocs, tc.held)
 		}
 	}
+	// An attempt that asks for Done makes the context.WithCancel its
+	// context stands for: four allocations more (the holder, the
+	// cancelCtx, its cancel function and its channel), as Do documents.
+	watching := func(ctx context.Context, _ hedge.Attempt) (int, error) {
+		_ = ctx.Done()
+		return 1, nil
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := hedge.Do(context.Background(), h, "op", watching); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 5 {
+		t.Errorf("Do with an attempt that asks for Done: %.1f allocations per call, want at most 5 (the documented cost)", allocs)
+	}
 }
 
 // TestFastPathStartsNoGoroutine checks that calls whose hedge does not
@@ -114,6 +129,18 @@ func BenchmarkDoNoHedge(b *testing.B) {
 				hedge.Do(context.Background(), h, "op", trivial)
 			}
 		})
+	})
+	// An attempt that asks for its context's Done channel, as a network
+	// transport's does: the context it stands for is made.
+	watching := func(ctx context.Context, _ hedge.Attempt) (int, error) {
+		_ = ctx.Done()
+		return 1, nil
+	}
+	b.Run("watched", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			hedge.Do(context.Background(), h, "op", watching)
+		}
 	})
 	hr, _ := hedge.New(hedge.Config{Delay: hedge.Fixed(time.Hour), Replicas: 3})
 	b.Run("replicas", func(b *testing.B) {

@@ -2,7 +2,6 @@ package hedge
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 )
 
@@ -24,120 +23,133 @@ import (
 // that can be cancelled, Value makes the real context too, so that
 // context.Cause (which finds package context's cancelCtx by Value)
 // reports the copy's cancellation rather than the parent's state.
+//
+// What only a watched copy needs (the WithCancel context) sits behind
+// a pointer that stays nil until then, and the copy's state is that same
+// pointer: the copyCtx of a fast call is 24 bytes, against 64 for the
+// size class it would share with them, and the bytes a call allocates
+// set how often the collector runs, and so how much of a call runs with
+// write barriers on (BENCHMARKS.md, "The decision's cost").
 type copyCtx struct {
-	context.Context      // the parent: Deadline, and Value until watched
-	parentCancels   bool // the parent's Done is not nil
+	context.Context // the parent: Deadline, and Value until watched
 
-	// state holds the copy's cancellation and whether it is watched, in
-	// one word, so that a copy nobody watches is cancelled and asked for
-	// Err without a lock. std and stdCancel are set before stWatched is,
-	// and never change after: a reader that sees stWatched may read them.
-	state     atomic.Uint32
-	std       context.Context
-	stdCancel context.CancelFunc
-
-	// mu serialises making std with cancelling a watched copy, so that
-	// Err and Cause change together.
-	mu sync.Mutex
+	// w is the copy's state, in one word, so that a copy nobody watches
+	// is cancelled and asked for Err without a lock: nil while it is
+	// live and unwatched; cancelledMark or parentErrMark once it is
+	// cancelled unwatched (parentErrMark: after its parent ended, so that
+	// Err is the parent's); else its copyWatch, which never changes after.
+	w atomic.Pointer[copyWatch]
 }
 
-// The bits of copyCtx.state.
-const (
-	stCancelled = 1 << iota // the copy was cancelled
-	stParentErr             // ... after its parent ended: Err is the parent's
-	stWatched               // std is made
-)
+// copyWatch is what a watched copyCtx adds: the WithCancel context that
+// stands for it. It is made whole before it is published.
+type copyWatch struct {
+	std       context.Context
+	stdCancel context.CancelFunc
+}
+
+// The states of an unwatched copyCtx that was cancelled (copyCtx.w).
+var cancelledMark, parentErrMark copyWatch
+
+// cancelled reports whether w is the state of a copy cancelled unwatched.
+func cancelled(w *copyWatch) bool { return w == &cancelledMark || w == &parentErrMark }
 
 // newCopyCtx returns the context of a copy under parent.
 func newCopyCtx(parent context.Context) *copyCtx {
-	return &copyCtx{Context: parent, parentCancels: parent.Done() != nil}
+	return &copyCtx{Context: parent}
 }
 
-// watch makes std, cancelled already if the copy is. c.mu is held.
-func (c *copyCtx) watch() {
-	if c.state.Load()&stWatched != 0 {
-		return
-	}
-	c.std, c.stdCancel = context.WithCancel(c.Context)
-	// A cancel of an unwatched copy changes state by compare-and-swap
-	// without the lock: either it lands first, and std is cancelled
-	// here, or it fails and cancels again under the lock, after this.
-	s := c.state.Load()
-	for !c.state.CompareAndSwap(s, s|stWatched) {
-		s = c.state.Load()
-	}
-	if s&stCancelled != 0 {
-		c.stdCancel()
+// watch makes the WithCancel context, cancelled already if the copy is,
+// publishes it and returns it. Of two goroutines that watch at once, one
+// publishes its context; the other's is cancelled unused.
+func (c *copyCtx) watch() *copyWatch {
+	for {
+		cur := c.w.Load()
+		if cur != nil && !cancelled(cur) {
+			return cur
+		}
+		w := new(copyWatch)
+		w.std, w.stdCancel = context.WithCancel(c.Context)
+		if cur != nil {
+			// Cancelled before anyone watched. If the parent had ended
+			// first, std has its error and cause already, and this
+			// changes nothing.
+			w.stdCancel()
+		}
+		// A cancel meanwhile changes w from nil, and this fails: the
+		// loop then makes a cancelled context.
+		if c.w.CompareAndSwap(cur, w) {
+			return w
+		}
+		w.stdCancel()
 	}
 }
 
 // Done returns a channel closed when the copy's context is cancelled.
 func (c *copyCtx) Done() <-chan struct{} {
-	if c.state.Load()&stWatched == 0 {
-		c.mu.Lock()
-		c.watch()
-		c.mu.Unlock()
+	if w := c.w.Load(); w != nil && !cancelled(w) {
+		return w.std.Done()
 	}
-	return c.std.Done()
+	return c.watch().std.Done()
 }
 
 // Err returns nil until the copy's context is cancelled, or its parent's.
 func (c *copyCtx) Err() error {
-	s := c.state.Load()
-	switch {
-	case s&stWatched != 0:
-		return c.std.Err()
-	case s&stParentErr != 0:
-		return c.Context.Err() // the parent's, which never changes once set
-	case s&stCancelled != 0:
-		return context.Canceled
-	case c.parentCancels:
+	switch w := c.w.Load(); w {
+	case nil, &parentErrMark:
+		// Live: the parent's, nil unless it ended. Cancelled after the
+		// parent ended: the parent's, which never changes once set.
 		return c.Context.Err()
+	case &cancelledMark:
+		return context.Canceled
+	default:
+		return w.std.Err()
 	}
-	return nil
 }
 
 // Value returns the value for key: the parent's, as seen through the
-// WithCancel context once there is one.
+// WithCancel context once there is one. Once the copy is cancelled
+// under a parent that can be cancelled, it makes that context, so that
+// context.Cause (which finds package context's cancelCtx by Value)
+// reports the copy's cancellation rather than the parent's state.
 func (c *copyCtx) Value(key any) any {
-	if s := c.state.Load(); s&stWatched == 0 {
-		if !c.parentCancels || s&stCancelled == 0 {
+	w := c.w.Load()
+	switch {
+	case w == nil:
+		return c.Context.Value(key)
+	case cancelled(w):
+		if c.Context.Done() == nil {
 			return c.Context.Value(key)
 		}
-		c.mu.Lock()
-		c.watch()
-		c.mu.Unlock()
+		w = c.watch()
 	}
-	return c.std.Value(key)
+	return w.std.Value(key)
 }
 
 // cancel cancels the copy's context: Err becomes context.Canceled (or the
 // parent's error, if the parent ended first) and, if someone watches it,
 // Done is closed. Only the first call does anything.
 func (c *copyCtx) cancel() {
-	s := c.state.Load()
-	if s&stCancelled != 0 {
-		return
-	}
-	bits := uint32(stCancelled)
-	if c.parentCancels && c.Context.Err() != nil {
-		bits |= stParentErr
-	}
-	if s&stWatched == 0 && c.state.CompareAndSwap(s, s|bits) {
-		return // unwatched: nobody to tell
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s = c.state.Load()
-	if s&stCancelled != 0 {
-		return
-	}
-	// Watched now (watch holds c.mu while it publishes stWatched). Under
-	// c.mu, so that Err and Cause change together; stdCancel calls
-	// nothing of c: std was made from the parent, not from c.
-	c.state.Store(s | bits)
-	if s&stWatched != 0 {
-		c.stdCancel()
+	for {
+		w := c.w.Load()
+		switch {
+		case w == nil:
+			mark := &cancelledMark
+			if c.Context.Err() != nil {
+				mark = &parentErrMark
+			}
+			if c.w.CompareAndSwap(nil, mark) {
+				return // unwatched: nobody to tell
+			}
+			// Watched meanwhile: cancel that.
+		case cancelled(w):
+			return
+		default:
+			// Package context changes Err and Cause together, and only
+			// the first cancel counts.
+			w.stdCancel()
+			return
+		}
 	}
 }
 

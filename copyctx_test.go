@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"runtime/metrics"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 type ctxKey struct{}
@@ -160,5 +162,50 @@ func TestCopyCtxString(t *testing.T) {
 	c := newCopyCtx(context.Background())
 	if got, want := c.String(), "context.Background.WithCancel"; got != want {
 		t.Errorf("String() = %q; want %q", got, want)
+	}
+}
+
+// TestCopyCtxSize holds the copyCtx of a call nobody watches to 24 bytes:
+// it is the fast path's one allocation, and the bytes a call allocates
+// set how often the collector runs (BENCHMARKS.md, "The decision's
+// cost").
+func TestCopyCtxSize(t *testing.T) {
+	if n := unsafe.Sizeof(copyCtx{}); n > 24 {
+		t.Errorf("copyCtx is %d bytes; want at most 24: move what only a watched copy needs behind copyWatch", n)
+	}
+}
+
+// TestCopyCtxWatchRace asks for Done from several goroutines at once
+// while the copy is cancelled: every one gets the same channel, closed.
+func TestCopyCtxWatchRace(t *testing.T) {
+	for range 200 {
+		c := newCopyCtx(context.Background())
+		const n = 4
+		chans := make(chan (<-chan struct{}), n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				<-start
+				chans <- c.Done()
+			})
+		}
+		wg.Go(func() {
+			<-start
+			c.cancel()
+		})
+		close(start)
+		wg.Wait()
+		close(chans)
+		first := <-chans
+		for ch := range chans {
+			if ch != first {
+				t.Fatal("Done returned different channels to goroutines that asked at once")
+			}
+		}
+		<-first
+		if !errors.Is(c.Err(), context.Canceled) {
+			t.Fatalf("Err after cancel: %v", c.Err())
+		}
 	}
 }

@@ -66,8 +66,8 @@ type Attempt struct {
 // When no hedge fires, the primary runs on the caller's goroutine, no
 // goroutine is started, and a call costs one small allocation, for the
 // primary's context, as long as the function does not ask for its Done
-// channel (which makes the context.WithCancel it stands for: two more).
-// See BENCHMARKS.md.
+// channel (which makes the context.WithCancel it stands for, its holder
+// and its channel: four more). See BENCHMARKS.md.
 //
 // On a [Hedger] with [Config.Shards], Do sends nothing and returns an
 // error that matches [ErrInvalidConfig]: use [DoShard] or [DoFan].
@@ -131,7 +131,10 @@ func (c *call[T]) begin(ctx context.Context, h *Hedger, st *opState, fn func(ctx
 	if c.st != st {
 		c.st = st
 	}
-	c.parent, c.fn, c.winner, c.slot, c.shard = ctx, fn, -1, -1, shard
+	c.parent, c.fn, c.winner, c.timer.slot, c.shard = ctx, fn, -1, -1, shard
+	if c.timer.t == nil {
+		c.timer.t = c // once for the call's life: reset keeps it
+	}
 	once := false
 	if c.fan != nil {
 		c.fan = nil
@@ -186,7 +189,9 @@ type callState[T any] struct {
 	repAhead  int64
 	repDoneAt int64
 	byRep     bool
-	slot      int // in the Hedger's timer queue, guarded by its lock; -1 if none
+	// timer is the call's timer in the Hedger's timer queue: its at and
+	// slot are guarded by the queue's lock, its armed by mu (timerItem).
+	timer timerItem
 	// timerDue is set, under the timer queue's lock, when the queue took
 	// the call's timer to fire it: fire may run after the call returned.
 	timerDue bool
@@ -347,9 +352,16 @@ func (c *call[T]) launch(i int, now time.Duration, replica int, probe bool) (con
 		fo := &c.h.fanOuts[replica]
 		switch {
 		case n == 1:
-			fo.fan.Store(c.fan)
-			fo.pure.Store(c.fan != nil)
-		case fo.fan.Load() != c.fan:
+			// Stored only if they change: a store is an atomic exchange
+			// (and the pointer's a write barrier while the collector
+			// marks), and a replica mostly serves calls of no fan-out.
+			if fo.fan.Load() != c.fan {
+				fo.fan.Store(c.fan)
+			}
+			if pure := c.fan != nil; fo.pure.Load() != pure {
+				fo.pure.Store(pure)
+			}
+		case fo.fan.Load() != c.fan && fo.pure.Load():
 			fo.pure.Store(false)
 		}
 		sent := c.h.sent[replica].Add(1)
@@ -551,11 +563,11 @@ func (c *call[T]) complete(i int, v T, err error, p *PanicError, hold bool) (lat
 			h.pol.Failed(&c.plan)
 			var pa pushbackAfter
 			errors.As(err, &pa)
-			c.h.timers.remove(&c.slot)
+			c.h.timers.remove(&c.timer)
 			c.held = false
 			if at := h.pol.Hold(&c.plan, now, pa.after); at != Never {
 				c.held = true
-				c.h.timers.add(c, at, &c.slot)
+				c.h.timers.add(&c.timer, at)
 			}
 		case c.plan.Single():
 		default:
@@ -727,7 +739,7 @@ func (c *call[T]) Launch(now time.Duration, replica int, g decide.Grant) bool {
 
 // Arm is decide.Runtime.Arm: the call's timer, in the [Hedger]'s timer queue.
 // c.mu is held.
-func (c *call[T]) Arm(at time.Duration) { c.h.timers.add(c, at, &c.slot) }
+func (c *call[T]) Arm(at time.Duration) { c.h.timers.add(&c.timer, at) }
 
 // Refused is decide.Runtime.Refused: it counts the refusal in the operation's
 // stats, reports it to [Config.OnEvent], and gives back the probe of a
@@ -770,9 +782,17 @@ func (c *call[T]) observePrimary(now time.Duration, err error, p *PanicError, wa
 	if censored {
 		st.censored.Add(1)
 	}
-	st.primary.Record(int64(sample))
+	if !c.alone() {
+		// outcome records a primary that won alone, for both.
+		st.primary.Record(int64(sample))
+	}
 	st.est.Observe(now, sample)
 }
+
+// alone reports whether the call was decided by its primary's success
+// with no other copy sent: its latency is then the primary's, and outcome
+// records it once, in opState.alone, for both. c.mu is held.
+func (c *call[T]) alone() bool { return c.decided && c.winner == 0 && c.launched == 1 }
 
 // decide fixes the outcome (winner -1 for an error) and cancels every other
 // copy. The winner is recorded before the cancels, so that a loser seeing
@@ -784,7 +804,7 @@ func (c *call[T]) decide(winner int, now time.Duration) {
 	c.decided = true
 	c.decidedAt = now
 	c.winner = winner
-	c.h.timers.remove(&c.slot)
+	c.h.timers.remove(&c.timer)
 	for j := range c.launched {
 		if j != winner {
 			c.copies[j].stop()
@@ -904,7 +924,7 @@ func (c *call[T]) reset() {
 	}
 	cs.shard, cs.keep = 0, false
 	cs.ahead, cs.leftAt, cs.repAhead, cs.repDoneAt, cs.byRep = 0, 0, 0, 0, false
-	cs.slot, cs.timerDue = 0, false
+	cs.timer.at, cs.timer.slot, cs.timer.armed, cs.timerDue = 0, 0, false, false
 	cs.launched, cs.running, cs.held, cs.placedProbe = 0, 0, false, false
 	cs.decided, cs.decidedAt, cs.winner = false, 0, 0
 	cs.closed, cs.returned = false, false
@@ -939,13 +959,20 @@ func (c *call[T]) outcome() (T, error) {
 	if c.launched > 1 && !h.bgReap {
 		end = max(h.now(), end)
 	}
-	st.latency.Record(int64(end - c.plan.Start))
+	if c.alone() {
+		// The primary's latency too: observePrimary left it to this.
+		st.alone.Record(int64(end - c.plan.Start))
+	} else {
+		st.latency.Record(int64(end - c.plan.Start))
+	}
 	if c.plan.Holdout {
 		st.holdout.Record(int64(end - c.plan.Start))
 	}
 	if c.winner >= 0 {
 		w := &c.copies[c.winner]
 		switch {
+		case c.alone():
+			// Counted by the record in st.alone: see opState.stats.
 		case c.winner == 0 || w.failover:
 			st.primaryWins.Add(1)
 		default:

@@ -420,7 +420,7 @@ func (l *fanLeaf[T]) advance() {
 	c.mu.Lock()
 	if c.launched > 0 && !c.decided && !c.held && c.plan.Copies == 1 {
 		if at, _ := c.h.pol.Due(&c.plan, c.plan.Start); at != Never {
-			c.h.timers.advance(c, at, &c.slot, &c.timerDue)
+			c.h.timers.advance(&c.timer, at, &c.timerDue)
 		}
 	}
 	c.mu.Unlock()

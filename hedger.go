@@ -475,7 +475,7 @@ type opState struct {
 	requests     atomic.Int64
 	hedges       atomic.Int64
 	hedgeWins    atomic.Int64
-	primaryWins  atomic.Int64
+	primaryWins  atomic.Int64                     // primary wins but those alone counts (see stats)
 	refused      [decide.NumRefusals]atomic.Int64 // the refusals Counted says to count
 	shadowHedges atomic.Int64
 	failovers    atomic.Int64
@@ -490,6 +490,12 @@ type opState struct {
 
 	latency quantile.Histogram // winner's latency: what the caller saw
 	primary quantile.Histogram // the primary alone; censored at cancellation
+	// alone holds the latency of each call whose primary won with no
+	// other copy sent: a value that latency and primary both hold, and a
+	// win primaryWins counts, in one record instead of two and a count.
+	// The Latency and Primary distributions and histograms add it to
+	// theirs, and PrimaryWins its count.
+	alone   quantile.Histogram
 	hedge   quantile.Histogram // hedge copies on their own, from send to success
 	holdout quantile.Histogram // what callers saw in the rollout's control group
 	// timerLag is how late each hedge timer fired after it was due.

@@ -29,8 +29,8 @@ type Histograms struct {
 func (st *opState) histograms() Histograms {
 	return Histograms{
 		Op:        st.name,
-		Latency:   st.latency.Counts(nil),
-		Primary:   st.primary.Counts(nil),
+		Latency:   addCounts(st.latency.Counts(nil), st.alone.Counts(nil)),
+		Primary:   addCounts(st.primary.Counts(nil), st.alone.Counts(nil)),
 		HedgePath: st.hedge.Counts(nil),
 		Holdout:   st.holdout.Counts(nil),
 	}
@@ -48,5 +48,39 @@ func (h *Hedger) Histograms() []Histograms {
 		out = append(out, st.histograms())
 	}
 	slices.SortFunc(out, func(a, b Histograms) int { return strings.Compare(a.Op, b.Op) })
+	return out
+}
+
+// addCounts returns the counts of the values of a and b together: their
+// buckets, each in increasing order, merged, and the counts of a bucket
+// both hold added. It is how Latency and Primary take in opState.alone.
+func addCounts(a, b quantile.Counts) quantile.Counts {
+	if len(b.Buckets) == 0 {
+		a.Sum += b.Sum
+		return a
+	}
+	if len(a.Buckets) == 0 {
+		b.Sum += a.Sum
+		return b
+	}
+	out := quantile.Counts{Count: a.Count + b.Count, Sum: a.Sum + b.Sum,
+		Buckets: make([]quantile.Bucket, 0, len(a.Buckets)+len(b.Buckets))}
+	i, j := 0, 0
+	for i < len(a.Buckets) || j < len(b.Buckets) {
+		switch {
+		case j == len(b.Buckets) || i < len(a.Buckets) && a.Buckets[i].Lo < b.Buckets[j].Lo:
+			out.Buckets = append(out.Buckets, a.Buckets[i])
+			i++
+		case i == len(a.Buckets) || b.Buckets[j].Lo < a.Buckets[i].Lo:
+			out.Buckets = append(out.Buckets, b.Buckets[j])
+			j++
+		default:
+			x := a.Buckets[i]
+			x.Count += b.Buckets[j].Count
+			out.Buckets = append(out.Buckets, x)
+			i++
+			j++
+		}
+	}
 	return out
 }

@@ -9,11 +9,14 @@ import (
 
 // TestCallReset checks that reset leaves a used call as begin expects
 // it: every field of callState zero but h, st and plan (which begin sets
-// afresh) and the unlocked mutex, and the first copy's state zero. A field
-// added to callState or copyState that reset does not clear fails here.
+// afresh) and the unlocked mutex, its timer zero but for the call itself
+// (set once for the call's life), and the first copy's state zero. A
+// field added to callState or copyState that reset does not clear fails
+// here.
 func TestCallReset(t *testing.T) {
 	c := new(call[*int])
-	keep := map[string]bool{"h": true, "st": true, "plan": true, "mu": true}
+	keep := map[string]bool{"h": true, "st": true, "plan": true, "mu": true, "timer": true}
+	c.timer = timerItem{at: 7, t: c, slot: 7, armed: true}
 	cs := reflect.ValueOf(&c.callState).Elem()
 	for i := range cs.NumField() {
 		if name := cs.Type().Field(i).Name; !keep[name] {
@@ -29,6 +32,9 @@ func TestCallReset(t *testing.T) {
 		if name := cs.Type().Field(i).Name; !keep[name] && !cs.Field(i).IsZero() {
 			t.Errorf("callState.%s is %v after reset; want it zero (clear it in reset)", name, settable(cs.Field(i)))
 		}
+	}
+	if c.timer != (timerItem{t: c}) {
+		t.Errorf("timer is %+v after reset; want it zero but for t, the call itself", c.timer)
 	}
 	for i := range cp.NumField() {
 		if !cp.Field(i).IsZero() {

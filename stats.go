@@ -318,6 +318,14 @@ func distribution(h *quantile.Histogram) Distribution {
 	return distributionOf(&s)
 }
 
+// withAlone returns the [Distribution] of the values of h and of alone,
+// the snapshot of opState.alone, whose values h counts as its own.
+func withAlone(h *quantile.Histogram, alone *quantile.Snapshot) Distribution {
+	s := h.Snapshot()
+	s.Add(alone)
+	return distributionOf(&s)
+}
+
 // distributionOf summarises a histogram's snapshot.
 func distributionOf(s *quantile.Snapshot) Distribution {
 	return Distribution{
@@ -333,12 +341,15 @@ func distributionOf(s *quantile.Snapshot) Distribution {
 }
 
 func (st *opState) stats(now time.Duration) Stats {
+	// The calls whose primary won alone are in none of latency, primary
+	// and primaryWins: st.alone's one record stands for all three.
+	alone := st.alone.Snapshot()
 	s := Stats{
 		Op:              st.name,
 		Requests:        st.requests.Load(),
 		Hedges:          st.hedges.Load(),
 		HedgeWins:       st.hedgeWins.Load(),
-		PrimaryWins:     st.primaryWins.Load(),
+		PrimaryWins:     st.primaryWins.Load() + alone.Count,
 		Failures:        st.failures.Load(),
 		LoadByReport:    st.byReport.Load(),
 		LoadByOwnView:   st.byOwnView.Load(),
@@ -346,8 +357,8 @@ func (st *opState) stats(now time.Duration) Stats {
 		Failovers:       st.failovers.Load(),
 		Unhedgeable:     st.unhedgeable.Load(),
 		WastedWork:      time.Duration(st.wasted.Load()),
-		Latency:         distribution(&st.latency),
-		Primary:         distribution(&st.primary),
+		Latency:         withAlone(&st.latency, &alone),
+		Primary:         withAlone(&st.primary, &alone),
 		PrimaryCensored: st.censored.Load(),
 		HedgePath:       distribution(&st.hedge),
 		Holdout:         distribution(&st.holdout),

@@ -15,12 +15,23 @@ type timed interface {
 	fire(at time.Duration) // at: when it was due, since the epoch
 }
 
-// timerItem is one pending timer. The slot it occupies in the heap is
-// written back to *slot, so the owner can remove it in O(log n).
+// timerItem is the one timer of an owner (a call), which embeds it and
+// sets t, itself, once. The queue's heap holds pointers to the items, and
+// writes each item's index in the heap back to slot, so that the owner
+// can remove it in O(log n). Queuing and removing an item so writes one
+// pointer each, not the three of an item held by value: while the
+// garbage collector marks, each pointer written costs a write barrier.
+//
+// The owner calls add, advance and remove under a lock of its own (a
+// call's mutex), which guards armed: set by add and advance, cleared by
+// remove. An item never armed since the last remove is in no heap, and
+// its remove costs no lock of the queue's: a call that arms no timer
+// (hedging off, no delay yet) does not take it at all.
 type timerItem struct {
-	at   time.Duration // since the Hedger's epoch
-	t    timed
-	slot *int // guarded by timerQueue.mu; -1 when not queued
+	at    time.Duration // since the Hedger's epoch; guarded by timerQueue.mu
+	t     timed
+	slot  int  // the item's index in the heap, guarded by timerQueue.mu; -1 when not queued
+	armed bool // guarded by the owner's lock (see above)
 }
 
 // timerQueue runs the hedge timers of one [Hedger] on one goroutine.
@@ -75,7 +86,7 @@ type timerItem struct {
 type timerQueue struct {
 	epoch   time.Time
 	mu      sync.Mutex
-	items   []timerItem // min-heap on at
+	items   []*timerItem // min-heap on at
 	serving bool
 	added   bool // a timer was added since the loop last looked
 	// kick starts the loop when the earliest timer is due while nothing
@@ -87,7 +98,8 @@ type timerQueue struct {
 	wake       chan struct{} // buffered(1)
 	precise    bool          // approach each timer by planWait
 	// head is the earliest timer's at, or Never: written under mu, read
-	// without it by a spinning loop.
+	// without it by a spinning loop. Only a precise queue spins, so only
+	// a precise queue keeps it: a call does not pay the store.
 	head atomic.Int64
 	// late is the loop's estimate of how late each way of sleeping wakes,
 	// and spin what it may still spin; only the loop goroutine touches
@@ -321,8 +333,12 @@ func (q *timerQueue) observeCoarse(late time.Duration) {
 	q.late.coarse = q.coarse.value()
 }
 
-// setHead publishes the earliest timer's time. q.mu is held.
+// setHead publishes the earliest timer's time, if the queue is precise.
+// q.mu is held.
 func (q *timerQueue) setHead() {
+	if !q.precise {
+		return
+	}
 	at := Never
 	if len(q.items) > 0 {
 		at = q.items[0].at
@@ -330,40 +346,44 @@ func (q *timerQueue) setHead() {
 	q.head.Store(int64(at))
 }
 
-// add queues t to fire at at (since the epoch) and records its slot. A
-// timer of t's that is queued already (*slot >= 0) is moved to at: a call
-// has one timer at most.
-func (q *timerQueue) add(t timed, at time.Duration, slot *int) {
+// add queues it to fire at at (since the epoch). An item that is queued
+// already (slot >= 0) is moved to at: a call has one timer at most.
+func (q *timerQueue) add(it *timerItem, at time.Duration) {
+	it.armed = true
 	q.mu.Lock()
-	if i := *slot; i >= 0 {
-		q.items[i].at = at
+	it.at = at
+	if i := it.slot; i >= 0 {
 		q.down(i)
 		q.up(i)
 		q.queued(at)
 		return
 	}
-	i := len(q.items)
-	q.items = append(q.items, timerItem{at: at, t: t, slot: slot})
-	*slot = i
-	q.up(i)
+	q.push(it)
 	q.queued(at)
 }
 
-// advance brings t's timer forward to at, if it is queued for later; if
-// it is not queued and the queue has not taken it to fire (*taken, which
-// t.due sets under q.mu), it queues it for at. A timer queued for at or
+// push adds it, not queued, to the heap. q.mu is held and it.at set.
+func (q *timerQueue) push(it *timerItem) {
+	i := len(q.items)
+	q.items = append(q.items, it)
+	it.slot = i
+	q.up(i)
+}
+
+// advance brings it forward to at, if it is queued for later; if it is
+// not queued and the queue has not taken it to fire (*taken, which t.due
+// sets under q.mu), it queues it for at. An item queued for at or
 // earlier, or taken, is left as it is.
-func (q *timerQueue) advance(t timed, at time.Duration, slot *int, taken *bool) {
+func (q *timerQueue) advance(it *timerItem, at time.Duration, taken *bool) {
+	it.armed = true
 	q.mu.Lock()
-	switch i := *slot; {
-	case i >= 0 && q.items[i].at > at:
-		q.items[i].at = at
+	switch i := it.slot; {
+	case i >= 0 && it.at > at:
+		it.at = at
 		q.up(i)
 	case i < 0 && !*taken:
-		i = len(q.items)
-		q.items = append(q.items, timerItem{at: at, t: t, slot: slot})
-		*slot = i
-		q.up(i)
+		it.at = at
+		q.push(it)
 	default:
 		q.mu.Unlock()
 		return
@@ -430,10 +450,14 @@ func (q *timerQueue) kicked() {
 	q.loop()
 }
 
-// remove takes the timer at *slot out of the queue, if it is still there.
-func (q *timerQueue) remove(slot *int) {
+// remove takes it out of the queue, if it is still there.
+func (q *timerQueue) remove(it *timerItem) {
+	if !it.armed {
+		return
+	}
+	it.armed = false
 	q.mu.Lock()
-	if i := *slot; i >= 0 {
+	if i := it.slot; i >= 0 {
 		q.removeAt(i)
 		q.setHead()
 	}
@@ -442,12 +466,12 @@ func (q *timerQueue) remove(slot *int) {
 
 func (q *timerQueue) removeAt(i int) {
 	last := len(q.items) - 1
-	*q.items[i].slot = -1
+	q.items[i].slot = -1
 	if i != last {
 		q.items[i] = q.items[last]
-		*q.items[i].slot = i
+		q.items[i].slot = i
 	}
-	q.items[last] = timerItem{}
+	q.items[last] = nil
 	q.items = q.items[:last]
 	if i != last {
 		q.down(i)
@@ -459,8 +483,8 @@ func (q *timerQueue) less(i, j int) bool { return q.items[i].at < q.items[j].at 
 
 func (q *timerQueue) swap(i, j int) {
 	q.items[i], q.items[j] = q.items[j], q.items[i]
-	*q.items[i].slot = i
-	*q.items[j].slot = j
+	q.items[i].slot = i
+	q.items[j].slot = j
 }
 
 func (q *timerQueue) up(i int) {

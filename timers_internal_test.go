@@ -356,31 +356,34 @@ func TestTimerQueueOneTimerPerSlot(t *testing.T) {
 	q := newTimerQueue(time.Time{})
 	q.kickAt = -1 // no kick: nothing serves the queue, and no clock is read
 	var a, b countTimed
-	slotA, slotB := -1, -1
-	q.add(&a, time.Hour, &slotA)
-	q.add(&b, 2*time.Hour, &slotB)
-	q.add(&a, 3*time.Hour, &slotA)
-	if len(q.items) != 2 || q.items[0].t != &b || q.items[slotA].at != 3*time.Hour {
+	ta, tb := timerItem{t: &a, slot: -1}, timerItem{t: &b, slot: -1}
+	q.add(&ta, time.Hour)
+	q.add(&tb, 2*time.Hour)
+	q.add(&ta, 3*time.Hour)
+	if len(q.items) != 2 || q.items[0].t != &b || q.items[ta.slot].at != 3*time.Hour {
 		t.Fatalf("after adding a's timer twice: %d items, the first %v; want 2, b's first", len(q.items), q.items[0].t)
 	}
 	taken := false
-	q.advance(&a, 4*time.Hour, &slotA, &taken)
-	if q.items[slotA].at != 3*time.Hour {
-		t.Errorf("advance moved a's timer later, to %v", q.items[slotA].at)
+	q.advance(&ta, 4*time.Hour, &taken)
+	if q.items[ta.slot].at != 3*time.Hour {
+		t.Errorf("advance moved a's timer later, to %v", q.items[ta.slot].at)
 	}
-	q.advance(&a, time.Minute, &slotA, &taken)
+	q.advance(&ta, time.Minute, &taken)
 	if len(q.items) != 2 || q.items[0].t != &a || q.items[0].at != time.Minute {
 		t.Errorf("advance to 1m: first item %v at %v", q.items[0].t, q.items[0].at)
 	}
-	q.remove(&slotA)
+	q.remove(&ta)
+	if ta.armed || ta.slot != -1 || len(q.items) != 1 {
+		t.Errorf("after remove: a armed %v, slot %d, %d items; want false, -1, 1", ta.armed, ta.slot, len(q.items))
+	}
 	taken = true
-	q.advance(&a, time.Minute, &slotA, &taken)
-	if slotA != -1 || len(q.items) != 1 {
-		t.Errorf("advance queued a timer that the queue had taken: slot %d, %d items", slotA, len(q.items))
+	q.advance(&ta, time.Minute, &taken)
+	if ta.slot != -1 || len(q.items) != 1 {
+		t.Errorf("advance queued a timer that the queue had taken: slot %d, %d items", ta.slot, len(q.items))
 	}
 	taken = false
-	q.advance(&a, time.Minute, &slotA, &taken)
-	if slotA < 0 || len(q.items) != 2 {
-		t.Errorf("advance did not queue a timer for a slot that held none: slot %d, %d items", slotA, len(q.items))
+	q.advance(&ta, time.Minute, &taken)
+	if ta.slot < 0 || len(q.items) != 2 {
+		t.Errorf("advance did not queue a timer for a slot that held none: slot %d, %d items", ta.slot, len(q.items))
 	}
 }

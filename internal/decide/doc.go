@@ -72,11 +72,12 @@
 //
 // That is a small share of either engine:
 //
-//   - hedge.Do without a hedge, about 250 ns: the two clock reads (start
-//     and end) take a quarter, the primary's context (the one allocation)
-//     a sixth, the pooled call's Get, Put and reset a seventh, the timer
-//     queue and the two latency histograms a twelfth each. The decision
-//     takes about 10 ns, 4%.
+//   - hedge.Do without a hedge, about 200-250 ns of CPU on the loaded
+//     test machine: the two clock reads (start and end) take a quarter,
+//     the primary's context (the one allocation, 24 bytes) and the write
+//     barriers a sixth, the timer queue a fourteenth, the pooled call's
+//     Get, Put and reset a twentieth, its one latency record a
+//     thirtieth. The decision takes about 10 ns, 5%.
 //   - the simulator (BenchmarkRunYardstick, about 270 ns per request):
 //     this package, the Picker included, is about a sixth; the event
 //     loop, its queues and random draws are the rest.
