@@ -66,10 +66,7 @@ type FanOut struct {
 	// answered, a leaf still running Straggle times as long after the
 	// request started as that took is a straggler: its hedge is due then,
 	// if the [Hedger]'s own delay has not made it due earlier, and it goes
-	// if the [Hedger]'s rules and the request's budget allow. A leaf at
-	// the head of this Hedger's requests on its replica still waits three
-	// of the Hedger's delays (see [Config.PayoffWinRate]): other clients'
-	// work queued there looks like a stuck replica from here.
+	// if the [Hedger]'s rules and the request's budget allow.
 	Straggle float64
 }
 

@@ -32,8 +32,8 @@
 // delay. A primary at the head of this client's work there may be slow
 // itself, stuck with its server, or queued behind other clients' work,
 // which the client cannot see. Its copy waits until the primary has
-// waited [HeadDelays] delays (RefusedHead), even for a fan-out's leaf
-// that the sibling trigger calls a straggler (Plan.HeadAt).
+// waited [HeadDelays] delays (RefusedHead), or until the sibling
+// trigger calls a fan-out's leaf a straggler (Plan.HeadAt).
 //
 // For each class the Policy keeps running averages over about the last
 // 32 hedges: the share that won, and the time losers ran for nothing,

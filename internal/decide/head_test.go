@@ -103,39 +103,3 @@ func TestHeadAtEdges(t *testing.T) {
 		t.Fatalf("HeadAt past the end of time = %v, want Never", pl.HeadAt())
 	}
 }
-
-// TestHeadWaitStraggler: the sibling trigger brings a leaf's copy forward
-// (Due), but not past the head wait: a primary at the head of this
-// client's requests on its replica waits HeadDelays delays even once its
-// siblings call it a straggler, while one behind earlier work goes then.
-func TestHeadWaitStraggler(t *testing.T) {
-	const delay = 10 * time.Millisecond
-	for _, behind := range []bool{false, true} {
-		p := New(Config{MaxAttempts: 2, Replicas: 3, PayoffWinRate: 0.2, Rollout: 1, MaxLoad: -1})
-		var f Fan
-		f.Reset(FanConfig{Hedges: 4, InFlight: 4, Mark: 1, Straggle: 3})
-		pl := Plan{Fan: &f}
-		p.Begin(&pl, 0, fixed(delay), Never, false, nil)
-		if !f.Answered(time.Millisecond, 0) {
-			t.Fatal("the first answer did not start the sibling trigger (Mark 1)")
-		}
-		at, why := p.Due(&pl, 0)
-		if at != 3*time.Millisecond || why != Allowed {
-			t.Fatalf("Due = %v, %v; want 3ms: three times the mark's answer", at, why)
-		}
-		if got, want := pl.HeadAt(), HeadDelays*delay; got != want {
-			t.Fatalf("HeadAt = %v; want %v: the sibling trigger does not shorten the head wait", got, want)
-		}
-		rt := &headRT{behind: behind}
-		why = p.Fire(&pl, at, rt)
-		if behind {
-			if why != Allowed || len(rt.launched) != 1 {
-				t.Fatalf("behind, at the straggler's time: %v, launched %v; want a copy", why, rt.launched)
-			}
-			continue
-		}
-		if why != RefusedHead || len(rt.launched) != 0 || rt.armed != HeadDelays*delay {
-			t.Fatalf("at the head, at the straggler's time: %v, launched %v, timer at %v; want head, none, %v", why, rt.launched, rt.armed, HeadDelays*delay)
-		}
-	}
-}

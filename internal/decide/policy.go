@@ -294,23 +294,19 @@ func (pl *Plan) Single() bool { return pl.Mode == Off }
 
 // HeadAt returns when a copy of a primary at the head of this client's
 // requests on its replica may go: once the primary has waited HeadDelays
-// delays (Never when no copy is due; at once with a delay of zero). The
-// sibling trigger does not bring it forward. A leaf whose siblings have
-// answered may be on a stuck replica, but with other clients on the
-// replicas it may as well be queued behind their work there, which this
-// client cannot see: its copy would jump that queue and land its work on
-// theirs. In the simulator's shards group, with ten clients on 30 shards
-// of 2 replicas and big requests, copies that the sibling trigger sent
-// early won half the time and added 14% to the servers' work; the
-// request's median rose 17% (docs/fanout.md).
+// delays (Never when no copy is due; at once with a delay of zero), or,
+// for a leaf of a fan-out, once the sibling trigger calls it a straggler
+// if that is sooner: its siblings on other replicas have answered, which
+// a slow replica explains and work queued everywhere does not.
 func (pl *Plan) HeadAt() time.Duration {
+	at := Never
 	switch {
 	case pl.Delay <= 0:
-		return pl.Start
+		at = pl.Start
 	case pl.Delay != Never:
-		return AddSat(pl.Start, time.Duration(min(float64(pl.Delay)*HeadDelays, float64(Never/2))))
+		at = AddSat(pl.Start, time.Duration(min(float64(pl.Delay)*HeadDelays, float64(Never/2))))
 	}
-	return Never
+	return min(at, pl.straggleAt())
 }
 
 // straggleAt returns when the sibling trigger of the request's fan-out
