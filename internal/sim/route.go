@@ -71,12 +71,26 @@ func (e *engine) pick(n, lo int, held []int, u uint64) int {
 	return e.picker.Pick(n, held, e.loadShard, u)
 }
 
-// loadOf is e.load(i), read in place when it is the queue's own count.
+// loadOf is e.load(i), read in place with one client: the queue's count
+// (loadPlain) inline, with the library's ghosts (loadGhost) by a direct
+// call.
 func (e *engine) loadOf(i int) int {
 	if e.plainLoad {
 		return e.qs[i].busy
 	}
-	return e.load(i)
+	return e.loadOther(i)
+}
+
+// loadOther is loadOf's other cases.
+func (e *engine) loadOther(i int) int {
+	if e.multi {
+		return e.load(i)
+	}
+	f := &e.qs[i]
+	if e.now < f.ghostUntil {
+		return f.busy + 1
+	}
+	return f.busy
 }
 
 var randomPicker = decide.Picker{Random: true}
