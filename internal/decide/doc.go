@@ -74,9 +74,11 @@
 //     a sixth, the pooled call's Get, Put and reset a seventh, the timer
 //     queue and the two latency histograms a twelfth each. The decision
 //     takes about 10 ns, 4%.
-//   - the simulator (BenchmarkRunYardstick, about 270 ns per request):
+//   - the simulator (BenchmarkRunYardstick, about 240 ns per request):
 //     this package, the Picker included, is about a sixth; the event
-//     loop, its queues and random draws are the rest.
+//     loop, its queues and random draws are the rest. The simulator
+//     reads a queue's load for the Picker in place (Picker.Pair and
+//     Choose), with no call through a function value.
 //
 // So keep what runs on every request to loads of fields that requests do
 // not write: no allocation, no map, no interface call but the
