@@ -26,33 +26,11 @@ const maxHeld = 8
 // probability within 2^-32 of 1/k, a bias far below anything a sample of
 // picks can show. n must be below 2^32.
 func (p *Picker) Pick(n int, held []int, load func(i int) int, u uint64) int {
-	// Fast paths for the common cases (the simulator's inner loop): no
-	// zones, at most one copy held, replicas in range.
-	if p.Zones == nil && len(held) <= 1 && n >= 2 && (len(held) == 0 || (held[0] >= 0 && held[0] < n)) {
-		free := n - len(held)
-		a := first(u, free)
-		if len(held) == 1 && a >= held[0] {
-			a++
-		}
-		if p.Random || free == 1 || load == nil {
+	if a, b, ok := p.Pair(n, held, u); ok {
+		if b < 0 || load == nil {
 			return a
 		}
-		// b is uniform over the free replicas other than a.
-		b := second(u, free-1)
-		lo, hi := a, -1
-		if len(held) == 1 {
-			lo, hi = min(a, held[0]), max(a, held[0])
-		}
-		if b >= lo {
-			b++
-		}
-		if hi >= 0 && b >= hi {
-			b++
-		}
-		if load(b) < load(a) {
-			return b
-		}
-		return a
+		return Choose(a, b, load(a), load(b))
 	}
 	var buf [maxHeld]int
 	ex := append(buf[:0], held...) // sorted, deduplicated, in range
@@ -82,6 +60,56 @@ func (p *Picker) Pick(n int, held []int, load func(i int) int, u uint64) int {
 	slices.Sort(ex2)
 	b := nth(second(u, free-1), ex2)
 	if load(b) < load(a) {
+		return b
+	}
+	return a
+}
+
+// Pair is Pick's fast path, for the common cases (the simulator's inner
+// loop): no zones, at most one copy held, replicas in range. It returns
+// Pick's candidates, a and b, with ok set, or ok false outside those
+// cases, where only Pick answers. b is -1 when Pick takes a without
+// reading a load (Random, or one free replica); otherwise Pick returns
+// Choose(a, b, load(a), load(b)). A caller that reads its loads without a
+// function value calls Pair and Choose, and Pick when ok is false.
+func (p *Picker) Pair(n int, held []int, u uint64) (a, b int, ok bool) {
+	if p.Zones != nil || len(held) > 1 || n < 2 {
+		return 0, 0, false
+	}
+	h := -1
+	if len(held) == 1 {
+		if h = held[0]; h < 0 || h >= n {
+			return 0, 0, false
+		}
+	}
+	free := n - len(held)
+	a = first(u, free)
+	if h >= 0 && a >= h {
+		a++
+	}
+	if p.Random || free == 1 {
+		return a, -1, true
+	}
+	// b is uniform over the free replicas other than a.
+	b = second(u, free-1)
+	lo, hi := a, -1
+	if h >= 0 {
+		lo, hi = min(a, h), max(a, h)
+	}
+	if b >= lo {
+		b++
+	}
+	if hi >= 0 && b >= hi {
+		b++
+	}
+	return a, b, true
+}
+
+// Choose is the rule of two choices between Pick's candidates a and b,
+// whose loads are la and lb: b only when it is strictly less loaded, so
+// that a tie goes to a, the first draw.
+func Choose(a, b, la, lb int) int {
+	if lb < la {
 		return b
 	}
 	return a

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"slices"
 	"testing"
@@ -69,6 +70,18 @@ func benchRun(b *testing.B, set func(*Config)) {
 		done += n
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+}
+
+// BenchmarkStudyQuick runs the quick study (hedge study --quick) on
+// GOMAXPROCS workers, writing nothing: one iteration is the whole grid,
+// about a minute: the study's cost in one number, and a CPU profile of
+// the whole grid (BENCHMARKS.md, "The study's time").
+func BenchmarkStudyQuick(b *testing.B) {
+	for b.Loop() {
+		if _, err := RunStudy(context.Background(), StudyOptions{Quick: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // BenchmarkPicker measures hedge.Picker.Pick as the engine calls it: ten

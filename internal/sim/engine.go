@@ -103,6 +103,7 @@ type engine struct {
 	load                 func(int) int // the routing load: loadPlain, or loadGhost with the library's ghosts; loadView or loadViewG with several clients
 	loadPlain, loadGhost func(int) int
 	loadView, loadViewG  func(int) int // the same, from the client's view (views[vbase+i])
+	plainLoad            bool          // load is loadPlain (see loadOf)
 
 	// Clients (see "Many clients" in doc.go). With one client (multi
 	// false) the Policy reads the queues' own counts, which are then that
@@ -312,6 +313,7 @@ func (e *engine) init(c Config) {
 	default:
 		e.load = e.loadPlain
 	}
+	e.plainLoad = !e.multi && !e.ghosts
 	e.feedPrimary = c.feedPrimary()
 	e.refused = [decide.NumRefusals]int64{}
 	e.shadow = 0
@@ -603,7 +605,7 @@ func (e *engine) newUnit(parent, idx int32, client uint16, measured bool, lo int
 				together = f.pure && f.group == r.idx
 			}
 			if load < 0 {
-				load = e.load(int(q)) - 1
+				load = e.loadOf(int(q)) - 1
 			}
 			pol.Placed(load, together && r.parent >= 0)
 		}

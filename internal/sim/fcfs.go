@@ -26,7 +26,11 @@ func (e *engine) start(s int32, ent qent) {
 	sv := &e.srv[s]
 	sv.cur, sv.k = ent.slot, ent.k
 	sv.rem, sv.last = c.size, e.now
-	e.dep.set(s, e.now+c.size/sv.speed)
+	d := c.size
+	if sv.speed != 1 {
+		d /= sv.speed // x/1 is x: the division is skipped, not the rounding changed
+	}
+	e.dep.set(s, e.now+d)
 	e.nRunning++
 	if e.tied && e.cancel && r.n > 1 {
 		for j := range r.n {

@@ -49,7 +49,48 @@ func (e *engine) placeSkip(r *request, skip []int) int32 {
 		// their loads.
 		return int32(randomPicker.Pick(e.serversN, held, nil, e.rM.Uint64()))
 	}
-	return int32(e.picker.Pick(e.serversN, held, e.load, e.rM.Uint64()))
+	return int32(e.pick(e.serversN, 0, held, e.rM.Uint64()))
+}
+
+// pick is e.picker.Pick among the n queues from lo, place j being queue
+// lo+j, with held and the result as places. On Pick's fast path it reads
+// the loads in place, through decide.Picker.Pair and decide.Choose,
+// which are Pick's own, rather than by a call through a function value
+// for each.
+func (e *engine) pick(n, lo int, held []int, u uint64) int {
+	if a, b, ok := e.picker.Pair(n, held, u); ok {
+		if b < 0 {
+			return a
+		}
+		return decide.Choose(a, b, e.loadOf(lo+a), e.loadOf(lo+b))
+	}
+	if lo == 0 {
+		return e.picker.Pick(n, held, e.load, u)
+	}
+	e.sbase = lo
+	return e.picker.Pick(n, held, e.loadShard, u)
+}
+
+// loadOf is e.load(i), read in place with one client: the queue's count
+// (loadPlain) inline, with the library's ghosts (loadGhost) by a direct
+// call.
+func (e *engine) loadOf(i int) int {
+	if e.plainLoad {
+		return e.qs[i].busy
+	}
+	return e.loadOther(i)
+}
+
+// loadOther is loadOf's other cases.
+func (e *engine) loadOther(i int) int {
+	if e.multi {
+		return e.load(i)
+	}
+	f := &e.qs[i]
+	if e.now < f.ghostUntil {
+		return f.busy + 1
+	}
+	return f.busy
 }
 
 var randomPicker = decide.Picker{Random: true}
@@ -78,8 +119,7 @@ func (e *engine) placeShard(r *request, skip []int) int32 {
 	if e.tiedSample {
 		i = randomPicker.Pick(e.shardR, held, nil, e.rM.Uint64())
 	} else {
-		e.sbase = lo
-		i = e.picker.Pick(e.shardR, held, e.loadShard, e.rM.Uint64())
+		i = e.pick(e.shardR, lo, held, e.rM.Uint64())
 	}
 	if i < 0 {
 		return -1
@@ -104,15 +144,14 @@ func (e *engine) spareRoute(r *request) int32 {
 		// The spare is the shard's second pick.
 		lo := int(r.lo)
 		held := [1]int{int(q) - lo}
-		e.sbase = lo
-		if i := e.picker.Pick(e.shardR, held[:], e.loadShard, e.rM.Uint64()); i >= 0 {
+		if i := e.pick(e.shardR, lo, held[:], e.rM.Uint64()); i >= 0 {
 			s = int32(lo + i)
 		} else {
 			s = -1
 		}
 	} else {
 		held := [1]int{int(q)}
-		s = int32(e.picker.Pick(e.serversN, held[:], e.load, e.rM.Uint64()))
+		s = int32(e.pick(e.serversN, 0, held[:], e.rM.Uint64()))
 	}
 	if s >= 0 && e.qs[s].busy == 0 {
 		if r.measured {

@@ -40,7 +40,7 @@ func (h *hedgeRT) Place(time.Duration) (int, int, bool) {
 	if q < 0 {
 		return -1, -1, false
 	}
-	return int(q), e.load(int(q)), false
+	return int(q), e.loadOf(int(q)), false
 }
 
 // pick is the picker decide.Policy.Place asks for candidates.

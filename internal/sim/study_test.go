@@ -79,7 +79,8 @@ func TestStudyDeterministicAcrossWorkers(t *testing.T) {
 // cancelAfterFirstPoint is a study's progress writer that cancels the
 // study at the first progress line written after results.json appeared.
 // RunStudy writes progress lines (one per tenth of the runs on anything but
-// a terminal) and results.json (after each finished point) on its own
+// a terminal) and results.json (at the first finished point, then at
+// most every two seconds) on its own
 // goroutine, so the check and the cancellation happen at a definite point
 // of the study, whatever the workers' timing.
 type cancelAfterFirstPoint struct {
