@@ -15,6 +15,7 @@ import (
 	"github.com/tailcut/hedge/internal/callgate"
 	"github.com/tailcut/hedge/internal/cfgerr"
 	"github.com/tailcut/hedge/internal/keyslot"
+	"github.com/tailcut/hedge/internal/rediscmd"
 )
 
 // ClusterConfig configures a ClusterClient. The zero ClusterConfig hedges
@@ -384,15 +385,9 @@ func runClusterCopy[C redis.Cmder](ctx context.Context, c *ClusterClient, a hedg
 func isClusterAnswer(err error) bool { return isAnswer(err) && !isRedirect(err) }
 
 // isRedirect reports whether err is, or wraps only, MOVED or ASK replies.
-func isRedirect(err error) bool {
-	var ae *hedge.AttemptsError
-	if errors.As(err, &ae) && len(ae.Errs) > 0 {
-		for _, e := range ae.Errs {
-			if !isRedirect(e) {
-				return false
-			}
-		}
-		return true
-	}
+func isRedirect(err error) bool { return rediscmd.Redirect(err, isRedirectReply) }
+
+// isRedirectReply reports whether err is one MOVED or ASK reply.
+func isRedirectReply(err error) bool {
 	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }

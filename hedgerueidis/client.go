@@ -414,16 +414,10 @@ func isAnswer(err error) bool {
 
 // isRedirect reports whether err is, or wraps only, MOVED or ASK replies:
 // the node no longer serves the key's slot.
-func isRedirect(err error) bool {
-	var ae *hedge.AttemptsError
-	if errors.As(err, &ae) && len(ae.Errs) > 0 {
-		for _, e := range ae.Errs {
-			if !isRedirect(e) {
-				return false
-			}
-		}
-		return true
-	}
+func isRedirect(err error) bool { return rediscmd.Redirect(err, isRedirectReply) }
+
+// isRedirectReply reports whether err is one MOVED or ASK reply.
+func isRedirectReply(err error) bool {
 	re, ok := rueidis.IsRedisErr(err)
 	if !ok {
 		var rerr *rueidis.RedisError
@@ -432,6 +426,5 @@ func isRedirect(err error) bool {
 		}
 		re = rerr
 	}
-	msg := re.Error()
-	return strings.HasPrefix(msg, "MOVED") || strings.HasPrefix(msg, "ASK")
+	return rediscmd.IsRedirectMessage(re.Error())
 }

@@ -2,9 +2,16 @@
 // go-redis, hedgerueidis over rueidis) share about commands: the
 // allow-list of reads that may be hedged, and its allocation-free lookup.
 // It imports no Redis client.
+// It also tells a cluster's redirections apart (Redirect).
 package rediscmd
 
-import "slices"
+import (
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/tailcut/hedge"
+)
 
 // reads is the allow-list of commands that are hedged across replicas,
 // upper-case. Each is flagged "readonly" by Redis 7's COMMAND INFO,
@@ -67,4 +74,28 @@ func ReadOp[S string | []byte](name S) (string, bool) {
 	}
 	op, ok := readSet[string(buf[:len(name)])]
 	return op, ok
+}
+
+// Redirect reports whether err is, or wraps only, replies that is calls
+// MOVED or ASK redirections: a cluster node no longer serves the key's
+// slot. A hedged call's error (hedge.AttemptsError) is a redirection when
+// every copy's is. is reads one reply's error the way its client types
+// it.
+func Redirect(err error, is func(error) bool) bool {
+	var ae *hedge.AttemptsError
+	if errors.As(err, &ae) && len(ae.Errs) > 0 {
+		for _, e := range ae.Errs {
+			if !Redirect(e, is) {
+				return false
+			}
+		}
+		return true
+	}
+	return is(err)
+}
+
+// IsRedirectMessage reports whether a Redis error reply's text is a MOVED
+// or ASK redirection.
+func IsRedirectMessage(msg string) bool {
+	return strings.HasPrefix(msg, "MOVED") || strings.HasPrefix(msg, "ASK")
 }

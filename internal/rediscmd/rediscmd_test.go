@@ -1,6 +1,12 @@
 package rediscmd
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/tailcut/hedge"
+)
 
 func TestReadOp(t *testing.T) {
 	for _, tc := range []struct {
@@ -40,5 +46,35 @@ func TestReadOpDoesNotAllocate(t *testing.T) {
 	name := []byte("hgetall")
 	if n := testing.AllocsPerRun(100, func() { ReadOp(name) }); n != 0 {
 		t.Errorf("ReadOp allocates %v times", n)
+	}
+}
+
+func TestRedirect(t *testing.T) {
+	moved, other := errors.New("MOVED 3999 127.0.0.1:6381"), errors.New("ERR unknown")
+	// is reads a reply's error through its wrapping, as a client's type
+	// check would.
+	is := func(err error) bool {
+		for ; err != nil; err = errors.Unwrap(err) {
+			if IsRedirectMessage(err.Error()) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"MOVED", moved, true},
+		{"ASK", errors.New("ASK 3999 127.0.0.1:6381"), true},
+		{"another error", other, false},
+		{"every copy redirected", &hedge.AttemptsError{Errs: []error{moved, fmt.Errorf("copy: %w", moved)}}, true},
+		{"one copy not redirected", &hedge.AttemptsError{Errs: []error{moved, other}}, false},
+		{"wrapped", fmt.Errorf("read: %w", &hedge.AttemptsError{Errs: []error{moved}}), true},
+	} {
+		if got := Redirect(c.err, is); got != c.want {
+			t.Errorf("%s: Redirect = %v; want %v", c.name, got, c.want)
+		}
 	}
 }
