@@ -547,20 +547,10 @@ func (m *Member) Pause() error {
 		return fmt.Errorf("etcdtest: Pause: member %s: %w", m.Name, err)
 	}
 	m.paused++
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		stopped, err := testproc.Stopped(m.proc.Pid)
-		if err != nil {
-			return fmt.Errorf("etcdtest: Pause: member %s: %w", m.Name, err)
-		}
-		if stopped {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("etcdtest: Pause: member %s (pid %d) did not stop within 10s of SIGSTOP", m.Name, m.proc.Pid)
-		}
-		time.Sleep(time.Millisecond)
+	if err := testproc.WaitStopped(m.proc.Pid, 10*time.Second); err != nil {
+		return fmt.Errorf("etcdtest: Pause: member %s: %w", m.Name, err)
 	}
+	return nil
 }
 
 // Resume continues a paused member (SIGCONT).

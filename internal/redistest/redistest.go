@@ -368,25 +368,24 @@ func (s *Server) Stall() (*Stall, error) {
 // waitStopped returns once the process is stopped, or an error after
 // timeout (a bound for a broken system, not a guess of how long it takes).
 func (s *Server) waitStopped(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		stopped, err := testproc.Stopped(s.Pid)
-		if errors.Is(err, errors.ErrUnsupported) {
-			stopped = s.ping(20*time.Millisecond) != nil
-		} else if err != nil {
-			return fmt.Errorf("redistest: Stall: %w", err)
+	err := testproc.WaitStopped(s.Pid, timeout)
+	if errors.Is(err, errors.ErrUnsupported) {
+		// No /proc to read: a stopped server does not answer a ping.
+		deadline := time.Now().Add(timeout)
+		for s.ping(20*time.Millisecond) == nil {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("redistest: Stall: the server on port %d still answers %v after SIGSTOP", s.Port, timeout)
+			}
 		}
-		if stopped {
-			return nil
-		}
-		if s.Exited() {
-			return fmt.Errorf("redistest: Stall: the server on port %d exited (%v); its log:\n%s", s.Port, s.proc.Err(), s.log.String())
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redistest: Stall: pid %d did not stop within %v of SIGSTOP", s.Pid, timeout)
-		}
-		time.Sleep(100 * time.Microsecond)
+		return nil
 	}
+	if err != nil && s.Exited() {
+		return fmt.Errorf("redistest: Stall: the server on port %d exited (%v); its log:\n%s", s.Port, s.proc.Err(), s.log.String())
+	}
+	if err != nil {
+		return fmt.Errorf("redistest: Stall: %w", err)
+	}
+	return nil
 }
 
 // Release ends the stall: when no other Stall of the server is in force,
