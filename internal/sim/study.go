@@ -441,15 +441,7 @@ func planStudy(o StudyOptions) *studyPlan {
 // the library's zero hedge.Config in the fan-out call (hedge.DoFan's
 // zero FanOut) over the shards.
 func (p *studyPlan) planShards(loads []float64, o StudyOptions) {
-	var ls []float64
-	for _, l := range loads {
-		if slices.Contains(StudyManyLoads, l) {
-			ls = append(ls, l)
-		}
-	}
-	if ls == nil {
-		ls = loads
-	}
+	ls := manyLoads(loads)
 	for _, tp := range StudyShardTopologies {
 		at := func(w World, r Routing, s Strategy, load float64, clients int) Config {
 			c := p.base
@@ -487,15 +479,7 @@ func (p *studyPlan) planShards(loads []float64, o StudyOptions) {
 // number of leaves whatever the width, at the grid's loads that are in
 // StudyManyLoads.
 func (p *studyPlan) planMany(loads []float64, o StudyOptions) {
-	var ls []float64
-	for _, l := range loads {
-		if slices.Contains(StudyManyLoads, l) {
-			ls = append(ls, l)
-		}
-	}
-	if ls == nil {
-		ls = loads
-	}
+	ls := manyLoads(loads)
 	leaves := studyLeaves
 	if o.Quick {
 		leaves = studyLeavesQuick
@@ -813,4 +797,20 @@ func (b *progress) finish() {
 	}
 	b.draw(time.Now())
 	fmt.Fprintln(b.w)
+}
+
+// manyLoads returns the grid's loads that are in StudyManyLoads, where
+// the fan-out, clients and shards groups run, or all of them when none
+// is (a grid of other loads).
+func manyLoads(loads []float64) []float64 {
+	var ls []float64
+	for _, l := range loads {
+		if slices.Contains(StudyManyLoads, l) {
+			ls = append(ls, l)
+		}
+	}
+	if ls == nil {
+		return loads
+	}
+	return ls
 }
